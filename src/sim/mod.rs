@@ -1,0 +1,1 @@
+//! The built-in OpenAI-compatible simulated inference server.

@@ -1,0 +1,1 @@
+//! Statistics across trials: summaries, the two-sample test, the USL fit.
