@@ -2,5 +2,13 @@
 //! and capacity plans. The modules follow the data flow:
 //! profile -> load generator -> record -> (gate | report | plan).
 
+pub mod cli;
+pub mod commands;
+pub mod exit;
+pub mod fsutil;
+pub mod load;
+pub mod profile;
+pub mod record;
+pub mod report;
 pub mod sim;
 pub mod stats;

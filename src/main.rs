@@ -1,1 +1,32 @@
-fn main() {}
+//! The `throughline` binary: parse the command line, run the command, map the outcome to an
+//! exit code (0 pass, 1 regression, 2 could not do the job, 3 not comparable).
+
+use clap::Parser;
+use throughline::cli::{Cli, Command};
+use throughline::commands;
+use throughline::exit::{exit_for, Exit};
+
+fn main() {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::exit(Exit::Failure.code());
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Bench(args) => commands::bench::run(args).await,
+            Command::Demo(args) => commands::demo::run(args).await,
+        }
+    });
+    let exit = match outcome {
+        Ok(exit) => exit,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            exit_for(&error)
+        }
+    };
+    std::process::exit(exit.code());
+}

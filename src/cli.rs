@@ -1,0 +1,94 @@
+//! The command line (clap definitions only; the work is in `commands`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::record::Environment;
+
+/// Truthful LLM inference server benchmarks, statistical CI regression gates and capacity plans.
+#[derive(Debug, Parser)]
+#[command(name = "throughline", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once; boxing buys nothing
+pub enum Command {
+    /// Run a benchmark profile: a concurrency sweep with several trials per level.
+    Bench(BenchArgs),
+    /// Run the built-in demo: start the simulated server, run a small profile, print and save.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The benchmark profile (TOML).
+    #[arg(long, short = 'p')]
+    pub profile: PathBuf,
+    /// Folder for results.json, requests.jsonl and summary.csv.
+    #[arg(long, short = 'o', default_value = "throughline-results")]
+    pub out: PathBuf,
+    /// Replace the profile's endpoints (repeat for several replicas).
+    #[arg(long = "endpoint")]
+    pub endpoints: Vec<String>,
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
+    /// Never draw a progress bar (it is drawn only on a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Folder for the demo's files.
+    #[arg(long, short = 'o', default_value = "throughline-results/demo")]
+    pub out: PathBuf,
+}
+
+/// The environment fingerprint a baseline is compared on; what is not given is detected
+/// from the server where possible.
+#[derive(Debug, Args, Clone, Default)]
+pub struct EnvironmentArgs {
+    /// GPU model, e.g. "RTX PRO 6000".
+    #[arg(long, env = "THROUGHLINE_GPU")]
+    pub gpu: Option<String>,
+    /// GPUs serving the model (all replicas together).
+    #[arg(long, env = "THROUGHLINE_GPU_COUNT")]
+    pub gpu_count: Option<u32>,
+    /// GPU driver version.
+    #[arg(long, env = "THROUGHLINE_DRIVER")]
+    pub driver: Option<String>,
+    /// Inference engine (vllm, sglang, llama.cpp, tgi); detected from /metrics when not given.
+    #[arg(long, env = "THROUGHLINE_ENGINE")]
+    pub engine: Option<String>,
+    #[arg(long, env = "THROUGHLINE_ENGINE_VERSION")]
+    pub engine_version: Option<String>,
+    /// Model precision, e.g. bf16, fp8.
+    #[arg(long, env = "THROUGHLINE_PRECISION")]
+    pub precision: Option<String>,
+    /// Runner label or host name (GitHub's RUNNER_NAME is used when set).
+    #[arg(long, env = "THROUGHLINE_RUNNER")]
+    pub runner: Option<String>,
+}
+
+impl EnvironmentArgs {
+    pub fn to_environment(&self) -> Environment {
+        Environment {
+            gpu_model: self.gpu.clone(),
+            gpu_count: self.gpu_count,
+            driver: self.driver.clone(),
+            engine: self.engine.clone(),
+            engine_version: self.engine_version.clone(),
+            model: None,
+            precision: self.precision.clone(),
+            runner: self
+                .runner
+                .clone()
+                .or_else(|| std::env::var("RUNNER_NAME").ok()),
+            endpoints: 0,
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! `throughline bench`: run a profile and report.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::cli::BenchArgs;
+use crate::exit::Exit;
+use crate::load::{run_bench, BenchOutcome, BenchSetup, RESULTS_FILE};
+use crate::profile::Profile;
+use crate::report::console;
+
+pub async fn run(args: BenchArgs) -> Result<Exit> {
+    let mut profile = Profile::load(&args.profile)?;
+    if !args.endpoints.is_empty() {
+        profile.target.endpoints = args.endpoints.clone();
+        profile.validate()?;
+    }
+    let setup = BenchSetup {
+        profile,
+        environment: args.environment.to_environment(),
+        out_dir: args.out.clone(),
+        show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+    };
+    let outcome = measure(setup).await?;
+    Ok(conclude(&outcome, &args.out))
+}
+
+/// Runs the sweep, printing each level's row as it finishes.
+pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
+    let p = &setup.profile;
+    println!(
+        "throughline bench: profile {:?}, {} level(s) x {} trial(s), {} endpoint(s)",
+        p.name,
+        p.sweep.concurrency.len(),
+        p.sweep.trials,
+        p.target.endpoints.len()
+    );
+    println!("{}", console::level_header());
+    println!("{}", "-".repeat(console::level_header().len()));
+    run_bench(setup, |level| println!("{}", console::level_row(level))).await
+}
+
+/// Prints warnings and problems; returns 2 when a level could not be measured.
+pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
+    for w in &outcome.result.warnings {
+        eprintln!("warning: {w}");
+    }
+    println!("results: {}", out.join(RESULTS_FILE).display());
+    if outcome.problems.is_empty() {
+        return Exit::Pass;
+    }
+    eprintln!("error: the run could not measure every level:");
+    for p in &outcome.problems {
+        eprintln!("  {p}");
+    }
+    Exit::Failure
+}

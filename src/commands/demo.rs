@@ -1,0 +1,3 @@
+pub async fn run(_args: crate::cli::DemoArgs) -> anyhow::Result<crate::exit::Exit> {
+    anyhow::bail!("demo: not yet")
+}

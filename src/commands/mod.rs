@@ -1,0 +1,4 @@
+//! One function per subcommand: read inputs, call the library, print, return the exit code.
+
+pub mod bench;
+pub mod demo;

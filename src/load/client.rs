@@ -1,0 +1,297 @@
+//! Sending one request and timing it: send, first byte, first chunk, first content token,
+//! every content chunk, end. Failures come back classified, never as panics or retries.
+
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use tokio::time::timeout_at;
+
+use super::chunk::{clip, parse_chunk, parse_response, Usage};
+use super::sse::{SseDecoder, SseError};
+use super::tokens::ChunkArrival;
+use crate::record::ErrorClass;
+
+/// Limits on one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The whole request, from send to the last byte.
+    pub request_timeout: Duration,
+    /// The longest wait for the next piece of the response once it has started.
+    pub stall_timeout: Duration,
+}
+
+/// What the client observed for one request, before classification.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    pub sent_s: f64,
+    pub first_byte_s: Option<f64>,
+    pub first_chunk_s: Option<f64>,
+    pub end_s: f64,
+    /// Content chunks only (role-only and usage-only chunks are not tokens).
+    pub chunks: Vec<ChunkArrival>,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<String>,
+    pub http_status: Option<u16>,
+    pub failure: Option<(ErrorClass, String)>,
+}
+
+/// Sends `body` to `url` and observes the response. `clock` is the run's time origin.
+pub async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    body: bytes::Bytes,
+    api_key: Option<&HeaderValue>,
+    stream: bool,
+    limits: Limits,
+    clock: Instant,
+) -> Observed {
+    let since = |t: Instant| t.duration_since(clock).as_secs_f64();
+    let start = Instant::now();
+    let mut obs = Observed {
+        sent_s: since(start),
+        ..Observed::default()
+    };
+    let deadline = tokio::time::Instant::from_std(start + limits.request_timeout);
+
+    let mut request = client
+        .post(url)
+        .header(CONTENT_TYPE, "application/json")
+        .body(body);
+    if let Some(key) = api_key {
+        request = request.header(AUTHORIZATION, key.clone());
+    }
+    let response = match timeout_at(deadline, request.send()).await {
+        Err(_) => {
+            return fail(
+                obs,
+                ErrorClass::Timeout,
+                "no response before the request timeout",
+                since,
+            )
+        }
+        Ok(Err(e)) => {
+            let class = if e.is_connect() {
+                ErrorClass::Connect
+            } else if e.is_timeout() {
+                ErrorClass::Timeout
+            } else {
+                ErrorClass::Reset
+            };
+            return fail(obs, class, &error_chain(&e), since);
+        }
+        Ok(Ok(r)) => r,
+    };
+    obs.first_byte_s = Some(since(Instant::now()));
+    let status = response.status();
+    obs.http_status = Some(status.as_u16());
+    if !status.is_success() {
+        let text = match timeout_at(deadline, response.text()).await {
+            Ok(Ok(t)) => clip(t.trim()),
+            _ => String::new(),
+        };
+        return fail(
+            obs,
+            ErrorClass::Http,
+            &format!("HTTP {status}: {text}"),
+            since,
+        );
+    }
+    if stream {
+        read_stream(response, &mut obs, deadline, limits.stall_timeout, clock).await;
+    } else {
+        read_whole(response, &mut obs, deadline, clock).await;
+    }
+    obs.end_s = since(Instant::now());
+    obs
+}
+
+async fn read_stream(
+    mut response: reqwest::Response,
+    obs: &mut Observed,
+    deadline: tokio::time::Instant,
+    stall: Duration,
+    clock: Instant,
+) {
+    let since = |t: Instant| t.duration_since(clock).as_secs_f64();
+    let mut decoder = SseDecoder::new();
+    let mut events = Vec::new();
+    let mut done = false;
+    loop {
+        let stall_deadline = tokio::time::Instant::now() + stall;
+        let next = if stall_deadline < deadline {
+            match timeout_at(stall_deadline, response.chunk()).await {
+                Ok(r) => r,
+                Err(_) => {
+                    obs.failure = Some((
+                        ErrorClass::Stall,
+                        format!("no data for {}", humantime::format_duration(stall)),
+                    ));
+                    return;
+                }
+            }
+        } else {
+            match timeout_at(deadline, response.chunk()).await {
+                Ok(r) => r,
+                Err(_) => {
+                    obs.failure = Some((
+                        ErrorClass::Timeout,
+                        "response not finished before the request timeout".into(),
+                    ));
+                    return;
+                }
+            }
+        };
+        let bytes = match next {
+            Ok(Some(b)) => b,
+            Ok(None) => break,
+            Err(e) => {
+                obs.failure = Some((
+                    ErrorClass::Reset,
+                    format!("connection broke mid-stream: {}", error_chain(&e)),
+                ));
+                return;
+            }
+        };
+        let now = since(Instant::now());
+        if let Err(e) = decoder.push(&bytes, &mut events) {
+            obs.failure = Some((ErrorClass::Protocol, sse_error(e)));
+            return;
+        }
+        if handle_events(&mut events, obs, now, &mut done) || done {
+            return;
+        }
+    }
+    let now = since(Instant::now());
+    if let Err(e) = decoder.finish(&mut events) {
+        obs.failure = Some((ErrorClass::Protocol, sse_error(e)));
+        return;
+    }
+    if handle_events(&mut events, obs, now, &mut done) {
+        return;
+    }
+    if !done {
+        obs.failure = Some((
+            ErrorClass::Protocol,
+            "stream ended without `data: [DONE]`".into(),
+        ));
+    }
+}
+
+/// Applies decoded events; returns true when the request has failed.
+fn handle_events(events: &mut Vec<String>, obs: &mut Observed, now: f64, done: &mut bool) -> bool {
+    for data in events.drain(..) {
+        if *done {
+            continue;
+        }
+        if data.trim() == "[DONE]" {
+            *done = true;
+            continue;
+        }
+        obs.first_chunk_s.get_or_insert(now);
+        let info = match parse_chunk(&data) {
+            Ok(i) => i,
+            Err(msg) => {
+                obs.failure = Some((ErrorClass::Protocol, msg));
+                return true;
+            }
+        };
+        if let Some(err) = info.error {
+            obs.failure = Some((
+                ErrorClass::Protocol,
+                format!("server error in stream: {err}"),
+            ));
+            return true;
+        }
+        if info.has_content() {
+            obs.chunks.push(ChunkArrival {
+                at_s: now,
+                text_chars: info.text_chars,
+                cumulative_tokens: info.usage.map(|u| u.completion_tokens),
+            });
+        }
+        if info.usage.is_some() {
+            obs.usage = info.usage;
+        }
+        if info.finish_reason.is_some() {
+            obs.finish_reason = info.finish_reason;
+        }
+    }
+    false
+}
+
+async fn read_whole(
+    response: reqwest::Response,
+    obs: &mut Observed,
+    deadline: tokio::time::Instant,
+    clock: Instant,
+) {
+    let text = match timeout_at(deadline, response.text()).await {
+        Err(_) => {
+            obs.failure = Some((
+                ErrorClass::Timeout,
+                "response not finished before the request timeout".into(),
+            ));
+            return;
+        }
+        Ok(Err(e)) => {
+            obs.failure = Some((
+                ErrorClass::Reset,
+                format!("connection broke: {}", error_chain(&e)),
+            ));
+            return;
+        }
+        Ok(Ok(t)) => t,
+    };
+    let now = Instant::now().duration_since(clock).as_secs_f64();
+    match parse_response(&text) {
+        Err(msg) => obs.failure = Some((ErrorClass::Protocol, msg)),
+        Ok(info) => {
+            if let Some(err) = info.error {
+                obs.failure = Some((ErrorClass::Protocol, format!("server error: {err}")));
+                return;
+            }
+            obs.usage = info.usage;
+            obs.finish_reason = info.finish_reason.clone();
+            if info.has_content() {
+                obs.chunks.push(ChunkArrival {
+                    at_s: now,
+                    text_chars: info.text_chars,
+                    cumulative_tokens: info.usage.map(|u| u.completion_tokens),
+                });
+            }
+        }
+    }
+}
+
+fn fail(
+    mut obs: Observed,
+    class: ErrorClass,
+    msg: &str,
+    since: impl Fn(Instant) -> f64,
+) -> Observed {
+    obs.end_s = since(Instant::now());
+    obs.failure = Some((class, msg.to_string()));
+    obs
+}
+
+fn sse_error(e: SseError) -> String {
+    match e {
+        SseError::InvalidUtf8 => "stream line is not UTF-8".into(),
+        SseError::LineTooLong => "stream line longer than 4 MiB".into(),
+    }
+}
+
+/// The error with its causes ("connection refused" is usually a few levels down).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,268 @@
+//! The load generator: probe the server(s), run the sweep, account for every request.
+
+pub mod body;
+pub mod chunk;
+pub mod client;
+pub mod outcome;
+pub mod probe;
+pub mod sse;
+pub mod sweep;
+pub mod tokens;
+pub mod workload;
+
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use reqwest::header::HeaderValue;
+
+use crate::profile::Profile;
+use crate::record::{Environment, ErrorClass, LevelResult, RunResult, SCHEMA_VERSION};
+use client::Limits;
+use sweep::{run_batch, summarize_trial, urls_for, Batch, Shared};
+use workload::Prompts;
+
+/// The files a run writes into its folder.
+pub const RESULTS_FILE: &str = "results.json";
+pub const REQUESTS_FILE: &str = "requests.jsonl";
+pub const SUMMARY_FILE: &str = "summary.csv";
+
+/// How to run a benchmark.
+pub struct BenchSetup {
+    pub profile: Profile,
+    /// Fingerprint fields given by the user; the rest is filled from the server.
+    pub environment: Environment,
+    pub out_dir: PathBuf,
+    pub show_progress: bool,
+}
+
+/// A finished (or stopped) run and what makes it unusable, if anything.
+pub struct BenchOutcome {
+    pub result: RunResult,
+    /// Levels that could not be measured (no success, or too many errors): exit 2.
+    pub problems: Vec<String>,
+}
+
+/// Runs the profile's sweep, writing `requests.jsonl` as requests finish and the result files
+/// at the end. `on_level` sees each level as soon as its trials are done.
+pub async fn run_bench(
+    setup: BenchSetup,
+    mut on_level: impl FnMut(&LevelResult),
+) -> Result<BenchOutcome> {
+    let profile = &setup.profile;
+    let profile_hash = profile.canonical_hash()?;
+    let max_concurrency = profile.sweep.concurrency.iter().copied().max().unwrap_or(1) as usize;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(max_concurrency)
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .context("cannot build the HTTP client")?;
+    let api_key = api_key_header(profile)?;
+
+    let report = probe::probe(&client, &profile.target.endpoints).await?;
+    let model = if profile.target.model == "auto" {
+        match report.models.first() {
+            Some(m) => m.clone(),
+            None => bail!(
+                "target.model is \"auto\" but {} lists no models at /v1/models; set target.model",
+                profile.target.endpoints[0]
+            ),
+        }
+    } else {
+        profile.target.model.clone()
+    };
+    let mut environment = setup.environment.clone();
+    environment.model = Some(model.clone());
+    environment.endpoints = profile.target.endpoints.len();
+    if environment.engine.is_none() {
+        environment.engine = report.engine.clone();
+    }
+
+    let prompts = Prompts::load(
+        profile.workload.input_tokens,
+        profile.workload.prompts_file.as_deref(),
+    )?;
+    std::fs::create_dir_all(&setup.out_dir)
+        .with_context(|| format!("cannot create output folder {}", setup.out_dir.display()))?;
+    let journal_path = setup.out_dir.join(REQUESTS_FILE);
+    let journal = std::fs::File::create(&journal_path)
+        .with_context(|| format!("cannot create {}", journal_path.display()))?;
+
+    let levels = &profile.sweep.concurrency;
+    let per_level: u64 = levels
+        .iter()
+        .map(|&c| {
+            u64::from(profile.sweep.warmup_requests)
+                + u64::from(profile.sweep.requests_at(c)) * u64::from(profile.sweep.trials)
+        })
+        .sum();
+    let progress = if setup.show_progress {
+        indicatif::ProgressBar::new(per_level)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    progress.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} requests  {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let shared = Arc::new(Shared {
+        client,
+        urls: urls_for(&profile.target.endpoints, profile.target.api),
+        model,
+        api: profile.target.api,
+        workload: profile.workload.clone(),
+        prompts,
+        api_key,
+        limits: Limits {
+            request_timeout: profile.sweep.request_timeout,
+            stall_timeout: profile.sweep.stall_timeout,
+        },
+        clock: Instant::now(),
+        journal: Mutex::new(Box::new(BufWriter::new(journal))),
+        progress: progress.clone(),
+    });
+
+    let started_at = now_rfc3339();
+    let mut next_prompt = 0u64;
+    let mut results = Vec::new();
+    for &concurrency in levels {
+        if profile.sweep.warmup_requests > 0 {
+            progress.set_message(format!("C={concurrency} warmup"));
+            let batch = Batch {
+                concurrency,
+                trial: 0,
+                requests: profile.sweep.warmup_requests,
+                first_prompt: next_prompt,
+            };
+            run_batch(&shared, batch).await?;
+            next_prompt += u64::from(batch.requests);
+        }
+        let mut level = LevelResult {
+            concurrency,
+            trials: Vec::new(),
+        };
+        for trial in 1..=profile.sweep.trials {
+            progress.set_message(format!(
+                "C={concurrency} trial {trial}/{}",
+                profile.sweep.trials
+            ));
+            let batch = Batch {
+                concurrency,
+                trial,
+                requests: profile.sweep.requests_at(concurrency),
+                first_prompt: next_prompt,
+            };
+            let finished = run_batch(&shared, batch).await?;
+            next_prompt += u64::from(batch.requests);
+            level.trials.push(summarize_trial(trial, finished));
+        }
+        progress.suspend(|| on_level(&level));
+        results.push(level);
+    }
+    progress.finish_and_clear();
+
+    let problems = level_problems(&results, profile.sweep.max_error_rate);
+    let mut warnings = Vec::new();
+    for level in &results {
+        for t in &level.trials {
+            for flag in &t.flags {
+                warnings.push(format!("C={} trial {}: {flag}", level.concurrency, t.trial));
+            }
+        }
+    }
+    let result = RunResult {
+        schema_version: SCHEMA_VERSION,
+        tool: format!("throughline {}", env!("CARGO_PKG_VERSION")),
+        profile_name: profile.name.clone(),
+        profile_hash,
+        profile: profile.clone(),
+        environment,
+        started_at,
+        finished_at: now_rfc3339(),
+        complete: true,
+        levels: results,
+        warnings,
+    };
+    write_results(&result, &setup.out_dir)?;
+    Ok(BenchOutcome { result, problems })
+}
+
+/// Writes `results.json` and `summary.csv` into `dir`, atomically.
+pub fn write_results(result: &RunResult, dir: &Path) -> Result<()> {
+    result.save(&dir.join(RESULTS_FILE))?;
+    result.save_csv(&dir.join(SUMMARY_FILE))
+}
+
+/// Levels that did not measure: no successful request in a trial, or an error rate over
+/// the limit. Each message says what the failures were.
+pub fn level_problems(levels: &[LevelResult], max_error_rate: f64) -> Vec<String> {
+    let mut problems = Vec::new();
+    for level in levels {
+        let rate = level.error_rate();
+        let empty = level.trials.iter().filter(|t| t.succeeded == 0).count();
+        if empty == 0 && rate <= max_error_rate {
+            continue;
+        }
+        let mut classes = std::collections::BTreeMap::<ErrorClass, u64>::new();
+        let mut examples = std::collections::BTreeMap::<ErrorClass, &str>::new();
+        for t in &level.trials {
+            for (c, n) in &t.failed {
+                *classes.entry(*c).or_insert(0) += n;
+            }
+            for (c, msg) in &t.error_examples {
+                examples.entry(*c).or_insert(msg);
+            }
+        }
+        let by_class = classes
+            .iter()
+            .map(|(c, n)| match examples.get(c) {
+                Some(msg) => format!("{c} {n}, e.g. \"{msg}\""),
+                None => format!("{c} {n}"),
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        if empty > 0 {
+            problems.push(format!(
+                "C={}: {empty} of {} trials had no successful request (failures: {by_class})",
+                level.concurrency,
+                level.trials.len()
+            ));
+        } else {
+            problems.push(format!(
+                "C={}: error rate {:.1}% is over the profile's max_error_rate {:.1}% (failures: {by_class})",
+                level.concurrency,
+                rate * 100.0,
+                max_error_rate * 100.0
+            ));
+        }
+    }
+    problems
+}
+
+fn api_key_header(profile: &Profile) -> Result<Option<HeaderValue>> {
+    let Some(var) = &profile.target.api_key_env else {
+        return Ok(None);
+    };
+    let key = std::env::var(var).map_err(|_| {
+        anyhow::anyhow!(
+            "target.api_key_env names the environment variable {var}, but it is not set"
+        )
+    })?;
+    let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+        anyhow::anyhow!("the API key in {var} holds characters not allowed in an HTTP header")
+    })?;
+    value.set_sensitive(true);
+    Ok(Some(value))
+}
+
+/// The current UTC time as RFC 3339 text.
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "unknown".to_string())
+}

@@ -1,0 +1,143 @@
+//! Turning what the client observed into a request record: success or a named failure,
+//! token counts, TTFT, TPOT and the per-token gaps.
+
+use super::client::Observed;
+use super::tokens::{attribute_tokens, inter_token_gaps_ms};
+use crate::record::{ErrorClass, RequestRecord};
+
+/// Where a request sits in the run.
+#[derive(Debug, Clone, Copy)]
+pub struct Slot {
+    pub concurrency: u32,
+    pub trial: u32,
+    pub index: u32,
+    pub warmup: bool,
+    pub endpoint: usize,
+}
+
+/// A finished request with the figures the trial summary needs.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub record: RequestRecord,
+    /// Inter-token gaps in ms (successful streaming requests only).
+    pub gaps_ms: Vec<f64>,
+    /// Per-chunk token counts were spread by text length, not reported by the server.
+    pub estimated_split: bool,
+}
+
+/// Classifies one observed request. `degenerate_below` is the profile's floor on output tokens.
+pub fn finish(obs: Observed, slot: Slot, degenerate_below: u32, streamed: bool) -> Finished {
+    let attribution = attribute_tokens(&obs.chunks, obs.usage.map(|u| u.completion_tokens));
+    let output_tokens = attribution.total;
+    let mut failure = obs.failure.clone();
+    if failure.is_none() && output_tokens < u64::from(degenerate_below) {
+        failure = Some((
+            ErrorClass::Degenerate,
+            format!("only {output_tokens} output tokens (degenerate_below = {degenerate_below})"),
+        ));
+    }
+    let e2e_ms = (obs.end_s - obs.sent_s) * 1000.0;
+    let first_token_s = if streamed {
+        obs.chunks.first().map(|c| c.at_s)
+    } else {
+        None
+    };
+    let ttft_ms = first_token_s.map(|t| (t - obs.sent_s) * 1000.0);
+    let tpot_ms = match (ttft_ms, output_tokens) {
+        (Some(ttft), n) if n > 1 => Some((e2e_ms - ttft) / (n - 1) as f64),
+        _ => None,
+    };
+    let mut gaps_ms = Vec::new();
+    if failure.is_none() && streamed {
+        inter_token_gaps_ms(&obs.chunks, &attribution.per_chunk, &mut gaps_ms);
+    }
+    let (error, error_message) = match failure {
+        Some((class, msg)) => (Some(class), Some(msg)),
+        None => (None, None),
+    };
+    Finished {
+        estimated_split: attribution.estimated_split && error.is_none(),
+        gaps_ms,
+        record: RequestRecord {
+            concurrency: slot.concurrency,
+            trial: slot.trial,
+            index: slot.index,
+            warmup: slot.warmup,
+            endpoint: slot.endpoint,
+            sent_s: obs.sent_s,
+            first_byte_s: obs.first_byte_s,
+            first_chunk_s: obs.first_chunk_s,
+            first_token_s,
+            end_s: obs.end_s,
+            ttft_ms,
+            e2e_ms,
+            tpot_ms,
+            output_tokens,
+            input_tokens: obs.usage.and_then(|u| u.prompt_tokens),
+            token_source: attribution.source,
+            chunks: obs.chunks.len() as u32,
+            finish_reason: obs.finish_reason,
+            http_status: obs.http_status,
+            error,
+            error_message,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::chunk::Usage;
+    use crate::load::tokens::ChunkArrival;
+    use crate::record::TokenSource;
+
+    fn slot() -> Slot {
+        Slot {
+            concurrency: 1,
+            trial: 1,
+            index: 0,
+            warmup: false,
+            endpoint: 0,
+        }
+    }
+
+    fn observed(tokens: u64) -> Observed {
+        Observed {
+            sent_s: 1.0,
+            first_byte_s: Some(1.01),
+            first_chunk_s: Some(1.02),
+            end_s: 2.0,
+            chunks: (0..tokens)
+                .map(|i| ChunkArrival {
+                    at_s: 1.1 + 0.1 * i as f64,
+                    text_chars: 3,
+                    cumulative_tokens: None,
+                })
+                .collect(),
+            usage: Some(Usage {
+                prompt_tokens: Some(10),
+                completion_tokens: tokens,
+            }),
+            ..Observed::default()
+        }
+    }
+
+    #[test]
+    fn success_has_ttft_tpot_and_gaps() {
+        let f = finish(observed(10), slot(), 8, true);
+        let r = &f.record;
+        assert_eq!(r.error, None);
+        assert!((r.ttft_ms.unwrap() - 100.0).abs() < 1e-6);
+        assert!((r.e2e_ms - 1000.0).abs() < 1e-6);
+        assert!((r.tpot_ms.unwrap() - 100.0).abs() < 1e-6);
+        assert_eq!(f.gaps_ms.len(), 9);
+        assert_eq!(r.token_source, TokenSource::Usage);
+    }
+
+    #[test]
+    fn short_answer_is_degenerate() {
+        let f = finish(observed(6), slot(), 8, true);
+        assert_eq!(f.record.error, Some(ErrorClass::Degenerate));
+        assert!(f.gaps_ms.is_empty());
+    }
+}

@@ -1,0 +1,217 @@
+//! The closed-loop sweep: for each concurrency level, warmup requests (not counted), then
+//! independent trials. In a trial, `concurrency` workers each send a request, wait for it to
+//! finish, and send the next, until the trial's request count is reached.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use reqwest::header::HeaderValue;
+
+use super::body::{api_url, request_body};
+use super::client::{send, Limits};
+use super::outcome::{finish, Finished, Slot};
+use super::workload::Prompts;
+use crate::profile::{Api, Workload};
+use crate::record::{RequestRecord, TokenSource, TrialResult};
+use crate::stats::Percentiles;
+
+/// Everything the workers share during a run.
+pub struct Shared {
+    pub client: reqwest::Client,
+    /// The API URL on each endpoint.
+    pub urls: Vec<String>,
+    pub model: String,
+    pub api: Api,
+    pub workload: Workload,
+    pub prompts: Prompts,
+    pub api_key: Option<HeaderValue>,
+    pub limits: Limits,
+    /// The run's time origin.
+    pub clock: Instant,
+    /// Where every finished request is written, one JSON line each, as it finishes.
+    pub journal: Mutex<Box<dyn Write + Send>>,
+    pub progress: indicatif::ProgressBar,
+}
+
+impl Shared {
+    fn journal(&self, record: &RequestRecord) -> Result<()> {
+        let mut line = serde_json::to_vec(record)?;
+        line.push(b'\n');
+        let mut journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        journal
+            .write_all(&line)
+            .and_then(|_| journal.flush())
+            .context("cannot write requests.jsonl")
+    }
+}
+
+/// Which requests a batch sends.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch {
+    pub concurrency: u32,
+    /// 1-based trial number, 0 for warmup.
+    pub trial: u32,
+    pub requests: u32,
+    /// Prompt number of the batch's first request (prompts never repeat within a run, so a
+    /// prefix cache cannot make later trials look faster).
+    pub first_prompt: u64,
+}
+
+/// Sends a batch closed-loop and returns every request, finished.
+pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finished>> {
+    let next = Arc::new(AtomicU32::new(0));
+    let workers = batch.concurrency.min(batch.requests.max(1));
+    let mut handles = Vec::with_capacity(workers as usize);
+    for _ in 0..workers {
+        let shared = Arc::clone(shared);
+        let next = Arc::clone(&next);
+        handles.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= batch.requests {
+                    break;
+                }
+                let finished = send_one(&shared, batch, index).await;
+                shared.journal(&finished.record)?;
+                shared.progress.inc(1);
+                done.push(finished);
+            }
+            anyhow::Ok(done)
+        }));
+    }
+    let mut all = Vec::with_capacity(batch.requests as usize);
+    for handle in handles {
+        all.extend(handle.await.context("a request worker panicked")??);
+    }
+    all.sort_by_key(|f| f.record.index);
+    Ok(all)
+}
+
+async fn send_one(shared: &Shared, batch: Batch, index: u32) -> Finished {
+    let endpoint = index as usize % shared.urls.len();
+    let prompt = shared.prompts.get(batch.first_prompt + u64::from(index));
+    let body = request_body(shared.api, &shared.model, &shared.workload, &prompt);
+    let body = bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+    let observed = send(
+        &shared.client,
+        &shared.urls[endpoint],
+        body,
+        shared.api_key.as_ref(),
+        shared.workload.stream,
+        shared.limits,
+        shared.clock,
+    )
+    .await;
+    let slot = Slot {
+        concurrency: batch.concurrency,
+        trial: batch.trial,
+        index,
+        warmup: batch.trial == 0,
+        endpoint,
+    };
+    finish(
+        observed,
+        slot,
+        shared.workload.degenerate_below,
+        shared.workload.stream,
+    )
+}
+
+/// The API URL for each endpoint.
+pub fn urls_for(endpoints: &[String], api: Api) -> Vec<String> {
+    endpoints.iter().map(|e| api_url(e, api)).collect()
+}
+
+/// Summarises one trial's requests.
+pub fn summarize_trial(trial: u32, finished: Vec<Finished>) -> TrialResult {
+    let mut result = TrialResult {
+        trial,
+        requests_sent: finished.len() as u64,
+        succeeded: 0,
+        failed: Default::default(),
+        error_examples: Default::default(),
+        output_tokens: 0,
+        failed_output_tokens: 0,
+        input_tokens: 0,
+        window_s: 0.0,
+        output_tok_per_s: 0.0,
+        requests_per_s: 0.0,
+        error_rate: 0.0,
+        per_request_tok_per_s: None,
+        ttft_ms: None,
+        itl_ms: None,
+        tpot_ms: None,
+        e2e_ms: None,
+        token_sources: Default::default(),
+        flags: Vec::new(),
+    };
+    if finished.is_empty() {
+        return result;
+    }
+    let first_dispatch = finished
+        .iter()
+        .map(|f| f.record.sent_s)
+        .fold(f64::INFINITY, f64::min);
+    let last_completion = finished
+        .iter()
+        .map(|f| f.record.end_s)
+        .fold(f64::NEG_INFINITY, f64::max);
+    result.window_s = (last_completion - first_dispatch).max(0.0);
+
+    let (mut ttft, mut itl, mut tpot, mut e2e, mut speeds) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut estimated_splits = 0u64;
+    for f in finished {
+        let r = f.record;
+        result.input_tokens += r.input_tokens.unwrap_or(0);
+        match r.error {
+            Some(class) => {
+                *result.failed.entry(class).or_insert(0) += 1;
+                if let Some(msg) = r.error_message {
+                    result.error_examples.entry(class).or_insert(msg);
+                }
+                result.failed_output_tokens += r.output_tokens;
+            }
+            None => {
+                result.succeeded += 1;
+                result.output_tokens += r.output_tokens;
+                *result.token_sources.entry(r.token_source).or_insert(0) += 1;
+                estimated_splits += u64::from(f.estimated_split);
+                ttft.extend(r.ttft_ms);
+                tpot.extend(r.tpot_ms);
+                e2e.push(r.e2e_ms);
+                if r.e2e_ms > 0.0 {
+                    speeds.push(r.output_tokens as f64 / (r.e2e_ms / 1000.0));
+                }
+                itl.extend(f.gaps_ms);
+            }
+        }
+    }
+    if result.window_s > 0.0 {
+        result.output_tok_per_s = result.output_tokens as f64 / result.window_s;
+        result.requests_per_s = result.succeeded as f64 / result.window_s;
+    }
+    result.error_rate = result.failed_total() as f64 / result.requests_sent as f64;
+    if !speeds.is_empty() {
+        result.per_request_tok_per_s = Some(speeds.iter().sum::<f64>() / speeds.len() as f64);
+    }
+    result.ttft_ms = Percentiles::from_values(&mut ttft);
+    result.itl_ms = Percentiles::from_values(&mut itl);
+    result.tpot_ms = Percentiles::from_values(&mut tpot);
+    result.e2e_ms = Percentiles::from_values(&mut e2e);
+    if estimated_splits > 0 {
+        result.flags.push(format!(
+            "{estimated_splits} requests: tokens per chunk estimated from text length (the server sent no per-chunk usage); ITL is approximate"
+        ));
+    }
+    if let Some(n) = result.token_sources.get(&TokenSource::ChunkCount) {
+        result.flags.push(format!(
+            "{n} requests: the server reported no usage; output tokens counted one per chunk"
+        ));
+    }
+    result
+}

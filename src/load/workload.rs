@@ -1,0 +1,200 @@
+//! The prompts requests carry: synthetic text of a given length, or lines of a JSONL file.
+//!
+//! Synthetic prompts are deterministic (request i always gets the same text) and differ from
+//! one request to the next, so a server's prefix cache cannot turn the sweep into a cache test.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde_json::Value;
+
+/// One prompt, in the shape the chosen API wants.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    Text(String),
+    /// Chat messages as given in a prompts file.
+    Messages(Vec<Value>),
+}
+
+impl Prompt {
+    /// The prompt as chat messages.
+    pub fn to_messages(&self) -> Value {
+        match self {
+            Prompt::Text(t) => serde_json::json!([{"role": "user", "content": t}]),
+            Prompt::Messages(m) => Value::Array(m.clone()),
+        }
+    }
+
+    /// The prompt as plain text (messages joined by blank lines).
+    pub fn to_text(&self) -> String {
+        match self {
+            Prompt::Text(t) => t.clone(),
+            Prompt::Messages(m) => m
+                .iter()
+                .filter_map(|msg| msg.get("content").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        }
+    }
+}
+
+/// The prompts of a run.
+#[derive(Debug, Clone)]
+pub enum Prompts {
+    Synthetic { words: u32 },
+    File(Vec<Prompt>),
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "model",
+    "server",
+    "token",
+    "batch",
+    "memory",
+    "latency",
+    "request",
+    "queue",
+    "kernel",
+    "cache",
+    "decode",
+    "prefill",
+    "tensor",
+    "layer",
+    "weight",
+    "stream",
+    "answer",
+    "question",
+    "write",
+    "explain",
+    "function",
+    "python",
+    "binary",
+    "search",
+    "sorted",
+    "array",
+    "merge",
+    "list",
+    "efficient",
+    "example",
+    "detail",
+    "network",
+    "protocol",
+    "garbage",
+    "collection",
+    "docker",
+    "build",
+    "stage",
+    "modal",
+    "dialog",
+    "animation",
+    "tree",
+    "insert",
+    "delete",
+    "proof",
+    "complexity",
+    "monitor",
+    "disk",
+    "alert",
+];
+
+impl Prompts {
+    /// Synthetic prompts of `words` words, or the prompts of a JSONL file.
+    pub fn load(words: u32, file: Option<&Path>) -> Result<Prompts> {
+        match file {
+            None => Ok(Prompts::Synthetic { words }),
+            Some(path) => Ok(Prompts::File(read_jsonl(path)?)),
+        }
+    }
+
+    /// The prompt for request number `index` (files are used round-robin).
+    pub fn get(&self, index: u64) -> Prompt {
+        match self {
+            Prompts::Synthetic { words } => Prompt::Text(synthetic(index, *words)),
+            Prompts::File(list) => list[(index % list.len() as u64) as usize].clone(),
+        }
+    }
+}
+
+fn synthetic(index: u64, words: u32) -> String {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(index);
+    let mut text = format!("Request {index}:");
+    for _ in 0..words.saturating_sub(2) {
+        text.push(' ');
+        text.push_str(WORDS.choose(&mut rng).unwrap_or(&"token"));
+    }
+    text
+}
+
+fn read_jsonl(path: &Path) -> Result<Vec<Prompt>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read prompts file {}", path.display()))?;
+    let mut prompts = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line_no = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line)
+            .map_err(|e| anyhow::anyhow!("{}:{line_no}: not valid JSON ({e})", path.display()))?;
+        let prompt = if let Some(p) = value.get("prompt").and_then(Value::as_str) {
+            Prompt::Text(p.to_string())
+        } else if let Some(m) = value.get("messages").and_then(Value::as_array) {
+            if m.iter()
+                .any(|msg| msg.get("role").and_then(Value::as_str).is_none())
+            {
+                bail!(
+                    "{}:{line_no}: field `messages`: every message needs a `role`",
+                    path.display()
+                );
+            }
+            Prompt::Messages(m.clone())
+        } else {
+            bail!(
+                "{}:{line_no}: expected a field `prompt` (string) or `messages` (array)",
+                path.display()
+            );
+        };
+        prompts.push(prompt);
+    }
+    if prompts.is_empty() {
+        bail!("prompts file {} holds no prompts", path.display());
+    }
+    Ok(prompts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_prompts_are_deterministic_distinct_and_sized() {
+        let p = Prompts::Synthetic { words: 50 };
+        assert_eq!(p.get(3), p.get(3));
+        assert_ne!(p.get(3), p.get(4));
+        assert_eq!(p.get(7).to_text().split_whitespace().count(), 50);
+    }
+
+    #[test]
+    fn jsonl_errors_name_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.jsonl");
+        std::fs::write(
+            &path,
+            "{\"prompt\":\"hi\"}\n{\"messages\":[{\"content\":\"x\"}]}\n",
+        )
+        .unwrap();
+        let err = format!("{:#}", Prompts::load(10, Some(&path)).unwrap_err());
+        assert!(err.contains("p.jsonl:2") && err.contains("role"), "{err}");
+        std::fs::write(
+            &path,
+            "{\"prompt\":\"hi\"}\n\n{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}\n",
+        )
+        .unwrap();
+        let p = Prompts::load(10, Some(&path)).unwrap();
+        assert_eq!(p.get(1).to_text(), "x");
+        assert_eq!(p.get(2).to_text(), "hi");
+    }
+}

@@ -1,0 +1,453 @@
+//! The benchmark profile: what to measure and how, read from TOML.
+//!
+//! A profile is strict: unknown keys and out-of-range values are errors that name the file,
+//! the line and the field, because a typo that silently falls back to a default would change
+//! what is measured without anyone noticing. The canonical hash identifies the measurement
+//! procedure (workload and sweep), so that a baseline and a candidate run are only compared
+//! when they measured the same thing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The whole profile file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// A short name, shown in reports and used to name baselines.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub target: Target,
+    pub workload: Workload,
+    pub sweep: Sweep,
+    #[serde(default)]
+    pub gate: GateSettings,
+}
+
+/// Which server(s) to measure.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// Base URLs (without `/v1`); requests are spread over all of them in turn.
+    pub endpoints: Vec<String>,
+    /// The model id to request, or "auto" to ask the server's `/v1/models`.
+    #[serde(default = "default_model")]
+    pub model: String,
+    #[serde(default)]
+    pub api: Api,
+    /// The *name* of the environment variable that holds the API key (never the key itself).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+}
+
+fn default_model() -> String {
+    "auto".to_string()
+}
+
+/// The OpenAI endpoint to use.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    #[default]
+    Chat,
+    Completions,
+}
+
+/// What each request asks for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Length of synthetic prompts, in words (a word is about one token for most tokenizers).
+    #[serde(default = "default_input_tokens")]
+    pub input_tokens: u32,
+    /// A JSONL file of prompts (`{"prompt": "..."}` or `{"messages": [...]}` per line), relative
+    /// to the profile file. Replaces synthetic prompts when set.
+    #[serde(default)]
+    pub prompts_file: Option<PathBuf>,
+    pub max_tokens: u32,
+    /// Ask the server to ignore end-of-sequence so every request generates `max_tokens`.
+    #[serde(default)]
+    pub ignore_eos: bool,
+    #[serde(default)]
+    pub min_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// Stream responses (needed for TTFT and ITL).
+    #[serde(default = "default_true")]
+    pub stream: bool,
+    /// A successful response with fewer output tokens than this is counted as a failure of
+    /// class `degenerate` (a 6-token "OK" is not a completion).
+    #[serde(default = "default_degenerate_below")]
+    pub degenerate_below: u32,
+}
+
+fn default_input_tokens() -> u32 {
+    128
+}
+fn default_true() -> bool {
+    true
+}
+fn default_degenerate_below() -> u32 {
+    8
+}
+
+/// The concurrency sweep.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// Closed-loop concurrency levels, each run as its own set of trials.
+    pub concurrency: Vec<u32>,
+    /// Requests per trial at each level. Zero means "4 x concurrency" (at least 8).
+    #[serde(default)]
+    pub requests_per_level: u32,
+    /// Requests sent before a level's first trial and not counted.
+    #[serde(default)]
+    pub warmup_requests: u32,
+    /// Independent replicates per level; the gate needs at least its `min_trials`.
+    #[serde(default = "default_trials")]
+    pub trials: u32,
+    /// Per-request time limit, e.g. "120s" or "5m".
+    #[serde(default = "default_request_timeout", with = "duration_text")]
+    pub request_timeout: Duration,
+    /// Longest wait for the next piece of a started response (a stalled stream fails as
+    /// `stall` instead of hanging until the request timeout).
+    #[serde(default = "default_stall_timeout", with = "duration_text")]
+    pub stall_timeout: Duration,
+    /// The largest error rate (failed / sent) a level may have and still count as measured.
+    #[serde(default = "default_max_error_rate")]
+    pub max_error_rate: f64,
+}
+
+fn default_trials() -> u32 {
+    5
+}
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+fn default_stall_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_max_error_rate() -> f64 {
+    0.01
+}
+
+impl Sweep {
+    /// Requests per trial at `concurrency`, applying the "zero means automatic" rule.
+    pub fn requests_at(&self, concurrency: u32) -> u32 {
+        if self.requests_per_level > 0 {
+            self.requests_per_level
+        } else {
+            (concurrency.saturating_mul(4)).max(8)
+        }
+    }
+}
+
+/// Settings of the regression gate (they do not change what is measured, so they are not
+/// part of the profile hash).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GateSettings {
+    /// Family-wise significance level, Holm-corrected across gated levels.
+    #[serde(default = "default_alpha")]
+    pub alpha: f64,
+    /// The smallest relative drop in throughput that may fail the gate (0.03 = 3%).
+    #[serde(default = "default_min_effect")]
+    pub min_effect: f64,
+    /// Trials needed on each side before a level may fail.
+    #[serde(default = "default_min_trials")]
+    pub min_trials: u32,
+}
+
+impl Default for GateSettings {
+    fn default() -> Self {
+        GateSettings {
+            alpha: default_alpha(),
+            min_effect: default_min_effect(),
+            min_trials: default_min_trials(),
+        }
+    }
+}
+
+fn default_alpha() -> f64 {
+    0.01
+}
+fn default_min_effect() -> f64 {
+    0.03
+}
+fn default_min_trials() -> u32 {
+    5
+}
+
+/// Reads durations written as text ("90s", "2m", "1h 30m").
+mod duration_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "invalid duration {text:?} ({e}); expected e.g. \"120s\" or \"5m\""
+            ))
+        })
+    }
+}
+
+impl Profile {
+    /// Reads and validates a profile file. Errors name the file and, for syntax and schema
+    /// errors, the line and field (from the TOML parser).
+    pub fn load(path: &Path) -> Result<Profile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read profile {}", path.display()))?;
+        let mut profile =
+            Profile::parse(&text).with_context(|| format!("invalid profile {}", path.display()))?;
+        if let Some(prompts) = &profile.workload.prompts_file {
+            if prompts.is_relative() {
+                let dir = path.parent().unwrap_or_else(|| Path::new("."));
+                profile.workload.prompts_file = Some(dir.join(prompts));
+            }
+        }
+        Ok(profile)
+    }
+
+    /// Parses and validates profile text.
+    pub fn parse(text: &str) -> Result<Profile> {
+        let profile: Profile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        profile
+            .validate()
+            .map_err(|e| match field_line(text, &e.to_string()) {
+                Some(line) => anyhow::anyhow!("line {line}: {e}"),
+                None => e,
+            })?;
+        Ok(profile)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.name.trim().is_empty() {
+            bail!("field `name`: must not be empty");
+        }
+        if self.target.endpoints.is_empty() {
+            bail!("field `target.endpoints`: needs at least one base URL");
+        }
+        for (i, url) in self.target.endpoints.iter().enumerate() {
+            let parsed = reqwest::Url::parse(url).map_err(|e| {
+                anyhow::anyhow!("field `target.endpoints[{i}]`: {url:?} is not a URL ({e})")
+            })?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                bail!("field `target.endpoints[{i}]`: {url:?} must start with http:// or https://");
+            }
+        }
+        if self.target.model.trim().is_empty() {
+            bail!("field `target.model`: must not be empty (use \"auto\" to ask the server)");
+        }
+        let w = &self.workload;
+        if w.max_tokens == 0 {
+            bail!("field `workload.max_tokens`: must be at least 1");
+        }
+        if w.input_tokens == 0 && w.prompts_file.is_none() {
+            bail!("field `workload.input_tokens`: must be at least 1");
+        }
+        if let Some(min) = w.min_tokens {
+            if min > w.max_tokens {
+                bail!(
+                    "field `workload.min_tokens`: {min} is larger than max_tokens {}",
+                    w.max_tokens
+                );
+            }
+        }
+        if w.degenerate_below > w.max_tokens {
+            bail!(
+                "field `workload.degenerate_below`: {} is larger than max_tokens {}; every \
+                 response would count as degenerate",
+                w.degenerate_below,
+                w.max_tokens
+            );
+        }
+        if let Some(t) = w.temperature {
+            if !(0.0..=2.0).contains(&t) {
+                bail!("field `workload.temperature`: {t} is outside 0..=2");
+            }
+        }
+        if let Some(p) = w.top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                bail!("field `workload.top_p`: {p} is outside (0, 1]");
+            }
+        }
+        let s = &self.sweep;
+        if s.concurrency.is_empty() {
+            bail!("field `sweep.concurrency`: needs at least one level");
+        }
+        if let Some(bad) = s.concurrency.iter().find(|c| **c == 0) {
+            bail!("field `sweep.concurrency`: level {bad} must be at least 1");
+        }
+        let mut sorted = s.concurrency.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != s.concurrency.len() {
+            bail!("field `sweep.concurrency`: levels must not repeat");
+        }
+        if s.trials == 0 {
+            bail!("field `sweep.trials`: must be at least 1");
+        }
+        if s.request_timeout.is_zero() {
+            bail!("field `sweep.request_timeout`: must be longer than zero");
+        }
+        if s.stall_timeout.is_zero() {
+            bail!("field `sweep.stall_timeout`: must be longer than zero");
+        }
+        if !(0.0..=1.0).contains(&s.max_error_rate) {
+            bail!(
+                "field `sweep.max_error_rate`: {} is outside 0..=1",
+                s.max_error_rate
+            );
+        }
+        let g = &self.gate;
+        if !(g.alpha > 0.0 && g.alpha < 0.5) {
+            bail!("field `gate.alpha`: {} is outside (0, 0.5)", g.alpha);
+        }
+        if !(0.0..1.0).contains(&g.min_effect) {
+            bail!(
+                "field `gate.min_effect`: {} is outside [0, 1)",
+                g.min_effect
+            );
+        }
+        if g.min_trials < 2 {
+            bail!("field `gate.min_trials`: must be at least 2 (a variance needs two trials)");
+        }
+        Ok(())
+    }
+
+    /// SHA-256 over the parts of the profile that decide what is measured: the API, the model,
+    /// the workload and the sweep. Endpoints, the key variable, the description and the gate
+    /// settings are left out: moving a server to another port or tightening the gate does not
+    /// change the measurement. A prompts file is hashed by content, not by path.
+    pub fn canonical_hash(&self) -> Result<String> {
+        let prompts_digest = match &self.workload.prompts_file {
+            Some(path) => {
+                let bytes = std::fs::read(path)
+                    .with_context(|| format!("cannot read prompts file {}", path.display()))?;
+                Some(hex(&Sha256::digest(&bytes)))
+            }
+            None => None,
+        };
+        let mut workload = serde_json::to_value(&self.workload)?;
+        workload["prompts_file"] = serde_json::json!(prompts_digest);
+        let canonical = serde_json::json!({
+            "api": self.target.api,
+            "model": self.target.model,
+            "workload": workload,
+            "sweep": self.sweep,
+        });
+        // serde_json's Map is ordered by key (no preserve_order feature), so this text is
+        // canonical: the same profile always gives the same bytes.
+        let text = serde_json::to_string(&canonical)?;
+        Ok(format!("sha256:{}", hex(&Sha256::digest(text.as_bytes()))))
+    }
+}
+
+/// The line of the field a validation message names (`field \`table.key\``), if the text
+/// has it: validation runs on parsed values, which no longer know their lines.
+fn field_line(text: &str, message: &str) -> Option<usize> {
+    let start = message.find("field `")? + "field `".len();
+    let path = &message[start..start + message[start..].find('`')?];
+    let path = path.split('[').next()?;
+    let (table, key) = match path.rsplit_once('.') {
+        Some((t, k)) => (Some(t), k),
+        None => (None, path),
+    };
+    let mut in_table = table.is_none();
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            in_table =
+                table.is_some_and(|t| trimmed.trim_matches(|c| c == '[' || c == ']').trim() == t);
+            continue;
+        }
+        if in_table {
+            if let Some((k, _)) = trimmed.split_once('=') {
+                if k.trim() == key {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "seed-122b"
+[target]
+endpoints = ["http://127.0.0.1:30000"]
+[workload]
+input_tokens = 1000
+max_tokens = 1000
+ignore_eos = true
+[sweep]
+concurrency = [1, 4, 16, 32, 64]
+trials = 5
+request_timeout = "2m"
+"#;
+
+    #[test]
+    fn parses_with_defaults() {
+        let p = Profile::parse(GOOD).unwrap();
+        assert_eq!(p.target.model, "auto");
+        assert_eq!(p.target.api, Api::Chat);
+        assert_eq!(p.sweep.request_timeout, Duration::from_secs(120));
+        assert_eq!(p.sweep.requests_at(16), 64);
+        assert_eq!(p.sweep.requests_at(1), 8);
+        assert_eq!(p.gate.min_trials, 5);
+        assert!(p.workload.stream);
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_field() {
+        let text = GOOD.replace("trials = 5", "trails = 5");
+        let err = format!("{:#}", Profile::parse(&text).unwrap_err());
+        assert!(err.contains("line 11"), "{err}");
+        assert!(err.contains("trails"), "{err}");
+    }
+
+    #[test]
+    fn bad_value_names_field() {
+        let text = GOOD.replace("concurrency = [1, 4, 16, 32, 64]", "concurrency = [1, 0]");
+        let err = format!("{:#}", Profile::parse(&text).unwrap_err());
+        assert!(
+            err.contains("sweep.concurrency") && err.contains("line 10"),
+            "{err}"
+        );
+        let text = GOOD.replace("request_timeout = \"2m\"", "request_timeout = \"soon\"");
+        let err = format!("{:#}", Profile::parse(&text).unwrap_err());
+        assert!(err.contains("line 12") && err.contains("soon"), "{err}");
+    }
+
+    #[test]
+    fn hash_ignores_endpoints_but_not_workload() {
+        let a = Profile::parse(GOOD).unwrap().canonical_hash().unwrap();
+        let moved = GOOD.replace("127.0.0.1:30000", "127.0.0.1:31000");
+        let b = Profile::parse(&moved).unwrap().canonical_hash().unwrap();
+        assert_eq!(a, b);
+        let longer = GOOD.replace("max_tokens = 1000", "max_tokens = 1024");
+        let c = Profile::parse(&longer).unwrap().canonical_hash().unwrap();
+        assert_ne!(a, c);
+        assert!(a.starts_with("sha256:") && a.len() == 7 + 64);
+    }
+}

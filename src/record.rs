@@ -1,0 +1,340 @@
+//! The result data model and its files: the run result (JSON), one line per request (JSONL)
+//! and a CSV summary.
+//!
+//! Every request sent is accounted for: `requests_sent == succeeded + sum(failed)` in every
+//! trial, and throughput counts successful requests only. The JSON carries a schema version
+//! so that readers refuse files they do not understand instead of misreading them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil::write_atomic;
+use crate::profile::Profile;
+use crate::stats::Percentiles;
+
+/// Version of the result JSON schema written by this build.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One benchmark run: a sweep of concurrency levels, several trials each.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunResult {
+    pub schema_version: u32,
+    /// The tool and version that measured it, e.g. "throughline 0.1.0".
+    pub tool: String,
+    pub profile_name: String,
+    pub profile_hash: String,
+    /// The profile as run (it names the API key variable, never the key).
+    pub profile: Profile,
+    pub environment: Environment,
+    /// RFC 3339 UTC timestamps.
+    pub started_at: String,
+    pub finished_at: String,
+    /// False when the run was interrupted or stopped early: the levels hold what was measured.
+    pub complete: bool,
+    pub levels: Vec<LevelResult>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Where the numbers were measured: the fingerprint a baseline is compared on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Environment {
+    pub gpu_model: Option<String>,
+    pub gpu_count: Option<u32>,
+    pub driver: Option<String>,
+    /// Inference engine (vllm, sglang, llama.cpp, tgi, throughline-sim), given or detected.
+    pub engine: Option<String>,
+    pub engine_version: Option<String>,
+    /// The model id the requests named (after resolving "auto").
+    pub model: Option<String>,
+    pub precision: Option<String>,
+    /// The CI runner label or host this ran on.
+    pub runner: Option<String>,
+    /// How many endpoints (replicas) received requests.
+    pub endpoints: usize,
+}
+
+/// All trials at one concurrency level.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LevelResult {
+    pub concurrency: u32,
+    pub trials: Vec<TrialResult>,
+}
+
+impl LevelResult {
+    /// Output tok/s of each trial that measured something (at least one success).
+    pub fn throughputs(&self) -> Vec<f64> {
+        self.trials
+            .iter()
+            .filter(|t| t.succeeded > 0)
+            .map(|t| t.output_tok_per_s)
+            .collect()
+    }
+
+    /// Requests sent and failed over all trials.
+    pub fn error_rate(&self) -> f64 {
+        let sent: u64 = self.trials.iter().map(|t| t.requests_sent).sum();
+        let failed: u64 = self.trials.iter().map(|t| t.failed_total()).sum();
+        if sent == 0 {
+            0.0
+        } else {
+            failed as f64 / sent as f64
+        }
+    }
+}
+
+/// One independent replicate at one level.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrialResult {
+    /// 1-based trial number.
+    pub trial: u32,
+    pub requests_sent: u64,
+    pub succeeded: u64,
+    /// Failed requests by class; absent classes are zero.
+    pub failed: BTreeMap<ErrorClass, u64>,
+    /// The first error message seen for each failure class, so a report can say *why*.
+    #[serde(default)]
+    pub error_examples: BTreeMap<ErrorClass, String>,
+    /// Output tokens of successful requests (the only ones throughput counts).
+    pub output_tokens: u64,
+    /// Output tokens received in failed requests, reported apart and never in throughput.
+    pub failed_output_tokens: u64,
+    pub input_tokens: u64,
+    /// Seconds from the first dispatch to the last completion of the trial.
+    pub window_s: f64,
+    /// output_tokens / window_s.
+    pub output_tok_per_s: f64,
+    /// succeeded / window_s.
+    pub requests_per_s: f64,
+    /// failed / sent.
+    pub error_rate: f64,
+    /// Mean over successful requests of output tokens / end-to-end seconds: the speed one
+    /// user sees.
+    pub per_request_tok_per_s: Option<f64>,
+    pub ttft_ms: Option<Percentiles>,
+    /// Per token: a chunk carrying k tokens contributes k gaps of gap/k.
+    pub itl_ms: Option<Percentiles>,
+    pub tpot_ms: Option<Percentiles>,
+    pub e2e_ms: Option<Percentiles>,
+    /// Where the output token counts of successful requests came from.
+    pub token_sources: BTreeMap<TokenSource, u64>,
+    /// Anything that makes this trial's figures less trustworthy, in words.
+    #[serde(default)]
+    pub flags: Vec<String>,
+}
+
+impl TrialResult {
+    pub fn failed_total(&self) -> u64 {
+        self.failed.values().sum()
+    }
+
+    /// The accounting invariant: every request sent either succeeded or failed in a class.
+    pub fn is_accounted(&self) -> bool {
+        self.requests_sent == self.succeeded + self.failed_total()
+    }
+}
+
+/// Why a request did not count as a success.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The TCP/TLS connection could not be made.
+    Connect,
+    /// The request exceeded the profile's request timeout.
+    Timeout,
+    /// No token arrived for longer than the stall timeout.
+    Stall,
+    /// The server answered with a non-2xx HTTP status.
+    Http,
+    /// The connection broke while the response was streaming.
+    Reset,
+    /// The response broke the protocol: malformed SSE or JSON, no `[DONE]`, an error object.
+    Protocol,
+    /// A response with fewer output tokens than the profile's `degenerate_below`.
+    Degenerate,
+    /// The server gave no token counts where the profile requires them.
+    MissingUsage,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 8] = [
+        ErrorClass::Connect,
+        ErrorClass::Timeout,
+        ErrorClass::Stall,
+        ErrorClass::Http,
+        ErrorClass::Reset,
+        ErrorClass::Protocol,
+        ErrorClass::Degenerate,
+        ErrorClass::MissingUsage,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Connect => "connect",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Stall => "stall",
+            ErrorClass::Http => "http",
+            ErrorClass::Reset => "reset",
+            ErrorClass::Protocol => "protocol",
+            ErrorClass::Degenerate => "degenerate",
+            ErrorClass::MissingUsage => "missing_usage",
+        }
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a request's output token count came from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's final `usage` object.
+    Usage,
+    /// No usage from the server: one token counted per content chunk (an estimate, flagged).
+    ChunkCount,
+}
+
+/// One request, as written to `requests.jsonl` when it finishes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RequestRecord {
+    pub concurrency: u32,
+    /// 1-based trial number; 0 for warmup requests.
+    pub trial: u32,
+    pub index: u32,
+    pub warmup: bool,
+    /// Index into the profile's endpoints.
+    pub endpoint: usize,
+    /// Seconds since the run started.
+    pub sent_s: f64,
+    pub first_byte_s: Option<f64>,
+    /// The first chunk of any kind (a role-only chunk counts here, not for TTFT).
+    pub first_chunk_s: Option<f64>,
+    pub first_token_s: Option<f64>,
+    pub end_s: f64,
+    pub ttft_ms: Option<f64>,
+    pub e2e_ms: f64,
+    pub tpot_ms: Option<f64>,
+    pub output_tokens: u64,
+    pub input_tokens: Option<u64>,
+    pub token_source: TokenSource,
+    /// Content chunks received.
+    pub chunks: u32,
+    pub finish_reason: Option<String>,
+    pub http_status: Option<u16>,
+    /// None when the request succeeded.
+    pub error: Option<ErrorClass>,
+    pub error_message: Option<String>,
+}
+
+impl RunResult {
+    /// Reads a result file, refusing schema versions this build does not know.
+    pub fn load(path: &Path) -> Result<RunResult> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read results {}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("results {} is not valid JSON", path.display()))?;
+        match value.get("schema_version").and_then(|v| v.as_u64()) {
+            Some(v) if v == SCHEMA_VERSION as u64 => {}
+            Some(v) => bail!(
+                "results {}: field `schema_version` is {v}, this build reads version {SCHEMA_VERSION}; \
+                 use a matching throughline version",
+                path.display()
+            ),
+            None => bail!(
+                "results {}: field `schema_version` is missing; is this a throughline results file?",
+                path.display()
+            ),
+        }
+        let mut de = serde_json::Deserializer::from_str(&text);
+        let result: RunResult = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            anyhow::anyhow!(
+                "results {}: field `{}`: {}",
+                path.display(),
+                e.path(),
+                e.inner()
+            )
+        })?;
+        for level in &result.levels {
+            for t in &level.trials {
+                if !t.is_accounted() {
+                    bail!(
+                        "results {}: level {} trial {}: {} sent but {} succeeded + {} failed",
+                        path.display(),
+                        level.concurrency,
+                        t.trial,
+                        t.requests_sent,
+                        t.succeeded,
+                        t.failed_total()
+                    );
+                }
+            }
+        }
+        Ok(result)
+    }
+
+    /// Writes the result JSON atomically (temporary file, then rename).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        write_atomic(path, text.as_bytes())
+    }
+
+    /// Writes one CSV row per trial.
+    pub fn save_csv(&self, path: &Path) -> Result<()> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record([
+            "concurrency",
+            "trial",
+            "requests_sent",
+            "succeeded",
+            "failed",
+            "error_rate",
+            "output_tokens",
+            "window_s",
+            "output_tok_per_s",
+            "requests_per_s",
+            "per_request_tok_per_s",
+            "ttft_p50_ms",
+            "ttft_p99_ms",
+            "itl_p50_ms",
+            "itl_p99_ms",
+            "tpot_p50_ms",
+            "e2e_p50_ms",
+            "e2e_p99_ms",
+        ])?;
+        let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
+        for level in &self.levels {
+            for t in &level.trials {
+                w.write_record([
+                    level.concurrency.to_string(),
+                    t.trial.to_string(),
+                    t.requests_sent.to_string(),
+                    t.succeeded.to_string(),
+                    t.failed_total().to_string(),
+                    format!("{:.4}", t.error_rate),
+                    t.output_tokens.to_string(),
+                    format!("{:.3}", t.window_s),
+                    format!("{:.3}", t.output_tok_per_s),
+                    format!("{:.4}", t.requests_per_s),
+                    opt(t.per_request_tok_per_s),
+                    opt(t.ttft_ms.as_ref().map(|p| p.p50)),
+                    opt(t.ttft_ms.as_ref().map(|p| p.p99)),
+                    opt(t.itl_ms.as_ref().map(|p| p.p50)),
+                    opt(t.itl_ms.as_ref().map(|p| p.p99)),
+                    opt(t.tpot_ms.as_ref().map(|p| p.p50)),
+                    opt(t.e2e_ms.as_ref().map(|p| p.p50)),
+                    opt(t.e2e_ms.as_ref().map(|p| p.p99)),
+                ])?;
+            }
+        }
+        let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+        write_atomic(path, &bytes)
+    }
+}

@@ -1,0 +1,115 @@
+//! The console table of a run: one row per concurrency level, with the mean and spread
+//! across trials (statistics are across trials, never across requests).
+
+use std::fmt::Write;
+
+use crate::record::{LevelResult, RunResult};
+use crate::stats::Spread;
+
+/// The table header.
+pub fn level_header() -> String {
+    format!(
+        "{:>6} | {:>22} | {:>13} | {:>10} | {:>8} | {:>7} | {:>6} | {:>6} | {:>9} | {:>9}",
+        "C",
+        "agg tok/s mean ± sd",
+        "per-req tok/s",
+        "tok/trial",
+        "wall s",
+        "ok",
+        "failed",
+        "err %",
+        "TTFT p50",
+        "ITL p50"
+    )
+}
+
+/// One row for a level. Means are over trials; ok and failed are totals over trials.
+pub fn level_row(level: &LevelResult) -> String {
+    let trials = &level.trials;
+    let tps: Vec<f64> = level.throughputs();
+    let agg = match Spread::of(&tps) {
+        Some(s) if s.n > 1 => format!("{:.1} ± {:.1} ({}x)", s.mean, s.sd, s.n),
+        Some(s) => format!("{:.1} (1x)", s.mean),
+        None => "no success".to_string(),
+    };
+    let mean = |f: &dyn Fn(&crate::record::TrialResult) -> Option<f64>| {
+        let v: Vec<f64> = trials.iter().filter_map(f).collect();
+        if v.is_empty() {
+            None
+        } else {
+            Some(v.iter().sum::<f64>() / v.len() as f64)
+        }
+    };
+    let show = |v: Option<f64>, digits: usize, unit: &str| match v {
+        Some(x) => format!("{x:.digits$}{unit}"),
+        None => "-".to_string(),
+    };
+    let ok: u64 = trials.iter().map(|t| t.succeeded).sum();
+    let failed: u64 = trials.iter().map(|t| t.failed_total()).sum();
+    format!(
+        "{:>6} | {:>22} | {:>13} | {:>10} | {:>8} | {:>7} | {:>6} | {:>6} | {:>9} | {:>9}",
+        level.concurrency,
+        agg,
+        show(mean(&|t| t.per_request_tok_per_s), 1, ""),
+        show(mean(&|t| Some(t.output_tokens as f64)), 0, ""),
+        show(mean(&|t| Some(t.window_s)), 2, ""),
+        ok,
+        failed,
+        format!("{:.1}", level.error_rate() * 100.0),
+        show(mean(&|t| t.ttft_ms.as_ref().map(|p| p.p50)), 1, "ms"),
+        show(mean(&|t| t.itl_ms.as_ref().map(|p| p.p50)), 2, "ms"),
+    )
+}
+
+/// The whole table, with warnings, as printed at the end of a run.
+pub fn run_table(result: &RunResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", level_header());
+    let _ = writeln!(out, "{}", "-".repeat(level_header().len()));
+    for level in &result.levels {
+        let _ = writeln!(out, "{}", level_row(level));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::TrialResult;
+
+    fn trial(n: u32, tps: f64, ok: u64) -> TrialResult {
+        TrialResult {
+            trial: n,
+            requests_sent: ok,
+            succeeded: ok,
+            failed: Default::default(),
+            error_examples: Default::default(),
+            output_tokens: 1000,
+            failed_output_tokens: 0,
+            input_tokens: 0,
+            window_s: 1000.0 / tps,
+            output_tok_per_s: tps,
+            requests_per_s: 1.0,
+            error_rate: 0.0,
+            per_request_tok_per_s: Some(50.0),
+            ttft_ms: None,
+            itl_ms: None,
+            tpot_ms: None,
+            e2e_ms: None,
+            token_sources: Default::default(),
+            flags: vec![],
+        }
+    }
+
+    #[test]
+    fn row_shows_mean_spread_and_totals() {
+        let level = LevelResult {
+            concurrency: 16,
+            trials: vec![trial(1, 100.0, 4), trial(2, 110.0, 4)],
+        };
+        let row = level_row(&level);
+        assert!(row.contains("105.0 ± 7.1 (2x)"), "{row}");
+        assert!(row.contains("      8 |"), "{row}");
+        assert_eq!(row.len(), level_header().len());
+    }
+}

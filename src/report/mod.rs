@@ -1,0 +1,4 @@
+//! Turning results into things people read: console tables (and, later, Markdown, JSON,
+//! JUnit and PNG plots).
+
+pub mod console;
