@@ -16,6 +16,10 @@ pub mod welch;
 
 pub use error::StatsError;
 
+pub use sessions::{
+    between_session_variance, pooled_log_mean_variance, session_components, session_extra_variance,
+    SessionComponents,
+};
 pub use summary::{percentile, Percentiles, Spread};
 
 pub use welch::{compare_log_ratio, holm, level_fails, min_detectable_drop, LogRatioComparison};
