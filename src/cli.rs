@@ -21,6 +21,75 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run the built-in demo: start the simulated server, run a small profile, print and save.
     Demo(DemoArgs),
+    /// Compare a run with a baseline: exit 1 when throughput regressed beyond noise.
+    Gate(GateArgs),
+    /// Manage baseline files.
+    Baseline(BaselineArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GateArgs {
+    /// The candidate run's results.json.
+    #[arg(long)]
+    pub results: PathBuf,
+    /// The baseline file (TOML), e.g. baselines/NAME.toml.
+    #[arg(long)]
+    pub baseline: PathBuf,
+    /// Read the baseline as it is at this git ref (e.g. origin/main), not from the working tree.
+    #[arg(long)]
+    pub baseline_ref: Option<String>,
+    /// Family-wise significance level (default: the baseline's, 0.01).
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Smallest relative drop that may fail the gate, e.g. 0.03 (default: the baseline's).
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// Trials needed on each side to fail a level (default: the baseline's).
+    #[arg(long)]
+    pub min_trials: Option<u32>,
+    /// Write the verdict as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write JUnit XML (one test case per level).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Write the Markdown summary.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselineArgs {
+    #[command(subcommand)]
+    pub command: BaselineCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BaselineCommand {
+    /// Write a baseline from run results, one session per results file.
+    Bless(BlessArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BlessArgs {
+    /// results.json of a run (repeat for several runs; each becomes a session).
+    #[arg(long, required = true)]
+    pub results: Vec<PathBuf>,
+    /// The baseline file to write, e.g. baselines/NAME.toml.
+    #[arg(long)]
+    pub baseline: PathBuf,
+    /// Start over instead of appending a session.
+    #[arg(long)]
+    pub replace: bool,
+    /// Baseline name (default: the file name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The profile file, relative to the baseline, to record beside it.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// The commit measured (default: $GITHUB_SHA, else the work tree's HEAD).
+    #[arg(long)]
+    pub commit: Option<String>,
 }
 
 #[derive(Debug, Args)]

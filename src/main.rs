@@ -19,6 +19,8 @@ fn main() {
         match cli.command {
             Command::Bench(args) => commands::bench::run(args).await,
             Command::Demo(args) => commands::demo::run(args).await,
+            Command::Gate(args) => commands::gate::run(args).await,
+            Command::Baseline(args) => commands::baseline::run(args).await,
         }
     });
     let exit = match outcome {

@@ -1,4 +1,6 @@
 //! One function per subcommand: read inputs, call the library, print, return the exit code.
 
+pub mod baseline;
 pub mod bench;
 pub mod demo;
+pub mod gate;

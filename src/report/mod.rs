@@ -1,4 +1,7 @@
-//! Turning results into things people read: console tables (and, later, Markdown, JSON,
-//! JUnit and PNG plots).
+//! Turning results into things people read: console tables, Markdown, JSON, JUnit,
+//! GitHub Actions annotations and PNG plots.
 
 pub mod console;
+pub mod github;
+pub mod junit;
+pub mod verdict;

@@ -1,0 +1,464 @@
+//! Baseline files: the raw trial values a candidate run is gated against, kept in git beside
+//! the profile they were measured with.
+//!
+//! A baseline keeps every trial (never only means), grouped in sessions (one blessed run
+//! each, e.g. one per day), so the gate can estimate how much results move from one session
+//! to the next as well as from one trial to the next. The gate settings live here too, so a
+//! pull request cannot loosen its own gate by editing the profile.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::exit::not_comparable;
+use crate::fsutil::write_atomic;
+use crate::load::level_problems;
+use crate::profile::GateSettings;
+use crate::record::{Environment, RunResult};
+
+/// Version of the baseline schema written by this build.
+pub const BASELINE_SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Baseline {
+    pub schema_version: u32,
+    pub name: String,
+    /// The profile file this baseline was measured with, relative to the baseline file.
+    #[serde(default)]
+    pub profile: Option<String>,
+    pub profile_hash: String,
+    pub environment: Environment,
+    pub gate: GateSettings,
+    pub sessions: Vec<Session>,
+}
+
+/// One blessed run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Session {
+    /// When the run started (RFC 3339).
+    pub measured_at: String,
+    /// The commit of the code under test when it was measured.
+    #[serde(default)]
+    pub commit: Option<String>,
+    pub tool: String,
+    #[serde(default)]
+    pub runner: Option<String>,
+    pub levels: Vec<BaselineLevel>,
+}
+
+/// The trials of one session at one concurrency level.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineLevel {
+    pub concurrency: u32,
+    /// Output tok/s of each trial.
+    pub tok_per_s: Vec<f64>,
+    /// Per-request tok/s of each trial (reported, not gated).
+    #[serde(default)]
+    pub per_request_tok_per_s: Vec<f64>,
+}
+
+/// Whether `bless` adds a session or starts over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlessMode {
+    Append,
+    Replace,
+}
+
+impl Baseline {
+    /// Reads a baseline from the working tree.
+    pub fn load(path: &Path) -> Result<Baseline> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read baseline {}", path.display()))?;
+        Baseline::parse(&text, &path.display().to_string())
+    }
+
+    /// Reads a baseline as it is at a git ref (see [`crate::gitref`]).
+    pub fn load_at_ref(path: &Path, reference: &str) -> Result<Baseline> {
+        let text = crate::gitref::read_at_ref(path, reference)?;
+        Baseline::parse(&text, &format!("{} at {reference}", path.display()))
+    }
+
+    /// Parses baseline text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Baseline> {
+        let value: toml::Table = toml::from_str(text)
+            .map_err(|e| anyhow!("baseline {origin} is not valid TOML: {e}"))?;
+        match value
+            .get("schema_version")
+            .and_then(toml::Value::as_integer)
+        {
+            Some(v) if v == i64::from(BASELINE_SCHEMA) => {}
+            Some(v) if v > i64::from(BASELINE_SCHEMA) => bail!(
+                "baseline {origin}: field `schema_version` is {v}, newer than this build reads \
+                 ({BASELINE_SCHEMA}); upgrade throughline"
+            ),
+            Some(v) => bail!("baseline {origin}: field `schema_version` {v} is not supported"),
+            None => bail!("baseline {origin}: field `schema_version` is missing or not a number"),
+        }
+        let baseline: Baseline =
+            toml::from_str(text).map_err(|e| anyhow!("baseline {origin}: {e}"))?;
+        baseline.validate(origin)?;
+        Ok(baseline)
+    }
+
+    fn validate(&self, origin: &str) -> Result<()> {
+        if self.sessions.is_empty() {
+            bail!("baseline {origin}: field `sessions`: holds no session");
+        }
+        for (i, s) in self.sessions.iter().enumerate() {
+            for level in &s.levels {
+                if let Some(bad) = level
+                    .tok_per_s
+                    .iter()
+                    .find(|v| !(v.is_finite() && **v > 0.0))
+                {
+                    bail!(
+                        "baseline {origin}: field `sessions[{i}].levels` (C={}): tok_per_s value {bad} is not a positive number",
+                        level.concurrency
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the baseline atomically.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let body = toml::to_string_pretty(self).context("cannot serialise the baseline")?;
+        let text = format!(
+            "# throughline baseline: raw trial values per concurrency level, per session.\n\
+             # Written by `throughline baseline bless`; review changes like code.\n{body}"
+        );
+        write_atomic(path, text.as_bytes())
+    }
+
+    /// Concurrency levels present in any session, ascending.
+    pub fn levels(&self) -> Vec<u32> {
+        let mut levels: Vec<u32> = self
+            .sessions
+            .iter()
+            .flat_map(|s| s.levels.iter().map(|l| l.concurrency))
+            .collect();
+        levels.sort_unstable();
+        levels.dedup();
+        levels
+    }
+
+    /// Trials at `concurrency`, one vector per session that measured it.
+    pub fn sessions_at(&self, concurrency: u32) -> Vec<Vec<f64>> {
+        self.sessions
+            .iter()
+            .filter_map(|s| s.levels.iter().find(|l| l.concurrency == concurrency))
+            .map(|l| l.tok_per_s.clone())
+            .filter(|t| !t.is_empty())
+            .collect()
+    }
+
+    /// All trials at each level, for plots.
+    pub fn trials_by_level(&self) -> Vec<(u32, Vec<f64>)> {
+        self.levels()
+            .into_iter()
+            .map(|c| (c, self.sessions_at(c).concat()))
+            .collect()
+    }
+}
+
+/// Compares two fingerprints. Returns the differences that make results incomparable
+/// (hardware, model, server) and warnings for the rest (runner, fields one side lacks).
+pub fn fingerprint_differences(
+    baseline: &Environment,
+    candidate: &Environment,
+) -> (Vec<String>, Vec<String>) {
+    let mut differ = Vec::new();
+    let mut warn = Vec::new();
+    let fields: [(&str, Option<String>, Option<String>); 7] = [
+        (
+            "gpu_model",
+            baseline.gpu_model.clone(),
+            candidate.gpu_model.clone(),
+        ),
+        (
+            "gpu_count",
+            baseline.gpu_count.map(|v| v.to_string()),
+            candidate.gpu_count.map(|v| v.to_string()),
+        ),
+        ("driver", baseline.driver.clone(), candidate.driver.clone()),
+        ("engine", baseline.engine.clone(), candidate.engine.clone()),
+        (
+            "engine_version",
+            baseline.engine_version.clone(),
+            candidate.engine_version.clone(),
+        ),
+        ("model", baseline.model.clone(), candidate.model.clone()),
+        (
+            "precision",
+            baseline.precision.clone(),
+            candidate.precision.clone(),
+        ),
+    ];
+    for (name, b, c) in fields {
+        match (b, c) {
+            (Some(b), Some(c)) if b != c => differ.push(format!("{name}: baseline {b:?}, this run {c:?}")),
+            (Some(b), None) => differ.push(format!(
+                "{name}: baseline {b:?}, this run does not say (pass --{} or its THROUGHLINE_ variable)",
+                name.replace('_', "-").replace("gpu-model", "gpu")
+            )),
+            (None, Some(c)) => warn.push(format!("{name}: this run says {c:?}, the baseline does not record it")),
+            _ => {}
+        }
+    }
+    if baseline.endpoints != candidate.endpoints {
+        differ.push(format!(
+            "endpoints (replicas): baseline {}, this run {}",
+            baseline.endpoints, candidate.endpoints
+        ));
+    }
+    if let (Some(b), Some(c)) = (&baseline.runner, &candidate.runner) {
+        if b != c {
+            warn.push(format!("runner: baseline {b:?}, this run {c:?}"));
+        }
+    }
+    (differ, warn)
+}
+
+/// Builds or extends a baseline from runs, one session per run. Refuses incomplete runs,
+/// runs with a level over its error limit, runs with fewer trials than the gate needs, and
+/// runs that measured something else (profile hash or fingerprint).
+pub fn bless(
+    existing: Option<Baseline>,
+    runs: &[RunResult],
+    mode: BlessMode,
+    name: &str,
+    profile_path: Option<String>,
+    commit: Option<String>,
+) -> Result<Baseline> {
+    let first = runs
+        .first()
+        .ok_or_else(|| anyhow!("bless needs at least one results file"))?;
+    for (i, run) in runs.iter().enumerate() {
+        let which = format!("results #{} ({})", i + 1, run.started_at);
+        if !run.complete {
+            bail!(
+                "{which} is marked incomplete (the run was stopped); it cannot become a baseline"
+            );
+        }
+        let problems = level_problems(&run.levels, run.profile.sweep.max_error_rate);
+        if !problems.is_empty() {
+            bail!(
+                "{which} has levels that did not measure: {}",
+                problems.join("; ")
+            );
+        }
+        let min_trials = run.profile.gate.min_trials as usize;
+        for level in &run.levels {
+            let n = level.throughputs().len();
+            if n < min_trials {
+                bail!(
+                    "{which}: level C={} has {n} trials; the gate needs at least {min_trials} (sweep.trials)",
+                    level.concurrency
+                );
+            }
+        }
+        if let Some(flag) = run.warnings.iter().find(|w| w.contains("client-bound")) {
+            bail!("{which} was limited by the client, not the server: {flag}");
+        }
+        if run.profile_hash != first.profile_hash {
+            return Err(not_comparable(format!(
+                "{which} used a different profile ({}) than results #1 ({})",
+                run.profile_hash, first.profile_hash
+            )));
+        }
+        let (differ, _) = fingerprint_differences(&first.environment, &run.environment);
+        if !differ.is_empty() {
+            return Err(not_comparable(format!(
+                "{which} ran on a different environment than results #1: {}",
+                differ.join("; ")
+            )));
+        }
+    }
+    let mut baseline = match (existing, mode) {
+        (Some(b), BlessMode::Append) => {
+            if b.profile_hash != first.profile_hash {
+                return Err(not_comparable(format!(
+                    "the baseline was measured with profile {}, these results with {}; use --replace to start a new baseline",
+                    b.profile_hash, first.profile_hash
+                )));
+            }
+            let (differ, _) = fingerprint_differences(&b.environment, &first.environment);
+            if !differ.is_empty() {
+                return Err(not_comparable(format!(
+                    "the environment differs from the baseline's: {}; use --replace to start a new baseline",
+                    differ.join("; ")
+                )));
+            }
+            b
+        }
+        _ => Baseline {
+            schema_version: BASELINE_SCHEMA,
+            name: name.to_string(),
+            profile: profile_path.clone(),
+            profile_hash: first.profile_hash.clone(),
+            environment: first.environment.clone(),
+            gate: first.profile.gate.clone(),
+            sessions: Vec::new(),
+        },
+    };
+    if profile_path.is_some() {
+        baseline.profile = profile_path;
+    }
+    for run in runs {
+        baseline.sessions.push(Session {
+            measured_at: run.started_at.clone(),
+            commit: commit.clone(),
+            tool: run.tool.clone(),
+            runner: run.environment.runner.clone(),
+            levels: run
+                .levels
+                .iter()
+                .map(|l| BaselineLevel {
+                    concurrency: l.concurrency,
+                    tok_per_s: l.throughputs(),
+                    per_request_tok_per_s: l
+                        .trials
+                        .iter()
+                        .filter(|t| t.succeeded > 0)
+                        .filter_map(|t| t.per_request_tok_per_s)
+                        .collect(),
+                })
+                .collect(),
+        });
+    }
+    Ok(baseline)
+}
+
+/// An exclusive lock beside a baseline file while it is rewritten, so two blesses cannot
+/// interleave. Released (the lock file removed) on drop.
+pub struct BaselineLock {
+    path: PathBuf,
+}
+
+impl BaselineLock {
+    pub fn acquire(baseline: &Path) -> Result<BaselineLock> {
+        let mut name = baseline.as_os_str().to_owned();
+        name.push(".lock");
+        let path = PathBuf::from(name);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create folder {}", dir.display()))?;
+        }
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(_) => Ok(BaselineLock { path }),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+                "another bless holds {}; if none is running, delete that file",
+                path.display()
+            ),
+            Err(e) => Err(e).with_context(|| format!("cannot create lock {}", path.display())),
+        }
+    }
+}
+
+impl Drop for BaselineLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"
+schema_version = 1
+name = "demo"
+profile_hash = "sha256:abc"
+
+[environment]
+gpu_model = "RTX PRO 6000"
+endpoints = 1
+
+[gate]
+alpha = 0.01
+min_effect = 0.03
+min_trials = 5
+
+[[sessions]]
+measured_at = "2026-11-28T10:00:00Z"
+tool = "throughline 0.1.0"
+
+[[sessions.levels]]
+concurrency = 1
+tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
+"#;
+
+    #[test]
+    fn parses_and_round_trips() {
+        let b = Baseline::parse(SAMPLE, "sample").unwrap();
+        assert_eq!(
+            b.sessions_at(1),
+            vec![vec![121.0, 122.5, 120.9, 121.8, 122.0]]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.toml");
+        b.save(&path).unwrap();
+        assert_eq!(Baseline::load(&path).unwrap(), b);
+    }
+
+    #[test]
+    fn bad_baselines_say_what_is_wrong() {
+        let newer = SAMPLE.replace("schema_version = 1", "schema_version = 7");
+        let err = format!("{:#}", Baseline::parse(&newer, "x").unwrap_err());
+        assert!(err.contains("newer"), "{err}");
+        let typo = SAMPLE.replace("tok_per_s", "tok_per_sec");
+        let err = format!("{:#}", Baseline::parse(&typo, "x").unwrap_err());
+        assert!(
+            err.contains("tok_per_sec") && err.contains("line 22"),
+            "{err}"
+        );
+        let truncated = &SAMPLE[..SAMPLE.len() - 30];
+        assert!(Baseline::parse(truncated, "x").is_err());
+        let negative = SAMPLE.replace("121.0,", "-1.0,");
+        let err = format!("{:#}", Baseline::parse(&negative, "x").unwrap_err());
+        assert!(err.contains("-1"), "{err}");
+    }
+
+    #[test]
+    fn fingerprint_names_what_differs() {
+        let b = Environment {
+            gpu_model: Some("H100".into()),
+            endpoints: 2,
+            ..Default::default()
+        };
+        let c = Environment {
+            gpu_model: Some("H200".into()),
+            endpoints: 2,
+            ..Default::default()
+        };
+        let (differ, _) = fingerprint_differences(&b, &c);
+        assert_eq!(
+            differ,
+            vec!["gpu_model: baseline \"H100\", this run \"H200\"".to_string()]
+        );
+        let missing = Environment {
+            endpoints: 2,
+            ..Default::default()
+        };
+        let (differ, _) = fingerprint_differences(&b, &missing);
+        assert!(differ[0].contains("--gpu"), "{differ:?}");
+        let (differ, warn) = fingerprint_differences(&missing, &b);
+        assert!(differ.is_empty() && warn.len() == 1);
+    }
+
+    #[test]
+    fn lock_is_exclusive_and_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.toml");
+        let lock = BaselineLock::acquire(&path).unwrap();
+        assert!(BaselineLock::acquire(&path).is_err());
+        drop(lock);
+        assert!(BaselineLock::acquire(&path).is_ok());
+    }
+}

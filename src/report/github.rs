@@ -1,0 +1,89 @@
+//! GitHub Actions integration: the job summary, step outputs and workflow annotations.
+//! Each is written only when its environment variable says we are inside Actions.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+
+use crate::gate::{LevelStatus, Outcome, Verdict};
+
+/// Appends Markdown to `$GITHUB_STEP_SUMMARY` when it is set.
+pub fn append_step_summary(markdown: &str) -> Result<()> {
+    append_to_env_file("GITHUB_STEP_SUMMARY", markdown)
+}
+
+/// Writes `verdict=` and `worst_ratio=` to `$GITHUB_OUTPUT` when it is set.
+pub fn write_outputs(verdict: &Verdict) -> Result<()> {
+    let mut text = format!("verdict={}\n", verdict.outcome.word());
+    if let Some(r) = verdict.worst_ratio {
+        text.push_str(&format!("worst_ratio={r:.4}\n"));
+    }
+    append_to_env_file("GITHUB_OUTPUT", &text)
+}
+
+/// `::error` / `::warning` workflow commands, aggregated: one per outcome and at most a few
+/// warnings, so the pull request page is not flooded.
+pub fn annotations(verdict: &Verdict) -> Vec<String> {
+    const MAX_WARNINGS: usize = 3;
+    let mut out = Vec::new();
+    let failed: Vec<String> = verdict
+        .levels
+        .iter()
+        .filter(|l| l.status == LevelStatus::Regression)
+        .map(|l| {
+            format!(
+                "C={} {:+.1}%",
+                l.concurrency,
+                (l.ratio.unwrap_or(1.0) - 1.0) * 100.0
+            )
+        })
+        .collect();
+    match verdict.outcome {
+        Outcome::Regression => out.push(format!(
+            "::error title=Throughput regression::{} regressed against baseline {}: {}",
+            verdict.profile_name,
+            verdict.baseline_name,
+            failed.join(", ")
+        )),
+        Outcome::NotComparable => out.push(format!(
+            "::warning title=Throughput not comparable::some levels of {} could not be gated against {}",
+            verdict.profile_name, verdict.baseline_name
+        )),
+        Outcome::Pass => {}
+    }
+    for w in verdict.warnings.iter().take(MAX_WARNINGS) {
+        out.push(format!("::warning title=throughline::{}", escape_data(w)));
+    }
+    if verdict.warnings.len() > MAX_WARNINGS {
+        out.push(format!(
+            "::warning title=throughline::{} more warnings in the job summary",
+            verdict.warnings.len() - MAX_WARNINGS
+        ));
+    }
+    out
+}
+
+/// True inside GitHub Actions.
+pub fn in_actions() -> bool {
+    std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
+}
+
+/// Escapes workflow-command data (`%`, CR, LF).
+fn escape_data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+fn append_to_env_file(var: &str, text: &str) -> Result<()> {
+    let Some(path) = std::env::var_os(var) else {
+        return Ok(());
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("cannot open ${var} ({})", path.to_string_lossy()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write ${var}"))
+}
