@@ -415,7 +415,7 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
         let typo = SAMPLE.replace("tok_per_s", "tok_per_sec");
         let err = format!("{:#}", Baseline::parse(&typo, "x").unwrap_err());
         assert!(
-            err.contains("tok_per_sec") && err.contains("line 22"),
+            err.contains("tok_per_sec") && err.contains("line 21"),
             "{err}"
         );
         let truncated = &SAMPLE[..SAMPLE.len() - 30];
