@@ -16,6 +16,8 @@ mod metrics;
 mod presets;
 mod replay;
 mod sched;
+#[cfg(test)]
+mod tests;
 
 pub use cluster::{run_cli, ServeSimArgs, SimCluster};
 pub use config::SimConfig;
