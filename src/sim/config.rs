@@ -25,7 +25,8 @@ pub struct SimConfig {
     pub mtp_max: u32,
     /// Seconds each prompt token adds to the step in which its request is admitted.
     pub prefill_s_per_token: f64,
-    /// Fixed cadence: every step lasts exactly this long whatever the batch (0 = no delay at all).
+    /// Fixed cadence: every step lasts exactly this long whatever the batch, prefill ignored
+    /// (0 = no delay at all, for benchmarking the client).
     pub token_delay_ms: Option<f64>,
     /// Mean natural output length (lognormal) of requests that do not set `ignore_eos`.
     pub natural_len_mean: f64,

@@ -257,7 +257,10 @@ async fn fixed_cadence_keeps_its_delay_without_drift() {
     let median = gaps[gaps.len() / 2];
     assert!((median - 20.0).abs() < 4.0, "median ITL {median} ms");
     let span = (stamps[49] - stamps[0]).as_secs_f64() * 1e3;
-    assert!((span - 49.0 * 20.0).abs() < 60.0, "49 steps took {span} ms");
+    assert!(
+        (span - 49.0 * 20.0).abs() < 100.0,
+        "49 steps took {span} ms"
+    );
     cluster.shutdown().await;
 }
 
@@ -367,5 +370,24 @@ async fn real_engine_matches_the_replay() {
         err.abs() < 0.15,
         "HTTP {measured:.0} tok/s vs replay {expected:.0} tok/s"
     );
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn abandoned_non_streaming_request_frees_the_slot() {
+    let (cluster, url) = start(&SimConfig::preset("fast").unwrap()).await;
+    let body = json!({"prompt": "x", "max_tokens": 1_000_000, "ignore_eos": true});
+    let r = reqwest::Client::new()
+        .post(format!("{url}/v1/completions"))
+        .timeout(Duration::from_millis(200))
+        .json(&body)
+        .send()
+        .await;
+    assert!(r.is_err(), "the request should have timed out");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric(&url, "throughline_sim_num_requests_running").await != 0.0 {
+        assert!(Instant::now() < deadline, "slot leaked after disconnect");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     cluster.shutdown().await;
 }
