@@ -1,0 +1,283 @@
+//! OpenAI request parsing and response shapes, kept apart from the HTTP plumbing.
+//!
+//! Prompt tokens are counted as whitespace-separated words of the prompt (or of every
+//! message's text), or as the length of a token-id array: simple and deterministic, so a
+//! test knows the count without a tokenizer. Each output token is one short word followed
+//! by a space, so a chunk carrying k tokens carries k words.
+
+use serde_json::{json, Value};
+
+use super::sched::{FinishReason, GenParams};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Chat,
+    Completion,
+}
+
+/// A validated request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub params: GenParams,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub continuous_usage: bool,
+}
+
+/// Parses and validates a request body; the error is the message for a 400.
+pub fn parse(kind: Kind, body: &[u8], default_max_tokens: u32) -> Result<Parsed, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))?;
+    let obj = v.as_object().ok_or("request body must be a JSON object")?;
+    let prompt_tokens = match kind {
+        Kind::Chat => count_messages(obj.get("messages"))?,
+        Kind::Completion => count_prompt(obj.get("prompt"))?,
+    };
+    let uint = |key: &str| -> Result<Option<u32>, String> {
+        match obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(x) => x
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| format!("`{key}` must be a non-negative integer")),
+        }
+    };
+    let flag = |o: &serde_json::Map<String, Value>, key: &str| -> Result<bool, String> {
+        match o.get(key) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(format!("`{key}` must be a boolean")),
+        }
+    };
+    let max_tokens = match (uint("max_tokens")?, uint("max_completion_tokens")?) {
+        (Some(m), _) | (None, Some(m)) => m,
+        (None, None) => default_max_tokens,
+    };
+    if max_tokens == 0 {
+        return Err("`max_tokens` must be at least 1".into());
+    }
+    let min_tokens = uint("min_tokens")?.unwrap_or(0);
+    if min_tokens > max_tokens {
+        return Err(format!(
+            "`min_tokens` ({min_tokens}) must not exceed `max_tokens` ({max_tokens})"
+        ));
+    }
+    if let Some(n) = uint("n")? {
+        if n != 1 {
+            return Err("only `n` = 1 is supported".into());
+        }
+    }
+    let empty = serde_json::Map::new();
+    let opts = match obj.get("stream_options") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err("`stream_options` must be an object".into()),
+    };
+    Ok(Parsed {
+        params: GenParams {
+            prompt_tokens,
+            max_tokens,
+            min_tokens,
+            ignore_eos: flag(obj, "ignore_eos")?,
+        },
+        stream: flag(obj, "stream")?,
+        include_usage: flag(opts, "include_usage")?,
+        continuous_usage: flag(opts, "continuous_usage_stats")?,
+    })
+}
+
+fn words(s: &str) -> u32 {
+    s.split_whitespace().count() as u32
+}
+
+fn count_messages(messages: Option<&Value>) -> Result<u32, String> {
+    let list = match messages {
+        Some(Value::Array(l)) if !l.is_empty() => l,
+        Some(Value::Array(_)) => return Err("`messages` must not be empty".into()),
+        Some(_) => return Err("`messages` must be an array".into()),
+        None => return Err("missing `messages`".into()),
+    };
+    let mut n = 0;
+    for m in list {
+        match m.get("content") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => n += words(s),
+            Some(Value::Array(parts)) => {
+                n += parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .map(words)
+                    .sum::<u32>()
+            }
+            Some(_) => return Err("message `content` must be a string or an array".into()),
+        }
+    }
+    Ok(n)
+}
+
+fn count_prompt(prompt: Option<&Value>) -> Result<u32, String> {
+    match prompt {
+        Some(Value::String(s)) => Ok(words(s)),
+        Some(Value::Array(items)) => items.iter().try_fold(0u32, |n, item| match item {
+            Value::String(s) => Ok(n + words(s)),
+            Value::Number(_) => Ok(n + 1), // a token id
+            Value::Array(ids) => Ok(n + ids.len() as u32),
+            _ => Err("`prompt` array items must be strings or token ids".to_string()),
+        }),
+        Some(_) => Err("`prompt` must be a string or an array".into()),
+        None => Err("missing `prompt`".into()),
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs", "far",
+    "into", "green", "hills", "while", "birds", "sing", "soft", "songs",
+];
+
+/// Text of output tokens `start..start + n`: n words, each followed by a space.
+pub fn token_text(start: u32, n: u32) -> String {
+    let mut s = String::new();
+    for i in start..start + n {
+        s.push_str(WORDS[i as usize % WORDS.len()]);
+        s.push(' ');
+    }
+    s
+}
+
+pub fn usage(prompt: u32, completion: u32) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    })
+}
+
+/// Fields every response object carries.
+pub struct Envelope<'a> {
+    pub id: &'a str,
+    pub created: u64,
+    pub model: &'a str,
+    pub kind: Kind,
+}
+
+impl Envelope<'_> {
+    fn with(&self, object: &str, choices: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        })
+    }
+
+    /// Chat streams open with a role-only chunk (sent on acceptance, so it is not TTFT).
+    pub fn role_chunk(&self) -> Value {
+        self.chunk_choice(json!({"role": "assistant", "content": ""}), None)
+    }
+
+    /// A chunk carrying `text` (one or more tokens); the last one has `finish`.
+    pub fn content_chunk(&self, text: &str, finish: Option<FinishReason>) -> Value {
+        match self.kind {
+            Kind::Chat => self.chunk_choice(json!({ "content": text }), finish),
+            Kind::Completion => self.with(
+                "text_completion",
+                json!([{
+                    "index": 0, "text": text, "logprobs": null,
+                    "finish_reason": finish.map(FinishReason::as_str),
+                }]),
+            ),
+        }
+    }
+
+    fn chunk_choice(&self, delta: Value, finish: Option<FinishReason>) -> Value {
+        self.with(
+            "chat.completion.chunk",
+            json!([{
+                "index": 0, "delta": delta, "logprobs": null,
+                "finish_reason": finish.map(FinishReason::as_str),
+            }]),
+        )
+    }
+
+    /// The `include_usage` chunk: no choices, just the totals.
+    pub fn usage_chunk(&self, usage: Value) -> Value {
+        let object = match self.kind {
+            Kind::Chat => "chat.completion.chunk",
+            Kind::Completion => "text_completion",
+        };
+        let mut v = self.with(object, json!([]));
+        v["usage"] = usage;
+        v
+    }
+
+    /// The whole non-streaming response.
+    pub fn full(&self, text: String, finish: FinishReason, usage: Value) -> Value {
+        let mut v = match self.kind {
+            Kind::Chat => self.with(
+                "chat.completion",
+                json!([{
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": null,
+                    "finish_reason": finish.as_str(),
+                }]),
+            ),
+            Kind::Completion => self.with(
+                "text_completion",
+                json!([{
+                    "index": 0, "text": text, "logprobs": null,
+                    "finish_reason": finish.as_str(),
+                }]),
+            ),
+        };
+        v["usage"] = usage;
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_words_of_messages_and_prompts() {
+        let body = br#"{"messages":[{"role":"system","content":"be  brief"},
+            {"role":"user","content":[{"type":"text","text":"hi there you"}]}],
+            "max_completion_tokens": 7, "stream": true,
+            "stream_options": {"include_usage": true}}"#;
+        let p = parse(Kind::Chat, body, 100).unwrap();
+        assert_eq!((p.params.prompt_tokens, p.params.max_tokens), (5, 7));
+        assert!(p.stream && p.include_usage && !p.continuous_usage);
+        let p = parse(Kind::Completion, br#"{"prompt":[1,2,3]}"#, 100).unwrap();
+        assert_eq!((p.params.prompt_tokens, p.params.max_tokens), (3, 100));
+    }
+
+    #[test]
+    fn rejects_bad_requests() {
+        for (kind, body) in [
+            (Kind::Chat, &b"{not json"[..]),
+            (Kind::Chat, br#"{"prompt":"x"}"#),
+            (Kind::Chat, br#"{"messages":[]}"#),
+            (Kind::Completion, br#"{"messages":[]}"#),
+            (Kind::Completion, br#"{"prompt":"x","max_tokens":0}"#),
+            (Kind::Completion, br#"{"prompt":"x","max_tokens":-3}"#),
+            (
+                Kind::Completion,
+                br#"{"prompt":"x","max_tokens":2,"min_tokens":3}"#,
+            ),
+        ] {
+            assert!(
+                parse(kind, body, 16).is_err(),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn token_text_has_one_word_per_token() {
+        assert_eq!(token_text(0, 3).split_whitespace().count(), 3);
+        assert!(token_text(5, 2).ends_with(' '));
+    }
+}

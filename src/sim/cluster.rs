@@ -1,0 +1,228 @@
+//! Starting and stopping replicas, and the `serve-sim` command.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::config::SimConfig;
+use super::http::{router, AppState};
+use super::metrics::Metrics;
+use super::sched::mix_seed;
+use super::{engine, SimConfig as Cfg};
+
+struct Replica {
+    addr: SocketAddr,
+    server: JoinHandle<()>,
+    engine: JoinHandle<()>,
+}
+
+/// Independent simulated servers, one engine each, like data-parallel replicas.
+pub struct SimCluster {
+    replicas: Vec<Replica>,
+    stop: watch::Sender<bool>,
+}
+
+/// How long `shutdown` lets open streams finish before cutting them.
+const DRAIN: Duration = Duration::from_secs(2);
+
+impl SimCluster {
+    /// Start `replicas` independent engines+servers on host:port..port+replicas-1 (port 0 =
+    /// ephemeral ports for each). Replica i's random draws are seeded from (seed, i).
+    pub async fn start(
+        config: &SimConfig,
+        host: IpAddr,
+        port: u16,
+        replicas: usize,
+    ) -> Result<SimCluster> {
+        config
+            .validate()
+            .context("invalid simulator configuration")?;
+        if replicas == 0 {
+            bail!("replicas must be at least 1");
+        }
+        if port != 0 && u32::from(port) + replicas as u32 - 1 > u32::from(u16::MAX) {
+            bail!(
+                "{replicas} replicas from port {port} would need ports above {}",
+                u16::MAX
+            );
+        }
+        let (stop, _) = watch::channel(false);
+        let mut cluster = SimCluster {
+            replicas: Vec::with_capacity(replicas),
+            stop,
+        };
+        for i in 0..replicas {
+            let p = if port == 0 { 0 } else { port + i as u16 };
+            let cfg = Cfg {
+                seed: mix_seed(config.seed ^ mix_seed(i as u64)),
+                ..config.clone()
+            };
+            match start_replica(cfg, SocketAddr::new(host, p), cluster.stop.subscribe()).await {
+                Ok(r) => cluster.replicas.push(r),
+                Err(e) => {
+                    cluster.shutdown().await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// "http://HOST:PORT" for each replica; a wildcard bind is reported as loopback.
+    pub fn base_urls(&self) -> Vec<String> {
+        self.replicas
+            .iter()
+            .map(|r| {
+                let mut a = r.addr;
+                if a.ip().is_unspecified() {
+                    a.set_ip(match a.ip() {
+                        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+                    });
+                }
+                format!("http://{a}")
+            })
+            .collect()
+    }
+
+    /// Stops accepting, lets open responses drain briefly, then stops the engines.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for r in self.replicas {
+            let abort = r.server.abort_handle();
+            if tokio::time::timeout(DRAIN, r.server).await.is_err() {
+                abort.abort();
+            }
+            r.engine.abort();
+            let _ = r.engine.await;
+        }
+    }
+}
+
+async fn start_replica(
+    cfg: SimConfig,
+    addr: SocketAddr,
+    mut stop: watch::Receiver<bool>,
+) -> Result<Replica> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let addr = listener.local_addr()?;
+    let metrics = Arc::new(Metrics::default());
+    let (submit, rx) = mpsc::unbounded_channel();
+    let state = Arc::new(AppState {
+        model: cfg.model.clone(),
+        preset: cfg.preset.clone(),
+        default_max_tokens: cfg.default_max_tokens,
+        submit,
+        metrics: metrics.clone(),
+        next_id: AtomicU64::new(0),
+    });
+    let engine = tokio::spawn(engine::run(cfg, rx, metrics));
+    let app = router(state);
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await;
+    });
+    Ok(Replica {
+        addr,
+        server,
+        engine,
+    })
+}
+
+/// `throughline serve-sim`: a simulated OpenAI-compatible server for demos, tests and CI.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeSimArgs {
+    /// Engine preset: fast, fixed, instant, rtxpro6000x4-qwen122b, rtxpro6000-27b.
+    #[arg(long, default_value = "fast")]
+    pub preset: String,
+    /// Independent replicas, on consecutive ports.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// First port (0 = an ephemeral port per replica).
+    #[arg(long, default_value_t = 30000)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Seed for output lengths and MTP draws (each replica derives its own).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Multiply every step's duration (1.10 = 10% slower: fakes a regression).
+    #[arg(long, default_value_t = 1.0)]
+    pub slowdown: f64,
+    /// Override the preset's number of concurrently running requests.
+    #[arg(long)]
+    pub max_running: Option<usize>,
+    /// Fixed cadence: every decode step lasts this long, whatever the batch.
+    #[arg(long)]
+    pub token_delay_ms: Option<f64>,
+    /// Override the model id the server reports.
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+impl ServeSimArgs {
+    pub fn to_config(&self) -> Result<SimConfig> {
+        let Some(mut cfg) = SimConfig::preset(&self.preset) else {
+            bail!(
+                "unknown preset `{}`; known presets: {}",
+                self.preset,
+                SimConfig::preset_names().join(", ")
+            );
+        };
+        cfg.seed = self.seed;
+        cfg.slowdown = self.slowdown;
+        if let Some(m) = self.max_running {
+            cfg.max_running = m;
+        }
+        if let Some(d) = self.token_delay_ms {
+            cfg.token_delay_ms = Some(d);
+        }
+        if let Some(m) = &self.model {
+            cfg.model = m.clone();
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// The `throughline serve-sim` command: start, print one line per replica, run until
+/// Ctrl-C or SIGTERM.
+pub async fn run_cli(args: ServeSimArgs) -> Result<()> {
+    let cfg = args.to_config()?;
+    let cluster = SimCluster::start(&cfg, args.host, args.port, args.replicas).await?;
+    for url in cluster.base_urls() {
+        println!("serving preset {} on {url}", cfg.preset);
+    }
+    wait_for_signal().await?;
+    cluster.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.context("cannot watch Ctrl-C")?,
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c()
+        .await
+        .context("cannot watch Ctrl-C")?;
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! Server-side counters, exposed as Prometheus text so the load generator's telemetry can
+//! cross-check what the client counted against what the server did.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub running: AtomicU64,
+    pub waiting: AtomicU64,
+    /// Every token handed to a client (a chunk of k MTP tokens counts k).
+    pub generation_tokens: AtomicU64,
+    /// Prompt tokens of requests admitted (prefilled).
+    pub prompt_tokens: AtomicU64,
+    /// Requests that ran to a finish_reason.
+    pub requests: AtomicU64,
+    /// Requests whose client went away before they finished.
+    pub aborted: AtomicU64,
+}
+
+impl Metrics {
+    /// Prometheus text exposition (version 0.0.4).
+    pub fn render(&self, preset: &str, version: &str) -> String {
+        let mut out = String::new();
+        let mut put = |name: &str, kind: &str, help: &str, v: &AtomicU64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}",
+                v.load(Relaxed)
+            );
+        };
+        put(
+            "throughline_sim_num_requests_running",
+            "gauge",
+            "Requests in the decode batch.",
+            &self.running,
+        );
+        put(
+            "throughline_sim_num_requests_waiting",
+            "gauge",
+            "Requests queued for a free slot.",
+            &self.waiting,
+        );
+        put(
+            "throughline_sim_generation_tokens_total",
+            "counter",
+            "Output tokens sent to clients.",
+            &self.generation_tokens,
+        );
+        put(
+            "throughline_sim_prompt_tokens_total",
+            "counter",
+            "Prompt tokens prefilled (whitespace-separated words).",
+            &self.prompt_tokens,
+        );
+        put(
+            "throughline_sim_requests_total",
+            "counter",
+            "Requests finished with a finish_reason.",
+            &self.requests,
+        );
+        put(
+            "throughline_sim_requests_aborted_total",
+            "counter",
+            "Requests dropped because the client disconnected.",
+            &self.aborted,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP throughline_sim_info Simulator build and preset.\n# TYPE throughline_sim_info gauge\nthroughline_sim_info{{preset=\"{}\",version=\"{}\"}} 1",
+            escape(preset),
+            escape(version)
+        );
+        out
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_family_with_help_and_type() {
+        let m = Metrics::default();
+        m.generation_tokens.store(42, Relaxed);
+        let text = m.render("fast", "0.1.0");
+        assert!(text.contains("# TYPE throughline_sim_generation_tokens_total counter\nthroughline_sim_generation_tokens_total 42\n"));
+        assert!(text.contains("# TYPE throughline_sim_num_requests_running gauge\n"));
+        assert!(text.contains("throughline_sim_info{preset=\"fast\",version=\"0.1.0\"} 1\n"));
+    }
+}

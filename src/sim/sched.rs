@@ -1,0 +1,305 @@
+//! The batching engine's logic without any clock: admission, step duration and token
+//! emission. The real engine (`engine.rs`) sleeps for the durations this returns; the
+//! calibration replay (`replay.rs`) adds them to a virtual clock. Sharing this code is
+//! what lets the calibration tests check the logic the server actually runs.
+
+use std::collections::VecDeque;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::config::SimConfig;
+
+/// Why a request stopped, as OpenAI's `finish_reason` spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    Length,
+    Stop,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Length => "length",
+            FinishReason::Stop => "stop",
+        }
+    }
+}
+
+/// What a request asks of the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GenParams {
+    pub prompt_tokens: u32,
+    pub max_tokens: u32,
+    pub min_tokens: u32,
+    pub ignore_eos: bool,
+}
+
+/// Tokens one request gained in one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Emission {
+    /// Tokens generated before this step (index of the first new token).
+    pub start: u32,
+    /// New tokens in this step (several with MTP).
+    pub tokens: u32,
+    /// Set on the request's last step.
+    pub finish: Option<FinishReason>,
+}
+
+struct Job<H> {
+    handle: H,
+    prompt_tokens: u32,
+    target: u32,
+    max_tokens: u32,
+    generated: u32,
+}
+
+/// splitmix64: derives independent seeds (per replica, per request) from one seed.
+pub fn mix_seed(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D1_049B_B133_111E);
+    z ^ (z >> 31)
+}
+
+/// Seconds one step lasts with `batch` requests running, `admitted_prompt_tokens` of which
+/// were admitted (prefilled) in this step.
+pub fn step_seconds(cfg: &SimConfig, batch: usize, admitted_prompt_tokens: u64) -> f64 {
+    let base = match cfg.token_delay_ms {
+        Some(ms) => ms / 1000.0,
+        None => {
+            cfg.tokens_per_step_mean / cfg.lambda * cfg.usl_denominator(batch)
+                + cfg.prefill_s_per_token * admitted_prompt_tokens as f64
+        }
+    };
+    base * cfg.slowdown
+}
+
+/// One engine's queues and random streams; `H` is whatever identifies a request's client.
+pub struct Scheduler<H> {
+    cfg: SimConfig,
+    rng: ChaCha8Rng,
+    waiting: VecDeque<Job<H>>,
+    running: Vec<Job<H>>,
+    submitted: u64,
+}
+
+impl<H> Scheduler<H> {
+    pub fn new(cfg: SimConfig) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(mix_seed(cfg.seed));
+        Scheduler {
+            cfg,
+            rng,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            submitted: 0,
+        }
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.running.is_empty() && self.waiting.is_empty()
+    }
+
+    /// Queues a request; its output length is fixed now, from its own seeded stream, so the
+    /// n-th request of a replica always gets the same length.
+    pub fn submit(&mut self, handle: H, p: GenParams) {
+        let max = p.max_tokens.max(1);
+        let target = if p.ignore_eos {
+            max
+        } else {
+            let seed = mix_seed(self.cfg.seed ^ mix_seed(self.submitted));
+            let natural = natural_length(&self.cfg, &mut ChaCha8Rng::seed_from_u64(seed));
+            natural.clamp(p.min_tokens.min(max), max)
+        };
+        self.submitted += 1;
+        self.waiting.push_back(Job {
+            handle,
+            prompt_tokens: p.prompt_tokens,
+            target: target.max(1),
+            max_tokens: max,
+            generated: 0,
+        });
+    }
+
+    /// Drops every request (waiting or running) whose handle fails `keep`; returns how many.
+    pub fn retain(&mut self, mut keep: impl FnMut(&H) -> bool) -> usize {
+        let before = self.running.len() + self.waiting.len();
+        self.running.retain(|j| keep(&j.handle));
+        self.waiting.retain(|j| keep(&j.handle));
+        before - self.running.len() - self.waiting.len()
+    }
+
+    /// Admits waiting requests into free slots (FIFO) and returns the coming step's
+    /// duration in seconds with the prompt tokens it prefilled, or `None` when nothing runs.
+    pub fn begin_step(&mut self) -> Option<(f64, u64)> {
+        let mut prefill = 0u64;
+        while self.running.len() < self.cfg.max_running {
+            let Some(job) = self.waiting.pop_front() else {
+                break;
+            };
+            prefill += u64::from(job.prompt_tokens);
+            self.running.push(job);
+        }
+        if self.running.is_empty() {
+            return None;
+        }
+        Some((
+            step_seconds(&self.cfg, self.running.len(), prefill),
+            prefill,
+        ))
+    }
+
+    /// Ends the step: every running request gains 1..=mtp_max tokens. `deliver` returns
+    /// false when the client is gone; such requests, and finished ones, leave the batch.
+    pub fn finish_step(&mut self, mut deliver: impl FnMut(&H, Emission) -> bool) {
+        let mut i = 0;
+        while i < self.running.len() {
+            let k = self.draw_tokens_per_step();
+            let job = &mut self.running[i];
+            let tokens = k.min(job.target - job.generated);
+            let start = job.generated;
+            job.generated += tokens;
+            let finish = (job.generated >= job.target).then_some({
+                if job.generated >= job.max_tokens {
+                    FinishReason::Length
+                } else {
+                    FinishReason::Stop
+                }
+            });
+            let delivered = deliver(
+                &job.handle,
+                Emission {
+                    start,
+                    tokens,
+                    finish,
+                },
+            );
+            if finish.is_some() || !delivered {
+                self.running.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Accepted tokens this step: 1 + Binomial(mtp_max - 1, p), p giving the configured mean.
+    fn draw_tokens_per_step(&mut self) -> u32 {
+        if self.cfg.mtp_max <= 1 {
+            return 1;
+        }
+        let extra = self.cfg.mtp_max - 1;
+        let p = ((self.cfg.tokens_per_step_mean - 1.0) / extra as f64).clamp(0.0, 1.0);
+        1 + (0..extra).filter(|_| self.rng.gen_bool(p)).count() as u32
+    }
+}
+
+/// Lognormal output length with the configured mean (Box-Muller; no extra crate needed).
+fn natural_length(cfg: &SimConfig, rng: &mut ChaCha8Rng) -> u32 {
+    let s = cfg.natural_len_sigma;
+    let mu = cfg.natural_len_mean.ln() - s * s / 2.0;
+    let u1: f64 = 1.0 - rng.gen::<f64>(); // (0, 1]
+    let u2: f64 = rng.gen();
+    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    (mu + s * z).exp().round().clamp(1.0, u32::MAX as f64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(max: u32, ignore_eos: bool) -> GenParams {
+        GenParams {
+            prompt_tokens: 10,
+            max_tokens: max,
+            min_tokens: 0,
+            ignore_eos,
+        }
+    }
+
+    fn run_one(cfg: &SimConfig, p: GenParams) -> (Vec<u32>, FinishReason) {
+        let mut s = Scheduler::new(cfg.clone());
+        s.submit((), p);
+        let (mut ks, mut fin) = (vec![], None);
+        while s.begin_step().is_some() {
+            s.finish_step(|_, e| {
+                ks.push(e.tokens);
+                fin = e.finish;
+                true
+            });
+        }
+        (ks, fin.unwrap())
+    }
+
+    #[test]
+    fn ignore_eos_generates_exactly_max_tokens_with_mtp_chunks() {
+        let cfg = SimConfig::preset("rtxpro6000x4-qwen122b").unwrap();
+        let (ks, fin) = run_one(&cfg, params(1000, true));
+        assert_eq!(ks.iter().sum::<u32>(), 1000);
+        assert_eq!(fin, FinishReason::Length);
+        assert!(ks.iter().all(|&k| (1..=3).contains(&k)));
+        let mean = 1000.0 / ks.len() as f64;
+        assert!((mean - 2.0).abs() < 0.15, "mean tokens per step {mean}");
+    }
+
+    #[test]
+    fn natural_lengths_are_deterministic_and_clamped() {
+        let cfg = SimConfig::preset("fast").unwrap();
+        let a = run_one(&cfg, params(100_000, false));
+        assert_eq!(a, run_one(&cfg, params(100_000, false)));
+        assert_eq!(a.1, FinishReason::Stop);
+        let (ks, fin) = run_one(&cfg, params(3, false));
+        assert_eq!((ks.iter().sum::<u32>(), fin), (3, FinishReason::Length));
+        let p = GenParams {
+            min_tokens: 5000,
+            ..params(6000, false)
+        };
+        let (ks, _) = run_one(&cfg, p);
+        assert!(ks.iter().sum::<u32>() >= 5000);
+    }
+
+    #[test]
+    fn admission_is_capped_and_fifo() {
+        let cfg = SimConfig {
+            max_running: 2,
+            ..SimConfig::preset("fast").unwrap()
+        };
+        let mut s = Scheduler::new(cfg);
+        for id in 0..3u32 {
+            s.submit(id, params(2, true));
+        }
+        s.begin_step().unwrap();
+        assert_eq!((s.running(), s.waiting()), (2, 1));
+        let mut seen = vec![];
+        s.finish_step(|id, _| {
+            seen.push(*id);
+            true
+        });
+        assert_eq!(seen, vec![0, 1]);
+        assert_eq!(s.retain(|id| *id != 2), 1);
+    }
+
+    #[test]
+    fn step_time_follows_usl_and_slowdown() {
+        let cfg = SimConfig::preset("fast").unwrap();
+        let t1 = step_seconds(&cfg, 1, 0);
+        assert!((t1 - 1.0 / cfg.lambda).abs() < 1e-12);
+        let slow = SimConfig {
+            slowdown: 1.1,
+            ..cfg.clone()
+        };
+        assert!((step_seconds(&slow, 8, 100) / step_seconds(&cfg, 8, 100) - 1.1).abs() < 1e-12);
+        let fixed = SimConfig::preset("fixed").unwrap();
+        assert_eq!(
+            step_seconds(&fixed, 1, 0),
+            step_seconds(&fixed, 500, 10_000)
+        );
+    }
+}
