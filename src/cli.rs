@@ -19,6 +19,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a benchmark profile: a concurrency sweep with several trials per level.
     Bench(BenchArgs),
+    /// Serve the built-in OpenAI-compatible simulated inference server.
+    ServeSim(crate::sim::ServeSimArgs),
     /// Run the built-in demo: start the simulated server, run a small profile, print and save.
     Demo(DemoArgs),
     /// Compare a run with a baseline: exit 1 when throughput regressed beyond noise.

@@ -19,6 +19,7 @@ fn main() {
         match cli.command {
             Command::Bench(args) => commands::bench::run(args).await,
             Command::Demo(args) => commands::demo::run(args).await,
+            Command::ServeSim(args) => throughline::sim::run_cli(args).await.map(|_| Exit::Pass),
             Command::Gate(args) => commands::gate::run(args).await,
             Command::Baseline(args) => commands::baseline::run(args).await,
         }
