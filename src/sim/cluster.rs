@@ -10,10 +10,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::config::SimConfig;
+use super::engine;
 use super::http::{router, AppState};
 use super::metrics::Metrics;
 use super::sched::mix_seed;
-use super::{engine, SimConfig as Cfg};
 
 struct Replica {
     addr: SocketAddr,
@@ -58,7 +58,7 @@ impl SimCluster {
         };
         for i in 0..replicas {
             let p = if port == 0 { 0 } else { port + i as u16 };
-            let cfg = Cfg {
+            let cfg = SimConfig {
                 seed: mix_seed(config.seed ^ mix_seed(i as u64)),
                 ..config.clone()
             };
@@ -93,14 +93,15 @@ impl SimCluster {
     /// Stops accepting, lets open responses drain briefly, then stops the engines.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
-        for r in self.replicas {
+        let stops = self.replicas.into_iter().map(|r| async move {
             let abort = r.server.abort_handle();
             if tokio::time::timeout(DRAIN, r.server).await.is_err() {
                 abort.abort();
             }
             r.engine.abort();
             let _ = r.engine.await;
-        }
+        });
+        futures::future::join_all(stops).await;
     }
 }
 

@@ -391,3 +391,24 @@ async fn abandoned_non_streaming_request_frees_the_slot() {
     }
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn shutdown_ends_open_streams() {
+    let (cluster, url) = start(&SimConfig::preset("fast").unwrap()).await;
+    let body = json!({"prompt": "x", "max_tokens": 1_000_000, "ignore_eos": true, "stream": true});
+    let mut resp = reqwest::Client::new()
+        .post(format!("{url}/v1/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    resp.chunk().await.unwrap().expect("a first chunk");
+    let t0 = Instant::now();
+    cluster.shutdown().await;
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let drained = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(_)) = resp.chunk().await {}
+    })
+    .await;
+    assert!(drained.is_ok(), "stream still open after shutdown");
+}
