@@ -32,7 +32,10 @@ pub async fn run(args: DemoArgs) -> Result<Exit> {
     let cluster = SimCluster::start(&demo_sim_config(), IpAddr::V4(Ipv4Addr::LOCALHOST), 0, 2)
         .await
         .context("cannot start the built-in simulator")?;
-    println!("demo: simulator (preset fast, 2 replicas) on {}", cluster.base_urls().join(", "));
+    println!(
+        "demo: simulator (preset fast, 2 replicas) on {}",
+        cluster.base_urls().join(", ")
+    );
     let outcome = run_against(&cluster.base_urls(), &args.out).await;
     cluster.shutdown().await;
     outcome

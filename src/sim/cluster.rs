@@ -114,6 +114,11 @@ async fn start_replica(
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let addr = listener.local_addr()?;
+    // Without TCP_NODELAY, Nagle holds each small SSE write until the client's delayed ACK
+    // (about 40 ms): TTFT would measure the kernel, not the engine.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let metrics = Arc::new(Metrics::default());
     let (submit, rx) = mpsc::unbounded_channel();
     let state = Arc::new(AppState {
