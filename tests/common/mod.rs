@@ -1,0 +1,126 @@
+//! Helpers for the end-to-end tests: the real binary, a real simulator process, profiles in
+//! temporary folders. Traffic stays on 127.0.0.1.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_throughline")
+}
+
+/// Runs the binary with `args` and returns its output.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run throughline")
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A `throughline serve-sim` process on ephemeral ports, killed on drop.
+pub struct Sim {
+    child: Child,
+    pub urls: Vec<String>,
+}
+
+impl Sim {
+    pub fn start(replicas: usize, extra: &[&str]) -> Sim {
+        let mut child = Command::new(bin())
+            .args([
+                "serve-sim",
+                "--port",
+                "0",
+                "--replicas",
+                &replicas.to_string(),
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start serve-sim");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let mut urls = Vec::new();
+        while urls.len() < replicas {
+            let line = lines.next().expect("serve-sim printed its URLs").unwrap();
+            if let Some(url) = line.split(" on ").nth(1) {
+                urls.push(url.trim().to_string());
+            }
+        }
+        Sim { child, urls }
+    }
+
+    /// Sum of a counter over all replicas' /metrics.
+    pub fn counter(&self, name: &str) -> f64 {
+        self.urls
+            .iter()
+            .map(|u| {
+                let body = http_get(&format!("{u}/metrics"));
+                body.lines()
+                    .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+                    .and_then(|l| l.rsplit(' ').next())
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or_else(|| panic!("{name} not in /metrics:\n{body}"))
+            })
+            .sum()
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal blocking GET over a raw socket (tests need no HTTP client of their own).
+pub fn http_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(body)
+}
+
+/// Writes a profile into `dir` with the given endpoints and body (everything after
+/// `[target]`'s endpoints line).
+pub fn write_profile(dir: &Path, name: &str, endpoints: &[String], rest: &str) -> PathBuf {
+    let list = endpoints
+        .iter()
+        .map(|e| format!("{e:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = format!("name = \"{name}\"\n[target]\nendpoints = [{list}]\n{rest}");
+    let path = dir.join(format!("{name}.profile.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
