@@ -21,6 +21,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run the built-in demo: start the simulated server, run a small profile, print and save.
     Demo(DemoArgs),
+    /// Draw the charts (PNG) and the Markdown report of a saved run.
+    Plot(crate::commands::plot::PlotArgs),
 }
 
 #[derive(Debug, Args)]

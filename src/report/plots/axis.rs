@@ -151,6 +151,49 @@ impl Ranged for LogAxis {
     }
 }
 
+/// A linear axis with the ticks given (whole node counts, for example).
+#[derive(Debug, Clone)]
+pub(crate) struct TickedAxis {
+    lo: f64,
+    hi: f64,
+    ticks: Vec<f64>,
+}
+
+impl TickedAxis {
+    /// `0..top` (top at least 2) with ticks at whole numbers 1, 2 or 5 (times ten) apart.
+    pub fn whole_numbers(values: impl IntoIterator<Item = f64>) -> TickedAxis {
+        let hi = linear_top(values).max(2.0);
+        let step = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]
+            .into_iter()
+            .find(|s| hi / s <= 12.0)
+            .unwrap_or((hi / 10.0).ceil());
+        let ticks = (0..=(hi / step) as usize)
+            .map(|i| i as f64 * step)
+            .collect();
+        TickedAxis { lo: 0.0, hi, ticks }
+    }
+}
+
+impl Ranged for TickedAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let v = if value.is_finite() { *value } else { self.lo };
+        let t = (v - self.lo) / (self.hi - self.lo);
+        let px = limit.0 as f64 + t * (limit.1 - limit.0) as f64;
+        px.round().clamp(-1.0e6, 1.0e6) as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, _hint: H) -> Vec<f64> {
+        self.ticks.clone()
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.lo..self.hi
+    }
+}
+
 /// The smallest and largest positive finite values, if any.
 pub(crate) fn positive_bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
     let mut bounds: Option<(f64, f64)> = None;

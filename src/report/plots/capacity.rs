@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::axis::{fmt_num, linear_top, wants_log, LogAxis, LogTicks};
+use super::axis::{fmt_num, linear_top, wants_log, LogAxis, LogTicks, TickedAxis};
 use super::style::{self, LegendEntry, Mark, PALETTE};
 use super::{render_png, Root};
 
@@ -182,11 +182,8 @@ fn draw(
             }
         }};
     }
-    let x_lin = || {
-        let top = linear_top(nodes());
-        let top = if top < 2.0 { 2.0 } else { top };
-        0f64..top
-    };
+    // Node counts are whole numbers: ticks at whole numbers only.
+    let x_lin = || TickedAxis::whole_numbers(nodes());
     let y_log = || LogAxis::around(days(), 1.2, LogTicks::Decades);
     let y_lin = || 0f64..linear_top(days());
     let x_log = || LogAxis::around(nodes(), 1.3, LogTicks::Base2);

@@ -410,6 +410,54 @@ concurrency = [1]
         let many: Vec<u32> = (1..=1024).collect();
         write_run_plots(&sweep(&many, 2), None, Some(&usl), &dir.join("many")).unwrap();
         write_run_plots(&run(vec![]), None, None, &dir.join("empty")).unwrap();
+        let series = |name: &str, days: f64, nodes: &[f64]| CapacitySeries {
+            name: name.into(),
+            points: nodes
+                .iter()
+                .map(|&k| CapacityPoint {
+                    nodes: k,
+                    days_p10: days / k * 0.85,
+                    days_p50: days / k,
+                    days_p90: days / k * 1.25,
+                })
+                .collect(),
+        };
+        capacity_chart(
+            &[
+                series("4x RTX PRO 6000", 16.0, &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0]),
+                series("7x B200", 1.6, &[1.0, 2.0, 4.0, 8.0]),
+            ],
+            "Days to generate 1.64 B output tokens (902,087 completions)",
+            "plan demo · measured 2026-11-29",
+            &dir.join("capacity.png"),
+        )
+        .unwrap();
+        capacity_chart(
+            &[series("4x RTX PRO 6000", 16.0, &[1.0, 2.0, 4.0])],
+            "Days to finish: one node type",
+            "plan demo",
+            &dir.join("capacity_narrow.png"),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn nan_infinity_and_zero_do_not_panic_and_output_is_deterministic() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = sweep(&[1, 2, 4, 8], 3);
+        r.levels[0].trials[0].output_tok_per_s = f64::NAN;
+        r.levels[1].trials[1].output_tok_per_s = f64::INFINITY;
+        r.levels[1].trials[0].ttft_ms = Some(pct(f64::NAN, 0.0));
+        r.levels[2].trials[0].itl_ms = Some(pct(0.0, f64::NEG_INFINITY));
+        r.levels[3].trials[0].per_request_tok_per_s = Some(f64::NAN);
+        let base = vec![(1, vec![f64::NAN, 0.0]), (0, vec![5.0]), (4, vec![])];
+        let bad_fit = |c: f64| if c > 3.0 { f64::NAN } else { 1e30 * c };
+        let a = write_run_plots(&r, Some(&base), Some(&bad_fit), &dir.path().join("a")).unwrap();
+        let b = write_run_plots(&r, Some(&base), Some(&bad_fit), &dir.path().join("b")).unwrap();
+        assert_eq!(a.len(), 3);
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(std::fs::read(x).unwrap(), std::fs::read(y).unwrap());
+        }
     }
 
     #[test]
