@@ -82,14 +82,7 @@ pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
             }
         ),
     ));
-    facts.push((
-        "sweep",
-        format!(
-            "closed loop, {} level(s), {} trial(s) per level",
-            result.levels.len(),
-            p.sweep.trials
-        ),
-    ));
+    facts.push(("sweep", sweep_text(result)));
     let _ = writeln!(out, "| | |\n| --- | --- |");
     for (k, v) in facts {
         let _ = writeln!(out, "| {k} | {v} |");
@@ -137,6 +130,30 @@ pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
         }
     }
     out
+}
+
+/// Levels and trials as measured (and as planned, where they differ).
+fn sweep_text(result: &RunResult) -> String {
+    let counts: Vec<usize> = result.levels.iter().map(|l| l.trials.len()).collect();
+    let (lo, hi) = (
+        counts.iter().copied().min().unwrap_or(0),
+        counts.iter().copied().max().unwrap_or(0),
+    );
+    let trials = if lo == hi {
+        format!("{lo} trial(s) per level")
+    } else {
+        format!("{lo} to {hi} trials per level")
+    };
+    let planned = result.profile.sweep.trials as usize;
+    let plan = if hi != planned || lo != planned {
+        format!(" (the profile asks for {planned})")
+    } else {
+        String::new()
+    };
+    format!(
+        "closed loop, {} level(s), {trials}{plan}",
+        result.levels.len()
+    )
 }
 
 fn level_row(level: &LevelResult) -> String {

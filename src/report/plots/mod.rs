@@ -406,10 +406,15 @@ concurrency = [1]
         let mut failed = sweep(&[1, 2, 4, 8, 16, 32, 64], 3);
         failed.levels[6].trials = (1..=3).map(|n| trial(n, 64, 0.0, 0)).collect();
         write_run_plots(&failed, None, None, &dir.join("failed")).unwrap();
+        failed.save(&dir.join("failed/results.json")).unwrap();
         write_run_plots(&sweep(&[8], 1), None, None, &dir.join("single")).unwrap();
         let many: Vec<u32> = (1..=1024).collect();
         write_run_plots(&sweep(&many, 2), None, Some(&usl), &dir.join("many")).unwrap();
         write_run_plots(&run(vec![]), None, None, &dir.join("empty")).unwrap();
+        let mut long = sweep(&[1, 2, 4], 2);
+        long.profile_name = "a-very-long-profile-name-".repeat(8);
+        long.environment.model = Some("org/".to_string() + &"model-name-".repeat(10));
+        write_run_plots(&long, None, None, &dir.join("long")).unwrap();
         let series = |name: &str, days: f64, nodes: &[f64]| CapacitySeries {
             name: name.into(),
             points: nodes

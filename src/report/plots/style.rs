@@ -124,10 +124,11 @@ pub(crate) fn draw_frame<'b>(root: &Area<'b>, frame: &Frame<'_>) -> Result<Area<
     let (w, h) = root.dim_in_pixel();
     let (w, h) = (w as i32, h as i32);
     // Title, centred.
+    let title_style = text(TITLE_SIZE, &INK);
     root.draw(&Text::new(
-        frame.title.to_string(),
+        fit_text(root, frame.title, &title_style, w - 2 * SIDE)?,
         (w / 2, 14),
-        text(TITLE_SIZE, &INK).pos(Pos::new(HPos::Center, VPos::Top)),
+        title_style.pos(Pos::new(HPos::Center, VPos::Top)),
     ))?;
     let mut y = 14 + TITLE_SIZE as i32 + 14;
 
@@ -137,7 +138,8 @@ pub(crate) fn draw_frame<'b>(root: &Area<'b>, frame: &Frame<'_>) -> Result<Area<
         let mut x = SIDE + 40;
         let mut row_y = y;
         for entry in frame.legend {
-            let (tw, _) = root.estimate_text_size(&entry.label, &style)?;
+            let label = fit_text(root, &entry.label, &style, w - 2 * SIDE - 40 - MARK_W - 6)?;
+            let (tw, _) = root.estimate_text_size(&label, &style)?;
             let need = MARK_W + 6 + tw as i32;
             if x + need > w - SIDE && x > SIDE + 40 {
                 x = SIDE + 40;
@@ -145,7 +147,7 @@ pub(crate) fn draw_frame<'b>(root: &Area<'b>, frame: &Frame<'_>) -> Result<Area<
             }
             draw_mark(root, entry, (x, row_y + LEGEND_ROW / 2))?;
             root.draw(&Text::new(
-                entry.label.clone(),
+                label,
                 (x + MARK_W + 6, row_y + LEGEND_ROW / 2),
                 style.pos(Pos::new(HPos::Left, VPos::Center)),
             ))?;
@@ -155,11 +157,12 @@ pub(crate) fn draw_frame<'b>(root: &Area<'b>, frame: &Frame<'_>) -> Result<Area<
     }
 
     // Notes, in red, so that a missing level is not mistaken for a gap in the measurements.
+    let note_style = text(NOTE_SIZE, &NOTE_INK);
     for note in frame.notes.iter().take(MAX_NOTE_LINES) {
         root.draw(&Text::new(
-            note.clone(),
+            fit_text(root, note, &note_style, w - 2 * SIDE - 40)?,
             (SIDE + 40, y + NOTE_ROW / 2),
-            text(NOTE_SIZE, &NOTE_INK).pos(Pos::new(HPos::Left, VPos::Center)),
+            note_style.pos(Pos::new(HPos::Left, VPos::Center)),
         ))?;
         y += NOTE_ROW;
     }
@@ -170,10 +173,17 @@ pub(crate) fn draw_frame<'b>(root: &Area<'b>, frame: &Frame<'_>) -> Result<Area<
     // Footer: what was measured and when, from the result itself (never the clock).
     let footer_h = 30;
     let fy = h - footer_h / 2;
+    let footer_style = text(FOOTER_SIZE, &MUTED);
+    let (right_w, _) = root.estimate_text_size(frame.footer_right, &footer_style)?;
     root.draw(&Text::new(
-        frame.footer_left.to_string(),
+        fit_text(
+            root,
+            frame.footer_left,
+            &footer_style,
+            w - 2 * SIDE - right_w as i32 - 30,
+        )?,
         (SIDE, fy),
-        text(FOOTER_SIZE, &MUTED).pos(Pos::new(HPos::Left, VPos::Center)),
+        footer_style.pos(Pos::new(HPos::Left, VPos::Center)),
     ))?;
     root.draw(&Text::new(
         frame.footer_right.to_string(),
@@ -185,6 +195,25 @@ pub(crate) fn draw_frame<'b>(root: &Area<'b>, frame: &Frame<'_>) -> Result<Area<
     let chart_h = (h - y - footer_h).max(50);
     let (chart, _) = rest.split_vertically(chart_h);
     Ok(chart)
+}
+
+/// `text` shortened with an ellipsis until it is at most `max_w` pixels wide.
+fn fit_text(root: &Area<'_>, text: &str, style: &TextStyle<'_>, max_w: i32) -> Result<String> {
+    let width = |s: &str| -> Result<i32> { Ok(root.estimate_text_size(s, style)?.0 as i32) };
+    if width(text)? <= max_w {
+        return Ok(text.to_string());
+    }
+    // No line of a 1200-pixel chart holds more than a few hundred characters.
+    let mut chars: Vec<char> = text.chars().take(300).collect();
+    while !chars.is_empty() {
+        let keep = chars.len() - 1;
+        chars.truncate(keep);
+        let candidate: String = chars.iter().collect::<String>() + "…";
+        if width(&candidate)? <= max_w {
+            return Ok(candidate);
+        }
+    }
+    Ok(String::new())
 }
 
 fn draw_mark(root: &Area<'_>, entry: &LegendEntry, (x, y): (i32, i32)) -> Result<()> {

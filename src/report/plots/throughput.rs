@@ -18,6 +18,9 @@ use crate::record::RunResult;
 /// Above this many levels, markers shrink and interval caps are left out.
 const DENSE_LEVELS: usize = 48;
 
+/// How far apart (a factor on the log2 axis) a baseline and a run at the same level are drawn.
+const DODGE: f64 = 1.04;
+
 /// A fitted curve is not allowed to stretch the y-axis beyond this multiple of the data.
 const FIT_HEADROOM: f64 = 1.5;
 
@@ -26,6 +29,9 @@ struct Sweep<'a> {
     label: &'a str,
     color: RGBColor,
     levels: Vec<LevelSamples>,
+    /// Drawn at concurrency x this factor, so that a baseline and a run at the same level sit
+    /// side by side instead of on top of each other.
+    dodge: f64,
 }
 
 struct ScalingChart<'a> {
@@ -66,12 +72,24 @@ pub(crate) fn throughput_chart(
             label: "baseline",
             color: ORANGE,
             levels,
+            dodge: 1.0 / DODGE,
         });
+    }
+    let dodge = if runs.is_empty() || levels.len() > DENSE_LEVELS {
+        1.0
+    } else {
+        DODGE
+    };
+    if dodge == 1.0 {
+        for r in &mut runs {
+            r.dodge = 1.0;
+        }
     }
     runs.push(Sweep {
         label: "this run",
         color: BLUE,
         levels,
+        dodge,
     });
     let chart = ScalingChart {
         title: format!("Output throughput vs concurrency: {}", result.profile_name),
@@ -100,6 +118,7 @@ pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path
             label: "this run",
             color: BLUE,
             levels,
+            dodge: 1.0,
         }],
         fit: None,
         notes,
@@ -127,7 +146,7 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         .map(|r| {
             r.levels
                 .iter()
-                .map(|l| (l.concurrency as f64, mean_ci95(&l.values)))
+                .map(|l| (l.concurrency as f64 * r.dodge, mean_ci95(&l.values)))
                 .collect()
         })
         .collect();
@@ -229,9 +248,10 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         let c = run.color;
         // Trials.
         cc.draw_series(run.levels.iter().flat_map(|l| {
+            let cx = l.concurrency as f64 * run.dodge;
             l.values
                 .iter()
-                .map(move |v| Circle::new((l.concurrency as f64, *v), dot_r, c.mix(0.45).filled()))
+                .map(move |v| Circle::new((cx, *v), dot_r, c.mix(0.45).filled()))
         }))?;
         // Intervals: a band when the levels are too many for bars.
         let bar = c.stroke_width(2);
