@@ -40,9 +40,13 @@ pub(crate) fn latency_chart(result: &RunResult, footer: &Footer, path: &Path) ->
     let pick = |get: fn(&TrialResult) -> Option<&Percentiles>, p99: bool| {
         move |t: &TrialResult| get(t).map(|p| if p99 { p.p99 } else { p.p50 })
     };
-    let (ttft50, mut notes) = samples(&result.levels, pick(ttft, false), "TTFT");
+    let (ttft50, mut notes) = samples(
+        &result.levels,
+        pick(ttft, false),
+        "TTFT (streamed runs only)",
+    );
     let (ttft99, _) = samples(&result.levels, pick(ttft, true), "TTFT");
-    let (itl50, itl_notes) = samples(&result.levels, pick(itl, false), "ITL");
+    let (itl50, itl_notes) = samples(&result.levels, pick(itl, false), "ITL (streamed runs only)");
     let (itl99, _) = samples(&result.levels, pick(itl, true), "ITL");
     for n in itl_notes {
         if !notes.contains(&n) {

@@ -415,6 +415,14 @@ concurrency = [1]
         long.profile_name = "a-very-long-profile-name-".repeat(8);
         long.environment.model = Some("org/".to_string() + &"model-name-".repeat(10));
         write_run_plots(&long, None, None, &dir.join("long")).unwrap();
+        let mut unstreamed = sweep(&[1, 2, 4, 8], 3);
+        for l in &mut unstreamed.levels {
+            for t in &mut l.trials {
+                t.ttft_ms = None;
+                t.itl_ms = None;
+            }
+        }
+        write_run_plots(&unstreamed, None, None, &dir.join("unstreamed")).unwrap();
         let series = |name: &str, days: f64, nodes: &[f64]| CapacitySeries {
             name: name.into(),
             points: nodes
@@ -442,6 +450,22 @@ concurrency = [1]
             "Days to finish: one node type",
             "plan demo",
             &dir.join("capacity_narrow.png"),
+        )
+        .unwrap();
+        let wide: Vec<CapacitySeries> = (0..9)
+            .map(|i| {
+                series(
+                    &format!("node type {i}"),
+                    100.0 * (i + 1) as f64,
+                    &[1.0, 4.0, 16.0, 64.0, 256.0],
+                )
+            })
+            .collect();
+        capacity_chart(
+            &wide,
+            "Nine node types, 1 to 256 nodes",
+            "plan demo",
+            &dir.join("capacity_wide.png"),
         )
         .unwrap();
     }
