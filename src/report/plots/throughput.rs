@@ -51,6 +51,7 @@ pub(crate) fn throughput_chart(
     path: &Path,
 ) -> Result<()> {
     let (levels, mut notes) = samples(&result.levels, |t| Some(t.output_tok_per_s), "throughput");
+    notes.extend(single_trial_note(&levels));
     let mut runs = Vec::new();
     if let Some(base) = baseline {
         let levels = base
@@ -103,11 +104,12 @@ pub(crate) fn throughput_chart(
 }
 
 pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path) -> Result<()> {
-    let (levels, notes) = samples(
+    let (levels, mut notes) = samples(
         &result.levels,
         |t| t.per_request_tok_per_s,
         "per-request speed",
     );
+    notes.extend(single_trial_note(&levels));
     let chart = ScalingChart {
         title: format!(
             "Per-request speed vs concurrency (what one user sees): {}",
@@ -125,6 +127,21 @@ pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path
         footer,
     };
     render_png(path, |root| draw_scaling(root, &chart))
+}
+
+/// Levels with a single trial get a mean but no interval: say so rather than imply certainty.
+fn single_trial_note(levels: &[LevelSamples]) -> Option<String> {
+    let single: Vec<u32> = levels
+        .iter()
+        .filter(|l| l.values.len() == 1)
+        .map(|l| l.concurrency)
+        .collect();
+    (!single.is_empty()).then(|| {
+        format!(
+            "{}: one trial only, so no interval (it needs two or more)",
+            super::level_list(&single)
+        )
+    })
 }
 
 fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
