@@ -27,6 +27,8 @@ pub enum Command {
     Gate(GateArgs),
     /// Manage baseline files.
     Baseline(BaselineArgs),
+    /// Draw the charts (PNG) and the Markdown report of a saved run.
+    Plot(crate::commands::plot::PlotArgs),
 }
 
 #[derive(Debug, Args, Clone)]

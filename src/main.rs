@@ -22,6 +22,7 @@ fn main() {
             Command::ServeSim(args) => throughline::sim::run_cli(args).await.map(|_| Exit::Pass),
             Command::Gate(args) => commands::gate::run(args).await,
             Command::Baseline(args) => commands::baseline::run(args).await,
+            Command::Plot(args) => commands::plot::run(args),
         }
     });
     let exit = match outcome {

@@ -4,3 +4,4 @@ pub mod baseline;
 pub mod bench;
 pub mod demo;
 pub mod gate;
+pub mod plot;

@@ -4,4 +4,6 @@
 pub mod console;
 pub mod github;
 pub mod junit;
+pub mod markdown;
+pub mod plots;
 pub mod verdict;

@@ -1,0 +1,138 @@
+//! `throughline plot`: charts and the Markdown report of a saved run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use crate::exit::Exit;
+use crate::fsutil::write_atomic;
+use crate::record::RunResult;
+use crate::report::markdown::{run_report_markdown, REPORT_MD};
+use crate::report::plots::write_run_plots;
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// The run's results.json.
+    #[arg(long, short = 'r')]
+    pub results: PathBuf,
+    /// Baseline trials to draw beside the run: another run's results.json or summary.csv
+    /// (any CSV with `concurrency` and `output_tok_per_s` columns, one row per trial).
+    #[arg(long)]
+    pub baseline_trials: Option<PathBuf>,
+    /// Folder for throughput.png, per_request.png, latency.png and report.md.
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
+}
+
+pub fn run(args: PlotArgs) -> Result<Exit> {
+    let result = RunResult::load(&args.results)?;
+    let baseline = match &args.baseline_trials {
+        Some(path) => Some(load_baseline_trials(path)?),
+        None => None,
+    };
+    let written = write_plots_and_report(&result, baseline.as_deref(), None, &args.out)?;
+    for path in &written {
+        println!("{}", path.display());
+    }
+    Ok(Exit::Pass)
+}
+
+/// Writes the PNGs and `report.md` into `out`; returns every path written, the report last.
+/// For other commands (bench, gate) that want the same files.
+pub fn write_plots_and_report(
+    result: &RunResult,
+    baseline: Option<&[(u32, Vec<f64>)]>,
+    fit: Option<&dyn Fn(f64) -> f64>,
+    out: &Path,
+) -> Result<Vec<PathBuf>> {
+    let mut written = write_run_plots(result, baseline, fit, out)?;
+    let report = out.join(REPORT_MD);
+    write_atomic(&report, run_report_markdown(result, &written).as_bytes())?;
+    written.push(report);
+    Ok(written)
+}
+
+/// Reads (concurrency, trial tok/s) pairs from a results.json or a per-trial CSV.
+pub fn load_baseline_trials(path: &Path) -> Result<Vec<(u32, Vec<f64>)>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read baseline trials {}", path.display()))?;
+    if text.trim_start().starts_with('{') {
+        let result = RunResult::load(path)?;
+        return Ok(result
+            .levels
+            .iter()
+            .map(|l| (l.concurrency, l.throughputs()))
+            .collect());
+    }
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let headers = reader
+        .headers()
+        .with_context(|| {
+            format!(
+                "baseline trials {}: cannot read the CSV header",
+                path.display()
+            )
+        })?
+        .clone();
+    let column = |name: &str| -> Result<usize> {
+        match headers.iter().position(|h| h.trim() == name) {
+            Some(i) => Ok(i),
+            None => bail!(
+                "baseline trials {}: no `{name}` column (expected a results.json, or a CSV \
+                 with `concurrency` and `output_tok_per_s` columns such as summary.csv)",
+                path.display()
+            ),
+        }
+    };
+    let (ci, ti) = (column("concurrency")?, column("output_tok_per_s")?);
+    let mut by_level: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for (i, row) in reader.records().enumerate() {
+        let row =
+            row.with_context(|| format!("baseline trials {}: row {}", path.display(), i + 2))?;
+        let field = |j: usize| row.get(j).unwrap_or("").trim();
+        let c: u32 = field(ci).parse().with_context(|| {
+            format!(
+                "baseline trials {}: row {}: concurrency {:?} is not a whole number",
+                path.display(),
+                i + 2,
+                field(ci)
+            )
+        })?;
+        let t: f64 = field(ti).parse().with_context(|| {
+            format!(
+                "baseline trials {}: row {}: output_tok_per_s {:?} is not a number",
+                path.display(),
+                i + 2,
+                field(ti)
+            )
+        })?;
+        by_level.entry(c).or_default().push(t);
+    }
+    Ok(by_level.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn baseline_trials_from_csv() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.csv");
+        std::fs::write(
+            &path,
+            "concurrency,trial,output_tok_per_s\n4,1,100.5\n1,1,30\n4,2,110\n",
+        )
+        .unwrap();
+        let got = load_baseline_trials(&path).unwrap();
+        assert_eq!(got, vec![(1, vec![30.0]), (4, vec![100.5, 110.0])]);
+        std::fs::write(&path, "c,tps\n1,2\n").unwrap();
+        let err = load_baseline_trials(&path).unwrap_err().to_string();
+        assert!(err.contains("no `concurrency` column"), "{err}");
+        std::fs::write(&path, "concurrency,output_tok_per_s\nx,2\n").unwrap();
+        let err = format!("{:#}", load_baseline_trials(&path).unwrap_err());
+        assert!(err.contains("row 2"), "{err}");
+    }
+}
