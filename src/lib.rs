@@ -7,6 +7,7 @@ pub mod commands;
 pub mod exit;
 pub mod fsutil;
 pub mod load;
+pub mod plan;
 pub mod profile;
 pub mod record;
 pub mod report;
