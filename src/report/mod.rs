@@ -2,3 +2,5 @@
 //! JUnit and PNG plots).
 
 pub mod console;
+pub mod markdown;
+pub mod plots;

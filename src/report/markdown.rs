@@ -1,0 +1,331 @@
+//! The Markdown run report (`report.md`): what was measured, where, the per-level table, the
+//! warnings, and the charts. Written to sit beside the PNGs, so images are linked by file name;
+//! it reads well as a GitHub job summary or as an artifact.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use crate::record::{ErrorClass, LevelResult, RunResult, TrialResult};
+use crate::stats::Spread;
+
+/// The file name of the report.
+pub const REPORT_MD: &str = "report.md";
+
+/// The whole report. `images` are linked by file name (they sit beside the report).
+pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# throughline run: {}\n", cell(&result.profile_name));
+    if !result.complete {
+        let _ = writeln!(
+            out,
+            "> **Incomplete run**: it was stopped early; the levels below hold what was measured.\n"
+        );
+    }
+
+    let env = &result.environment;
+    let p = &result.profile;
+    let mut facts: Vec<(&str, String)> = vec![
+        (
+            "profile",
+            format!(
+                "`{}` (hash `{}`)",
+                cell(&result.profile_name),
+                cell(&result.profile_hash)
+            ),
+        ),
+        ("measured by", cell(&result.tool)),
+        ("started", cell(&result.started_at)),
+        ("finished", cell(&result.finished_at)),
+    ];
+    let opt = |v: &Option<String>| v.as_deref().map(cell);
+    if let Some(m) = opt(&env.model) {
+        facts.push(("model", m));
+    }
+    let engine = [opt(&env.engine), opt(&env.engine_version)]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if !engine.is_empty() {
+        facts.push(("engine", engine));
+    }
+    if let Some(g) = opt(&env.gpu_model) {
+        let count = env.gpu_count.map(|n| format!(" x {n}")).unwrap_or_default();
+        facts.push(("GPU", format!("{g}{count}")));
+    }
+    if let Some(d) = opt(&env.driver) {
+        facts.push(("driver", d));
+    }
+    if let Some(x) = opt(&env.precision) {
+        facts.push(("precision", x));
+    }
+    if let Some(r) = opt(&env.runner) {
+        facts.push(("runner", r));
+    }
+    facts.push(("endpoints", env.endpoints.to_string()));
+    facts.push((
+        "workload",
+        format!(
+            "{} input words, max_tokens {}{}{}",
+            p.workload.input_tokens,
+            p.workload.max_tokens,
+            if p.workload.ignore_eos {
+                ", ignore_eos"
+            } else {
+                ""
+            },
+            if p.workload.stream {
+                ", streamed"
+            } else {
+                ", not streamed"
+            }
+        ),
+    ));
+    facts.push((
+        "sweep",
+        format!(
+            "closed loop, {} level(s), {} trial(s) per level",
+            result.levels.len(),
+            p.sweep.trials
+        ),
+    ));
+    let _ = writeln!(out, "| | |\n| --- | --- |");
+    for (k, v) in facts {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+
+    let _ = writeln!(out, "\n## Results per concurrency level\n");
+    let _ = writeln!(
+        out,
+        "C is the number of requests in flight. Statistics are across trials (each trial an \
+         independent replicate): output tok/s is the mean ± sd of the trials' throughput, \
+         counting successful requests only; the other columns are means over trials of each \
+         trial's figure. ok and failed are totals over trials.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| C | output tok/s (mean ± sd) | per-request tok/s | TTFT p50 ms | TTFT p99 ms | \
+         ITL p50 ms | ITL p99 ms | ok | failed (by class) | error % |"
+    );
+    let _ = writeln!(
+        out,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"
+    );
+    for level in &result.levels {
+        let _ = writeln!(out, "{}", level_row(level));
+    }
+    if result.levels.is_empty() {
+        let _ = writeln!(out, "\n_No level was measured._");
+    }
+
+    let warnings = warnings(result);
+    if !warnings.is_empty() {
+        let _ = writeln!(out, "\n## Warnings\n");
+        for w in warnings {
+            let _ = writeln!(out, "- {w}");
+        }
+    }
+
+    if !images.is_empty() {
+        let _ = writeln!(out, "\n## Charts\n");
+        for image in images {
+            let Some(name) = image.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let _ = writeln!(out, "![{}]({})\n", alt_text(name), link(name));
+        }
+    }
+    out
+}
+
+fn level_row(level: &LevelResult) -> String {
+    let trials = &level.trials;
+    let tput = match Spread::of(&level.throughputs()) {
+        Some(s) if s.n > 1 => format!("{:.1} ± {:.1} (n={})", s.mean, s.sd, s.n),
+        Some(s) => format!("{:.1} (n=1)", s.mean),
+        None => "no success".to_string(),
+    };
+    let mean = |f: &dyn Fn(&TrialResult) -> Option<f64>| -> String {
+        let v: Vec<f64> = trials
+            .iter()
+            .filter(|t| t.succeeded > 0)
+            .filter_map(f)
+            .filter(|x| x.is_finite())
+            .collect();
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            if m.abs() >= 100.0 {
+                format!("{m:.0}")
+            } else {
+                format!("{m:.1}")
+            }
+        }
+    };
+    let ok: u64 = trials.iter().map(|t| t.succeeded).sum();
+    let mut by_class: BTreeMap<ErrorClass, u64> = BTreeMap::new();
+    for t in trials {
+        for (class, n) in &t.failed {
+            *by_class.entry(*class).or_default() += n;
+        }
+    }
+    let failed_total: u64 = by_class.values().sum();
+    let failed = if failed_total == 0 {
+        "0".to_string()
+    } else {
+        let parts: Vec<String> = by_class
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect();
+        format!("{failed_total}: {}", parts.join(", "))
+    };
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+        level.concurrency,
+        tput,
+        mean(&|t| t.per_request_tok_per_s),
+        mean(&|t| t.ttft_ms.as_ref().map(|p| p.p50)),
+        mean(&|t| t.ttft_ms.as_ref().map(|p| p.p99)),
+        mean(&|t| t.itl_ms.as_ref().map(|p| p.p50)),
+        mean(&|t| t.itl_ms.as_ref().map(|p| p.p99)),
+        ok,
+        failed,
+        level.error_rate() * 100.0
+    )
+}
+
+/// The run's warnings, each trial's flags, and the first error message of each failure class.
+fn warnings(result: &RunResult) -> Vec<String> {
+    let mut out: Vec<String> = result.warnings.iter().map(|w| cell(w)).collect();
+    let mut examples: BTreeMap<ErrorClass, (u32, String)> = BTreeMap::new();
+    for level in &result.levels {
+        if !level.trials.is_empty() && level.trials.iter().all(|t| t.succeeded == 0) {
+            out.push(format!(
+                "level C={}: no successful request in any trial",
+                level.concurrency
+            ));
+        }
+        for t in &level.trials {
+            for flag in &t.flags {
+                out.push(format!(
+                    "level C={} trial {}: {}",
+                    level.concurrency,
+                    t.trial,
+                    cell(flag)
+                ));
+            }
+            for (class, msg) in &t.error_examples {
+                examples
+                    .entry(*class)
+                    .or_insert_with(|| (level.concurrency, msg.clone()));
+            }
+        }
+    }
+    for (class, (c, msg)) in examples {
+        out.push(format!(
+            "first `{class}` failure (level C={c}): {}",
+            cell(&truncate(&msg, 300))
+        ));
+    }
+    out
+}
+
+fn alt_text(file: &str) -> &str {
+    match file {
+        "throughput.png" => "Output throughput vs concurrency",
+        "per_request.png" => "Per-request speed vs concurrency",
+        "latency.png" => "TTFT and ITL vs concurrency",
+        "capacity.png" => "Days to finish vs node count",
+        other => other,
+    }
+}
+
+/// A relative link target: spaces and parentheses would end a Markdown link early.
+fn link(name: &str) -> String {
+    name.replace(' ', "%20")
+        .replace('(', "%28")
+        .replace(')', "%29")
+}
+
+/// Text safe inside a table cell or a list item: pipes escaped, newlines folded.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\r', '\n'], " ")
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let mut s: String = text.chars().take(max).collect();
+        s.push('…');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::plots::tests::{sweep, trial};
+
+    #[test]
+    fn report_has_table_warnings_and_images() {
+        let mut r = sweep(&[1, 4, 64], 3);
+        r.levels[2].trials = vec![trial(1, 64, 0.0, 0), trial(2, 64, 0.0, 0)];
+        r.levels[2].trials[0].error_examples.insert(
+            ErrorClass::Timeout,
+            "request | timed out\nafter 300 s".into(),
+        );
+        r.warnings.push("server gave no usage".into());
+        r.environment.gpu_model = Some("H100".into());
+        r.environment.gpu_count = Some(8);
+        let md = run_report_markdown(
+            &r,
+            &[
+                PathBuf::from("/tmp/x/throughput.png"),
+                PathBuf::from("latency.png"),
+            ],
+        );
+        assert!(md.starts_with("# throughline run: unit\n"), "{md}");
+        assert!(md.contains("hash `0123456789abcdef0123`"), "{md}");
+        assert!(md.contains("| GPU | H100 x 8 |"), "{md}");
+        assert!(md.contains("| 64 | no success | - |"), "{md}");
+        assert!(md.contains("| 32: timeout 32 | 100.0 |"), "{md}");
+        assert!(md.contains("- server gave no usage"), "{md}");
+        assert!(md.contains("request \\| timed out after 300 s"), "{md}");
+        assert!(
+            md.contains("![Output throughput vs concurrency](throughput.png)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("![TTFT and ITL vs concurrency](latency.png)"),
+            "{md}"
+        );
+        // Every table row has the header's number of cells.
+        let rows: Vec<&str> = md
+            .lines()
+            .filter(|l| l.starts_with("| C |") || l.starts_with("| 1 |"))
+            .collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            rows[0].matches(" | ").count(),
+            rows[1].matches(" | ").count()
+        );
+    }
+
+    #[test]
+    fn single_trial_and_no_levels() {
+        let md = run_report_markdown(&sweep(&[8], 1), &[]);
+        assert!(md.contains("(n=1)"), "{md}");
+        assert!(!md.contains("## Charts"));
+        let mut empty = sweep(&[], 1);
+        empty.complete = false;
+        let md = run_report_markdown(&empty, &[]);
+        assert!(
+            md.contains("Incomplete run") && md.contains("No level was measured"),
+            "{md}"
+        );
+    }
+}

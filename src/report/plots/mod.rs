@@ -1,0 +1,420 @@
+//! PNG charts of a run: throughput and per-request speed against concurrency, latency
+//! percentiles, and (for the capacity planner) days to finish against node count.
+//!
+//! Every chart is drawn into memory at [`WIDTH`] x [`HEIGHT`] with the embedded font, then
+//! encoded and written atomically. Nothing comes from the clock: the same input gives the same
+//! bytes. Degenerate input (a failed level, one level, one trial, a thousand levels, zeros and
+//! NaNs) gives a readable chart with a note on it, never a panic.
+
+mod axis;
+mod capacity;
+mod latency;
+mod style;
+mod throughput;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::fsutil::write_atomic;
+use crate::record::{LevelResult, RunResult, TrialResult};
+
+pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries};
+
+/// Width of every chart, in pixels.
+pub const WIDTH: u32 = 1200;
+/// Height of every chart, in pixels.
+pub const HEIGHT: u32 = 750;
+
+pub const THROUGHPUT_PNG: &str = "throughput.png";
+pub const PER_REQUEST_PNG: &str = "per_request.png";
+pub const LATENCY_PNG: &str = "latency.png";
+pub const CAPACITY_PNG: &str = "capacity.png";
+
+/// Writes `throughput.png`, `per_request.png` and `latency.png` into `out_dir` and returns
+/// their paths in that order.
+///
+/// `baseline` holds the baseline's trials as (concurrency, output tok/s of each trial);
+/// `fit` is a fitted throughput model X(C) (e.g. the Universal Scalability Law), drawn as a
+/// smooth line over the concurrency range.
+pub fn write_run_plots(
+    result: &RunResult,
+    baseline: Option<&[(u32, Vec<f64>)]>,
+    fit: Option<&dyn Fn(f64) -> f64>,
+    out_dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("cannot create folder {}", out_dir.display()))?;
+    let footer = Footer::of(result);
+    let mut paths = Vec::new();
+
+    let path = out_dir.join(THROUGHPUT_PNG);
+    throughput::throughput_chart(result, baseline, fit, &footer, &path)?;
+    paths.push(path);
+
+    let path = out_dir.join(PER_REQUEST_PNG);
+    throughput::per_request_chart(result, &footer, &path)?;
+    paths.push(path);
+
+    let path = out_dir.join(LATENCY_PNG);
+    latency::latency_chart(result, &footer, &path)?;
+    paths.push(path);
+
+    Ok(paths)
+}
+
+/// The corner text of a run's charts: what was measured, where and when.
+pub(crate) struct Footer {
+    pub left: String,
+    pub right: String,
+}
+
+impl Footer {
+    pub fn of(result: &RunResult) -> Footer {
+        let hash: String = result.profile_hash.chars().take(12).collect();
+        let mut left = format!("profile {} ({hash})", result.profile_name);
+        let env = &result.environment;
+        let what: Vec<&str> = [
+            env.model.as_deref(),
+            env.engine.as_deref(),
+            env.gpu_model.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !what.is_empty() {
+            left.push_str(" · ");
+            left.push_str(&what.join(" · "));
+        }
+        left.push_str(" · started ");
+        left.push_str(&display_date(&result.started_at));
+        if !result.complete {
+            left.push_str(" · INCOMPLETE run");
+        }
+        Footer {
+            left,
+            right: result.tool.clone(),
+        }
+    }
+}
+
+/// "2026-11-29 11:22 UTC" from an RFC 3339 timestamp; the text as it is when it does not parse.
+pub(crate) fn display_date(rfc3339: &str) -> String {
+    use time::format_description::well_known::Rfc3339;
+    match time::OffsetDateTime::parse(rfc3339, &Rfc3339) {
+        Ok(t) => {
+            let t = t.to_offset(time::UtcOffset::UTC);
+            format!(
+                "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+                t.year(),
+                t.month() as u8,
+                t.day(),
+                t.hour(),
+                t.minute()
+            )
+        }
+        Err(_) => rfc3339.to_string(),
+    }
+}
+
+/// One concurrency level's values (one per trial that measured something).
+#[derive(Debug, Clone)]
+pub(crate) struct LevelSamples {
+    pub concurrency: u32,
+    pub values: Vec<f64>,
+}
+
+/// The mean and its 95% t-interval across trials (no interval for a single trial).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct MeanCi {
+    pub mean: f64,
+    pub ci: Option<(f64, f64)>,
+}
+
+/// Mean and two-sided 95% Student-t interval of the finite values given.
+pub(crate) fn mean_ci95(values: &[f64]) -> Option<MeanCi> {
+    let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    let n = v.len();
+    if n == 0 {
+        return None;
+    }
+    let mean = v.iter().sum::<f64>() / n as f64;
+    if n < 2 {
+        return Some(MeanCi { mean, ci: None });
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let ci = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok().map(|t| {
+        let half = t.inverse_cdf(0.975) * var.sqrt() / (n as f64).sqrt();
+        (mean - half, mean + half)
+    });
+    Some(MeanCi { mean, ci })
+}
+
+/// The values of `metric` for each level, in the order of the levels; only positive finite
+/// values of trials with at least one success are kept. Also returns the notes for levels
+/// that have none.
+pub(crate) fn samples(
+    levels: &[LevelResult],
+    metric: impl Fn(&TrialResult) -> Option<f64>,
+    what: &str,
+) -> (Vec<LevelSamples>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut failed = Vec::new();
+    let mut missing = Vec::new();
+    for level in levels {
+        let values: Vec<f64> = level
+            .trials
+            .iter()
+            .filter(|t| t.succeeded > 0)
+            .filter_map(&metric)
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        if level.concurrency == 0 {
+            missing.push(level.concurrency);
+            continue;
+        }
+        if values.is_empty() {
+            if level.trials.iter().all(|t| t.succeeded == 0) {
+                failed.push(level.concurrency);
+            } else {
+                missing.push(level.concurrency);
+            }
+        }
+        out.push(LevelSamples {
+            concurrency: level.concurrency,
+            values,
+        });
+    }
+    let mut notes = Vec::new();
+    if levels.is_empty() {
+        notes.push("this result has no levels: nothing was measured".to_string());
+    }
+    if !failed.is_empty() {
+        notes.push(format!(
+            "{}: no successful request (nothing plotted there)",
+            level_list(&failed)
+        ));
+    }
+    if !missing.is_empty() {
+        notes.push(format!("{}: no usable {what}", level_list(&missing)));
+    }
+    (out, notes)
+}
+
+/// "level C=64" or "levels C=64, 128, 256 and 5 more".
+pub(crate) fn level_list(cs: &[u32]) -> String {
+    const SHOWN: usize = 8;
+    let list: Vec<String> = cs.iter().take(SHOWN).map(|c| c.to_string()).collect();
+    let more = if cs.len() > SHOWN {
+        format!(" and {} more", cs.len() - SHOWN)
+    } else {
+        String::new()
+    };
+    if cs.len() == 1 {
+        format!("level C={}", cs[0])
+    } else {
+        format!("levels C={}{more}", list.join(", "))
+    }
+}
+
+pub(crate) type Root<'b> = DrawingArea<BitMapBackend<'b>, Shift>;
+
+/// Draws a chart into memory with `draw` and writes it to `path` as a PNG.
+pub(crate) fn render_png(path: &Path, draw: impl FnOnce(&Root<'_>) -> Result<()>) -> Result<()> {
+    style::ensure_font()?;
+    let (w, h) = (WIDTH as usize, HEIGHT as usize);
+    let mut rgb = vec![255u8; w * h * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE)?;
+        draw(&root).with_context(|| format!("cannot draw {}", path.display()))?;
+        root.present()?;
+    }
+    let png = encode_png(&rgb, WIDTH, HEIGHT)?;
+    write_atomic(path, &png)
+}
+
+fn encode_png(rgb: &[u8], width: u32, height: u32) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut out, width, height);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        let mut writer = encoder.write_header()?;
+        writer.write_image_data(rgb)?;
+        writer.finish()?;
+    }
+    out.flush()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::record::{Environment, TrialResult};
+    use crate::stats::Percentiles;
+
+    pub(crate) fn pct(p50: f64, p99: f64) -> Percentiles {
+        Percentiles {
+            p50,
+            p90: (p50 + p99) / 2.0,
+            p99,
+            mean: p50,
+            min: p50 / 2.0,
+            max: p99,
+            count: 10,
+        }
+    }
+
+    pub(crate) fn trial(n: u32, c: u32, tps: f64, ok: u64) -> TrialResult {
+        TrialResult {
+            trial: n,
+            requests_sent: 16,
+            succeeded: ok,
+            failed: if ok < 16 {
+                [(crate::record::ErrorClass::Timeout, 16 - ok)].into()
+            } else {
+                Default::default()
+            },
+            error_examples: Default::default(),
+            output_tokens: 1000,
+            failed_output_tokens: 0,
+            input_tokens: 0,
+            window_s: 10.0,
+            output_tok_per_s: tps,
+            requests_per_s: 1.0,
+            error_rate: (16 - ok) as f64 / 16.0,
+            per_request_tok_per_s: (ok > 0).then(|| tps / c as f64),
+            ttft_ms: (ok > 0).then(|| pct(20.0 + c as f64, 60.0 + 3.0 * c as f64)),
+            itl_ms: (ok > 0).then(|| pct(8.0 + c as f64 / 10.0, 20.0 + c as f64 / 4.0)),
+            tpot_ms: None,
+            e2e_ms: None,
+            token_sources: Default::default(),
+            flags: vec![],
+        }
+    }
+
+    pub(crate) fn run(levels: Vec<LevelResult>) -> RunResult {
+        let profile = crate::profile::Profile::parse(
+            r#"
+name = "unit"
+[target]
+endpoints = ["http://127.0.0.1:1"]
+[workload]
+max_tokens = 64
+[sweep]
+concurrency = [1]
+"#,
+        )
+        .unwrap();
+        RunResult {
+            schema_version: crate::record::SCHEMA_VERSION,
+            tool: "throughline 0.1.0".into(),
+            profile_name: "unit".into(),
+            profile_hash: "0123456789abcdef0123".into(),
+            profile,
+            environment: Environment {
+                model: Some("sim-7b".into()),
+                engine: Some("throughline-sim".into()),
+                ..Default::default()
+            },
+            started_at: "2026-11-29T11:22:06Z".into(),
+            finished_at: "2026-11-29T11:30:00Z".into(),
+            complete: true,
+            levels,
+            warnings: vec![],
+        }
+    }
+
+    pub(crate) fn sweep(cs: &[u32], trials: u32) -> RunResult {
+        let levels = cs
+            .iter()
+            .map(|&c| LevelResult {
+                concurrency: c,
+                trials: (1..=trials)
+                    .map(|n| {
+                        let x = 90.0 * c as f64 / (1.0 + 0.02 * (c as f64 - 1.0));
+                        trial(n, c, x * (1.0 + 0.01 * n as f64), 16)
+                    })
+                    .collect(),
+            })
+            .collect();
+        run(levels)
+    }
+
+    #[test]
+    fn t_interval_matches_tables() {
+        let m = mean_ci95(&[10.0, 12.0, 14.0]).unwrap();
+        assert_eq!(m.mean, 12.0);
+        let (lo, hi) = m.ci.unwrap();
+        // t(0.975, 2) = 4.303, sd = 2, n = 3.
+        assert!((hi - 12.0 - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-2, "{hi}");
+        assert!((12.0 - lo - (hi - 12.0)).abs() < 1e-9);
+        assert_eq!(mean_ci95(&[5.0]).unwrap().ci, None);
+        assert!(mean_ci95(&[]).is_none());
+        assert!(mean_ci95(&[f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn failed_levels_become_one_note() {
+        let mut r = sweep(&[1, 2, 4], 2);
+        r.levels[2].trials = vec![trial(1, 4, 0.0, 0), trial(2, 4, 0.0, 0)];
+        let (s, notes) = samples(&r.levels, |t| Some(t.output_tok_per_s), "throughput");
+        assert_eq!(s.len(), 3);
+        assert!(s[2].values.is_empty());
+        assert_eq!(
+            notes,
+            vec!["level C=4: no successful request (nothing plotted there)"]
+        );
+        assert_eq!(level_list(&[1, 2]), "levels C=1, 2");
+    }
+
+    /// Writes example charts to `$THROUGHLINE_PLOT_EXAMPLES` for a person to look at:
+    /// `THROUGHLINE_PLOT_EXAMPLES=/tmp/ex cargo test --lib plots -- --ignored`.
+    #[test]
+    #[ignore]
+    fn write_examples() {
+        let Ok(dir) = std::env::var("THROUGHLINE_PLOT_EXAMPLES") else {
+            return;
+        };
+        let dir = Path::new(&dir);
+        let usl = |c: f64| 90.0 * c / (1.0 + 0.02 * (c - 1.0) + 0.0001 * c * (c - 1.0));
+        let base: Vec<(u32, Vec<f64>)> = [1u32, 2, 4, 8, 16, 32, 64]
+            .iter()
+            .map(|&c| {
+                (
+                    c,
+                    vec![
+                        usl(c as f64) * 1.05,
+                        usl(c as f64) * 1.08,
+                        usl(c as f64) * 1.02,
+                    ],
+                )
+            })
+            .collect();
+        let mut typical = sweep(&[1, 2, 4, 8, 16, 32, 64], 5);
+        for l in &mut typical.levels {
+            for (i, t) in l.trials.iter_mut().enumerate() {
+                t.output_tok_per_s = usl(l.concurrency as f64) * (0.96 + 0.02 * i as f64);
+            }
+        }
+        write_run_plots(&typical, Some(&base), Some(&usl), &dir.join("typical")).unwrap();
+        let mut failed = sweep(&[1, 2, 4, 8, 16, 32, 64], 3);
+        failed.levels[6].trials = (1..=3).map(|n| trial(n, 64, 0.0, 0)).collect();
+        write_run_plots(&failed, None, None, &dir.join("failed")).unwrap();
+        write_run_plots(&sweep(&[8], 1), None, None, &dir.join("single")).unwrap();
+        let many: Vec<u32> = (1..=1024).collect();
+        write_run_plots(&sweep(&many, 2), None, Some(&usl), &dir.join("many")).unwrap();
+        write_run_plots(&run(vec![]), None, None, &dir.join("empty")).unwrap();
+    }
+
+    #[test]
+    fn dates_come_from_the_result() {
+        assert_eq!(display_date("2026-11-29T11:22:06Z"), "2026-11-29 11:22 UTC");
+        assert_eq!(display_date("yesterday"), "yesterday");
+    }
+}

@@ -1,0 +1,262 @@
+//! The look shared by every chart: the embedded font, colours, text sizes, and the frame
+//! (title, legend strip, notes, footer) that each chart's plotting area sits in.
+
+use std::sync::OnceLock;
+
+use anyhow::{anyhow, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::{register_font, FontStyle};
+
+/// DejaVu Sans (Bitstream Vera license, see `assets/fonts/LICENSE-DejaVu.txt`), embedded so
+/// that text renders on a machine with no system fonts at all.
+static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+
+/// The family name every text style uses; the embedded font is registered under it.
+pub(crate) const FAMILY: &str = "sans-serif";
+
+pub(crate) const TITLE_SIZE: f64 = 26.0;
+pub(crate) const AXIS_DESC_SIZE: f64 = 18.0;
+pub(crate) const TICK_SIZE: f64 = 15.0;
+pub(crate) const LEGEND_SIZE: f64 = 15.0;
+pub(crate) const NOTE_SIZE: f64 = 15.0;
+pub(crate) const FOOTER_SIZE: f64 = 14.0;
+pub(crate) const PANEL_TITLE_SIZE: f64 = 18.0;
+
+pub(crate) const INK: RGBColor = RGBColor(30, 30, 30);
+pub(crate) const MUTED: RGBColor = RGBColor(100, 100, 100);
+pub(crate) const NOTE_INK: RGBColor = RGBColor(170, 30, 30);
+pub(crate) const GRID_BOLD: RGBColor = RGBColor(215, 215, 215);
+pub(crate) const GRID_LIGHT: RGBColor = RGBColor(238, 238, 238);
+
+/// The candidate run.
+pub(crate) const BLUE: RGBColor = RGBColor(31, 119, 180);
+/// The baseline.
+pub(crate) const ORANGE: RGBColor = RGBColor(230, 115, 0);
+/// A fitted model.
+pub(crate) const GREEN: RGBColor = RGBColor(44, 150, 44);
+pub(crate) const RED: RGBColor = RGBColor(214, 39, 40);
+
+/// Colours for one line per series (node types on the capacity chart), in order.
+pub(crate) const PALETTE: [RGBColor; 8] = [
+    BLUE,
+    ORANGE,
+    GREEN,
+    RED,
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// Registers the embedded font with plotters once per process.
+pub(crate) fn ensure_font() -> Result<()> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(anyhow!("the embedded font could not be loaded"))
+    }
+}
+
+pub(crate) fn text(size: f64, color: &'static RGBColor) -> TextStyle<'static> {
+    TextStyle::from((FAMILY, size).into_font()).color(color)
+}
+
+/// How a legend entry is drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Mark {
+    /// A small translucent dot: one trial.
+    Dot,
+    /// A marker on a line with an interval bar: a mean and its confidence interval.
+    MeanBar,
+    /// A marker on a solid line.
+    MarkerLine,
+    /// A solid line.
+    Line,
+    /// A dashed line.
+    Dashed,
+    /// A translucent band.
+    Band,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct LegendEntry {
+    pub label: String,
+    pub mark: Mark,
+    pub color: RGBColor,
+}
+
+impl LegendEntry {
+    pub fn new(label: impl Into<String>, mark: Mark, color: RGBColor) -> LegendEntry {
+        LegendEntry {
+            label: label.into(),
+            mark,
+            color,
+        }
+    }
+}
+
+/// Everything around a chart's plotting area.
+pub(crate) struct Frame<'a> {
+    pub title: &'a str,
+    pub legend: &'a [LegendEntry],
+    /// Remarks about the data ("level C=64: no successful request"), at most a few lines.
+    pub notes: &'a [String],
+    pub footer_left: &'a str,
+    pub footer_right: &'a str,
+}
+
+/// The most note lines drawn; the rest are summarised in the last line.
+pub(crate) const MAX_NOTE_LINES: usize = 3;
+
+const SIDE: i32 = 24;
+const LEGEND_ROW: i32 = 24;
+const NOTE_ROW: i32 = 20;
+const MARK_W: i32 = 30;
+
+type Area<'b> = DrawingArea<BitMapBackend<'b>, Shift>;
+
+/// Draws the title, legend, notes and footer on `root`; returns the area left for the chart.
+pub(crate) fn draw_frame<'b>(root: &Area<'b>, frame: &Frame<'_>) -> Result<Area<'b>> {
+    let (w, h) = root.dim_in_pixel();
+    let (w, h) = (w as i32, h as i32);
+    // Title, centred.
+    root.draw(&Text::new(
+        frame.title.to_string(),
+        (w / 2, 14),
+        text(TITLE_SIZE, &INK).pos(Pos::new(HPos::Center, VPos::Top)),
+    ))?;
+    let mut y = 14 + TITLE_SIZE as i32 + 14;
+
+    // Legend strip: entries left to right, wrapping to a new row when the width runs out.
+    if !frame.legend.is_empty() {
+        let style = text(LEGEND_SIZE, &INK);
+        let mut x = SIDE + 40;
+        let mut row_y = y;
+        for entry in frame.legend {
+            let (tw, _) = root.estimate_text_size(&entry.label, &style)?;
+            let need = MARK_W + 6 + tw as i32;
+            if x + need > w - SIDE && x > SIDE + 40 {
+                x = SIDE + 40;
+                row_y += LEGEND_ROW;
+            }
+            draw_mark(root, entry, (x, row_y + LEGEND_ROW / 2))?;
+            root.draw(&Text::new(
+                entry.label.clone(),
+                (x + MARK_W + 6, row_y + LEGEND_ROW / 2),
+                style.pos(Pos::new(HPos::Left, VPos::Center)),
+            ))?;
+            x += need + 26;
+        }
+        y = row_y + LEGEND_ROW + 6;
+    }
+
+    // Notes, in red, so that a missing level is not mistaken for a gap in the measurements.
+    for note in frame.notes.iter().take(MAX_NOTE_LINES) {
+        root.draw(&Text::new(
+            note.clone(),
+            (SIDE + 40, y + NOTE_ROW / 2),
+            text(NOTE_SIZE, &NOTE_INK).pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
+        y += NOTE_ROW;
+    }
+    if !frame.notes.is_empty() {
+        y += 4;
+    }
+
+    // Footer: what was measured and when, from the result itself (never the clock).
+    let footer_h = 30;
+    let fy = h - footer_h / 2;
+    root.draw(&Text::new(
+        frame.footer_left.to_string(),
+        (SIDE, fy),
+        text(FOOTER_SIZE, &MUTED).pos(Pos::new(HPos::Left, VPos::Center)),
+    ))?;
+    root.draw(&Text::new(
+        frame.footer_right.to_string(),
+        (w - SIDE, fy),
+        text(FOOTER_SIZE, &MUTED).pos(Pos::new(HPos::Right, VPos::Center)),
+    ))?;
+
+    let (_, rest) = root.split_vertically(y);
+    let chart_h = (h - y - footer_h).max(50);
+    let (chart, _) = rest.split_vertically(chart_h);
+    Ok(chart)
+}
+
+fn draw_mark(root: &Area<'_>, entry: &LegendEntry, (x, y): (i32, i32)) -> Result<()> {
+    let c = entry.color;
+    let mid = x + MARK_W / 2;
+    match entry.mark {
+        Mark::Dot => {
+            root.draw(&Circle::new((mid, y), 3, c.mix(0.5).filled()))?;
+        }
+        Mark::MeanBar => {
+            root.draw(&PathElement::new(
+                vec![(x, y), (x + MARK_W, y)],
+                c.stroke_width(2),
+            ))?;
+            root.draw(&PathElement::new(
+                vec![(mid, y - 8), (mid, y + 8)],
+                c.stroke_width(2),
+            ))?;
+            root.draw(&PathElement::new(
+                vec![(mid - 4, y - 8), (mid + 4, y - 8)],
+                c.stroke_width(2),
+            ))?;
+            root.draw(&PathElement::new(
+                vec![(mid - 4, y + 8), (mid + 4, y + 8)],
+                c.stroke_width(2),
+            ))?;
+            root.draw(&Circle::new((mid, y), 4, c.filled()))?;
+        }
+        Mark::MarkerLine => {
+            root.draw(&PathElement::new(
+                vec![(x, y), (x + MARK_W, y)],
+                c.stroke_width(2),
+            ))?;
+            root.draw(&Circle::new((mid, y), 4, c.filled()))?;
+        }
+        Mark::Line => {
+            root.draw(&PathElement::new(
+                vec![(x, y), (x + MARK_W, y)],
+                c.stroke_width(3),
+            ))?;
+        }
+        Mark::Dashed => {
+            for s in [0, 12, 24] {
+                root.draw(&PathElement::new(
+                    vec![(x + s, y), (x + (s + 7).min(MARK_W), y)],
+                    c.stroke_width(2),
+                ))?;
+            }
+        }
+        Mark::Band => {
+            root.draw(&Rectangle::new(
+                [(x, y - 7), (x + MARK_W, y + 7)],
+                c.mix(0.2).filled(),
+            ))?;
+            root.draw(&PathElement::new(
+                vec![(x, y), (x + MARK_W, y)],
+                c.stroke_width(2),
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+/// Text for the notes band: the first lines as they are, the rest counted.
+pub(crate) fn fold_notes(notes: Vec<String>) -> Vec<String> {
+    if notes.len() <= MAX_NOTE_LINES {
+        return notes;
+    }
+    let mut out: Vec<String> = notes[..MAX_NOTE_LINES - 1].to_vec();
+    out.push(format!(
+        "... and {} more (see report.md)",
+        notes.len() - (MAX_NOTE_LINES - 1)
+    ));
+    out
+}

@@ -1,0 +1,284 @@
+//! Speed against concurrency: aggregate output tok/s (`throughput.png`, with the baseline and
+//! a fitted scaling curve when given) and per-request tok/s (`per_request.png`).
+//!
+//! Each trial is a small dot; each level's mean is a marker with its 95% t-interval across
+//! trials; the means are joined by a line. The x-axis is log2 concurrency, the y-axis starts
+//! at zero so that the eye reads ratios correctly.
+
+use std::path::Path;
+
+use anyhow::Result;
+use plotters::prelude::*;
+
+use super::axis::{fmt_num, linear_top, LogAxis, LogTicks};
+use super::style::{self, LegendEntry, Mark, BLUE, GREEN, ORANGE};
+use super::{mean_ci95, render_png, samples, Footer, LevelSamples, Root};
+use crate::record::RunResult;
+
+/// Above this many levels, markers shrink and interval caps are left out.
+const DENSE_LEVELS: usize = 48;
+
+/// A fitted curve is not allowed to stretch the y-axis beyond this multiple of the data.
+const FIT_HEADROOM: f64 = 1.5;
+
+/// One set of trials on a chart (the candidate run or the baseline).
+struct Sweep<'a> {
+    label: &'a str,
+    color: RGBColor,
+    levels: Vec<LevelSamples>,
+}
+
+struct ScalingChart<'a> {
+    title: String,
+    y_desc: &'a str,
+    runs: Vec<Sweep<'a>>,
+    fit: Option<&'a dyn Fn(f64) -> f64>,
+    notes: Vec<String>,
+    footer: &'a Footer,
+}
+
+pub(crate) fn throughput_chart(
+    result: &RunResult,
+    baseline: Option<&[(u32, Vec<f64>)]>,
+    fit: Option<&dyn Fn(f64) -> f64>,
+    footer: &Footer,
+    path: &Path,
+) -> Result<()> {
+    let (levels, mut notes) = samples(&result.levels, |t| Some(t.output_tok_per_s), "throughput");
+    let mut runs = Vec::new();
+    if let Some(base) = baseline {
+        let levels = base
+            .iter()
+            .filter(|(c, _)| *c > 0)
+            .map(|(c, v)| LevelSamples {
+                concurrency: *c,
+                values: v
+                    .iter()
+                    .copied()
+                    .filter(|x| x.is_finite() && *x > 0.0)
+                    .collect(),
+            })
+            .collect::<Vec<_>>();
+        if levels.iter().all(|l| l.values.is_empty()) {
+            notes.push("baseline given, but it has no usable trials".to_string());
+        }
+        runs.push(Sweep {
+            label: "baseline",
+            color: ORANGE,
+            levels,
+        });
+    }
+    runs.push(Sweep {
+        label: "this run",
+        color: BLUE,
+        levels,
+    });
+    let chart = ScalingChart {
+        title: format!("Output throughput vs concurrency: {}", result.profile_name),
+        y_desc: "output tokens/s, all requests together",
+        runs,
+        fit,
+        notes,
+        footer,
+    };
+    render_png(path, |root| draw_scaling(root, &chart))
+}
+
+pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path) -> Result<()> {
+    let (levels, notes) = samples(
+        &result.levels,
+        |t| t.per_request_tok_per_s,
+        "per-request speed",
+    );
+    let chart = ScalingChart {
+        title: format!(
+            "Per-request speed vs concurrency (what one user sees): {}",
+            result.profile_name
+        ),
+        y_desc: "output tokens/s per request (mean over requests)",
+        runs: vec![Sweep {
+            label: "this run",
+            color: BLUE,
+            levels,
+        }],
+        fit: None,
+        notes,
+        footer,
+    };
+    render_png(path, |root| draw_scaling(root, &chart))
+}
+
+fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
+    let n_levels = chart.runs.iter().map(|r| r.levels.len()).max().unwrap_or(0);
+    let dense = n_levels > DENSE_LEVELS;
+    let x = LogAxis::around(
+        chart
+            .runs
+            .iter()
+            .flat_map(|r| r.levels.iter().map(|l| l.concurrency as f64)),
+        1.35,
+        LogTicks::Base2,
+    );
+
+    // Summaries first: the y-range must hold the trials and the intervals.
+    let summaries: Vec<Vec<(f64, Option<super::MeanCi>)>> = chart
+        .runs
+        .iter()
+        .map(|r| {
+            r.levels
+                .iter()
+                .map(|l| (l.concurrency as f64, mean_ci95(&l.values)))
+                .collect()
+        })
+        .collect();
+    let data_max = chart
+        .runs
+        .iter()
+        .flat_map(|r| r.levels.iter().flat_map(|l| l.values.iter().copied()))
+        .fold(0.0f64, f64::max);
+    let cap = if data_max > 0.0 {
+        data_max * FIT_HEADROOM
+    } else {
+        f64::INFINITY
+    };
+    let fit_points: Vec<(f64, f64)> = match chart.fit {
+        Some(f) => x.sample(240).into_iter().map(|c| (c, f(c))).collect(),
+        None => vec![],
+    };
+    let y_top = linear_top(
+        summaries
+            .iter()
+            .flatten()
+            .filter_map(|(_, m)| m.and_then(|m| m.ci).map(|(_, hi)| hi.min(cap)))
+            .chain(std::iter::once(data_max))
+            .chain(fit_points.iter().map(|(_, y)| y.min(cap))),
+    );
+
+    let mut legend = Vec::new();
+    for run in &chart.runs {
+        legend.push(LegendEntry::new(
+            format!("{}: one trial", run.label),
+            Mark::Dot,
+            run.color,
+        ));
+        legend.push(LegendEntry::new(
+            format!("{}: mean, 95% t-interval across trials", run.label),
+            if dense { Mark::Band } else { Mark::MeanBar },
+            run.color,
+        ));
+    }
+    if chart.fit.is_some() {
+        legend.push(LegendEntry::new(
+            "fitted scaling curve (USL)",
+            Mark::Line,
+            GREEN,
+        ));
+    }
+    let notes = style::fold_notes(chart.notes.clone());
+    let area = style::draw_frame(
+        root,
+        &style::Frame {
+            title: &chart.title,
+            legend: &legend,
+            notes: &notes,
+            footer_left: &chart.footer.left,
+            footer_right: &chart.footer.right,
+        },
+    )?;
+
+    let mut cc = ChartBuilder::on(&area)
+        .margin_left(24)
+        .margin_right(40)
+        .margin_top(6)
+        .margin_bottom(6)
+        .x_label_area_size(56)
+        .y_label_area_size(90)
+        .build_cartesian_2d(x.clone(), 0f64..y_top)?;
+    cc.configure_mesh()
+        .x_desc("concurrency: requests in flight (log2 scale)")
+        .y_desc(chart.y_desc)
+        .x_labels(12)
+        .y_labels(8)
+        .x_label_formatter(&|v| fmt_num(*v))
+        .y_label_formatter(&|v| fmt_num(*v))
+        .label_style(style::text(style::TICK_SIZE, &style::INK))
+        .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
+        .bold_line_style(style::GRID_BOLD)
+        .light_line_style(style::GRID_LIGHT)
+        .max_light_lines(2)
+        .draw()?;
+
+    // The fitted curve, clipped to the plotting area (plotters does not clip).
+    let mut segment: Vec<(f64, f64)> = Vec::new();
+    for (cx, y) in fit_points {
+        if y.is_finite() && (0.0..=y_top).contains(&y) && x.contains(cx) {
+            segment.push((cx, y));
+        } else if !segment.is_empty() {
+            cc.draw_series(LineSeries::new(
+                std::mem::take(&mut segment),
+                GREEN.stroke_width(2),
+            ))?;
+        }
+    }
+    if !segment.is_empty() {
+        cc.draw_series(LineSeries::new(segment, GREEN.stroke_width(2)))?;
+    }
+    let clamp = |v: f64| v.clamp(0.0, y_top);
+    let (dot_r, mean_r, cap_w, line_w) = if dense { (2, 2, 0, 1) } else { (3, 5, 5, 2) };
+    for (run, summary) in chart.runs.iter().zip(&summaries) {
+        let c = run.color;
+        // Trials.
+        cc.draw_series(run.levels.iter().flat_map(|l| {
+            l.values
+                .iter()
+                .map(move |v| Circle::new((l.concurrency as f64, *v), dot_r, c.mix(0.45).filled()))
+        }))?;
+        // Intervals: a band when the levels are too many for bars.
+        let bar = c.stroke_width(2);
+        if dense {
+            let mut upper: Vec<(f64, f64)> = Vec::new();
+            let mut lower: Vec<(f64, f64)> = Vec::new();
+            for (cx, m) in summary {
+                if let Some((lo, hi)) = m.and_then(|m| m.ci) {
+                    upper.push((*cx, clamp(hi)));
+                    lower.push((*cx, clamp(lo)));
+                }
+            }
+            upper.sort_by(|a, b| a.0.total_cmp(&b.0));
+            lower.sort_by(|a, b| b.0.total_cmp(&a.0));
+            upper.extend(lower);
+            if upper.len() > 2 {
+                cc.draw_series(std::iter::once(Polygon::new(upper, c.mix(0.2).filled())))?;
+            }
+        }
+        for (cx, m) in summary.iter().filter(|_| !dense) {
+            let Some((lo, hi)) = m.and_then(|m| m.ci) else {
+                continue;
+            };
+            let (lo, hi) = (clamp(lo), clamp(hi));
+            cc.draw_series(std::iter::once(PathElement::new(
+                vec![(*cx, lo), (*cx, hi)],
+                bar,
+            )))?;
+            if cap_w > 0 {
+                for y in [lo, hi] {
+                    cc.draw_series(std::iter::once(
+                        EmptyElement::at((*cx, y))
+                            + PathElement::new(vec![(-cap_w, 0), (cap_w, 0)], bar),
+                    ))?;
+                }
+            }
+        }
+        // Means, joined where consecutive levels both have one.
+        let means: Vec<(f64, f64)> = summary
+            .iter()
+            .filter_map(|(cx, m)| m.map(|m| (*cx, clamp(m.mean))))
+            .collect();
+        let mut sorted = means.clone();
+        sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+        cc.draw_series(LineSeries::new(sorted, c.stroke_width(line_w)))?;
+        cc.draw_series(means.iter().map(|p| Circle::new(*p, mean_r, c.filled())))?;
+    }
+
+    Ok(())
+}
