@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::commands::plan::PlanArgs;
 use crate::record::Environment;
 
 /// Truthful LLM inference server benchmarks, statistical CI regression gates and capacity plans.
@@ -21,6 +22,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run the built-in demo: start the simulated server, run a small profile, print and save.
     Demo(DemoArgs),
+    /// Project days, nodes and cost for a token budget from measured scaling curves or a node catalog.
+    Plan(PlanArgs),
 }
 
 #[derive(Debug, Args)]

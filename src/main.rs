@@ -19,6 +19,7 @@ fn main() {
         match cli.command {
             Command::Bench(args) => commands::bench::run(args).await,
             Command::Demo(args) => commands::demo::run(args).await,
+            Command::Plan(args) => commands::plan::run(args),
         }
     });
     let exit = match outcome {

@@ -139,6 +139,8 @@ pub struct RooflineReport {
     /// Bound per replica at `batch` concurrent sequences, tok/s (None when no batch is known).
     pub bound: Option<f64>,
     pub batch: Option<f64>,
+    /// False when the figure's batch size is unknown and `batch` is the most that fits.
+    pub batch_known: bool,
     /// Throughput used per replica / bound.
     pub efficiency: Option<f64>,
     pub bandwidth_tb_s_per_replica: f64,
@@ -675,11 +677,16 @@ fn finish(req: &PlanRequest, r: RowInput) -> NodePlan {
             }
             // The batched check needs a batch size: the figure's own, else the most that fits
             // in memory (the loosest bound).
+            let batch_known = r.concurrency_per_replica.is_some();
             let batch = r
                 .concurrency_per_replica
                 .or(memory_max.filter(|m| *m > 0).map(f64::from));
             let raw_per_replica = r.tok_s_per_node.p50 / replicas;
             let (bound, efficiency) = match batch {
+                // At batch 1 the batch-1 check above already says it.
+                Some(b) if b <= 1.0 && r.batch1_tok_s_per_replica.is_some() => {
+                    (Some(roof.batch1()), checks.last().map(|c| c.efficiency))
+                }
                 Some(b) => {
                     let bound = roof.bound(b);
                     let mut check = RooflineCheck::new(
@@ -707,6 +714,17 @@ fn finish(req: &PlanRequest, r: RowInput) -> NodePlan {
                             ));
                         }
                     }
+                    // Without the figure's own batch size the bound is the one at the most
+                    // that fits in memory, the loosest: good for "above", not for "far below".
+                    if !batch_known && check.verdict == super::roofline::Verdict::FarBelow {
+                        check.verdict = super::roofline::Verdict::Plausible;
+                        notes.push(format!(
+                            "concurrency of the figure unknown: checked against the bound at the \
+                             {b:.0} sequences that fit in memory, so {:.0}% is a lower bound on its \
+                             efficiency",
+                            check.efficiency * 100.0
+                        ));
+                    }
                     let eff = check.efficiency;
                     checks.push(check);
                     (Some(bound), Some(eff))
@@ -722,6 +740,7 @@ fn finish(req: &PlanRequest, r: RowInput) -> NodePlan {
                 batch1_bound: roof.batch1(),
                 bound,
                 batch,
+                batch_known,
                 efficiency,
                 bandwidth_tb_s_per_replica: roof.bandwidth_bytes_s / 1e12,
                 weight_gb_per_step: roof.weight_bytes_per_step / 1e9,
@@ -804,7 +823,7 @@ fn compare(req: &PlanRequest, nodes: &[NodePlan], your_days: f64) -> Comparison 
             row.tok_s_per_node.p50,
             match row.basis {
                 Basis::Fitted => "the USL fit's peak of",
-                Basis::Measured => "",
+                Basis::Measured => "the measured figure,",
                 _ => "a figure like",
             }
         ));
