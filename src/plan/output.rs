@@ -261,6 +261,13 @@ pub fn render_table(plan: &Plan) -> String {
             let _ = writeln!(s, "  {line}");
         }
     }
+    if !plan.summary.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "summary:");
+        for line in &plan.summary {
+            let _ = writeln!(s, "  {line}");
+        }
+    }
     if !plan.notes.is_empty() {
         let _ = writeln!(s);
         let _ = writeln!(s, "notes:");

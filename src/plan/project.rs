@@ -207,6 +207,8 @@ pub struct Plan {
     pub fit: Option<FitReport>,
     pub nodes: Vec<NodePlan>,
     pub comparison: Option<Comparison>,
+    /// The answers in words: fastest, fewest nodes for the deadline, cheapest, budget.
+    pub summary: Vec<String>,
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
 }
@@ -578,6 +580,7 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
     );
 
     let comparison = req.compare_days.map(|d| compare(req, &nodes, d));
+    let summary = summarize(req, &nodes);
     Ok(Plan {
         workload: req.workload.clone(),
         limits: req.limits.clone(),
@@ -595,9 +598,131 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         fit,
         nodes,
         comparison,
+        summary,
         notes,
         warnings,
     })
+}
+
+fn label(n: &NodePlan) -> String {
+    format!("{} ({})", n.node, n.basis.name())
+}
+
+/// The answers in a few lines: each question answered from measured or fitted figures, and
+/// again from all figures where a stated or scaled one would answer differently.
+fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
+    let mut out = Vec::new();
+    let trusted = |n: &&NodePlan| matches!(n.basis, Basis::Measured | Basis::Fitted);
+    let best = |all: bool, f: &dyn Fn(&NodePlan) -> Option<f64>| {
+        nodes
+            .iter()
+            .filter(|n| all || trusted(n))
+            .filter_map(|n| f(n).map(|v| (n, v)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    let both = |f: &dyn Fn(&NodePlan) -> Option<f64>| {
+        let t = best(false, f);
+        let a = best(true, f).filter(|a| t.is_none_or(|t| t.0.node != a.0.node));
+        (t, a)
+    };
+    let range = |n: &NodePlan| {
+        if n.days.p10 == n.days.p90 {
+            "no spread".to_string()
+        } else {
+            format!(
+                "P10-P90 {} to {}",
+                human_duration(n.days.p10 * 86_400.0),
+                human_duration(n.days.p90 * 86_400.0)
+            )
+        }
+    };
+    let (t, a) = both(&|n| Some(n.days.p50));
+    for (head, pick) in [
+        ("fastest on one node", t),
+        ("  counting stated and scaled figures", a),
+    ] {
+        if let Some((n, d)) = pick {
+            out.push(format!(
+                "{head}: {}, {} ({})",
+                label(n),
+                human_duration(d * 86_400.0),
+                range(n)
+            ));
+        }
+    }
+    if let Some(deadline) = req.limits.deadline_s {
+        let one: Vec<String> = nodes
+            .iter()
+            .filter(|n| n.deadline.as_ref().is_some_and(|d| d.nodes_p90 == 1))
+            .map(label)
+            .collect();
+        out.push(format!(
+            "within {} on one node (at 90% confidence): {}",
+            human_duration(deadline),
+            if one.is_empty() {
+                "none".to_string()
+            } else {
+                one.join(", ")
+            }
+        ));
+        let (t, a) = both(&|n| n.deadline.as_ref().map(|d| d.nodes_p90 as f64));
+        for (head, pick) in [
+            ("fewest nodes for the deadline", t),
+            ("  counting stated and scaled figures", a),
+        ] {
+            if let Some((n, k)) = pick {
+                out.push(format!(
+                    "{head}: {k} x {} ({} at P50)",
+                    label(n),
+                    n.deadline.as_ref().map_or(0, |d| d.nodes_p50)
+                ));
+            }
+        }
+    }
+    let (t, a) = both(&|n| n.cost_usd.map(|c| c.p50));
+    for (head, pick) in [("cheapest", t), ("  counting stated and scaled figures", a)] {
+        if let Some((n, c)) = pick {
+            out.push(format!(
+                "{head}: {}, ${c:.0}, ${:.2} per million tokens (illustrative prices)",
+                label(n),
+                n.usd_per_million_tokens.unwrap_or(0.0)
+            ));
+        }
+    }
+    if let Some(budget) = req.limits.budget_usd {
+        let (within, over): (Vec<&NodePlan>, Vec<&NodePlan>) = nodes
+            .iter()
+            .filter(|n| n.within_budget.is_some())
+            .partition(|n| n.within_budget == Some(true));
+        out.push(format!(
+            "budget ${budget:.0}: within for {}; over for {}",
+            if within.is_empty() {
+                "none".to_string()
+            } else {
+                within
+                    .iter()
+                    .map(|n| n.node.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+            if over.is_empty() {
+                "none".to_string()
+            } else {
+                over.iter()
+                    .map(|n| {
+                        format!(
+                            "{} (buys {:.3e} of the {:.3e} tokens)",
+                            n.node,
+                            budget / n.usd_per_million_tokens.unwrap_or(f64::INFINITY) * 1e6,
+                            req.workload.output_tokens
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ));
+    }
+    out
 }
 
 /// Replicas per node such that the model's weights take at most 80% of a replica's usable
@@ -642,6 +767,16 @@ fn finish(req: &PlanRequest, r: RowInput) -> NodePlan {
     };
     let mut warnings = Vec::new();
     let mut notes = r.notes;
+    if let (Some(l), Some(max)) = (latency, req.limits.max_latency_s) {
+        if l > max {
+            warnings.push(format!(
+                "{}: {l:.0} s per request at concurrency {:.0} per replica exceeds --max-latency \
+                 {max:.0}s (Little's law); the figure was obtained at that concurrency",
+                r.node,
+                r.concurrency_per_replica.unwrap_or(0.0)
+            ));
+        }
+    }
     let mut roofline = None;
     let model = req.model_for(r.model.as_deref());
     let gpu = r.gpu.as_deref().and_then(|g| req.facts.gpu(g));
