@@ -291,3 +291,112 @@ fn bad_input_exits_2_with_a_clear_message() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("nope.json"), "{}", stderr(&o));
 }
+
+#[test]
+fn limits_and_a_node_described_by_flags() {
+    let o = plan(&[
+        "--results",
+        &seed("rtx6000-4x-tp4-qwen3.5-122b.json"),
+        "--gpu",
+        "RTX PRO 6000",
+        "--gpus-per-node",
+        "4",
+        "--usd-per-node-hour",
+        "8",
+        "--output-tokens",
+        "1.64e9",
+        "--max-concurrency",
+        "32",
+        "--resamples",
+        "200",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let p = json(&o);
+    let row = &p["nodes"][0];
+    assert_eq!(row["node"], "4x RTX PRO 6000 Blackwell (run)");
+    assert_eq!(f(&row["concurrency_per_replica"]), 32.0);
+    assert!(row["how"]
+        .as_str()
+        .unwrap()
+        .contains("--max-concurrency 32"));
+    assert_eq!(f(&row["usd_per_node_hour"]), 8.0);
+    // The fitted throughput at 32 is close to the 1,515.1 measured there.
+    assert!((f(&row["tok_s_per_node"]["p50"]) - 1515.1).abs() < 0.05 * 1515.1);
+}
+
+#[test]
+fn model_facts_from_a_hugging_face_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+            "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+            "num_key_value_heads": 8, "torch_dtype": "bfloat16", "vocab_size": 128256}"#,
+    )
+    .unwrap();
+    let catalog = dir.path().join("c.toml");
+    std::fs::write(
+        &catalog,
+        r#"
+[[node]]
+name = "h100-1x"
+gpu = "H100 SXM"
+gpus_per_node = 1
+model = "my-llama"
+basis = "measured"
+tok_s_per_node = 2500
+concurrency_per_replica = 64
+source = "our own run"
+usd_per_node_hour = 2.5
+"#,
+    )
+    .unwrap();
+    let o = plan(&[
+        "--output-tokens",
+        "1e9",
+        "--avg-output-tokens",
+        "1000",
+        "--completions",
+        "1000000",
+        "--model",
+        "my-llama",
+        "--model-config",
+        config.to_str().unwrap(),
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let p = json(&o);
+    assert!(
+        (f(&p["model"]["params_b"]) - 8.03).abs() < 0.01,
+        "{}",
+        p["model"]
+    );
+    assert_eq!(f(&p["model"]["kv_bytes_per_token"]), 131_072.0);
+    let row = node(&p, "h100-1x");
+    // 16.06 GB of weights per step; Little's law: 64 x 1000 / 2500 = 25.6 s per request.
+    assert!((f(&row["roofline"]["weight_gb_per_step"]) - 16.06).abs() < 0.01);
+    assert!((f(&row["latency_s"]) - 25.6).abs() < 0.01);
+    assert!((f(&row["usd_per_million_tokens"]) - 2.5 / (2500.0 * 3600.0) * 1e6).abs() < 1e-9);
+
+    // A MoE config without --params is refused with the flag named.
+    std::fs::write(
+        &config,
+        r#"{"num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+            "head_dim": 128, "num_experts": 128, "torch_dtype": "bfloat16"}"#,
+    )
+    .unwrap();
+    let o = plan(&[
+        "--output-tokens",
+        "1e9",
+        "--model-config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--params"), "{}", stderr(&o));
+}
