@@ -83,7 +83,7 @@ pub struct PlanArgs {
     /// Active parameters per token in billions (MoE, with --model-config).
     #[arg(long, allow_hyphen_values = true)]
     pub active_params: Option<f64>,
-    /// Share of the throughput a long run sustains, e.g. 0.75 [default: 1].
+    /// Share of the throughput a long run sustains, e.g. 0.75.
     #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
     pub sustained: f64,
     /// Your own estimate in days: the plan explains the difference.

@@ -223,7 +223,7 @@ pub fn render_table(plan: &Plan) -> String {
         if let Some(r) = &n.roofline {
             let _ = writeln!(
                 s,
-                "  roofline: batch-1 bound {:.1} tok/s per replica = {:.2} TB/s / ({:.1} GB \
+                "  roofline: batch-1 bound {:.1} tok/s per replica = {:.2} TB/s (datasheet peak) / ({:.1} GB \
                  weights + {:.1} MB KV and state per sequence at {:.0} tokens of context){}",
                 r.batch1_bound,
                 r.bandwidth_tb_s_per_replica,
