@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::commands::plan::PlanArgs;
 use crate::record::Environment;
 
 /// Truthful LLM inference server benchmarks, statistical CI regression gates and capacity plans.
@@ -29,6 +30,8 @@ pub enum Command {
     Baseline(BaselineArgs),
     /// Draw the charts (PNG) and the Markdown report of a saved run.
     Plot(crate::commands::plot::PlotArgs),
+    /// Project days, nodes and cost for a token budget from measured scaling curves or a node catalog.
+    Plan(PlanArgs),
 }
 
 #[derive(Debug, Args, Clone)]

@@ -10,6 +10,7 @@ pub mod fsutil;
 pub mod gate;
 pub mod gitref;
 pub mod load;
+pub mod plan;
 pub mod profile;
 pub mod record;
 pub mod report;

@@ -23,6 +23,7 @@ fn main() {
             Command::Gate(args) => commands::gate::run(args).await,
             Command::Baseline(args) => commands::baseline::run(args).await,
             Command::Plot(args) => commands::plot::run(args),
+            Command::Plan(args) => commands::plan::run(args),
         }
     });
     let exit = match outcome {

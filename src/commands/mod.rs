@@ -4,4 +4,5 @@ pub mod baseline;
 pub mod bench;
 pub mod demo;
 pub mod gate;
+pub mod plan;
 pub mod plot;

@@ -22,4 +22,5 @@ pub use sessions::{
 };
 pub use summary::{percentile, Percentiles, Spread};
 
+pub use usl::{bootstrap_throughput_at, fit_usl, UslFit};
 pub use welch::{compare_log_ratio, holm, level_fails, min_detectable_drop, LogRatioComparison};

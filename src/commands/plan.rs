@@ -1,0 +1,348 @@
+//! `throughline plan`: how many days, how many nodes, what cost, for a token budget.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, ValueEnum};
+
+use crate::exit::Exit;
+use crate::fsutil::write_atomic;
+use crate::plan::facts::{model_from_hf_config, ModelFacts};
+use crate::plan::output::{capacity_series, render_json, render_table};
+use crate::plan::project::{Limits, RunNode};
+use crate::plan::workload::{human_duration, parse_count, parse_duration};
+use crate::plan::{plan, Catalog, Facts, PlanRequest, Workload};
+use crate::record::RunResult;
+use crate::report::plots::{capacity_chart, CAPACITY_PNG};
+
+/// Console table or JSON on standard output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    Table,
+    Json,
+}
+
+/// Project days, nodes and cost for a token budget, from a run's measured scaling curve or
+/// the node catalog, checked against the memory-bandwidth roofline.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Completions (requests) in the job, e.g. 902087 (with --avg-output-tokens).
+    #[arg(long, allow_hyphen_values = true)]
+    pub completions: Option<String>,
+    /// Average output tokens per completion, e.g. 1818.
+    #[arg(long, allow_hyphen_values = true)]
+    pub avg_output_tokens: Option<String>,
+    /// Output tokens in all, e.g. 1.64e9 (instead of, or with, --completions).
+    #[arg(long, allow_hyphen_values = true)]
+    pub output_tokens: Option<String>,
+    /// Average input (prompt) tokens per completion: counted in the KV cache.
+    #[arg(long, allow_hyphen_values = true)]
+    pub avg_input_tokens: Option<String>,
+    /// Finish within this time: 2d, 36h, 90m, 1d12h. Gives the nodes needed.
+    #[arg(long, allow_hyphen_values = true)]
+    pub deadline: Option<String>,
+    /// Budget in dollars: each node type's cost is checked against it.
+    #[arg(long, allow_hyphen_values = true)]
+    pub budget: Option<String>,
+    /// A throughline results file: fit the USL to its concurrency sweep.
+    #[arg(long, value_name = "RUN.json")]
+    pub results: Option<PathBuf>,
+    /// The catalog node type the run measured (with --results), or the only node to plan.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// GPU of the node the run measured (instead of --node).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// GPUs in the node the run measured.
+    #[arg(long)]
+    pub gpus_per_node: Option<u32>,
+    /// Replicas (servers) like the one measured per node [default: 1, or the node's].
+    #[arg(long)]
+    pub replicas_per_node: Option<u32>,
+    /// Price of the run's node per hour, dollars (when not from --node).
+    #[arg(long)]
+    pub usd_per_node_hour: Option<f64>,
+    /// Highest concurrency per replica to plan with.
+    #[arg(long)]
+    pub max_concurrency: Option<u32>,
+    /// Longest acceptable time per request, e.g. 60s (Little's law).
+    #[arg(long, allow_hyphen_values = true)]
+    pub max_latency: Option<String>,
+    /// Node catalog (TOML) [default: fixtures/catalog.toml, built in].
+    #[arg(long)]
+    pub catalog: Option<PathBuf>,
+    /// Model name from the built-in facts (Qwen3.6-27B, Qwen3.5-122B-A10B, Llama-3.1-8B, ...).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// A Hugging Face config.json to read the model's facts from.
+    #[arg(long, value_name = "config.json")]
+    pub model_config: Option<PathBuf>,
+    /// Parameters in billions (with --model-config, when not derivable).
+    #[arg(long, allow_hyphen_values = true)]
+    pub params: Option<f64>,
+    /// Active parameters per token in billions (MoE, with --model-config).
+    #[arg(long, allow_hyphen_values = true)]
+    pub active_params: Option<f64>,
+    /// Share of the throughput a long run sustains, e.g. 0.75.
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
+    pub sustained: f64,
+    /// Your own estimate in days: the plan explains the difference.
+    #[arg(long, allow_hyphen_values = true)]
+    pub compare_days: Option<f64>,
+    /// What to print on standard output.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: PlanFormat,
+    /// Also write the plan as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Folder for plan.json and capacity.png.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Bootstrap resamples for P10/P90.
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: usize,
+    /// Bootstrap seed (the same seed gives the same plan).
+    #[arg(long, default_value_t = 20261129)]
+    pub seed: u64,
+}
+
+fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>> {
+    match v {
+        Some(x) if !(x.is_finite() && x > 0.0) => {
+            bail!("{flag}: must be a positive number, got {x}")
+        }
+        other => Ok(other),
+    }
+}
+
+fn model_facts(args: &PlanArgs, facts: &Facts) -> Result<Option<ModelFacts>> {
+    if args.model_config.is_none() && (args.params.is_some() || args.active_params.is_some()) {
+        bail!("--params and --active-params go with --model-config");
+    }
+    positive("--params", args.params)?;
+    positive("--active-params", args.active_params)?;
+    if let Some(path) = &args.model_config {
+        let mut m = model_from_hf_config(path, args.params, args.active_params)?;
+        if let Some(name) = &args.model {
+            m.name = name.clone();
+        }
+        return Ok(Some(m));
+    }
+    match &args.model {
+        None => Ok(None),
+        Some(name) => facts.model(name).cloned().map(Some).ok_or_else(|| {
+            anyhow!(
+                "--model: no facts for {name:?}; known: {} (or pass --model-config config.json)",
+                facts.model_names().join(", ")
+            )
+        }),
+    }
+}
+
+fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) -> Result<RunNode> {
+    for (flag, v) in [
+        ("--gpus-per-node", args.gpus_per_node),
+        ("--replicas-per-node", args.replicas_per_node),
+    ] {
+        if v == Some(0) {
+            bail!("{flag}: must be at least 1");
+        }
+    }
+    if let Some(g) = &args.gpu {
+        if facts.gpu(g).is_none() {
+            bail!(
+                "--gpu: unknown GPU {g:?}; known: {}",
+                facts.gpu_names().join(", ")
+            );
+        }
+    }
+    let mut node = match &args.node {
+        Some(name) => {
+            let n = catalog.node(name)?;
+            RunNode {
+                name: n.name.clone(),
+                gpu: Some(n.gpu.clone()),
+                gpus_per_node: n.gpus_per_node,
+                replicas_per_node: n.replicas_per_node,
+                usd_per_node_hour: n.usd_per_node_hour,
+                price_note: n.price_note.clone(),
+            }
+        }
+        None => {
+            let gpu = args
+                .gpu
+                .clone()
+                .or_else(|| run.environment.gpu_model.clone());
+            let gpus = args
+                .gpus_per_node
+                .or(run.environment.gpu_count)
+                .unwrap_or(1);
+            RunNode {
+                name: format!(
+                    "{gpus}x {} (run)",
+                    gpu.as_deref()
+                        .and_then(|g| facts.gpu(g))
+                        .map(|g| g.name.clone())
+                        .or(gpu.clone())
+                        .unwrap_or_else(|| "GPU".to_string())
+                ),
+                gpu,
+                gpus_per_node: gpus,
+                replicas_per_node: 1,
+                usd_per_node_hour: None,
+                price_note: None,
+            }
+        }
+    };
+    if let Some(g) = &args.gpu {
+        node.gpu = Some(g.clone());
+    }
+    if let Some(n) = args.gpus_per_node {
+        node.gpus_per_node = n;
+    }
+    if let Some(r) = args.replicas_per_node {
+        node.replicas_per_node = r;
+    }
+    if let Some(p) = args.usd_per_node_hour {
+        if !(p.is_finite() && p >= 0.0) {
+            bail!("--usd-per-node-hour: must be zero or more, got {p}");
+        }
+        node.usd_per_node_hour = Some(p);
+        node.price_note = Some("given with --usd-per-node-hour".to_string());
+    }
+    if node.gpus_per_node % node.replicas_per_node != 0 {
+        bail!(
+            "--replicas-per-node {} does not divide the node's {} GPUs into whole GPUs per replica",
+            node.replicas_per_node,
+            node.gpus_per_node
+        );
+    }
+    Ok(node)
+}
+
+pub fn run(args: PlanArgs) -> Result<Exit> {
+    let workload = Workload::from_flags(
+        args.completions.as_deref(),
+        args.avg_output_tokens.as_deref(),
+        args.output_tokens.as_deref(),
+        args.avg_input_tokens.as_deref(),
+    )?;
+    let deadline_s = args
+        .deadline
+        .as_deref()
+        .map(|d| parse_duration("--deadline", d))
+        .transpose()?;
+    let max_latency_s = args
+        .max_latency
+        .as_deref()
+        .map(|d| parse_duration("--max-latency", d))
+        .transpose()?;
+    let budget_usd = args
+        .budget
+        .as_deref()
+        .map(|b| parse_count("--budget", b.trim_start_matches('$')))
+        .transpose()?;
+    if args.max_concurrency == Some(0) {
+        bail!("--max-concurrency: must be at least 1");
+    }
+    if !(args.sustained > 0.0 && args.sustained <= 1.0) {
+        bail!("--sustained: must be in (0, 1], got {}", args.sustained);
+    }
+    positive("--compare-days", args.compare_days)?;
+    if args.resamples == 0 {
+        bail!("--resamples: must be at least 1");
+    }
+    if args.results.is_none() && (args.gpu.is_some() || args.gpus_per_node.is_some()) {
+        bail!("--gpu and --gpus-per-node describe the node a run measured: they need --results");
+    }
+
+    let facts = Facts::builtin();
+    let catalog = Catalog::load(args.catalog.as_deref(), &facts)?;
+    let mut model = model_facts(&args, &facts)?;
+    let run = match &args.results {
+        Some(path) => Some(RunResult::load(path).with_context(|| "--results".to_string())?),
+        None => None,
+    };
+    let mut model_name = args.model.clone();
+    if model.is_none() {
+        if let Some(rm) = run.as_ref().and_then(|r| r.environment.model.clone()) {
+            model = facts.model(&rm).cloned();
+            model_name = Some(rm);
+        }
+    }
+    let run_entry = match (&run, &args.results) {
+        (Some(r), Some(path)) => Some((
+            r,
+            path.display().to_string(),
+            run_node(&args, r, &catalog, &facts)?,
+        )),
+        _ => None,
+    };
+    let only_node = if run_entry.is_none() {
+        args.node.clone()
+    } else {
+        None
+    };
+    let req = PlanRequest {
+        workload,
+        limits: Limits {
+            deadline_s,
+            budget_usd,
+            max_concurrency: args.max_concurrency,
+            max_latency_s,
+            sustained_fraction: args.sustained,
+        },
+        facts: &facts,
+        catalog: &catalog,
+        model,
+        model_name,
+        run: run_entry,
+        only_node,
+        resamples: args.resamples,
+        seed: args.seed,
+        compare_days: args.compare_days,
+    };
+    let plan = plan(&req)?;
+    let json = render_json(&plan);
+    match args.format {
+        PlanFormat::Table => print!("{}", render_table(&plan)),
+        PlanFormat::Json => println!("{json}"),
+    }
+    if let Some(path) = &args.json {
+        write_atomic(path, json.as_bytes())?;
+        eprintln!("plan: {}", path.display());
+    }
+    if let Some(dir) = &args.out {
+        write_outputs(&plan, &json, dir)?;
+    }
+    Ok(Exit::Pass)
+}
+
+fn write_outputs(plan: &crate::plan::Plan, json: &str, dir: &Path) -> Result<()> {
+    let json_path = dir.join("plan.json");
+    write_atomic(&json_path, json.as_bytes())?;
+    let png = dir.join(CAPACITY_PNG);
+    let title = format!(
+        "Days to generate {:.3e} output tokens, by node count",
+        plan.workload.output_tokens
+    );
+    let footer = format!(
+        "throughline plan; P50 line, P10-P90 band; {}{}; prices illustrative",
+        plan.results
+            .as_deref()
+            .map(|r| format!("from {r} and "))
+            .unwrap_or_default(),
+        plan.catalog
+    );
+    capacity_chart(&capacity_series(plan), &title, &footer, &png)?;
+    eprintln!(
+        "plan: {} and {}{}",
+        json_path.display(),
+        png.display(),
+        plan.limits
+            .deadline_s
+            .map(|d| format!(" (deadline {})", human_duration(d)))
+            .unwrap_or_default()
+    );
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! The node catalog (TOML): the node types a job could run on, with their throughput figures
+//! (measured or stated, with source and date) and illustrative prices.
+//!
+//! The default catalog is `fixtures/catalog.toml`, embedded in the binary so that `plan`
+//! works from any folder. Errors name the file, the line and the field.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::facts::Facts;
+
+/// The built-in catalog's text.
+pub const BUILTIN_CATALOG: &str = include_str!("../../fixtures/catalog.toml");
+/// How the built-in catalog is named in messages.
+pub const BUILTIN_NAME: &str = "fixtures/catalog.toml (built in)";
+
+/// What kind of throughput figure a catalog entry carries.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FigureBasis {
+    /// Measured on this configuration.
+    Measured,
+    /// Claimed on a spec sheet or estimated: not a measurement.
+    Stated,
+}
+
+/// One node type as written in the catalog.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// GPU model (looked up in the GPU facts).
+    pub gpu: String,
+    pub gpus_per_node: u32,
+    /// Model replicas (servers) per node; each spans gpus_per_node / replicas_per_node GPUs.
+    #[serde(default = "one")]
+    pub replicas_per_node: u32,
+    /// The model the throughput figure is for.
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub basis: Option<FigureBasis>,
+    #[serde(default)]
+    pub tok_s_per_node: Option<f64>,
+    #[serde(default)]
+    pub tok_s_per_replica: Option<f64>,
+    /// The high end of a stated range (per node); the figure itself is the low end.
+    #[serde(default)]
+    pub tok_s_high: Option<f64>,
+    /// Concurrent requests per replica the figure was obtained at.
+    #[serde(default)]
+    pub concurrency_per_replica: Option<u32>,
+    /// Single-request decode speed per replica, checked against the batch-1 roofline.
+    #[serde(default)]
+    pub batch1_tok_s_per_replica: Option<f64>,
+    /// Speculative decoding (MTP, draft models): more than one token per step is possible.
+    #[serde(default)]
+    pub speculative: bool,
+    #[serde(default)]
+    pub source: String,
+    #[serde(default)]
+    pub date: Option<String>,
+    /// Illustrative price per node-hour, USD.
+    #[serde(default)]
+    pub usd_per_node_hour: Option<f64>,
+    #[serde(default)]
+    pub price_note: Option<String>,
+    /// 1-based line of the entry in its file (set when read).
+    #[serde(skip)]
+    pub line: usize,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Node {
+    pub fn gpus_per_replica(&self) -> u32 {
+        (self.gpus_per_node / self.replicas_per_node.max(1)).max(1)
+    }
+
+    /// The throughput figure for the whole node (low end of a stated range), if any.
+    pub fn tok_s(&self) -> Option<f64> {
+        self.tok_s_per_node.or_else(|| {
+            self.tok_s_per_replica
+                .map(|r| r * self.replicas_per_node as f64)
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogFile {
+    node: Vec<toml::Spanned<Node>>,
+}
+
+/// A parsed, validated catalog.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    /// Where it came from (a path, or the built-in name).
+    pub origin: String,
+    pub nodes: Vec<Node>,
+}
+
+/// A TOML parse error as a message that names the file (the parser's text carries the line,
+/// the column and the field).
+pub fn toml_error(origin: &str, e: toml::de::Error) -> anyhow::Error {
+    anyhow!("{origin}: {}", e.to_string().trim_end())
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The line where `field` is set inside the byte range of one entry (else the entry's line).
+fn field_line(text: &str, span: std::ops::Range<usize>, field: &str) -> usize {
+    let start = span.start.min(text.len());
+    let end = span.end.min(text.len());
+    let mut offset = start;
+    for line in text[start..end].split_inclusive('\n') {
+        if let Some((key, _)) = line.split_once('=') {
+            if key.trim() == field {
+                return line_of(text, offset);
+            }
+        }
+        offset += line.len();
+    }
+    line_of(text, start)
+}
+
+impl Catalog {
+    /// The built-in catalog.
+    pub fn builtin(facts: &Facts) -> Result<Catalog> {
+        Catalog::parse(BUILTIN_CATALOG, BUILTIN_NAME, facts)
+    }
+
+    /// Reads a catalog file, or the built-in one when `path` is None.
+    pub fn load(path: Option<&Path>, facts: &Facts) -> Result<Catalog> {
+        match path {
+            None => Catalog::builtin(facts),
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("--catalog: cannot read {}", p.display()))?;
+                Catalog::parse(&text, &p.display().to_string(), facts)
+            }
+        }
+    }
+
+    pub fn parse(text: &str, origin: &str, facts: &Facts) -> Result<Catalog> {
+        let file: CatalogFile = toml::from_str(text).map_err(|e| toml_error(origin, e))?;
+        let mut nodes: Vec<Node> = Vec::new();
+        for spanned in file.node {
+            let span = spanned.span();
+            let mut node = spanned.into_inner();
+            node.line = line_of(text, span.start);
+            let fail = |field: &str, why: String| -> anyhow::Error {
+                anyhow!(
+                    "{origin}: line {}: node {:?}, field `{field}`: {why}",
+                    field_line(text, span.clone(), field),
+                    node.name
+                )
+            };
+            if node.name.trim().is_empty() {
+                return Err(fail("name", "must not be empty".into()));
+            }
+            if nodes.iter().any(|n| n.name == node.name) {
+                return Err(fail("name", "another node has this name".into()));
+            }
+            if facts.gpu(&node.gpu).is_none() {
+                return Err(fail(
+                    "gpu",
+                    format!(
+                        "unknown GPU {:?}; known: {}",
+                        node.gpu,
+                        facts.gpu_names().join(", ")
+                    ),
+                ));
+            }
+            if node.gpus_per_node == 0 {
+                return Err(fail("gpus_per_node", "must be at least 1".into()));
+            }
+            if node.replicas_per_node == 0 || node.gpus_per_node % node.replicas_per_node != 0 {
+                return Err(fail(
+                    "replicas_per_node",
+                    format!(
+                        "{} does not divide gpus_per_node {} into whole GPUs per replica",
+                        node.replicas_per_node, node.gpus_per_node
+                    ),
+                ));
+            }
+            for (field, value) in [
+                ("tok_s_per_node", node.tok_s_per_node),
+                ("tok_s_per_replica", node.tok_s_per_replica),
+                ("tok_s_high", node.tok_s_high),
+                ("batch1_tok_s_per_replica", node.batch1_tok_s_per_replica),
+            ] {
+                if let Some(v) = value {
+                    if !(v.is_finite() && v > 0.0) {
+                        return Err(fail(field, format!("{v} must be a positive number")));
+                    }
+                }
+            }
+            if let Some(p) = node.usd_per_node_hour {
+                if !(p.is_finite() && p >= 0.0) {
+                    return Err(fail(
+                        "usd_per_node_hour",
+                        format!("{p} must be zero or more"),
+                    ));
+                }
+            }
+            if node.concurrency_per_replica == Some(0) {
+                return Err(fail("concurrency_per_replica", "must be at least 1".into()));
+            }
+            if node.tok_s_per_node.is_some() && node.tok_s_per_replica.is_some() {
+                return Err(fail(
+                    "tok_s_per_replica",
+                    "give tok_s_per_node or tok_s_per_replica, not both".into(),
+                ));
+            }
+            match (node.tok_s(), node.basis) {
+                (Some(_), None) => {
+                    return Err(fail(
+                        "basis",
+                        "a throughput figure needs `basis = \"measured\"` or `\"stated\"`".into(),
+                    ))
+                }
+                (Some(_), Some(_)) if node.model.is_none() => {
+                    return Err(fail(
+                        "model",
+                        "a throughput figure needs the model it was obtained with".into(),
+                    ))
+                }
+                _ => {}
+            }
+            if let (Some(low), Some(high)) = (node.tok_s(), node.tok_s_high) {
+                if high < low {
+                    return Err(fail(
+                        "tok_s_high",
+                        format!("{high} is below the figure itself ({low})"),
+                    ));
+                }
+            }
+            nodes.push(node);
+        }
+        Ok(Catalog {
+            origin: origin.to_string(),
+            nodes,
+        })
+    }
+
+    /// A node by name (exact, else normalized).
+    pub fn node(&self, name: &str) -> Result<&Node> {
+        let n = super::facts::normalize(name);
+        self.nodes
+            .iter()
+            .find(|x| x.name == name)
+            .or_else(|| {
+                self.nodes
+                    .iter()
+                    .find(|x| super::facts::normalize(&x.name) == n)
+            })
+            .ok_or_else(|| {
+                anyhow!(
+                    "--node: unknown node type {name:?} in {}; known: {}",
+                    self.origin,
+                    self.nodes
+                        .iter()
+                        .map(|x| x.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_catalog_parses() {
+        let facts = Facts::builtin();
+        let c = Catalog::builtin(&facts).unwrap();
+        assert!(c.nodes.len() >= 8);
+        let b200 = c.node("b200-7x").unwrap();
+        assert_eq!(b200.basis, Some(FigureBasis::Stated));
+        assert_eq!(b200.tok_s(), Some(15_000.0));
+        assert_eq!(c.node("rtx6000-8x-dp").unwrap().tok_s(), Some(9_440.0));
+        assert!(c.node("rtx6000-8x-dp").unwrap().line > 1);
+        let err = format!("{:#}", c.node("tpu-v9").unwrap_err());
+        assert!(err.contains("--node") && err.contains("tpu-v9"), "{err}");
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let facts = Facts::builtin();
+        let text = "[[node]]\nname = \"a\"\ngpu = \"H100\"\ngpus_per_node = 8\n\n[[node]]\nname = \"b\"\ngpu = \"Voodoo 2\"\ngpus_per_node = 1\n";
+        let err = format!("{:#}", Catalog::parse(text, "my.toml", &facts).unwrap_err());
+        assert!(
+            err.contains("my.toml") && err.contains("line 8") && err.contains("`gpu`"),
+            "{err}"
+        );
+
+        let text = "[[node]]\nname = \"a\"\ngpu = \"H100\"\ngpus_per_node = 8\ntok_s = 5\n";
+        let err = format!("{:#}", Catalog::parse(text, "my.toml", &facts).unwrap_err());
+        assert!(
+            err.contains("my.toml") && err.contains("line 5") && err.contains("tok_s"),
+            "{err}"
+        );
+
+        let text = "[[node]]\nname = \"a\"\ngpu = \"H100\"\ngpus_per_node = 8\nmodel = \"x\"\nbasis = \"measured\"\ntok_s_per_node = -3\n";
+        let err = format!("{:#}", Catalog::parse(text, "my.toml", &facts).unwrap_err());
+        assert!(
+            err.contains("line 7") && err.contains("tok_s_per_node"),
+            "{err}"
+        );
+
+        let text =
+            "[[node]]\nname = \"a\"\ngpu = \"H100\"\ngpus_per_node = 8\nreplicas_per_node = 3\n";
+        let err = format!("{:#}", Catalog::parse(text, "my.toml", &facts).unwrap_err());
+        assert!(
+            err.contains("line 5") && err.contains("replicas_per_node"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,488 @@
+//! Throughput from a run result: fit the USL to one point per trial, choose the concurrency
+//! that maximizes throughput within the limits (memory, `--max-concurrency`, latency by
+//! Little's law), and carry the trial-to-trial and fit uncertainty into a seeded bootstrap.
+
+use anyhow::{bail, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::record::RunResult;
+use crate::stats::{bootstrap_throughput_at, fit_usl, percentile};
+
+use super::project::{Basis, Spread3};
+
+/// The limits the concurrency must meet.
+#[derive(Debug, Clone, Default)]
+pub struct ConcurrencyLimits {
+    /// `--max-concurrency`, per replica.
+    pub max_concurrency: Option<u32>,
+    /// Sequences that fit in a replica's memory (KV cache), when the facts are known.
+    pub memory: Option<u32>,
+    /// `--max-latency` per request, seconds (with the average output tokens).
+    pub max_latency_s: Option<f64>,
+    /// Average output tokens per request, for Little's law.
+    pub avg_output_tokens: Option<f64>,
+}
+
+/// The fitted curve, as reported.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FitReport {
+    pub lambda: f64,
+    pub sigma: f64,
+    pub kappa: f64,
+    /// None when the curve has no peak (kappa = 0).
+    pub peak_concurrency: Option<f64>,
+    pub peak_throughput: Option<f64>,
+    pub rmse_rel: f64,
+    pub r_squared: f64,
+    /// Points fitted (one per trial) and distinct levels, per replica.
+    pub points: usize,
+    pub levels: usize,
+    /// (concurrency, measured, fitted) per point, per replica.
+    pub residuals: Vec<(f64, f64, f64)>,
+}
+
+/// The throughput a run supports, per replica.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CurveEstimate {
+    pub basis: Basis,
+    /// Concurrent requests per replica.
+    pub concurrency: u32,
+    /// Throughput per replica: P10 (low), P50, P90 (high).
+    pub tok_s: Spread3,
+    /// How it was obtained, in words.
+    pub how: String,
+    /// What limited the concurrency, in words.
+    pub limited_by: String,
+    pub fit: Option<FitReport>,
+    /// Measured throughput at concurrency 1 per replica, when the run has that level.
+    pub batch1_tok_s: Option<f64>,
+    pub notes: Vec<String>,
+}
+
+/// Little's law: with `n` requests in flight at `x` tok/s, each request of `tokens` output
+/// tokens takes n x tokens / x seconds.
+pub fn little_latency_s(n: f64, tokens: f64, x: f64) -> f64 {
+    n * tokens / x
+}
+
+/// P10/P50/P90 of a sample (sorted here).
+fn spread_of(mut values: Vec<f64>, p50: f64) -> Spread3 {
+    values.retain(|v| v.is_finite());
+    values.sort_by(f64::total_cmp);
+    let p10 = percentile(&values, 10.0).unwrap_or(p50).min(p50);
+    let p90 = percentile(&values, 90.0).unwrap_or(p50).max(p50);
+    Spread3 { p10, p50, p90 }
+}
+
+/// Per-replica points: (concurrency, tok/s), one per trial that measured something. A run
+/// that spread its requests over several endpoints measured that many replicas together.
+pub fn points_per_replica(run: &RunResult) -> Vec<(f64, f64)> {
+    let r = run.environment.endpoints.max(1) as f64;
+    run.levels
+        .iter()
+        .flat_map(|l| {
+            l.throughputs()
+                .into_iter()
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .map(move |x| (l.concurrency as f64 / r, x / r))
+        })
+        .collect()
+}
+
+/// Chooses the concurrency and the throughput there.
+pub fn estimate(
+    run: &RunResult,
+    origin: &str,
+    limits: &ConcurrencyLimits,
+    resamples: usize,
+    seed: u64,
+) -> Result<CurveEstimate> {
+    let points = points_per_replica(run);
+    if points.is_empty() {
+        bail!("--results {origin}: no level has a successful trial; nothing to plan from");
+    }
+    let mut levels: Vec<f64> = points.iter().map(|p| p.0).collect();
+    levels.sort_by(f64::total_cmp);
+    levels.dedup();
+    let replicas = run.environment.endpoints.max(1);
+    let mut notes = Vec::new();
+    if replicas > 1 {
+        notes.push(format!(
+            "{origin} spread its requests over {replicas} endpoints: its figures are divided by \
+             {replicas} to give one replica's"
+        ));
+    }
+    for l in &run.levels {
+        if l.error_rate() > 0.0 {
+            notes.push(format!(
+                "{origin}: level {} lost {:.1}% of its requests; throughput counts successes only",
+                l.concurrency,
+                l.error_rate() * 100.0
+            ));
+        }
+    }
+    let batch1_tok_s = {
+        let at1: Vec<f64> = points.iter().filter(|p| p.0 == 1.0).map(|p| p.1).collect();
+        (!at1.is_empty()).then(|| at1.iter().sum::<f64>() / at1.len() as f64)
+    };
+    let max_measured = levels.last().copied().unwrap_or(1.0).floor().max(1.0) as u32;
+    let caps: Vec<(u32, String)> = [
+        limits
+            .max_concurrency
+            .map(|c| (c, format!("--max-concurrency {c}"))),
+        limits.memory.map(|m| {
+            (
+                m,
+                format!("memory: the KV cache of {m} sequences fits per replica"),
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let cap = caps.iter().map(|c| c.0).min();
+    let latency_ok = |n: u32, x: f64| match (limits.max_latency_s, limits.avg_output_tokens) {
+        (Some(max), Some(tokens)) => little_latency_s(n as f64, tokens, x) <= max,
+        _ => true,
+    };
+    if limits.max_latency_s.is_some() && limits.avg_output_tokens.is_none() {
+        notes.push(
+            "--max-latency needs the average output tokens per request (--avg-output-tokens \
+             or --completions): not applied"
+                .to_string(),
+        );
+    }
+
+    let fit = if levels.len() >= 3 {
+        match fit_usl(&points) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                notes.push(format!(
+                    "{origin}: the USL fit failed ({e}); planning from the best measured level"
+                ));
+                None
+            }
+        }
+    } else {
+        notes.push(format!(
+            "{origin} has {} concurrency level(s): no curve to fit (the USL needs 3); planning \
+             from the measured point{}",
+            levels.len(),
+            if levels.len() > 1 { "s" } else { "" }
+        ));
+        None
+    };
+
+    if let Some(fit) = fit {
+        // Search whole concurrencies up to the largest level measured: the fit is not
+        // trusted beyond the data.
+        let upper = cap.map_or(max_measured, |c| c.min(max_measured)).max(1);
+        let best_free = (1..=max_measured)
+            .max_by(|a, b| {
+                fit.throughput(*a as f64)
+                    .total_cmp(&fit.throughput(*b as f64))
+            })
+            .unwrap_or(1);
+        let chosen = (1..=upper)
+            .filter(|n| latency_ok(*n, fit.throughput(*n as f64)))
+            .max_by(|a, b| {
+                fit.throughput(*a as f64)
+                    .total_cmp(&fit.throughput(*b as f64))
+            });
+        let (n, limited_by) = match chosen {
+            None => {
+                notes.push(
+                    "even one request at a time exceeds --max-latency: planned at concurrency 1"
+                        .to_string(),
+                );
+                (
+                    1,
+                    "--max-latency (not met even at concurrency 1)".to_string(),
+                )
+            }
+            Some(n) if n == best_free => {
+                if fit.peak_concurrency.is_finite() && fit.peak_concurrency <= max_measured as f64 {
+                    (
+                        n,
+                        format!("the fitted peak (N* = {:.1})", fit.peak_concurrency),
+                    )
+                } else {
+                    notes.push(format!(
+                        "throughput still rises at the largest level measured ({max_measured}); \
+                         the fit's peak is {}: measure higher concurrency before trusting more",
+                        if fit.peak_concurrency.is_finite() {
+                            format!("at {:.0}", fit.peak_concurrency)
+                        } else {
+                            "beyond any concurrency (kappa = 0)".to_string()
+                        }
+                    ));
+                    (n, "the largest level measured".to_string())
+                }
+            }
+            Some(n) => {
+                let mut why: Vec<String> = caps
+                    .iter()
+                    .filter(|c| c.0 == n || (c.0 < best_free && c.0 <= n))
+                    .map(|c| c.1.clone())
+                    .collect();
+                if why.is_empty() || !latency_ok(n + 1, fit.throughput((n + 1) as f64)) {
+                    if let Some(max) = limits.max_latency_s {
+                        why.push(format!("--max-latency {max:.0}s (Little's law)"));
+                    }
+                }
+                (n, why.join(", "))
+            }
+        };
+        let x = fit.throughput(n as f64);
+        let boot = bootstrap_throughput_at(&points, n as f64, resamples.max(1), seed)
+            .map_err(|e| anyhow::anyhow!("--results {origin}: bootstrap failed: {e}"))?;
+        let tok_s = spread_of(boot, x);
+        let measured_here: Vec<f64> = points
+            .iter()
+            .filter(|p| p.0 == n as f64)
+            .map(|p| p.1)
+            .collect();
+        let trials_per_level = points.len() as f64 / levels.len() as f64;
+        let how = format!(
+            "USL fit to {} trial(s) at {} levels of {origin}, at concurrency {n} per replica{}; \
+             P10/P90 from {} seeded bootstrap refits ({})",
+            points.len(),
+            levels.len(),
+            if measured_here.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (measured there: {:.1} tok/s)",
+                    measured_here.iter().sum::<f64>() / measured_here.len() as f64
+                )
+            },
+            resamples,
+            if trials_per_level >= 2.0 {
+                "trials resampled within levels"
+            } else {
+                "one trial per level: residuals resampled, trial-to-trial variation unknown"
+            }
+        );
+        let report = FitReport {
+            lambda: fit.lambda,
+            sigma: fit.sigma,
+            kappa: fit.kappa,
+            peak_concurrency: fit
+                .peak_concurrency
+                .is_finite()
+                .then_some(fit.peak_concurrency),
+            peak_throughput: fit
+                .peak_throughput
+                .is_finite()
+                .then_some(fit.peak_throughput),
+            rmse_rel: fit.rmse_rel,
+            r_squared: fit.r_squared,
+            points: points.len(),
+            levels: levels.len(),
+            residuals: fit.residuals.clone(),
+        };
+        return Ok(CurveEstimate {
+            basis: Basis::Fitted,
+            concurrency: n,
+            tok_s,
+            how,
+            limited_by,
+            fit: Some(report),
+            batch1_tok_s,
+            notes,
+        });
+    }
+
+    // No curve: the best measured level within the limits.
+    let mean_at = |level: f64| {
+        let v: Vec<f64> = points
+            .iter()
+            .filter(|p| p.0 == level)
+            .map(|p| p.1)
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let feasible: Vec<f64> = levels
+        .iter()
+        .copied()
+        .filter(|l| cap.is_none_or(|c| *l <= c as f64))
+        .filter(|l| latency_ok(l.ceil() as u32, mean_at(*l)))
+        .collect();
+    let (level, limited_by) = match feasible
+        .iter()
+        .copied()
+        .max_by(|a, b| mean_at(*a).total_cmp(&mean_at(*b)))
+    {
+        Some(l) if feasible.len() == levels.len() => (l, "the best level measured".to_string()),
+        Some(l) => (
+            l,
+            "the limits given (higher levels measured exceed them)".to_string(),
+        ),
+        None => {
+            let l = levels[0];
+            notes.push(format!(
+                "no measured level meets the limits; planned at the lowest, {l}"
+            ));
+            (l, "no level meets the limits".to_string())
+        }
+    };
+    let values: Vec<f64> = points
+        .iter()
+        .filter(|p| p.0 == level)
+        .map(|p| p.1)
+        .collect();
+    let x = mean_at(level);
+    let tok_s = if values.len() >= 2 {
+        // Bootstrap of the mean over the trials at this level (seeded).
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let boots: Vec<f64> = (0..resamples.max(1))
+            .map(|_| {
+                (0..values.len())
+                    .map(|_| values[rng.gen_range(0..values.len())])
+                    .sum::<f64>()
+                    / values.len() as f64
+            })
+            .collect();
+        spread_of(boots, x)
+    } else {
+        notes.push(format!(
+            "{origin}: one trial at concurrency {level}: no trial-to-trial spread can be \
+             measured, so P10 = P50 = P90; run several trials"
+        ));
+        Spread3 {
+            p10: x,
+            p50: x,
+            p90: x,
+        }
+    };
+    let how = format!(
+        "measured in {origin} at concurrency {level} per replica (mean of {} trial(s){})",
+        values.len(),
+        if values.len() >= 2 {
+            format!("; P10/P90 from {resamples} seeded bootstrap resamples of the mean")
+        } else {
+            String::new()
+        }
+    );
+    Ok(CurveEstimate {
+        basis: Basis::Measured,
+        concurrency: level.round().max(1.0) as u32,
+        tok_s,
+        how,
+        limited_by,
+        fit: None,
+        batch1_tok_s,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::seeds::{seed_122b_curve, seed_27b_batch1};
+
+    fn within(actual: f64, expected: f64, rel: f64) -> bool {
+        (actual - expected).abs() <= rel * expected.abs()
+    }
+
+    #[test]
+    fn seed_curve_fits_the_usl() {
+        let est = estimate(
+            &seed_122b_curve(),
+            "seed",
+            &ConcurrencyLimits::default(),
+            200,
+            7,
+        )
+        .unwrap();
+        let fit = est.fit.as_ref().unwrap();
+        // Targets: sigma ~0.034, kappa ~4.2e-4, lambda ~119 tok/s, peak near 48 at ~1,610.
+        assert!(within(fit.sigma, 0.034, 0.10), "sigma {}", fit.sigma);
+        assert!(within(fit.kappa, 4.2e-4, 0.10), "kappa {}", fit.kappa);
+        assert!(within(fit.lambda, 119.0, 0.10), "lambda {}", fit.lambda);
+        let peak_n = fit.peak_concurrency.unwrap();
+        assert!(within(peak_n, 48.0, 0.10), "peak N {peak_n}");
+        assert!(within(fit.peak_throughput.unwrap(), 1610.0, 0.10));
+        assert_eq!(est.basis, Basis::Fitted);
+        assert!((est.concurrency as f64 - peak_n).abs() <= 1.0);
+        assert!(within(est.tok_s.p50, 1610.0, 0.10));
+        assert!(est.tok_s.p10 <= est.tok_s.p50 && est.tok_s.p50 <= est.tok_s.p90);
+        assert!(est.tok_s.p90 > est.tok_s.p10, "{:?}", est.tok_s);
+        assert_eq!(est.batch1_tok_s, Some(121.6));
+    }
+
+    #[test]
+    fn bootstrap_is_deterministic() {
+        let a = estimate(
+            &seed_122b_curve(),
+            "s",
+            &ConcurrencyLimits::default(),
+            100,
+            1,
+        )
+        .unwrap();
+        let b = estimate(
+            &seed_122b_curve(),
+            "s",
+            &ConcurrencyLimits::default(),
+            100,
+            1,
+        )
+        .unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn limits_lower_the_concurrency() {
+        let limits = ConcurrencyLimits {
+            max_concurrency: Some(32),
+            ..Default::default()
+        };
+        let est = estimate(&seed_122b_curve(), "s", &limits, 50, 1).unwrap();
+        assert_eq!(est.concurrency, 32);
+        assert!(
+            est.limited_by.contains("--max-concurrency"),
+            "{}",
+            est.limited_by
+        );
+        // Little's law: at 1,818 tokens per request, 40 s allows n x 1818 / X(n) <= 40.
+        let limits = ConcurrencyLimits {
+            max_latency_s: Some(40.0),
+            avg_output_tokens: Some(1818.0),
+            ..Default::default()
+        };
+        let est = estimate(&seed_122b_curve(), "s", &limits, 50, 1).unwrap();
+        let x = est.tok_s.p50;
+        assert!(little_latency_s(est.concurrency as f64, 1818.0, x) <= 40.0);
+        assert!(
+            est.concurrency < 48 && est.concurrency > 30,
+            "{}",
+            est.concurrency
+        );
+        assert!(
+            est.limited_by.contains("--max-latency"),
+            "{}",
+            est.limited_by
+        );
+    }
+
+    #[test]
+    fn one_level_plans_from_the_measured_point() {
+        let est = estimate(
+            &seed_27b_batch1(),
+            "b1",
+            &ConcurrencyLimits::default(),
+            50,
+            1,
+        )
+        .unwrap();
+        assert_eq!(est.basis, Basis::Measured);
+        assert_eq!(est.concurrency, 1);
+        // 8,192 tokens / 38.684 s over 8 servers: 26.5 tok/s per replica.
+        assert!((est.tok_s.p50 - 26.47).abs() < 0.01, "{:?}", est.tok_s);
+        assert!(est.notes.iter().any(|n| n.contains("no curve to fit")));
+        assert_eq!(est.tok_s.p10, est.tok_s.p90);
+    }
+}

@@ -1,0 +1,342 @@
+//! The plan as people and programs read it: a console table with details, JSON, and the
+//! capacity chart's series (days against node count).
+
+use std::fmt::Write;
+
+use crate::report::plots::{CapacityPoint, CapacitySeries};
+
+use super::project::{NodePlan, Plan};
+use super::workload::human_duration;
+
+/// `1234567.8` as `1,234,568`.
+pub fn thousands(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".to_string();
+    }
+    let s = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if x < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+fn money(x: f64) -> String {
+    if x >= 100.0 {
+        format!("${}", thousands(x))
+    } else {
+        format!("${x:.2}")
+    }
+}
+
+fn days_range(n: &NodePlan) -> String {
+    if (n.days.p90 - n.days.p10).abs() < 1e-9 * n.days.p50 {
+        format!("{:.2} (no spread)", n.days.p50)
+    } else {
+        format!("{:.2}-{:.2}", n.days.p10, n.days.p90)
+    }
+}
+
+/// The console report.
+pub fn render_table(plan: &Plan) -> String {
+    let mut s = String::new();
+    let w = &plan.workload;
+    let mut job = format!("{:.3e} output tokens", w.output_tokens);
+    if let (Some(c), Some(a)) = (w.completions, w.avg_output_tokens) {
+        job.push_str(&format!(
+            " ({} completions x {} avg)",
+            thousands(c),
+            thousands(a)
+        ));
+    } else if let Some(a) = w.avg_output_tokens {
+        job.push_str(&format!(" ({} avg per completion)", thousands(a)));
+    }
+    if let Some(i) = w.avg_input_tokens {
+        job.push_str(&format!(", {} input tokens avg", thousands(i)));
+    }
+    let _ = writeln!(s, "throughline plan: {job}");
+    let l = &plan.limits;
+    let mut limits = Vec::new();
+    if let Some(m) = &plan.model {
+        limits.push(format!(
+            "model {} ({}B params, {}B active, {} bytes/param)",
+            m.name, m.params_b, m.active_params_b, m.bytes_per_param
+        ));
+    }
+    if let Some(d) = l.deadline_s {
+        limits.push(format!("deadline {}", human_duration(d)));
+    }
+    if let Some(b) = l.budget_usd {
+        limits.push(format!("budget {}", money(b)));
+    }
+    if let Some(c) = l.max_concurrency {
+        limits.push(format!("max concurrency {c}"));
+    }
+    if let Some(t) = l.max_latency_s {
+        limits.push(format!("max latency {t:.0} s"));
+    }
+    if l.sustained_fraction < 1.0 {
+        limits.push(format!("sustained {:.2}", l.sustained_fraction));
+    }
+    if !limits.is_empty() {
+        let _ = writeln!(s, "  {}", limits.join("; "));
+    }
+    if let Some(f) = &plan.fit {
+        let peak = match (f.peak_concurrency, f.peak_throughput) {
+            (Some(n), Some(x)) => format!("peak {x:.0} tok/s at concurrency {n:.1}"),
+            _ => "no peak (kappa = 0)".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "  USL fit ({} points, {} levels, per replica): lambda {:.1} tok/s, sigma {:.4}, \
+             kappa {:.2e}; {peak}; relative RMSE {:.1}%",
+            f.points,
+            f.levels,
+            f.lambda,
+            f.sigma,
+            f.kappa,
+            f.rmse_rel * 100.0
+        );
+    }
+    let _ = writeln!(s);
+    let deadline_head = "nodes";
+    let header = format!(
+        "{:<22} {:<8} {:>10} {:>11} {:>16} {:>10} {:>9} {:>10} {:>8} {:>9} {:>7}",
+        "node",
+        "basis",
+        "tok/s/node",
+        "P50 time",
+        "days P10-P90",
+        deadline_head,
+        "GPU-h",
+        "cost",
+        "$/Mtok",
+        "latency",
+        "roof %"
+    );
+    let _ = writeln!(s, "{header}");
+    let _ = writeln!(s, "{}", "-".repeat(header.len()));
+    for n in &plan.nodes {
+        let nodes = match &n.deadline {
+            Some(d) if d.nodes_p50 == d.nodes_p90 => d.nodes_p50.to_string(),
+            Some(d) => format!("{} ({})", d.nodes_p50, d.nodes_p90),
+            None => "-".to_string(),
+        };
+        let cost = match (n.cost_usd, n.within_budget) {
+            (Some(c), Some(false)) => format!("{}!", money(c.p50)),
+            (Some(c), _) => money(c.p50),
+            (None, _) => "-".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<22} {:<8} {:>10} {:>11} {:>16} {:>10} {:>9} {:>10} {:>8} {:>9} {:>7}",
+            n.node,
+            n.basis.name(),
+            thousands(n.tok_s_per_node.p50),
+            human_duration(n.days.p50 * 86_400.0),
+            days_range(n),
+            nodes,
+            thousands(n.gpu_hours),
+            cost,
+            n.usd_per_million_tokens
+                .map(|x| format!("${x:.2}"))
+                .unwrap_or_else(|| "-".to_string()),
+            n.latency_s
+                .map(|x| format!("{x:.1} s"))
+                .unwrap_or_else(|| "-".to_string()),
+            n.roofline
+                .as_ref()
+                .and_then(|r| r.efficiency.map(|e| (e, r.batch_known)))
+                .map(|(e, known)| format!("{}{:.0}%", if known { "" } else { ">=" }, e * 100.0))
+                .unwrap_or_else(|| "-".to_string()),
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "P50 time and days: one node, at the median throughput; P10-P90: the spread the data \
+         supports. nodes: to meet the deadline at P50 (and at 90% confidence). cost: P50, \
+         illustrative prices{}. latency: per request, Little's law (concurrency x avg output \
+         tokens / throughput per replica). roof %: throughput per replica / memory-bandwidth \
+         roofline at that batch (>=: batch unknown, bound at the most that fits in memory).",
+        if plan.limits.budget_usd.is_some() {
+            "; ! = over budget"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(s);
+    for n in &plan.nodes {
+        let _ = writeln!(
+            s,
+            "{}: {} x {}, {} replica(s){}",
+            n.node,
+            n.gpus_per_node,
+            n.gpu.as_deref().unwrap_or("unknown GPU"),
+            n.replicas_per_node,
+            n.model
+                .as_deref()
+                .map(|m| format!(", {m}"))
+                .unwrap_or_default()
+        );
+        let _ = writeln!(
+            s,
+            "  throughput: {} tok/s per node ({}), P10-P90 {}-{}: {}",
+            thousands(n.tok_s_per_node.p50),
+            n.basis.name(),
+            thousands(n.tok_s_per_node.p10),
+            thousands(n.tok_s_per_node.p90),
+            n.how
+        );
+        if !n.source.is_empty() {
+            let _ = writeln!(
+                s,
+                "  source: {}{}",
+                n.source,
+                n.date
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(c) = n.cost_usd {
+            let _ = writeln!(
+                s,
+                "  cost: {} (P10-P90 {}-{}) at {}/node-hour{}",
+                money(c.p50),
+                money(c.p10),
+                money(c.p90),
+                money(n.usd_per_node_hour.unwrap_or(0.0)),
+                n.price_note
+                    .as_deref()
+                    .map(|p| format!(", {p}"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(r) = &n.roofline {
+            let _ = writeln!(
+                s,
+                "  roofline: batch-1 bound {:.1} tok/s per replica = {:.2} TB/s (datasheet peak) / ({:.1} GB \
+                 weights + {:.1} MB KV and state per sequence at {:.0} tokens of context){}",
+                r.batch1_bound,
+                r.bandwidth_tb_s_per_replica,
+                r.weight_gb_per_step,
+                r.seq_mb_per_step,
+                r.context_tokens,
+                match (r.bound, r.batch) {
+                    (Some(b), Some(k)) => format!("; at batch {k:.0}: {b:.0} tok/s"),
+                    _ => String::new(),
+                }
+            );
+            if let Some(m) = r.memory_max_concurrency {
+                let _ = writeln!(s, "  memory: {m} sequences fit per replica");
+            }
+            for c in &r.checks {
+                let _ = writeln!(
+                    s,
+                    "  check: {} {:.1} = {:.0}% of the bound {:.1} ({:?})",
+                    c.what,
+                    c.figure,
+                    c.efficiency * 100.0,
+                    c.bound,
+                    c.verdict
+                );
+            }
+        }
+        for note in &n.notes {
+            let _ = writeln!(s, "  note: {note}");
+        }
+    }
+    if let Some(c) = &plan.comparison {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "compared with your {} days on {}:", c.your_days, c.node);
+        for line in &c.explanation {
+            let _ = writeln!(s, "  {line}");
+        }
+    }
+    if !plan.summary.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "summary:");
+        for line in &plan.summary {
+            let _ = writeln!(s, "  {line}");
+        }
+    }
+    if !plan.notes.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "notes:");
+        for n in &plan.notes {
+            let _ = writeln!(s, "  - {n}");
+        }
+    }
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "warnings:");
+        for w in &plan.warnings {
+            let _ = writeln!(s, "  ! {w}");
+        }
+    }
+    s
+}
+
+/// The plan as JSON.
+pub fn render_json(plan: &Plan) -> String {
+    serde_json::to_string_pretty(plan).expect("a plan serializes")
+}
+
+/// Node counts the chart shows: 1 up to at least 8, and past the deadline's need.
+fn node_counts(plan: &Plan) -> Vec<f64> {
+    let need = plan
+        .nodes
+        .iter()
+        .filter_map(|n| n.deadline.as_ref().map(|d| d.nodes_p90))
+        .max()
+        .unwrap_or(1);
+    let top = need.clamp(8, 256);
+    let mut counts: Vec<u32> = vec![1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256];
+    counts.retain(|c| *c <= top);
+    if !counts.contains(&top) {
+        counts.push(top);
+    }
+    counts.into_iter().map(f64::from).collect()
+}
+
+/// One series per node type: days with n nodes = days on one node / n (the job splits into
+/// independent requests, so nodes add throughput).
+pub fn capacity_series(plan: &Plan) -> Vec<CapacitySeries> {
+    let counts = node_counts(plan);
+    plan.nodes
+        .iter()
+        .map(|n| CapacitySeries {
+            name: format!("{} ({})", n.node, n.basis.name()),
+            points: counts
+                .iter()
+                .map(|&k| CapacityPoint {
+                    nodes: k,
+                    days_p10: n.days.p10 / k,
+                    days_p50: n.days.p50 / k,
+                    days_p90: n.days.p90 / k,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(1_234_567.8), "1,234,568");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(1000.0), "1,000");
+        assert_eq!(thousands(-9440.0), "-9,440");
+    }
+}

@@ -1,0 +1,213 @@
+//! The job to plan: a token budget, and the limits it must meet (deadline, latency).
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+/// The token budget of the job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Workload {
+    /// Output tokens to generate, in all.
+    pub output_tokens: f64,
+    /// Completions (requests), when known.
+    pub completions: Option<f64>,
+    /// Average output tokens per completion, when known.
+    pub avg_output_tokens: Option<f64>,
+    /// Average input (prompt) tokens per completion, when known.
+    pub avg_input_tokens: Option<f64>,
+}
+
+/// Parses a count written as `902087`, `902,087`, `1_640_000_000` or `1.64e9`.
+pub fn parse_count(flag: &str, text: &str) -> Result<f64> {
+    let cleaned: String = text
+        .trim()
+        .chars()
+        .filter(|c| *c != ',' && *c != '_')
+        .collect();
+    let value: f64 = match cleaned.parse() {
+        Ok(v) => v,
+        Err(_) => bail!("{flag}: {text:?} is not a number (write e.g. 902087 or 1.64e9)"),
+    };
+    if !value.is_finite() || value <= 0.0 {
+        bail!("{flag}: must be a positive number, got {text}");
+    }
+    Ok(value)
+}
+
+impl Workload {
+    /// Builds the workload from the flags: `--output-tokens TOTAL`, or `--completions N` with
+    /// `--avg-output-tokens T` (both forms together must agree within 1%).
+    pub fn from_flags(
+        completions: Option<&str>,
+        avg_output_tokens: Option<&str>,
+        output_tokens: Option<&str>,
+        avg_input_tokens: Option<&str>,
+    ) -> Result<Workload> {
+        let completions = completions
+            .map(|t| parse_count("--completions", t))
+            .transpose()?;
+        let avg_out = avg_output_tokens
+            .map(|t| parse_count("--avg-output-tokens", t))
+            .transpose()?;
+        let total = output_tokens
+            .map(|t| parse_count("--output-tokens", t))
+            .transpose()?;
+        let avg_in = match avg_input_tokens {
+            None => None,
+            Some(t) => {
+                let cleaned: String = t.trim().chars().filter(|c| *c != ',').collect();
+                match cleaned.parse::<f64>() {
+                    Ok(v) if v.is_finite() && v >= 0.0 => Some(v),
+                    _ => bail!("--avg-input-tokens: must be zero or a positive number, got {t}"),
+                }
+            }
+        };
+        let (output_tokens, avg_out) = match (completions, avg_out, total) {
+            (_, _, Some(total)) => {
+                let derived = completions.map(|n| total / n);
+                if let (Some(given), Some(derived)) = (avg_out, derived) {
+                    if (given - derived).abs() > 0.01 * derived {
+                        bail!(
+                            "--output-tokens {total} / --completions {} = {derived:.0} tokens per \
+                             completion, but --avg-output-tokens says {given}; give two of the three",
+                            completions.unwrap_or(0.0)
+                        );
+                    }
+                }
+                (total, avg_out.or(derived))
+            }
+            (Some(n), Some(avg), None) => (n * avg, Some(avg)),
+            (Some(_), None, None) => {
+                bail!("--completions needs --avg-output-tokens (or give --output-tokens)")
+            }
+            (None, Some(_), None) => {
+                bail!("--avg-output-tokens needs --completions (or give --output-tokens)")
+            }
+            (None, None, None) => bail!(
+                "no workload: give --output-tokens TOTAL, or --completions N with \
+                 --avg-output-tokens T"
+            ),
+        };
+        Ok(Workload {
+            output_tokens,
+            completions,
+            avg_output_tokens: avg_out,
+            avg_input_tokens: avg_in,
+        })
+    }
+}
+
+/// Parses a duration such as `2d`, `36h`, `90m`, `45s`, `1.5d` or `1d12h` into seconds.
+pub fn parse_duration(flag: &str, text: &str) -> Result<f64> {
+    let t = text.trim().to_ascii_lowercase();
+    let help = || {
+        anyhow::anyhow!(
+            "{flag}: cannot read {text:?} as a duration; write e.g. 2d, 36h, 90m, 45s or 1d12h"
+        )
+    };
+    if t.is_empty() {
+        return Err(help());
+    }
+    let mut total = 0.0;
+    let mut rest = t.as_str();
+    while !rest.is_empty() {
+        rest = rest.trim_start();
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return Err(help());
+        }
+        let value: f64 = rest[..num_len].parse().map_err(|_| help())?;
+        rest = rest[num_len..].trim_start();
+        let unit_len = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        let scale = match unit {
+            "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3600.0,
+            "d" | "day" | "days" => 86_400.0,
+            "w" | "week" | "weeks" => 604_800.0,
+            _ => return Err(help()),
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    if !(total.is_finite() && total > 0.0) {
+        bail!("{flag}: {text:?} must be longer than zero");
+    }
+    Ok(total)
+}
+
+/// Formats seconds as the largest sensible unit: "11.9 days", "15.4 hours", "42 min".
+pub fn human_duration(seconds: f64) -> String {
+    if !seconds.is_finite() {
+        return "never".to_string();
+    }
+    if seconds >= 2.0 * 86_400.0 {
+        format!("{:.1} days", seconds / 86_400.0)
+    } else if seconds >= 86_400.0 {
+        format!("{:.2} days", seconds / 86_400.0)
+    } else if seconds >= 3600.0 {
+        format!("{:.1} hours", seconds / 3600.0)
+    } else if seconds >= 60.0 {
+        format!("{:.0} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.1} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("--deadline", "2d").unwrap(), 172_800.0);
+        assert_eq!(parse_duration("--deadline", "36h").unwrap(), 129_600.0);
+        assert_eq!(parse_duration("--deadline", "90m").unwrap(), 5_400.0);
+        assert_eq!(parse_duration("--deadline", "1d12h").unwrap(), 129_600.0);
+        assert_eq!(parse_duration("--deadline", "1.5d").unwrap(), 129_600.0);
+        assert_eq!(parse_duration("--max-latency", "60s").unwrap(), 60.0);
+        for bad in ["", "soon", "2x", "d", "0h", "-3d"] {
+            let err = format!("{:#}", parse_duration("--deadline", bad).unwrap_err());
+            assert!(err.contains("--deadline"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn workload_forms() {
+        let w = Workload::from_flags(Some("902087"), Some("1818"), None, None).unwrap();
+        assert!((w.output_tokens - 1.64e9).abs() < 0.001e9);
+        let w = Workload::from_flags(None, None, Some("1.64e9"), Some("500")).unwrap();
+        assert_eq!(w.output_tokens, 1.64e9);
+        assert_eq!(w.avg_output_tokens, None);
+        assert_eq!(w.avg_input_tokens, Some(500.0));
+        let w = Workload::from_flags(Some("902,087"), None, Some("1.64e9"), None).unwrap();
+        assert!((w.avg_output_tokens.unwrap() - 1818.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn bad_workloads_name_the_flag() {
+        let cases = [
+            (Some("0"), Some("100"), None, "--completions"),
+            (Some("10"), Some("-5"), None, "--avg-output-tokens"),
+            (None, None, Some("0"), "--output-tokens"),
+            (None, None, Some("lots"), "--output-tokens"),
+            (Some("10"), None, None, "--avg-output-tokens"),
+            (None, None, None, "--output-tokens"),
+        ];
+        for (c, a, t, flag) in cases {
+            let err = format!("{:#}", Workload::from_flags(c, a, t, None).unwrap_err());
+            assert!(err.contains(flag), "{flag}: {err}");
+        }
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human_duration(11.86 * 86_400.0), "11.9 days");
+        assert_eq!(human_duration(1.265 * 86_400.0), "1.26 days");
+        assert_eq!(human_duration(15.39 * 3600.0), "15.4 hours");
+    }
+}
