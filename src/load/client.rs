@@ -113,9 +113,7 @@ async fn read_stream(
     clock: Instant,
 ) {
     let since = |t: Instant| t.duration_since(clock).as_secs_f64();
-    let mut decoder = SseDecoder::new();
-    let mut events = Vec::new();
-    let mut done = false;
+    let mut reader = StreamReader::new();
     loop {
         let stall_deadline = tokio::time::Instant::now() + stall;
         let next = if stall_deadline < deadline {
@@ -152,28 +150,53 @@ async fn read_stream(
                 return;
             }
         };
-        let now = since(Instant::now());
-        if let Err(e) = decoder.push(&bytes, &mut events) {
+        if reader.push(since(Instant::now()), &bytes, obs) {
+            return;
+        }
+    }
+    reader.finish(since(Instant::now()), obs);
+}
+
+/// The SSE-to-[`Observed`] step on its own: bytes in, each with the time it arrived (seconds
+/// since the run's origin). The network loop feeds it; tests feed it recorded streams with
+/// their arrival times, so what is measured is parsed by exactly one path.
+#[derive(Debug, Default)]
+pub struct StreamReader {
+    decoder: SseDecoder,
+    events: Vec<String>,
+    done: bool,
+}
+
+impl StreamReader {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds bytes that arrived at `at_s`. Returns true when reading should stop: the request
+    /// failed (recorded in `obs`) or the stream said `[DONE]`.
+    pub fn push(&mut self, at_s: f64, bytes: &[u8], obs: &mut Observed) -> bool {
+        if let Err(e) = self.decoder.push(bytes, &mut self.events) {
+            obs.failure = Some((ErrorClass::Protocol, sse_error(e)));
+            return true;
+        }
+        handle_events(&mut self.events, obs, at_s, &mut self.done) || self.done
+    }
+
+    /// The connection closed at `at_s` without `[DONE]` having stopped the reading.
+    pub fn finish(&mut self, at_s: f64, obs: &mut Observed) {
+        if let Err(e) = self.decoder.finish(&mut self.events) {
             obs.failure = Some((ErrorClass::Protocol, sse_error(e)));
             return;
         }
-        if handle_events(&mut events, obs, now, &mut done) || done {
+        if handle_events(&mut self.events, obs, at_s, &mut self.done) {
             return;
         }
-    }
-    let now = since(Instant::now());
-    if let Err(e) = decoder.finish(&mut events) {
-        obs.failure = Some((ErrorClass::Protocol, sse_error(e)));
-        return;
-    }
-    if handle_events(&mut events, obs, now, &mut done) {
-        return;
-    }
-    if !done {
-        obs.failure = Some((
-            ErrorClass::Protocol,
-            "stream ended without `data: [DONE]`".into(),
-        ));
+        if !self.done {
+            obs.failure = Some((
+                ErrorClass::Protocol,
+                "stream ended without `data: [DONE]`".into(),
+            ));
+        }
     }
 }
 
