@@ -42,10 +42,19 @@ pub struct Target {
     /// The *name* of the environment variable that holds the API key (never the key itself).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// The engine behind the endpoints: "auto" (recognised from `/metrics`) or one of vllm,
+    /// sglang, llama.cpp, tgi, throughline-sim, openai. It decides the request fields that fix
+    /// output lengths and how `/metrics` is read. Left out of the saved profile when "auto".
+    #[serde(default = "default_model", skip_serializing_if = "is_auto")]
+    pub engine: String,
 }
 
 fn default_model() -> String {
     "auto".to_string()
+}
+
+fn is_auto(s: &str) -> bool {
+    s == "auto"
 }
 
 /// The OpenAI endpoint to use.
@@ -246,6 +255,13 @@ impl Profile {
             if !matches!(parsed.scheme(), "http" | "https") {
                 bail!("field `target.endpoints[{i}]`: {url:?} must start with http:// or https://");
             }
+        }
+        let engine = self.target.engine.as_str();
+        if engine != "auto" && !crate::load::dialect::ENGINES.contains(&engine) {
+            bail!(
+                "field `target.engine`: {engine:?} is not one of \"auto\", {}",
+                crate::load::dialect::ENGINES.map(|e| format!("{e:?}")).join(", ")
+            );
         }
         if self.target.model.trim().is_empty() {
             bail!("field `target.model`: must not be empty (use \"auto\" to ask the server)");

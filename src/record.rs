@@ -125,6 +125,17 @@ pub struct TrialResult {
     /// Anything that makes this trial's figures less trustworthy, in words.
     #[serde(default)]
     pub flags: Vec<String>,
+    /// Successful requests that did not generate the requested length although the profile
+    /// asked for fixed lengths (`ignore_eos`). Written only when non-zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub length_misses: u64,
+    /// The server's `/metrics` during the trial, when its engine is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<crate::load::telemetry::TrialTelemetry>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl TrialResult {
@@ -365,6 +376,8 @@ pub mod fake {
             e2e_ms: None,
             token_sources: Default::default(),
             flags: vec![],
+            length_misses: 0,
+            telemetry: None,
         }
     }
 

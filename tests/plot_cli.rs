@@ -53,6 +53,8 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
         e2e_ms: None,
         token_sources: Default::default(),
         flags: vec![],
+        length_misses: 0,
+        telemetry: None,
     }
 }
 

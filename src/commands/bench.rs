@@ -39,7 +39,13 @@ pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
     );
     println!("{}", console::level_header());
     println!("{}", "-".repeat(console::level_header().len()));
-    run_bench(setup, |level| println!("{}", console::level_row(level))).await
+    run_bench(setup, |level| {
+        println!("{}", console::level_row(level));
+        if let Some(note) = console::server_note(level) {
+            println!("{}", note);
+        }
+    })
+    .await
 }
 
 /// Prints warnings and problems; returns 2 when a level could not be measured.

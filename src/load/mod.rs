@@ -3,10 +3,12 @@
 pub mod body;
 pub mod chunk;
 pub mod client;
+pub mod dialect;
 pub mod outcome;
 pub mod probe;
 pub mod sse;
 pub mod sweep;
+pub mod telemetry;
 pub mod tokens;
 pub mod workload;
 
@@ -80,6 +82,13 @@ pub async fn run_bench(
     if environment.engine.is_none() {
         environment.engine = report.engine.clone();
     }
+    // The engine whose dialect and metrics are used: the profile's, or the one detected.
+    let engine = match profile.target.engine.as_str() {
+        "auto" => report.engine.clone(),
+        named => Some(named.to_string()),
+    };
+    let (extra_fields, dialect_warning) =
+        dialect::fixed_length_fields(engine.as_deref(), &profile.workload);
 
     let prompts = Prompts::load(
         profile.workload.input_tokens,
@@ -116,6 +125,7 @@ pub async fn run_bench(
         model,
         api: profile.target.api,
         workload: profile.workload.clone(),
+        extra_fields,
         prompts,
         api_key,
         limits: Limits {
@@ -157,9 +167,23 @@ pub async fn run_bench(
                 requests: profile.sweep.requests_at(concurrency),
                 first_prompt: next_prompt,
             };
+            let watch = telemetry::Watch::start(
+                &shared.client,
+                &profile.target.endpoints,
+                engine.as_deref(),
+                shared.clock,
+            );
             let finished = run_batch(&shared, batch).await?;
             next_prompt += u64::from(batch.requests);
-            level.trials.push(summarize_trial(trial, finished));
+            let server = match watch {
+                Some(w) => w.finish(&finished).await,
+                None => None,
+            };
+            let misses = dialect::length_misses(&finished, &profile.workload);
+            let mut summary = summarize_trial(trial, finished);
+            dialect::note_length_misses(&mut summary, misses, profile.workload.max_tokens);
+            telemetry::attach(&mut summary, server);
+            level.trials.push(summary);
         }
         progress.suspend(|| on_level(&level));
         results.push(level);
@@ -167,7 +191,8 @@ pub async fn run_bench(
     progress.finish_and_clear();
 
     let problems = level_problems(&results, profile.sweep.max_error_rate);
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = dialect_warning.into_iter().collect();
+    warnings.extend(dialect::length_miss_warning(&results));
     for level in &results {
         for t in &level.trials {
             for flag in &t.flags {

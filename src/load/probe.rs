@@ -18,12 +18,15 @@ pub struct ProbeReport {
     pub models: Vec<String>,
     /// The engine recognised from `/metrics`, when there is one.
     pub engine: Option<String>,
+    /// The telemetry metrics of that engine the first endpoint exports (see telemetry.rs).
+    pub metrics: Vec<&'static str>,
 }
 
 /// Checks every endpoint answers `/v1/models`; reads the model list and the engine.
 pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<ProbeReport> {
     let mut report = ProbeReport::default();
     for (i, endpoint) in endpoints.iter().enumerate() {
+        check_health(client, endpoint).await?;
         let url = format!("{}/v1/models", base_url(endpoint));
         let response = client
             .get(&url)
@@ -54,24 +57,48 @@ pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<Pro
                         .collect()
                 })
                 .unwrap_or_default();
-            report.engine = detect_engine(client, endpoint).await;
+            if let Some(text) = metrics_text(client, endpoint).await {
+                report.engine = engine_from_metrics(&text).map(str::to_string);
+                if let Some(a) = report.engine.as_deref().and_then(super::telemetry::adapter) {
+                    report.metrics = a.present(&text);
+                }
+            }
         }
     }
     Ok(report)
 }
 
-async fn detect_engine(client: &reqwest::Client, endpoint: &str) -> Option<String> {
+/// `GET /health`: a server that says it is not ready (llama.cpp answers 503 while it loads
+/// the model) is refused up front. Servers without the route (404) or unreachable ones are
+/// left to the `/v1/models` check, which names the problem.
+async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
+    let url = format!("{}/health", base_url(endpoint));
+    let Ok(response) = client.get(&url).timeout(Duration::from_secs(10)).send().await else {
+        return Ok(());
+    };
+    let status = response.status();
+    if status.is_server_error() {
+        let body = response.text().await.unwrap_or_default();
+        bail!(
+            "the server at {endpoint} is not ready: GET {url} answered {status} {}",
+            super::chunk::clip(body.trim())
+        );
+    }
+    Ok(())
+}
+
+async fn metrics_text(client: &reqwest::Client, endpoint: &str) -> Option<String> {
     let url = format!("{}/metrics", base_url(endpoint));
-    let text = client
+    let response = client
         .get(url)
         .timeout(Duration::from_secs(5))
         .send()
         .await
-        .ok()?
-        .text()
-        .await
         .ok()?;
-    engine_from_metrics(&text).map(str::to_string)
+    if !response.status().is_success() {
+        return None;
+    }
+    response.text().await.ok()
 }
 
 /// Recognises an engine by the metric names it exports.

@@ -26,6 +26,8 @@ pub struct Shared {
     pub model: String,
     pub api: Api,
     pub workload: Workload,
+    /// Per-engine request fields (dialect.rs), applied over the generic body.
+    pub extra_fields: serde_json::Map<String, serde_json::Value>,
     pub prompts: Prompts,
     pub api_key: Option<HeaderValue>,
     pub limits: Limits,
@@ -94,7 +96,8 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
 async fn send_one(shared: &Shared, batch: Batch, index: u32) -> Finished {
     let endpoint = index as usize % shared.urls.len();
     let prompt = shared.prompts.get(batch.first_prompt + u64::from(index));
-    let body = request_body(shared.api, &shared.model, &shared.workload, &prompt);
+    let mut body = request_body(shared.api, &shared.model, &shared.workload, &prompt);
+    super::dialect::merge_fields(&mut body, &shared.extra_fields);
     let body = bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
     let observed = send(
         &shared.client,
@@ -148,6 +151,8 @@ pub fn summarize_trial(trial: u32, finished: Vec<Finished>) -> TrialResult {
         e2e_ms: None,
         token_sources: Default::default(),
         flags: Vec::new(),
+        length_misses: 0,
+        telemetry: None,
     };
     if finished.is_empty() {
         return result;

@@ -42,6 +42,8 @@ fn trial(succeeded: u64, tokens: u64, tok_s: f64, per_req: Option<f64>, input: u
         e2e_ms: None,
         token_sources: BTreeMap::from([(TokenSource::Usage, succeeded)]),
         flags: vec!["transcribed from a report; single trial".to_string()],
+        length_misses: 0,
+        telemetry: None,
     }
 }
 

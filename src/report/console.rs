@@ -61,6 +61,12 @@ pub fn level_row(level: &LevelResult) -> String {
     )
 }
 
+/// What the server's own metrics said at a level (saturation, token cross-check), indented
+/// under its row; None when no telemetry was collected.
+pub fn server_note(level: &LevelResult) -> Option<String> {
+    crate::load::telemetry::level_note(&level.trials).map(|n| format!("{:>6}   {n}", ""))
+}
+
 /// The whole table, with warnings, as printed at the end of a run.
 pub fn run_table(result: &RunResult) -> String {
     let mut out = String::new();
@@ -68,6 +74,9 @@ pub fn run_table(result: &RunResult) -> String {
     let _ = writeln!(out, "{}", "-".repeat(level_header().len()));
     for level in &result.levels {
         let _ = writeln!(out, "{}", level_row(level));
+        if let Some(note) = server_note(level) {
+            let _ = writeln!(out, "{note}");
+        }
     }
     out
 }
@@ -98,6 +107,8 @@ mod tests {
             e2e_ms: None,
             token_sources: Default::default(),
             flags: vec![],
+            length_misses: 0,
+            telemetry: None,
         }
     }
 

@@ -295,6 +295,8 @@ pub(crate) mod tests {
             e2e_ms: None,
             token_sources: Default::default(),
             flags: vec![],
+            length_misses: 0,
+            telemetry: None,
         }
     }
 

@@ -1,0 +1,163 @@
+//! What differs between engines that all claim the OpenAI API: the extra request fields that
+//! make an output length fixed, and checking that they worked.
+//!
+//! A benchmark that asks for 1,000 output tokens and assumes it got them overstates throughput
+//! whenever the server stopped early (an end-of-sequence token, a field the engine silently
+//! ignored). So the fields are chosen per engine, and every successful response is checked
+//! against the length it was asked for.
+
+use serde_json::{json, Map, Value};
+
+use super::outcome::Finished;
+use crate::profile::Workload;
+use crate::record::TrialResult;
+
+/// Engine names `target.engine` accepts (besides "auto"), as the probe names them.
+pub const ENGINES: [&str; 6] = [
+    "vllm",
+    "sglang",
+    "llama.cpp",
+    "tgi",
+    "throughline-sim",
+    "openai",
+];
+
+/// The share of requests that may miss the requested length before a run-level warning.
+pub const LENGTH_MISS_WARN: f64 = 0.05;
+
+/// Extra request fields (a null value removes the field) that make each response exactly `max_tokens` long when the profile
+/// sets `ignore_eos`, for the given engine (None: unknown, the OpenAI-compatible minimum).
+/// The second value is a warning when the engine cannot be asked for a fixed length.
+///
+/// - vLLM: `ignore_eos` and `min_tokens` (= max_tokens unless the profile sets it).
+/// - SGLang: `ignore_eos` and `min_tokens` (its OpenAI layer's name for `min_new_tokens`).
+/// - llama.cpp: `ignore_eos` and `n_predict` (its own name for the output limit).
+/// - TGI: its OpenAI layer has no such field: nothing is added, and the run says so.
+/// - the simulator and unknown servers: `ignore_eos`.
+pub fn fixed_length_fields(
+    engine: Option<&str>,
+    workload: &Workload,
+) -> (Map<String, Value>, Option<String>) {
+    let mut fields = Map::new();
+    if !workload.ignore_eos {
+        return (fields, None);
+    }
+    let min = workload.min_tokens.unwrap_or(workload.max_tokens);
+    match engine {
+        Some("vllm") | Some("sglang") => {
+            fields.insert("ignore_eos".into(), Value::Bool(true));
+            fields.insert("min_tokens".into(), json!(min));
+        }
+        Some("llama.cpp") => {
+            fields.insert("ignore_eos".into(), Value::Bool(true));
+            fields.insert("n_predict".into(), json!(workload.max_tokens));
+        }
+        Some("tgi") => {
+            fields.insert("ignore_eos".into(), Value::Null);
+            return (
+                fields,
+                Some(
+                    "workload.ignore_eos: TGI's OpenAI API has no field to ignore end-of-sequence; \
+                     output lengths are not fixed (length misses are counted)"
+                        .into(),
+                ),
+            )
+        }
+        _ => {
+            fields.insert("ignore_eos".into(), Value::Bool(true));
+        }
+    }
+    (fields, None)
+}
+
+/// Applies `extra` to a request body: the per-engine fields win over the generic ones, and a
+/// null removes a field the engine does not know.
+pub fn merge_fields(body: &mut Value, extra: &Map<String, Value>) {
+    if let Some(obj) = body.as_object_mut() {
+        for (k, v) in extra {
+            if v.is_null() {
+                obj.remove(k);
+            } else {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// Successful requests whose output was not the requested length, when the profile asks
+/// for fixed lengths (`ignore_eos`); zero otherwise.
+pub fn length_misses(finished: &[Finished], workload: &Workload) -> u64 {
+    if !workload.ignore_eos {
+        return 0;
+    }
+    let want = u64::from(workload.max_tokens);
+    finished
+        .iter()
+        .filter(|f| f.record.error.is_none() && f.record.output_tokens != want)
+        .count() as u64
+}
+
+/// Records the misses on the trial and flags it.
+pub fn note_length_misses(trial: &mut TrialResult, misses: u64, max_tokens: u32) {
+    trial.length_misses = misses;
+    if misses > 0 {
+        trial.flags.push(format!(
+            "{misses} of {} successful requests did not generate the requested {max_tokens} \
+             output tokens (ignore_eos not honoured?)",
+            trial.succeeded
+        ));
+    }
+}
+
+/// A run-level warning when more than 5% of successful requests missed the length.
+pub fn length_miss_warning(levels: &[crate::record::LevelResult]) -> Option<String> {
+    let (misses, ok) = levels
+        .iter()
+        .flat_map(|l| &l.trials)
+        .fold((0u64, 0u64), |(m, o), t| (m + t.length_misses, o + t.succeeded));
+    if ok > 0 && misses as f64 > LENGTH_MISS_WARN * ok as f64 {
+        Some(format!(
+            "{misses} of {ok} successful requests ({:.1}%) missed the requested output length: \
+             throughput per request is not comparable; check that the server honours ignore_eos",
+            misses as f64 * 100.0 / ok as f64
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Profile;
+
+    fn workload(ignore_eos: bool) -> Workload {
+        let text = format!(
+            "name = \"x\"\n[target]\nendpoints = [\"http://127.0.0.1:1\"]\n[workload]\nmax_tokens = 64\nignore_eos = {ignore_eos}\n[sweep]\nconcurrency = [1]\n"
+        );
+        Profile::parse(&text).unwrap().workload
+    }
+
+    #[test]
+    fn fields_per_engine() {
+        let w = workload(true);
+        let (f, warn) = fixed_length_fields(Some("vllm"), &w);
+        assert_eq!(f["ignore_eos"], true);
+        assert_eq!(f["min_tokens"], 64);
+        assert!(warn.is_none());
+        let (f, _) = fixed_length_fields(Some("sglang"), &w);
+        assert_eq!(f["min_tokens"], 64);
+        let (f, _) = fixed_length_fields(Some("llama.cpp"), &w);
+        assert_eq!(f["n_predict"], 64);
+        assert!(f.get("min_tokens").is_none());
+        let (f, warn) = fixed_length_fields(Some("tgi"), &w);
+        assert!(f["ignore_eos"].is_null() && warn.is_some());
+        let mut body = json!({"ignore_eos": true, "max_tokens": 64});
+        merge_fields(&mut body, &f);
+        assert_eq!(body, json!({"max_tokens": 64}));
+        let (f, _) = fixed_length_fields(None, &w);
+        assert_eq!(f.len(), 1);
+        let (f, _) = fixed_length_fields(Some("vllm"), &workload(false));
+        assert!(f.is_empty());
+    }
+}

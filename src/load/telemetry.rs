@@ -1,0 +1,556 @@
+//! Server telemetry: `/metrics` scraped about once a second during each trial.
+//!
+//! Two reasons. The client's numbers only say how fast the server answered; the server's
+//! gauges say *why* (a queue that never emptied, a KV cache at 99%, preemptions), so each level
+//! can say whether the server was saturated. And the server's own token counter is an
+//! independent measurement of the same thing the client counted: over the same window (first
+//! to last scrape inside the trial) the two rates must agree, or one of them is wrong.
+//!
+//! Engines count generated tokens at different moments: vLLM, SGLang and the simulator as
+//! tokens are produced, llama.cpp and TGI when a request finishes. The client side of the
+//! cross-check counts the same way: tokens by arrival time, or whole requests by end time.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::body::base_url;
+use super::outcome::Finished;
+use crate::record::TrialResult;
+
+/// How often `/metrics` is read during a trial.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+/// Client and server token rates may differ by this much before the trial is flagged.
+pub const AGREEMENT: f64 = 0.02;
+/// Cache usage at or above this counts as "near full".
+pub const CACHE_NEAR_FULL: f64 = 0.95;
+
+/// When an engine's generated-token counter moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counting {
+    /// As each token is produced (vLLM, SGLang, the simulator).
+    PerToken,
+    /// When the request finishes, all its tokens at once (llama.cpp, TGI).
+    AtCompletion,
+}
+
+/// The metric names of one engine.
+#[derive(Debug, Clone, Copy)]
+pub struct Adapter {
+    pub engine: &'static str,
+    pub running: &'static [&'static str],
+    pub waiting: &'static [&'static str],
+    /// KV cache usage as a fraction 0..1 (the first name present is used).
+    pub cache_usage: &'static [&'static str],
+    pub preemptions: &'static [&'static str],
+    pub generated_tokens: &'static [&'static str],
+    pub counting: Counting,
+}
+
+const ADAPTERS: [Adapter; 5] = [
+    Adapter {
+        engine: "vllm",
+        running: &["vllm:num_requests_running"],
+        waiting: &["vllm:num_requests_waiting"],
+        // Renamed in vLLM V1; older releases export the GPU-only name.
+        cache_usage: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+        preemptions: &["vllm:num_preemptions_total", "vllm:num_preemptions"],
+        generated_tokens: &["vllm:generation_tokens_total"],
+        counting: Counting::PerToken,
+    },
+    Adapter {
+        engine: "sglang",
+        running: &["sglang:num_running_reqs"],
+        waiting: &["sglang:num_queue_reqs"],
+        cache_usage: &["sglang:token_usage"],
+        preemptions: &["sglang:num_retracted_reqs"],
+        generated_tokens: &["sglang:generation_tokens_total"],
+        counting: Counting::PerToken,
+    },
+    Adapter {
+        engine: "llama.cpp",
+        running: &["llamacpp:requests_processing"],
+        waiting: &["llamacpp:requests_deferred"],
+        // Exported by older llama-server builds only.
+        cache_usage: &["llamacpp:kv_cache_usage_ratio"],
+        preemptions: &[],
+        generated_tokens: &["llamacpp:tokens_predicted_total"],
+        counting: Counting::AtCompletion,
+    },
+    Adapter {
+        engine: "tgi",
+        running: &["tgi_batch_current_size"],
+        waiting: &["tgi_queue_size"],
+        cache_usage: &[],
+        preemptions: &[],
+        generated_tokens: &["tgi_request_generated_tokens_sum"],
+        counting: Counting::AtCompletion,
+    },
+    Adapter {
+        engine: "throughline-sim",
+        running: &["throughline_sim_num_requests_running"],
+        waiting: &["throughline_sim_num_requests_waiting"],
+        cache_usage: &[],
+        preemptions: &[],
+        generated_tokens: &["throughline_sim_generation_tokens_total"],
+        counting: Counting::PerToken,
+    },
+];
+
+/// The adapter for an engine name, as the probe or the profile names it.
+pub fn adapter(engine: &str) -> Option<&'static Adapter> {
+    ADAPTERS.iter().find(|a| a.engine == engine)
+}
+
+/// One scrape of one endpoint. Absent metrics are `None`, never zero.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Seconds since the run started (the middle of the GET).
+    pub t: f64,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    pub cache_usage: Option<f64>,
+    pub generated_tokens_total: Option<f64>,
+    #[serde(default)]
+    pub preemptions_total: Option<f64>,
+}
+
+/// Sums of every series of each metric family in Prometheus text (labels summed over: DP
+/// ranks and model names add up). Histograms and summaries keep their `_sum`/`_count` names.
+pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, rest) = match line.find(['{', ' ']) {
+            Some(i) if line.as_bytes()[i] == b'{' => match line[i..].find('}') {
+                Some(j) => (&line[..i], &line[i + j + 1..]),
+                None => continue,
+            },
+            Some(i) => (&line[..i], &line[i..]),
+            None => continue,
+        };
+        let Some(value) = rest.split_whitespace().next() else {
+            continue;
+        };
+        let Ok(v) = value.parse::<f64>() else {
+            continue;
+        };
+        if v.is_finite() {
+            *out.entry(name.to_string()).or_insert(0.0) += v;
+        }
+    }
+    out
+}
+
+impl Adapter {
+    /// The sample a metrics page gives.
+    pub fn sample(&self, t: f64, text: &str) -> Sample {
+        let m = parse_metrics(text);
+        let first = |names: &[&str]| names.iter().find_map(|n| m.get(*n).copied());
+        Sample {
+            t,
+            running: first(self.running),
+            waiting: first(self.waiting),
+            cache_usage: first(self.cache_usage),
+            generated_tokens_total: first(self.generated_tokens),
+            preemptions_total: first(self.preemptions),
+        }
+    }
+
+    /// The names of this adapter's metrics that a page exports.
+    pub fn present(&self, text: &str) -> Vec<&'static str> {
+        let m = parse_metrics(text);
+        [
+            self.running,
+            self.waiting,
+            self.cache_usage,
+            self.preemptions,
+            self.generated_tokens,
+        ]
+        .iter()
+        .flat_map(|names| names.iter())
+        .filter(|n| m.contains_key(**n))
+        .copied()
+        .collect()
+    }
+}
+
+/// The telemetry of one trial, kept in the results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialTelemetry {
+    pub engine: String,
+    pub counting: Counting,
+    /// One series per endpoint, in the profile's order.
+    pub endpoints: Vec<EndpointSeries>,
+    /// Tokens the server's counters moved by, first to last scrape of each endpoint.
+    pub server_tokens: Option<f64>,
+    /// Tokens the client received over the same windows, counted the way the server counts.
+    pub client_tokens: Option<f64>,
+    /// Mean length of the endpoints' windows, seconds.
+    pub window_s: Option<f64>,
+    /// client_tokens / server_tokens - 1.
+    pub disagreement: Option<f64>,
+    /// Why the server looked saturated (empty: it did not, as far as its metrics say).
+    pub saturation: Vec<String>,
+}
+
+/// The samples of one endpoint during one trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndpointSeries {
+    pub endpoint: usize,
+    pub samples: Vec<Sample>,
+    /// Scrapes that failed (unreachable, non-2xx); their samples are missing.
+    #[serde(default)]
+    pub failed_scrapes: u32,
+}
+
+/// Background scrapers for one trial, one task per endpoint.
+pub struct Watch {
+    adapter: &'static Adapter,
+    tasks: Vec<(oneshot::Sender<()>, JoinHandle<(Vec<Sample>, u32)>)>,
+}
+
+impl Watch {
+    /// Starts scraping every endpoint now (one scrape at once, then every [`INTERVAL`]).
+    /// None when the engine has no adapter (an unknown OpenAI-compatible server).
+    pub fn start(
+        client: &reqwest::Client,
+        endpoints: &[String],
+        engine: Option<&str>,
+        clock: Instant,
+    ) -> Option<Watch> {
+        let adapter = adapter(engine?)?;
+        let tasks = endpoints
+            .iter()
+            .map(|e| {
+                let (stop, stopped) = oneshot::channel();
+                let url = format!("{}/metrics", base_url(e));
+                let task = tokio::spawn(scrape_loop(client.clone(), url, adapter, clock, stopped));
+                (stop, task)
+            })
+            .collect();
+        Some(Watch { adapter, tasks })
+    }
+
+    /// Stops the scrapers (each takes one last sample) and sets the trial's telemetry and
+    /// flags from the samples and the trial's requests.
+    pub async fn finish(self, finished: &[Finished]) -> Option<TrialTelemetry> {
+        let mut endpoints = Vec::new();
+        for (i, (stop, task)) in self.tasks.into_iter().enumerate() {
+            let _ = stop.send(());
+            let (samples, failed_scrapes) = task.await.unwrap_or_default();
+            endpoints.push(EndpointSeries {
+                endpoint: i,
+                samples,
+                failed_scrapes,
+            });
+        }
+        Some(summarize(self.adapter, endpoints, finished))
+    }
+}
+
+async fn scrape_loop(
+    client: reqwest::Client,
+    url: String,
+    adapter: &'static Adapter,
+    clock: Instant,
+    mut stop: oneshot::Receiver<()>,
+) -> (Vec<Sample>, u32) {
+    let mut samples = Vec::new();
+    let mut failed = 0u32;
+    let mut tick = tokio::time::interval(INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let last = tokio::select! {
+            _ = tick.tick() => false,
+            _ = &mut stop => true,
+        };
+        match scrape(&client, &url, adapter, clock).await {
+            Some(s) => samples.push(s),
+            None => failed += 1,
+        }
+        if last {
+            return (samples, failed);
+        }
+    }
+}
+
+async fn scrape(
+    client: &reqwest::Client,
+    url: &str,
+    adapter: &Adapter,
+    clock: Instant,
+) -> Option<Sample> {
+    let before = clock.elapsed().as_secs_f64();
+    let response = client
+        .get(url)
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let text = response.text().await.ok()?;
+    let after = clock.elapsed().as_secs_f64();
+    Some(adapter.sample((before + after) / 2.0, &text))
+}
+
+/// Token arrival times (seconds since the run started) of one request: the first token, then
+/// the per-token gaps; when the gaps are not there (failed, not streamed), all at the end.
+fn token_times(f: &Finished, out: &mut Vec<f64>) {
+    let r = &f.record;
+    match r.first_token_s {
+        Some(first) if f.gaps_ms.len() as u64 + 1 == r.output_tokens => {
+            let mut t = first;
+            out.push(t);
+            for g in &f.gaps_ms {
+                t += g / 1000.0;
+                out.push(t);
+            }
+        }
+        _ => out.extend(std::iter::repeat_n(r.end_s, r.output_tokens as usize)),
+    }
+}
+
+/// Client tokens inside `[from, to]` for one endpoint, counted like the server counts.
+fn client_tokens(finished: &[Finished], endpoint: usize, from: f64, to: f64, c: Counting) -> f64 {
+    let mine = finished.iter().filter(|f| f.record.endpoint == endpoint);
+    match c {
+        Counting::AtCompletion => mine
+            .filter(|f| f.record.end_s >= from && f.record.end_s <= to)
+            .map(|f| f.record.output_tokens as f64)
+            .sum(),
+        Counting::PerToken => {
+            let mut times = Vec::new();
+            for f in mine {
+                token_times(f, &mut times);
+            }
+            times.iter().filter(|t| **t >= from && **t <= to).count() as f64
+        }
+    }
+}
+
+/// The trial's telemetry: series, the cross-check and the saturation signs.
+pub fn summarize(
+    adapter: &Adapter,
+    endpoints: Vec<EndpointSeries>,
+    finished: &[Finished],
+) -> TrialTelemetry {
+    let (mut server, mut client, mut windows, mut counted) = (0.0, 0.0, 0.0, 0usize);
+    for e in &endpoints {
+        let with_counter: Vec<&Sample> = e
+            .samples
+            .iter()
+            .filter(|s| s.generated_tokens_total.is_some())
+            .collect();
+        if let (Some(a), Some(b)) = (with_counter.first(), with_counter.last()) {
+            if b.t > a.t {
+                let delta = b.generated_tokens_total.unwrap_or(0.0)
+                    - a.generated_tokens_total.unwrap_or(0.0);
+                if delta >= 0.0 {
+                    server += delta;
+                    client += client_tokens(finished, e.endpoint, a.t, b.t, adapter.counting);
+                    windows += b.t - a.t;
+                    counted += 1;
+                }
+            }
+        }
+    }
+    let compared = counted == endpoints.len() && counted > 0 && server > 0.0;
+    let all: Vec<&Sample> = endpoints.iter().flat_map(|e| &e.samples).collect();
+    let max = |f: fn(&Sample) -> Option<f64>| {
+        all.iter()
+            .filter_map(|s| f(s))
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    let mut saturation = Vec::new();
+    if let Some(w) = max(|s| s.waiting).filter(|w| *w > 0.0) {
+        saturation.push(format!("queue non-empty (up to {w:.0} waiting)"));
+    }
+    if let Some(c) = max(|s| s.cache_usage).filter(|c| *c >= CACHE_NEAR_FULL) {
+        saturation.push(format!("KV cache near full ({:.0}%)", c * 100.0));
+    }
+    let preempted: f64 = endpoints
+        .iter()
+        .filter_map(|e| {
+            let v: Vec<f64> = e.samples.iter().filter_map(|s| s.preemptions_total).collect();
+            Some(v.last()? - v.first()?)
+        })
+        .sum();
+    if preempted > 0.0 {
+        saturation.push(format!("{preempted:.0} preemptions"));
+    }
+    TrialTelemetry {
+        engine: adapter.engine.to_string(),
+        counting: adapter.counting,
+        endpoints,
+        server_tokens: compared.then_some(server),
+        client_tokens: compared.then_some(client),
+        window_s: compared.then(|| windows / counted as f64),
+        disagreement: compared.then(|| client / server - 1.0),
+        saturation,
+    }
+}
+
+/// Puts the telemetry on the trial and flags a client/server disagreement over 2%.
+pub fn attach(trial: &mut TrialResult, telemetry: Option<TrialTelemetry>) {
+    if let Some(t) = &telemetry {
+        if let (Some(d), Some(c), Some(s)) = (t.disagreement, t.client_tokens, t.server_tokens) {
+            if d.abs() > AGREEMENT {
+                trial.flags.push(format!(
+                    "client counted {c:.0} output tokens but the server's counter moved {s:.0} over \
+                     the same {:.1} s ({:+.1}%): one of them is wrong",
+                    t.window_s.unwrap_or(0.0),
+                    d * 100.0
+                ));
+            }
+        }
+    }
+    trial.telemetry = telemetry;
+}
+
+/// One line on what the server's metrics said at a level, for the console.
+pub fn level_note(trials: &[TrialResult]) -> Option<String> {
+    let tele: Vec<&TrialTelemetry> = trials.iter().filter_map(|t| t.telemetry.as_ref()).collect();
+    if tele.is_empty() {
+        return None;
+    }
+    let mut reasons: Vec<String> = Vec::new();
+    for t in &tele {
+        for r in &t.saturation {
+            let kind = r.split(" (").next().unwrap_or(r);
+            if !reasons.iter().any(|x| x.starts_with(kind)) {
+                reasons.push(r.clone());
+            }
+        }
+    }
+    let d: Vec<f64> = tele.iter().filter_map(|t| t.disagreement).collect();
+    let check = if d.is_empty() {
+        "no token cross-check (too few scrapes)".to_string()
+    } else {
+        let worst = d.iter().fold(0.0f64, |m, v| if v.abs() > m.abs() { *v } else { m });
+        format!("client vs server tokens {:+.2}% (worst trial)", worst * 100.0)
+    };
+    let state = if reasons.is_empty() {
+        "not saturated".to_string()
+    } else {
+        format!("saturated: {}", reasons.join(", "))
+    };
+    Some(format!("server: {state}; {check}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{ErrorClass, RequestRecord, TokenSource};
+
+    const VLLM: &str = r#"# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+vllm:num_requests_running{engine="1",model_name="m"} 2.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 4.0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.97
+vllm:num_preemptions_total{engine="0",model_name="m"} 2.0
+vllm:generation_tokens_total{engine="0",model_name="m"} 1200.0
+vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
+"#;
+
+    #[test]
+    fn parses_labels_and_sums_ranks() {
+        let s = adapter("vllm").unwrap().sample(1.0, VLLM);
+        assert_eq!(s.running, Some(5.0));
+        assert_eq!(s.waiting, Some(4.0));
+        assert_eq!(s.cache_usage, Some(0.97));
+        assert_eq!(s.generated_tokens_total, Some(1200.0));
+        let old = VLLM.replace("kv_cache_usage_perc", "gpu_cache_usage_perc");
+        assert_eq!(adapter("vllm").unwrap().sample(1.0, &old).cache_usage, Some(0.97));
+        let llama = "llamacpp:tokens_predicted_total 77\nllamacpp:requests_deferred 0\n";
+        let s = adapter("llama.cpp").unwrap().sample(0.0, llama);
+        assert_eq!(s.generated_tokens_total, Some(77.0));
+        assert_eq!(s.running, None, "absent is None, not zero");
+    }
+
+    fn done(endpoint: usize, first: f64, gaps: Vec<f64>, end: f64) -> Finished {
+        let n = gaps.len() as u64 + 1;
+        Finished {
+            gaps_ms: gaps,
+            estimated_split: false,
+            record: RequestRecord {
+                concurrency: 1,
+                trial: 1,
+                index: 0,
+                warmup: false,
+                endpoint,
+                sent_s: first - 0.1,
+                first_byte_s: None,
+                first_chunk_s: None,
+                first_token_s: Some(first),
+                end_s: end,
+                ttft_ms: None,
+                e2e_ms: 0.0,
+                tpot_ms: None,
+                output_tokens: n,
+                input_tokens: None,
+                token_source: TokenSource::Usage,
+                chunks: n as u32,
+                finish_reason: None,
+                http_status: Some(200),
+                error: None::<ErrorClass>,
+                error_message: None,
+            },
+        }
+    }
+
+    fn sample(t: f64, tokens: f64, waiting: f64) -> Sample {
+        Sample {
+            t,
+            running: Some(1.0),
+            waiting: Some(waiting),
+            cache_usage: None,
+            generated_tokens_total: Some(tokens),
+            preemptions_total: None,
+        }
+    }
+
+    #[test]
+    fn cross_check_counts_tokens_inside_the_window() {
+        // Tokens at 0.5, 1.5, 2.5, 3.5 s; scrapes at 1 and 3 s see the counter move by 2.
+        let f = [done(0, 0.5, vec![1000.0; 3], 3.5)];
+        let series = vec![EndpointSeries {
+            endpoint: 0,
+            samples: vec![sample(1.0, 1.0, 0.0), sample(3.0, 3.0, 2.0)],
+            failed_scrapes: 0,
+        }];
+        let t = summarize(adapter("throughline-sim").unwrap(), series.clone(), &f);
+        assert_eq!(t.server_tokens, Some(2.0));
+        assert_eq!(t.client_tokens, Some(2.0));
+        assert_eq!(t.disagreement, Some(0.0));
+        assert_eq!(t.saturation, vec!["queue non-empty (up to 2 waiting)"]);
+        // Counted at completion: the request ended after the window, so nothing inside it.
+        let t = summarize(adapter("llama.cpp").unwrap(), series, &f);
+        assert_eq!(t.client_tokens, Some(0.0));
+        let mut trial = crate::record::fake::trial(1, 10.0);
+        attach(&mut trial, Some(t));
+        assert!(trial.flags[0].contains("one of them is wrong"), "{:?}", trial.flags);
+    }
+
+    #[test]
+    fn one_scrape_gives_no_cross_check() {
+        let series = vec![EndpointSeries {
+            endpoint: 0,
+            samples: vec![sample(1.0, 1.0, 0.0)],
+            failed_scrapes: 3,
+        }];
+        let t = summarize(adapter("vllm").unwrap(), series, &[]);
+        assert_eq!(t.disagreement, None);
+        assert!(t.saturation.is_empty());
+    }
+}
