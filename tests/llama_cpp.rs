@@ -1,0 +1,253 @@
+//! A real engine: llama.cpp's `llama-server` (built by `scripts/llama-server.sh` from a pinned
+//! source package) serving a tiny random-weight model. Random weights give gibberish, but the
+//! decoding, slot batching, HTTP and SSE are the engine's own, so this checks throughline's
+//! figures against a server it did not write.
+//!
+//! Needs `THROUGHLINE_LLAMA_SERVER` (the binary) and `THROUGHLINE_LLAMA_MODEL` (the GGUF);
+//! `scripts/llama-server.sh setup` prints both. Without them the test says SKIPPED on stderr
+//! and returns: it never passes as if it had run.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const SLOTS: u32 = 4;
+const MAX_TOKENS: u64 = 32;
+
+/// A llama-server process on an ephemeral port, killed on drop.
+struct LlamaServer {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn engine_paths() -> Result<(PathBuf, PathBuf), String> {
+    let var = |name: &str| -> Result<PathBuf, String> {
+        let path = std::env::var_os(name)
+            .map(PathBuf::from)
+            .ok_or_else(|| format!("{name} is not set (scripts/llama-server.sh setup prints it)"))?;
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!("{name}={} does not exist", path.display()))
+        }
+    };
+    Ok((var("THROUGHLINE_LLAMA_SERVER")?, var("THROUGHLINE_LLAMA_MODEL")?))
+}
+
+/// The status code of `GET path`, or None when nothing answers.
+fn get_status(port: u16, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+fn start(bin: &Path, model: &Path, dir: &Path) -> LlamaServer {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = dir.join("llama-server.log");
+    let out = std::fs::File::create(&log).unwrap();
+    // The same flags as `scripts/llama-server.sh serve`.
+    let child = Command::new(bin)
+        .args(["-m", model.to_str().unwrap()])
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--parallel", &SLOTS.to_string(), "--ctx-size", "4096"])
+        .args(["--metrics", "--chat-template", "chatml"])
+        .args(["--reasoning-format", "none", "--threads", "2", "--no-warmup"])
+        .args(["--alias", "tiny-llama"])
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .expect("start llama-server");
+    let server = LlamaServer {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        log,
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while get_status(port, "/health") != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "llama-server not healthy after 60 s:\n{}",
+            std::fs::read_to_string(&server.log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server
+}
+
+const PROFILE: &str = r#"
+[target]
+engine = "auto"
+[workload]
+input_tokens = 16
+max_tokens = 32
+ignore_eos = true
+[sweep]
+concurrency = [1, 2, 4, 8]
+requests_per_level = 16
+warmup_requests = 2
+trials = 5
+request_timeout = "60s"
+"#;
+
+fn bench(server: &LlamaServer, dir: &Path, name: &str) -> PathBuf {
+    // write_profile puts the endpoints in [target]; the rest of the table follows.
+    let rest = PROFILE.trim_start().trim_start_matches("[target]\n");
+    let profile = write_profile(dir, "llama", std::slice::from_ref(&server.url), rest);
+    let out = dir.join(name);
+    let o = run(&[
+        "bench",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        code(&o),
+        0,
+        "{}\n--- llama-server log (tail)\n{}",
+        text(&o),
+        tail(&server.log)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+    out
+}
+
+fn tail(path: &Path) -> String {
+    let t = std::fs::read_to_string(path).unwrap_or_default();
+    t.lines()
+        .rev()
+        .take(30)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn bench_and_gate_against_llama_server() {
+    let (bin, model) = match engine_paths() {
+        Ok(p) => p,
+        Err(why) => {
+            // Straight to the process's stderr: the test harness captures eprintln! of a
+            // passing test, and a skip must be seen.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: llama_cpp: no llama-server to test against: {why}"
+            );
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(&bin, &model, dir.path());
+    let first = bench(&server, dir.path(), "first");
+    let result = read_json(&first.join("results.json"));
+    assert_eq!(result["environment"]["engine"], "llama.cpp");
+    assert_eq!(result["environment"]["model"], "tiny-llama");
+
+    let mut means = Vec::new();
+    for level in result["levels"].as_array().unwrap() {
+        let c = level["concurrency"].as_u64().unwrap();
+        let mut tps = Vec::new();
+        for t in level["trials"].as_array().unwrap() {
+            // Every request accounted for, and every one a success.
+            assert_eq!(t["requests_sent"], 16, "C={c}: {t}");
+            assert_eq!(t["succeeded"], 16, "C={c}: {t}");
+            // ignore_eos + n_predict: every response exactly max_tokens long.
+            assert_eq!(t["output_tokens"].as_u64().unwrap(), 16 * MAX_TOKENS, "C={c}");
+            assert!(t.get("length_misses").is_none(), "C={c}: {t}");
+            // The client's count against llama.cpp's own counter, same window.
+            let tele = &t["telemetry"];
+            assert_eq!(tele["engine"], "llama.cpp");
+            let (cl, sv) = (
+                tele["client_tokens"].as_f64().unwrap(),
+                tele["server_tokens"].as_f64().unwrap(),
+            );
+            assert!(sv > 0.0, "C={c}: {tele}");
+            assert!(
+                (cl / sv - 1.0).abs() <= 0.02,
+                "C={c}: client {cl} vs llamacpp:tokens_predicted_total {sv}"
+            );
+            tps.push(t["output_tok_per_s"].as_f64().unwrap());
+        }
+        means.push((c, tps.iter().sum::<f64>() / tps.len() as f64));
+    }
+    eprintln!("llama-server tok/s by concurrency: {means:?}");
+    // Rises while slots are free, flattens once all 4 are busy.
+    let at = |c: u64| means.iter().find(|m| m.0 == c).unwrap().1;
+    assert!(at(2) > 1.3 * at(1), "{means:?}");
+    assert!(at(4) > 1.3 * at(2), "{means:?}");
+    let flat = at(8) / at(4);
+    assert!((0.8..1.2).contains(&flat), "C=8 vs C=4: {flat:.2}, {means:?}");
+    // With 8 clients and 4 slots, the server's queue is where the extra clients wait.
+    let c8 = &result["levels"][3]["trials"][0]["telemetry"]["saturation"];
+    assert!(
+        c8.as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s.as_str().unwrap().starts_with("queue non-empty")),
+        "{c8}"
+    );
+
+    // Every request in the journal: 4 levels x (2 warmup + 5 x 16), each exactly 32 tokens.
+    let journal = std::fs::read_to_string(first.join("requests.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4 * (2 + 5 * 16));
+    for l in &lines {
+        assert!(l["error"].is_null(), "{l}");
+        assert_eq!(l["output_tokens"], MAX_TOKENS, "{l}");
+        assert_eq!(l["finish_reason"], "length", "{l}");
+    }
+
+    // The gate: a baseline blessed from the first run, a second run against the same server
+    // passes.
+    let baseline = dir.path().join("baselines/llama.toml");
+    let o = run(&[
+        "baseline",
+        "bless",
+        "--results",
+        first.join("results.json").to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let second = bench(&server, dir.path(), "second");
+    let o = run(&[
+        "gate",
+        "--results",
+        second.join("results.json").to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ]);
+    eprintln!("{}", text(&o));
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("PASS"));
+}
