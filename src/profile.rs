@@ -260,7 +260,9 @@ impl Profile {
         if engine != "auto" && !crate::load::dialect::ENGINES.contains(&engine) {
             bail!(
                 "field `target.engine`: {engine:?} is not one of \"auto\", {}",
-                crate::load::dialect::ENGINES.map(|e| format!("{e:?}")).join(", ")
+                crate::load::dialect::ENGINES
+                    .map(|e| format!("{e:?}"))
+                    .join(", ")
             );
         }
         if self.target.model.trim().is_empty() {

@@ -81,7 +81,11 @@ fn check(f: &Finished, ttft_ms: f64, tokens: u64, gaps: &[f64], e2e_ms: f64) {
     assert_eq!(r.error, None, "{:?}", r.error_message);
     assert!(close(r.ttft_ms.unwrap(), ttft_ms), "ttft {:?}", r.ttft_ms);
     assert_eq!(r.output_tokens, tokens);
-    assert_eq!(f.gaps_ms.len() as u64, tokens - 1, "one gap per token after the first");
+    assert_eq!(
+        f.gaps_ms.len() as u64,
+        tokens - 1,
+        "one gap per token after the first"
+    );
     for (g, e) in f.gaps_ms.iter().zip(gaps) {
         assert!(close(*g, *e), "gaps {:?}, expected {gaps:?}", f.gaps_ms);
     }

@@ -36,16 +36,19 @@ impl Drop for LlamaServer {
 
 fn engine_paths() -> Result<(PathBuf, PathBuf), String> {
     let var = |name: &str| -> Result<PathBuf, String> {
-        let path = std::env::var_os(name)
-            .map(PathBuf::from)
-            .ok_or_else(|| format!("{name} is not set (scripts/llama-server.sh setup prints it)"))?;
+        let path = std::env::var_os(name).map(PathBuf::from).ok_or_else(|| {
+            format!("{name} is not set (scripts/llama-server.sh setup prints it)")
+        })?;
         if path.is_file() {
             Ok(path)
         } else {
             Err(format!("{name}={} does not exist", path.display()))
         }
     };
-    Ok((var("THROUGHLINE_LLAMA_SERVER")?, var("THROUGHLINE_LLAMA_MODEL")?))
+    Ok((
+        var("THROUGHLINE_LLAMA_SERVER")?,
+        var("THROUGHLINE_LLAMA_MODEL")?,
+    ))
 }
 
 /// The status code of `GET path`, or None when nothing answers.
@@ -76,7 +79,13 @@ fn start(bin: &Path, model: &Path, dir: &Path) -> LlamaServer {
         .args(["--host", "127.0.0.1", "--port", &port.to_string()])
         .args(["--parallel", &SLOTS.to_string(), "--ctx-size", "4096"])
         .args(["--metrics", "--chat-template", "chatml"])
-        .args(["--reasoning-format", "none", "--threads", "2", "--no-warmup"])
+        .args([
+            "--reasoning-format",
+            "none",
+            "--threads",
+            "2",
+            "--no-warmup",
+        ])
         .args(["--alias", "tiny-llama"])
         .stdout(Stdio::from(out.try_clone().unwrap()))
         .stderr(Stdio::from(out))
@@ -179,7 +188,11 @@ fn bench_and_gate_against_llama_server() {
             assert_eq!(t["requests_sent"], 16, "C={c}: {t}");
             assert_eq!(t["succeeded"], 16, "C={c}: {t}");
             // ignore_eos + n_predict: every response exactly max_tokens long.
-            assert_eq!(t["output_tokens"].as_u64().unwrap(), 16 * MAX_TOKENS, "C={c}");
+            assert_eq!(
+                t["output_tokens"].as_u64().unwrap(),
+                16 * MAX_TOKENS,
+                "C={c}"
+            );
             assert!(t.get("length_misses").is_none(), "C={c}: {t}");
             // The client's count against llama.cpp's own counter, same window.
             let tele = &t["telemetry"];
@@ -203,7 +216,10 @@ fn bench_and_gate_against_llama_server() {
     assert!(at(2) > 1.3 * at(1), "{means:?}");
     assert!(at(4) > 1.3 * at(2), "{means:?}");
     let flat = at(8) / at(4);
-    assert!((0.8..1.2).contains(&flat), "C=8 vs C=4: {flat:.2}, {means:?}");
+    assert!(
+        (0.8..1.2).contains(&flat),
+        "C=8 vs C=4: {flat:.2}, {means:?}"
+    );
     // With 8 clients and 4 slots, the server's queue is where the extra clients wait.
     let c8 = &result["levels"][3]["trials"][0]["telemetry"]["saturation"];
     assert!(

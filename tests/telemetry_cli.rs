@@ -75,7 +75,10 @@ request_timeout = "20s"
         // The window spans the trial, so both saw (nearly) every token of it.
         let tokens = t["output_tokens"].as_f64().unwrap();
         assert_eq!(tokens, t["requests_sent"].as_f64().unwrap() * 20.0);
-        assert!(server >= 0.9 * tokens && server <= tokens, "{server} of {tokens}");
+        assert!(
+            server >= 0.9 * tokens && server <= tokens,
+            "{server} of {tokens}"
+        );
         let flags = t["flags"].as_array().unwrap();
         assert!(flags.is_empty(), "{flags:?}");
     }

@@ -61,7 +61,7 @@ pub fn fixed_length_fields(
                      output lengths are not fixed (length misses are counted)"
                         .into(),
                 ),
-            )
+            );
         }
         _ => {
             fields.insert("ignore_eos".into(), Value::Bool(true));
@@ -114,7 +114,9 @@ pub fn length_miss_warning(levels: &[crate::record::LevelResult]) -> Option<Stri
     let (misses, ok) = levels
         .iter()
         .flat_map(|l| &l.trials)
-        .fold((0u64, 0u64), |(m, o), t| (m + t.length_misses, o + t.succeeded));
+        .fold((0u64, 0u64), |(m, o), t| {
+            (m + t.length_misses, o + t.succeeded)
+        });
     if ok > 0 && misses as f64 > LENGTH_MISS_WARN * ok as f64 {
         Some(format!(
             "{misses} of {ok} successful requests ({:.1}%) missed the requested output length: \

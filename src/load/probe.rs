@@ -73,7 +73,12 @@ pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<Pro
 /// left to the `/v1/models` check, which names the problem.
 async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
     let url = format!("{}/health", base_url(endpoint));
-    let Ok(response) = client.get(&url).timeout(Duration::from_secs(10)).send().await else {
+    let Ok(response) = client
+        .get(&url)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+    else {
         return Ok(());
     };
     let status = response.status();

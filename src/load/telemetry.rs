@@ -211,10 +211,14 @@ pub struct EndpointSeries {
     pub failed_scrapes: u32,
 }
 
+/// One endpoint's scraper: the stop signal and the task that returns its samples and the
+/// number of failed scrapes.
+type Scraper = (oneshot::Sender<()>, JoinHandle<(Vec<Sample>, u32)>);
+
 /// Background scrapers for one trial, one task per endpoint.
 pub struct Watch {
     adapter: &'static Adapter,
-    tasks: Vec<(oneshot::Sender<()>, JoinHandle<(Vec<Sample>, u32)>)>,
+    tasks: Vec<Scraper>,
 }
 
 impl Watch {
@@ -381,7 +385,11 @@ pub fn summarize(
     let preempted: f64 = endpoints
         .iter()
         .filter_map(|e| {
-            let v: Vec<f64> = e.samples.iter().filter_map(|s| s.preemptions_total).collect();
+            let v: Vec<f64> = e
+                .samples
+                .iter()
+                .filter_map(|s| s.preemptions_total)
+                .collect();
             Some(v.last()? - v.first()?)
         })
         .sum();
@@ -436,8 +444,13 @@ pub fn level_note(trials: &[TrialResult]) -> Option<String> {
     let check = if d.is_empty() {
         "no token cross-check (too few scrapes)".to_string()
     } else {
-        let worst = d.iter().fold(0.0f64, |m, v| if v.abs() > m.abs() { *v } else { m });
-        format!("client vs server tokens {:+.2}% (worst trial)", worst * 100.0)
+        let worst = d
+            .iter()
+            .fold(0.0f64, |m, v| if v.abs() > m.abs() { *v } else { m });
+        format!(
+            "client vs server tokens {:+.2}% (worst trial)",
+            worst * 100.0
+        )
     };
     let state = if reasons.is_empty() {
         "not saturated".to_string()
@@ -471,7 +484,10 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
         assert_eq!(s.cache_usage, Some(0.97));
         assert_eq!(s.generated_tokens_total, Some(1200.0));
         let old = VLLM.replace("kv_cache_usage_perc", "gpu_cache_usage_perc");
-        assert_eq!(adapter("vllm").unwrap().sample(1.0, &old).cache_usage, Some(0.97));
+        assert_eq!(
+            adapter("vllm").unwrap().sample(1.0, &old).cache_usage,
+            Some(0.97)
+        );
         let llama = "llamacpp:tokens_predicted_total 77\nllamacpp:requests_deferred 0\n";
         let s = adapter("llama.cpp").unwrap().sample(0.0, llama);
         assert_eq!(s.generated_tokens_total, Some(77.0));
@@ -539,7 +555,11 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
         assert_eq!(t.client_tokens, Some(0.0));
         let mut trial = crate::record::fake::trial(1, 10.0);
         attach(&mut trial, Some(t));
-        assert!(trial.flags[0].contains("one of them is wrong"), "{:?}", trial.flags);
+        assert!(
+            trial.flags[0].contains("one of them is wrong"),
+            "{:?}",
+            trial.flags
+        );
     }
 
     #[test]
