@@ -192,6 +192,12 @@ pub async fn run_bench(
 
     let problems = level_problems(&results, profile.sweep.max_error_rate);
     let mut warnings: Vec<String> = dialect_warning.into_iter().collect();
+    if profile.target.engine == "auto" {
+        warnings.extend(telemetry::missing_counter_warning(
+            engine.as_deref(),
+            &report.metrics,
+        ));
+    }
     warnings.extend(dialect::length_miss_warning(&results));
     for level in &results {
         for t in &level.trials {

@@ -106,6 +106,21 @@ pub fn adapter(engine: &str) -> Option<&'static Adapter> {
     ADAPTERS.iter().find(|a| a.engine == engine)
 }
 
+/// A warning when the engine's `/metrics` (as the probe read it) lacks the token counter, so
+/// the client/server cross-check cannot be made.
+pub fn missing_counter_warning(engine: Option<&str>, present: &[&str]) -> Option<String> {
+    let a = adapter(engine?)?;
+    if a.generated_tokens.iter().any(|n| present.contains(n)) {
+        return None;
+    }
+    Some(format!(
+        "server telemetry: the {} /metrics page has no {}; the client's token count is not \
+         cross-checked against the server's",
+        a.engine,
+        a.generated_tokens.join(" or ")
+    ))
+}
+
 /// One scrape of one endpoint. Absent metrics are `None`, never zero.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
