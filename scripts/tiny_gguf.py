@@ -1,27 +1,35 @@
 #!/usr/bin/env python3
 """Writes a tiny random-weight llama-architecture GGUF model for testing a real engine.
 
-No weights are downloaded: 2 layers, dim 64, 4 heads, a SentencePiece-style vocabulary of
+No weights are downloaded: 4 layers, dim 512, 8 heads, a SentencePiece-style vocabulary of
 single ASCII characters, a few hundred word pieces and the byte tokens of printable ASCII and
 newline. Every token decodes to non-empty ASCII text, so each generated token reaches the
 client as text (no held-back partial UTF-8, no empty control-token pieces) and the server's
 token counters can be compared with the client's exactly. The output is gibberish; decoding,
 batching, HTTP and SSE are the engine's own.
 
+The size is chosen for a 2-core CPU (one core the server's, one the client's): a decode step
+costs a few milliseconds, so the server, not the client, is the bottleneck, and the CPU
+kernels get more efficient per token as the batch grows, so throughput rises with the number
+of busy slots and flattens once they are all busy. Weights are F32 (TINY_GGUF_TYPE=f16 or
+q8_0 to try others; on CPU they batch worse).
+
 Usage: tiny_gguf.py OUT.gguf
 """
 
+import os
 import sys
 
 import numpy as np
 import gguf
 
-N_EMBD = 64
-N_LAYER = 2
-N_HEAD = 4
-N_FF = 128
+N_EMBD = 512
+N_LAYER = 4
+N_HEAD = 8
+N_FF = 1536
 N_CTX = 4096
 SEED = 20261129
+WTYPE = os.environ.get("TINY_GGUF_TYPE", "f32")
 
 WORDS = """the of and to in is that for it as was with be by on not he this are or his from at
 which but have an they you were her she there one all we their been has would when who will
@@ -49,6 +57,10 @@ def vocab():
     for b in [0x0A] + list(range(0x20, 0x7F)):
         add(f"<0x{b:02X}>", 0.0, gguf.TokenType.BYTE)
     add("\u2581", -1.0, gguf.TokenType.NORMAL)
+    # The chatml markers as single pieces, so the chat template costs a few tokens, not
+    # dozens: prefill stays cheap next to decode, as in a real chat workload.
+    for piece in ["<|im_start|>", "<|im_end|>", "user", "assistant", "system"]:
+        add(piece, 0.0, gguf.TokenType.NORMAL)
     for c in range(0x21, 0x7F):
         add(chr(c), -2.0, gguf.TokenType.NORMAL)
     seen = set(tokens)
@@ -78,7 +90,13 @@ def main():
     w.add_head_count_kv(N_HEAD)
     w.add_rope_dimension_count(N_EMBD // N_HEAD)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_file_type(
+        {
+            "f32": gguf.LlamaFileType.ALL_F32,
+            "f16": gguf.LlamaFileType.MOSTLY_F16,
+            "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+        }[WTYPE]
+    )
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores(scores)
@@ -89,8 +107,15 @@ def main():
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
 
-    def t(name, *shape, scale=0.2):
-        w.add_tensor(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+    def t(name, *shape, scale=0.05):
+        x = (rng.standard_normal(shape) * scale).astype(np.float32)
+        if WTYPE == "q8_0":
+            q = gguf.quants.quantize(x, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        elif WTYPE == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, x)
 
     def ones(name, n):
         w.add_tensor(name, np.ones(n, dtype=np.float32))

@@ -70,6 +70,15 @@ pub fn fixed_length_fields(
     (fields, None)
 }
 
+/// Whether the load may reuse keep-alive connections. llama-server answers a streamed
+/// request with `Keep-Alive` and then closes the connection; a closed-loop client that sends
+/// its next request at once races that close and gets "connection closed before message
+/// completed" for a request the server never saw. It gets a new connection per request
+/// instead, which costs nothing there: the old one would have been closed anyway.
+pub fn reuses_connections(engine: Option<&str>) -> bool {
+    engine != Some("llama.cpp")
+}
+
 /// Applies `extra` to a request body: the per-engine fields win over the generic ones, and a
 /// null removes a field the engine does not know.
 pub fn merge_fields(body: &mut Value, extra: &Map<String, Value>) {

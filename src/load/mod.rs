@@ -56,12 +56,15 @@ pub async fn run_bench(
     let profile = &setup.profile;
     let profile_hash = profile.canonical_hash()?;
     let max_concurrency = profile.sweep.concurrency.iter().copied().max().unwrap_or(1) as usize;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(max_concurrency)
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .context("cannot build the HTTP client")?;
+    let load_client = |max_idle: usize| {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(max_idle)
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .context("cannot build the HTTP client")
+    };
+    let client = load_client(max_concurrency)?;
     let api_key = api_key_header(profile)?;
 
     let report = probe::probe(&client, &profile.target.endpoints).await?;
@@ -87,6 +90,16 @@ pub async fn run_bench(
         "auto" => report.engine.clone(),
         named => Some(named.to_string()),
     };
+    let client = if dialect::reuses_connections(engine.as_deref()) {
+        client
+    } else {
+        load_client(0)?
+    };
+    // Telemetry scrapes get their own connections, never one of the load's.
+    let scrape_client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .context("cannot build the HTTP client")?;
     let (extra_fields, dialect_warning) =
         dialect::fixed_length_fields(engine.as_deref(), &profile.workload);
 
@@ -168,11 +181,12 @@ pub async fn run_bench(
                 first_prompt: next_prompt,
             };
             let watch = telemetry::Watch::start(
-                &shared.client,
+                &scrape_client,
                 &profile.target.endpoints,
                 engine.as_deref(),
                 shared.clock,
-            );
+            )
+            .await;
             let finished = run_batch(&shared, batch).await?;
             next_prompt += u64::from(batch.requests);
             let server = match watch {

@@ -237,29 +237,45 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Starts scraping every endpoint now (one scrape at once, then every [`INTERVAL`]).
-    /// None when the engine has no adapter (an unknown OpenAI-compatible server).
-    pub fn start(
+    /// Takes a first sample of every endpoint before the trial's first request (so the
+    /// cross-check window holds the whole trial), then scrapes every [`INTERVAL`] in the
+    /// background. None when the engine has no adapter (an unknown OpenAI-compatible server).
+    /// `client` should not be the one sending the requests: a scrape must not take a
+    /// keep-alive connection (and a server thread) the load needs.
+    pub async fn start(
         client: &reqwest::Client,
         endpoints: &[String],
         engine: Option<&str>,
         clock: Instant,
     ) -> Option<Watch> {
         let adapter = adapter(engine?)?;
-        let tasks = endpoints
+        let urls: Vec<String> = endpoints
             .iter()
-            .map(|e| {
+            .map(|e| format!("{}/metrics", base_url(e)))
+            .collect();
+        let first =
+            futures::future::join_all(urls.iter().map(|u| scrape(client, u, adapter, clock))).await;
+        let tasks = urls
+            .into_iter()
+            .zip(first)
+            .map(|(url, first)| {
                 let (stop, stopped) = oneshot::channel();
-                let url = format!("{}/metrics", base_url(e));
-                let task = tokio::spawn(scrape_loop(client.clone(), url, adapter, clock, stopped));
+                let task = tokio::spawn(scrape_loop(
+                    client.clone(),
+                    url,
+                    adapter,
+                    clock,
+                    first,
+                    stopped,
+                ));
                 (stop, task)
             })
             .collect();
         Some(Watch { adapter, tasks })
     }
 
-    /// Stops the scrapers (each takes one last sample) and sets the trial's telemetry and
-    /// flags from the samples and the trial's requests.
+    /// Stops the scrapers (each takes one last sample, after the trial's last request) and
+    /// summarises the samples against the trial's requests.
     pub async fn finish(self, finished: &[Finished]) -> Option<TrialTelemetry> {
         let mut endpoints = Vec::new();
         for (i, (stop, task)) in self.tasks.into_iter().enumerate() {
@@ -280,11 +296,13 @@ async fn scrape_loop(
     url: String,
     adapter: &'static Adapter,
     clock: Instant,
+    first: Option<Sample>,
     mut stop: oneshot::Receiver<()>,
 ) -> (Vec<Sample>, u32) {
-    let mut samples = Vec::new();
-    let mut failed = 0u32;
-    let mut tick = tokio::time::interval(INTERVAL);
+    let mut failed = u32::from(first.is_none());
+    let mut samples: Vec<Sample> = first.into_iter().collect();
+    let start = tokio::time::Instant::now() + INTERVAL;
+    let mut tick = tokio::time::interval_at(start, INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let last = tokio::select! {
