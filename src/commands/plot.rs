@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use crate::baseline::Baseline;
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::record::RunResult;
 use crate::report::markdown::{run_report_markdown, REPORT_MD};
 use crate::report::plots::write_run_plots;
+use crate::stats::{fit_usl, UslFit};
 
 #[derive(Debug, Args)]
 pub struct PlotArgs {
@@ -21,6 +23,9 @@ pub struct PlotArgs {
     /// (any CSV with `concurrency` and `output_tok_per_s` columns, one row per trial).
     #[arg(long)]
     pub baseline_trials: Option<PathBuf>,
+    /// A baseline file (TOML) whose trials to draw beside the run (instead of --baseline-trials).
+    #[arg(long, value_name = "FILE", conflicts_with = "baseline_trials")]
+    pub baseline: Option<PathBuf>,
     /// Folder for throughput.png, per_request.png, latency.png and report.md.
     #[arg(long, short = 'o')]
     pub out: PathBuf,
@@ -28,9 +33,10 @@ pub struct PlotArgs {
 
 pub fn run(args: PlotArgs) -> Result<Exit> {
     let result = RunResult::load(&args.results)?;
-    let baseline = match &args.baseline_trials {
-        Some(path) => Some(load_baseline_trials(path)?),
-        None => None,
+    let baseline = match (&args.baseline_trials, &args.baseline) {
+        (Some(path), _) => Some(load_baseline_trials(path)?),
+        (None, Some(path)) => Some(Baseline::load(path)?.trials_by_level()),
+        (None, None) => None,
     };
     let written = write_plots_and_report(&result, baseline.as_deref(), None, &args.out)?;
     for path in &written {
@@ -52,6 +58,24 @@ pub fn write_plots_and_report(
     write_atomic(&report, run_report_markdown(result, &written).as_bytes())?;
     written.push(report);
     Ok(written)
+}
+
+/// The Universal Scalability Law fitted to a run's trials, where the run has the three or
+/// more levels a three-parameter curve needs (and the fit succeeds).
+pub fn usl_fit(result: &RunResult) -> Option<UslFit> {
+    if result.levels.len() < 3 {
+        return None;
+    }
+    let points: Vec<(f64, f64)> = result
+        .levels
+        .iter()
+        .flat_map(|l| {
+            l.throughputs()
+                .into_iter()
+                .map(move |t| (f64::from(l.concurrency), t))
+        })
+        .collect();
+    fit_usl(&points).ok()
 }
 
 /// Reads (concurrency, trial tok/s) pairs from a results.json or a per-trial CSV.
