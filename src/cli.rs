@@ -97,6 +97,9 @@ pub struct BlessArgs {
     /// Start over instead of appending a session.
     #[arg(long)]
     pub replace: bool,
+    /// Append a session to the baseline (the default; say it to be explicit).
+    #[arg(long, conflicts_with = "replace")]
+    pub append: bool,
     /// Baseline name (default: the file name).
     #[arg(long)]
     pub name: Option<String>,

@@ -150,8 +150,14 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     let baseline = Baseline::load_at_ref(&args.baseline, &reference)?;
     let (mut profile, profile_path, profile_text) =
         profile_at_ref(&baseline, &args.baseline, &reference)?;
-    if !args.endpoints.is_empty() {
-        profile.target.endpoints = args.endpoints.clone();
+    let endpoints: Vec<String> = args
+        .endpoints
+        .iter()
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty())
+        .collect();
+    if !endpoints.is_empty() {
+        profile.target.endpoints = endpoints;
         profile.validate().context("--endpoint")?;
     }
     println!(
