@@ -200,10 +200,6 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     };
     let outcome = super::bench::measure(setup).await?;
-    println!(
-        "environment: {}",
-        fingerprint_text(&outcome.result.environment)
-    );
     if super::bench::conclude(&outcome, &args.out) != Exit::Pass {
         bail!(
             "the run could not measure every level: {}",
