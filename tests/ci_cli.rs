@@ -10,9 +10,10 @@ use std::process::{Command, Output};
 
 use common::*;
 
-/// Small and fast: 2 levels x 5 trials, 16-token outputs at a fixed 5 ms per step (about
-/// 2 s a run). The gate's minimum effect is 8% so that a busy test machine does not fail the
-/// same-speed run, while the 15% slowdown still must.
+/// Small and fast: 2 levels x 5 trials, 16-token outputs at a fixed 10 ms per step (about
+/// 4 s a run). 10 ms rather than 5: the sleep's overshoot on a loaded machine (a timer tick
+/// or more) is then a smaller share of each step. The gate's minimum effect is 8% so that a
+/// busy test machine does not fail the same-speed run, while the 15% slowdown still must.
 const BODY: &str = r#"
 [workload]
 input_tokens = 16
@@ -31,7 +32,7 @@ min_effect = 0.08
 min_trials = 5
 "#;
 
-const SIM: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "5"];
+const SIM: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "10"];
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")

@@ -231,7 +231,9 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     }
     let mut verdict = evaluate(&baseline, result, &settings)?;
     verdict.baseline_ref = Some(reference);
-    verdict.warnings.extend(warnings);
+    // Ours first: annotations show only the first few warnings.
+    warnings.append(&mut verdict.warnings);
+    verdict.warnings = warnings;
     let gate_args = GateArgs {
         results: args.out.join(crate::load::RESULTS_FILE),
         baseline: args.baseline.clone(),
