@@ -325,6 +325,40 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     );
     assert_eq!(code(&out), 3, "{}", text(&out));
 
+    // merge --from: the folder the matrix's artifacts were downloaded to.
+    let legs = dir.path().join("legs");
+    for (leg, from) in [("a", &pass_dir), ("b", &reg_dir)] {
+        std::fs::create_dir_all(legs.join(leg)).unwrap();
+        for f in ["results.json", "verdict.json"] {
+            std::fs::copy(from.join(f), legs.join(leg).join(f)).unwrap();
+        }
+    }
+    let out = step.run(
+        &[
+            "merge",
+            "--from",
+            &s(legs.clone()),
+            "--out",
+            &s(legs.join("merged")),
+        ],
+        None,
+    );
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    let report = std::fs::read_to_string(legs.join("merged/report.md")).unwrap();
+    assert_eq!(report.matches("| C | trials |").count(), 2, "{report}");
+    // Again, with the first merge's output now under the folder: not read back.
+    let out = step.run(
+        &[
+            "merge",
+            "--from",
+            &s(legs.clone()),
+            "--out",
+            &s(legs.join("merged")),
+        ],
+        None,
+    );
+    assert_eq!(code(&out), 1, "{}", text(&out));
+
     // gate --out: charts beside the Markdown summary, linked from it.
     let gate_dir = dir.path().join("gate");
     let out = step.run(

@@ -147,7 +147,12 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         args.baseline_ref.as_deref(),
         std::env::var("GITHUB_BASE_REF").ok().as_deref(),
     )?;
-    let baseline = Baseline::load_at_ref(&args.baseline, &reference)?;
+    let baseline = Baseline::load_at_ref(&args.baseline, &reference).with_context(|| {
+        format!(
+            "cannot read the baseline at {reference} (in GitHub Actions, check out with \
+             `fetch-depth: 0` so that the target branch is there)"
+        )
+    })?;
     let (mut profile, profile_path, profile_text) =
         profile_at_ref(&baseline, &args.baseline, &reference)?;
     let endpoints: Vec<String> = args

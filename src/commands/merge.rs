@@ -38,8 +38,16 @@ pub struct MergeArgs {
 pub fn run(args: MergeArgs) -> Result<Exit> {
     let mut results = args.results.clone();
     let mut verdicts = args.verdict.clone();
+    let out = args.out.canonicalize().ok();
     for dir in &args.from {
-        let found = find(dir, 2)?;
+        // Not our own output from an earlier merge into a folder under `dir`.
+        let found: Vec<PathBuf> = find(dir, 2)?
+            .into_iter()
+            .filter(|p| {
+                let parent = p.parent().and_then(|d| d.canonicalize().ok());
+                out.is_none() || parent != out
+            })
+            .collect();
         let before = (results.len(), verdicts.len());
         for path in found {
             match path.file_name().and_then(|n| n.to_str()) {
