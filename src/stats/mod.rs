@@ -8,6 +8,8 @@
 //! Reference values for the tests were computed with SciPy/NumPy; the scripts that produced
 //! them live in `src/stats/reference/`.
 
+#[cfg(test)]
+mod calibration;
 mod error;
 pub mod sessions;
 pub mod summary;
