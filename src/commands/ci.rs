@@ -214,7 +214,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     let result = &outcome.result;
 
     let trials = baseline.trials_by_level();
-    let fit = super::plot::usl_fit(result);
+    let fit = super::plot::usl_of(result);
     let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
     let written = super::plot::write_plots_and_report(
         result,

@@ -48,7 +48,7 @@ fn draw(
     markdown: Option<&Path>,
 ) -> Result<Vec<String>> {
     let trials = baseline.trials_by_level();
-    let fit = super::plot::usl_fit(run);
+    let fit = super::plot::usl_of(run);
     let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
     let written = super::plot::write_plots_and_report(
         run,

@@ -12,7 +12,6 @@ use crate::fsutil::write_atomic;
 use crate::record::RunResult;
 use crate::report::markdown::{run_report_markdown, REPORT_MD};
 use crate::report::plots::write_run_plots;
-use crate::stats::{fit_usl, UslFit};
 
 #[derive(Debug, Args)]
 pub struct PlotArgs {
@@ -79,24 +78,6 @@ pub fn write_plots_and_report(
     write_atomic(&report, run_report_markdown(result, &written).as_bytes())?;
     written.push(report);
     Ok(written)
-}
-
-/// The Universal Scalability Law fitted to a run's trials, where the run has the three or
-/// more levels a three-parameter curve needs (and the fit succeeds).
-pub fn usl_fit(result: &RunResult) -> Option<UslFit> {
-    if result.levels.len() < 3 {
-        return None;
-    }
-    let points: Vec<(f64, f64)> = result
-        .levels
-        .iter()
-        .flat_map(|l| {
-            l.throughputs()
-                .into_iter()
-                .map(move |t| (f64::from(l.concurrency), t))
-        })
-        .collect();
-    fit_usl(&points).ok()
 }
 
 /// Reads (concurrency, trial tok/s) pairs from a results.json or a per-trial CSV.
