@@ -14,7 +14,7 @@ pub mod workload;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use reqwest::header::HeaderValue;
@@ -58,13 +58,8 @@ pub async fn run_bench(
     let profile = &setup.profile;
     let profile_hash = profile.canonical_hash()?;
     let max_concurrency = profile.sweep.concurrency.iter().copied().max().unwrap_or(1) as usize;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(max_concurrency)
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .context("cannot build the HTTP client")?;
     let api_key = api_key_header(profile)?;
+    let client = client::build_client(max_concurrency, api_key.as_ref())?;
 
     let report = probe::probe(&client, &profile.target.endpoints).await?;
     let model = if profile.target.model == "auto" {

@@ -56,7 +56,14 @@ async fn completions(
     generate(st, Kind::Completion, &headers, &body).await
 }
 
-async fn models(State(st): State<Arc<AppState>>) -> Response {
+async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    // Like vLLM's --api-key: every /v1 route needs the key (/health and /metrics do not).
+    if st.faults.authorized(auth) == Some(false) {
+        return error(StatusCode::UNAUTHORIZED, "missing or wrong API key");
+    }
     axum::Json(json!({
         "object": "list",
         "data": [{"id": st.model, "object": "model", "created": now(), "owned_by": "throughline-sim"}],
