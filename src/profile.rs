@@ -456,3 +456,7 @@ request_timeout = "2m"
         assert!(a.starts_with("sha256:") && a.len() == 7 + 64);
     }
 }
+
+#[cfg(test)]
+#[path = "profile_props.rs"]
+mod props;

@@ -407,3 +407,7 @@ pub mod fake {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "record_props.rs"]
+mod props;
