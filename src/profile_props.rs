@@ -65,7 +65,10 @@ fn apply(text: &str, m: &Mutation) -> String {
         }
         Mutation::Truncate(i) => {
             let cut = i % text.len();
-            let cut = (0..=cut).rev().find(|c| text.is_char_boundary(*c)).unwrap_or(0);
+            let cut = (0..=cut)
+                .rev()
+                .find(|c| text.is_char_boundary(*c))
+                .unwrap_or(0);
             return text[..cut].to_string();
         }
     }

@@ -99,7 +99,11 @@ fn check_accounting(result: &Value, journal: &[Value]) -> BTreeMap<String, u64> 
         }
     }
     let counted: Vec<&Value> = journal.iter().filter(|l| l["warmup"] == false).collect();
-    assert_eq!(counted.len() as u64, trial_sent, "journal and results disagree");
+    assert_eq!(
+        counted.len() as u64,
+        trial_sent,
+        "journal and results disagree"
+    );
     assert_eq!(
         counted.iter().filter(|l| l["error"].is_null()).count() as u64,
         trial_ok
@@ -161,7 +165,10 @@ fn http_errors_keep_their_status_and_fail_the_error_limit() {
         .collect();
     assert!(statuses.iter().all(|s| [429, 500, 503].contains(s)));
     let err = String::from_utf8_lossy(&r.out.stderr);
-    assert!(err.contains("max_error_rate") && err.contains("http"), "{err}");
+    assert!(
+        err.contains("max_error_rate") && err.contains("http"),
+        "{err}"
+    );
     assert_eq!(r.result()["complete"], true);
 }
 
@@ -169,7 +176,12 @@ fn http_errors_keep_their_status_and_fail_the_error_limit() {
 fn http_errors_under_the_limit_pass() {
     // Same faults, a profile that tolerates them: exit 0, failures still counted.
     let r = one_class(
-        &["--fault-http-error-rate", "0.3", "--fault-http-statuses", "429"],
+        &[
+            "--fault-http-error-rate",
+            "0.3",
+            "--fault-http-statuses",
+            "429",
+        ],
         &profile("max_error_rate = 0.9", ""),
         "http",
         "http",
@@ -341,7 +353,13 @@ fn faults_from_a_config_file_are_deterministic() {
 
     // A bad config file names the file, the line and the field.
     std::fs::write(&cfg, "[faults]\nreset_rate = 0.2\nrest_rate = 0.1\n").unwrap();
-    let out = run(&["serve-sim", "--port", "0", "--config", cfg.to_str().unwrap()]);
+    let out = run(&[
+        "serve-sim",
+        "--port",
+        "0",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
     assert_eq!(code(&out), 2, "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -362,7 +380,10 @@ fn server_dies(flags: &[&str]) {
     let result = r.result();
     assert_eq!(result["complete"], false);
     let failed = check_accounting(&result, &r.journal());
-    assert!(failed.get("connect").copied().unwrap_or(0) > 0, "{failed:?}");
+    assert!(
+        failed.get("connect").copied().unwrap_or(0) > 0,
+        "{failed:?}"
+    );
     let levels = result["levels"].as_array().unwrap();
     assert!(levels.len() < 4, "the sweep should stop early");
     let err = String::from_utf8_lossy(&r.out.stderr);
@@ -454,7 +475,11 @@ fn sigterm_abandons_stalled_requests_as_cancelled() {
     // Every request stalls for 60 s: nothing can finish within the grace period.
     let sim = Sim::start(
         1,
-        &[FIXED, &["--fault-stall-rate", "1", "--fault-stall", "60s"][..]].concat(),
+        &[
+            FIXED,
+            &["--fault-stall-rate", "1", "--fault-stall", "60s"][..],
+        ]
+        .concat(),
     );
     let tmp = tempfile::tempdir().unwrap();
     let body = profile("stall_timeout = \"120s\"", "")
@@ -474,7 +499,10 @@ fn sigterm_abandons_stalled_requests_as_cancelled() {
     let out = wait_with_deadline(child, Duration::from_secs(10));
     assert_eq!(code(&out), 143, "{}", text(&out));
     let waited = signalled.elapsed();
-    assert!(waited >= Duration::from_secs(2), "grace period skipped: {waited:?}");
+    assert!(
+        waited >= Duration::from_secs(2),
+        "grace period skipped: {waited:?}"
+    );
     let result = read_json(&dir.join("results.json"));
     assert_eq!(result["complete"], false);
     let failed = check_accounting(&result, &read_journal(&dir));

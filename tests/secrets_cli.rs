@@ -56,14 +56,22 @@ fn assert_no_key_in_files(dir: &Path) -> usize {
 
 fn assert_no_key_in_output(out: &Output) {
     let all = text(out);
-    assert!(!all.contains(KEY) && !all.contains(WRONG), "key leaked: {all}");
+    assert!(
+        !all.contains(KEY) && !all.contains(WRONG),
+        "key leaked: {all}"
+    );
 }
 
 #[test]
 fn the_key_is_sent_and_never_written() {
     let sim = Sim::start_env(
         1,
-        &["--preset", "instant", "--require-api-key-env", "TL_TEST_SIM_KEY"],
+        &[
+            "--preset",
+            "instant",
+            "--require-api-key-env",
+            "TL_TEST_SIM_KEY",
+        ],
         &[("TL_TEST_SIM_KEY", KEY)],
     );
     let tmp = tempfile::tempdir().unwrap();
@@ -169,5 +177,9 @@ fn a_missing_key_variable_is_named_not_guessed() {
         tmp.path().join("o").to_str().unwrap(),
     ]);
     assert_eq!(code(&out), 2, "{}", text(&out));
-    assert!(text(&out).contains("TL_TEST_UNSET_KEY_VAR"), "{}", text(&out));
+    assert!(
+        text(&out).contains("TL_TEST_UNSET_KEY_VAR"),
+        "{}",
+        text(&out)
+    );
 }

@@ -365,7 +365,10 @@ mod tests {
     async fn redirect_to_another_port_drops_the_key() {
         let a = TcpListener::bind("127.0.0.1:0").unwrap();
         let b = TcpListener::bind("127.0.0.1:0").unwrap();
-        let (pa, pb) = (a.local_addr().unwrap().port(), b.local_addr().unwrap().port());
+        let (pa, pb) = (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        );
         let body = r#"{"choices":[{"message":{"content":"hi there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
         let a = serve_once(
             a,
@@ -398,8 +401,16 @@ mod tests {
         let (head_a, head_b) = (a.join().unwrap(), b.join().unwrap());
         assert!(obs.failure.is_none(), "{:?}", obs.failure);
         assert_eq!(obs.usage.map(|u| u.completion_tokens), Some(2));
-        assert!(head_a.to_ascii_lowercase().contains("authorization: bearer sk-redirect-test"), "{head_a}");
-        assert!(!head_b.to_ascii_lowercase().contains("authorization"), "{head_b}");
+        assert!(
+            head_a
+                .to_ascii_lowercase()
+                .contains("authorization: bearer sk-redirect-test"),
+            "{head_a}"
+        );
+        assert!(
+            !head_b.to_ascii_lowercase().contains("authorization"),
+            "{head_b}"
+        );
         assert!(!format!("{key:?}").contains("sk-redirect-test"));
     }
 }

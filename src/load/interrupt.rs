@@ -129,11 +129,14 @@ mod tests {
         i.trigger(15);
         assert!(i.is_stopping());
         assert_eq!(i.signal(), Some(15));
-        let early =
-            tokio::time::timeout(Duration::from_millis(50), i.abandoned()).await;
+        let early = tokio::time::timeout(Duration::from_millis(50), i.abandoned()).await;
         assert!(early.is_err(), "abandoned before the grace period ended");
         i.trigger(2);
-        assert_eq!(i.signal(), Some(15), "the first signal decides the exit code");
+        assert_eq!(
+            i.signal(),
+            Some(15),
+            "the first signal decides the exit code"
+        );
         tokio::time::timeout(Duration::from_secs(1), i.abandoned())
             .await
             .expect("second signal abandons at once");

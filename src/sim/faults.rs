@@ -201,7 +201,11 @@ impl Faults {
         if self.http_error_rate > 0.0 && self.http_statuses.is_empty() {
             bail!("field `faults.http_statuses`: needs at least one status");
         }
-        if let Some(s) = self.http_statuses.iter().find(|s| !(400..=599).contains(*s)) {
+        if let Some(s) = self
+            .http_statuses
+            .iter()
+            .find(|s| !(400..=599).contains(*s))
+        {
             bail!("field `faults.http_statuses`: {s} is not an HTTP error status (400-599)");
         }
         if self.degenerate_tokens == 0 {

@@ -48,11 +48,7 @@ async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) 
     generate(st, Kind::Chat, &headers, &body).await
 }
 
-async fn completions(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
     generate(st, Kind::Completion, &headers, &body).await
 }
 
@@ -203,7 +199,10 @@ async fn full_response(
                 }
                 Some(FaultKind::Stall) => tokio::time::sleep(stall).await,
                 Some(FaultKind::Malformed) => {
-                    return ([(header::CONTENT_TYPE, "application/json")], "{\"choices\": [")
+                    return (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        "{\"choices\": [",
+                    )
                         .into_response()
                 }
                 Some(FaultKind::NoUsage) => {
@@ -252,51 +251,54 @@ fn sse_events(
         Kind::Completion => None,
     };
     let state = (ctx, rx, 0u32, false, fault);
-    let body = stream::unfold(state, move |(ctx, mut rx, mut n, done, mut fault)| async move {
-        if done {
-            return None;
-        }
-        if n > 0 {
-            match fault {
-                Some(FaultKind::Reset) => {
-                    return Some((Err(injected_reset()), (ctx, rx, n, true, None)));
-                }
-                Some(FaultKind::Stall) => {
-                    fault = None;
-                    tokio::time::sleep(stall).await;
-                }
-                Some(FaultKind::Malformed) => {
-                    let bad = Bytes::from_static(b"data: {\"choices\": [{\"delta\": \n\n");
-                    return Some((Ok(bad), (ctx, rx, n, false, None)));
-                }
-                _ => {}
+    let body = stream::unfold(
+        state,
+        move |(ctx, mut rx, mut n, done, mut fault)| async move {
+            if done {
+                return None;
             }
-        }
-        let Some(e) = rx.recv().await else {
-            // Engine gone mid-stream: end without [DONE] so the client sees a truncated stream.
-            return None;
-        };
-        n += e.tokens;
-        let mut out = Vec::with_capacity(3);
-        let env = ctx.env();
-        let mut chunk = env.content_chunk(&api::token_text(e.start, e.tokens), e.finish);
-        let prompt = ctx.req.params.prompt_tokens;
-        let no_usage = fault == Some(FaultKind::NoUsage);
-        if ctx.req.continuous_usage && !no_usage {
-            chunk["usage"] = api::usage(prompt, n);
-        }
-        out.push(frame(&chunk));
-        let finished = e.finish.is_some();
-        if finished {
-            if ctx.req.include_usage && !no_usage {
-                out.push(frame(&env.usage_chunk(api::usage(prompt, n))));
+            if n > 0 {
+                match fault {
+                    Some(FaultKind::Reset) => {
+                        return Some((Err(injected_reset()), (ctx, rx, n, true, None)));
+                    }
+                    Some(FaultKind::Stall) => {
+                        fault = None;
+                        tokio::time::sleep(stall).await;
+                    }
+                    Some(FaultKind::Malformed) => {
+                        let bad = Bytes::from_static(b"data: {\"choices\": [{\"delta\": \n\n");
+                        return Some((Ok(bad), (ctx, rx, n, false, None)));
+                    }
+                    _ => {}
+                }
             }
-            if fault != Some(FaultKind::NoDone) {
-                out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+            let Some(e) = rx.recv().await else {
+                // Engine gone mid-stream: end without [DONE] so the client sees a truncated stream.
+                return None;
+            };
+            n += e.tokens;
+            let mut out = Vec::with_capacity(3);
+            let env = ctx.env();
+            let mut chunk = env.content_chunk(&api::token_text(e.start, e.tokens), e.finish);
+            let prompt = ctx.req.params.prompt_tokens;
+            let no_usage = fault == Some(FaultKind::NoUsage);
+            if ctx.req.continuous_usage && !no_usage {
+                chunk["usage"] = api::usage(prompt, n);
             }
-        }
-        let bytes: Bytes = out.concat().into();
-        Some((Ok(bytes), (ctx, rx, n, finished, fault)))
-    });
+            out.push(frame(&chunk));
+            let finished = e.finish.is_some();
+            if finished {
+                if ctx.req.include_usage && !no_usage {
+                    out.push(frame(&env.usage_chunk(api::usage(prompt, n))));
+                }
+                if fault != Some(FaultKind::NoDone) {
+                    out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+                }
+            }
+            let bytes: Bytes = out.concat().into();
+            Some((Ok(bytes), (ctx, rx, n, finished, fault)))
+        },
+    );
     stream::iter(head).chain(body)
 }
