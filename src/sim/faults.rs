@@ -191,7 +191,11 @@ impl Faults {
         for kind in Kind::ALL {
             let r = self.rate(kind);
             if !(0.0..=1.0).contains(&r) {
-                bail!("field `faults.{}_rate`: {r} is outside 0..=1", kind.name());
+                let name = match kind {
+                    Kind::Http => "http_error",
+                    k => k.name(),
+                };
+                bail!("field `faults.{name}_rate`: {r} is outside 0..=1");
             }
             sum += r;
         }
@@ -474,6 +478,11 @@ mod tests {
             Faults::parse("[faults]\nreset_rate = 0.7\nstall_rate = 0.7\n").unwrap_err()
         );
         assert!(err.contains("sum"), "{err}");
+        let err = format!(
+            "{:#}",
+            Faults::parse("[faults]\nhttp_error_rate = 1.5\n").unwrap_err()
+        );
+        assert!(err.contains("faults.http_error_rate"), "{err}");
         let err = format!(
             "{:#}",
             Faults::parse("[faults]\nstall = \"soon\"\n").unwrap_err()
