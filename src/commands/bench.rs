@@ -25,7 +25,8 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
     };
     let outcome = measure(setup).await?;
     let exit = conclude(&outcome, &args.out);
-    if !args.no_plots {
+    // An interrupted run exits promptly (SIGTERM usually has a kill deadline behind it).
+    if !args.no_plots && outcome.interrupted.is_none() {
         write_plots(&outcome.result, None, &args.out);
     }
     Ok(exit)
