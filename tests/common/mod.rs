@@ -38,6 +38,11 @@ pub struct Sim {
 
 impl Sim {
     pub fn start(replicas: usize, extra: &[&str]) -> Sim {
+        Sim::start_env(replicas, extra, &[])
+    }
+
+    /// Like [`Sim::start`], with extra environment variables for the simulator process.
+    pub fn start_env(replicas: usize, extra: &[&str], env: &[(&str, &str)]) -> Sim {
         let mut child = Command::new(bin())
             .args([
                 "serve-sim",
@@ -47,6 +52,7 @@ impl Sim {
                 &replicas.to_string(),
             ])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
