@@ -95,6 +95,7 @@ fn stdout(out: &Output) -> String {
 
 #[test]
 fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
+    let _turn = timing_lock();
     let sim = Sim::start(1, &SIM);
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
@@ -401,6 +402,7 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
 
 #[test]
 fn ci_needs_a_ref_and_a_healthy_server() {
+    let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().to_path_buf();
     git(&repo, &["init", "-q"]);

@@ -130,3 +130,10 @@ pub fn write_profile(dir: &Path, name: &str, endpoints: &[String], rest: &str) -
 pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
+
+/// Timing-sensitive tests in one test binary take turns: benches running side by side on a
+/// 2-core machine would distort each other's figures (tests in one binary run in parallel).
+pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
