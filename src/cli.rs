@@ -32,6 +32,11 @@ pub enum Command {
     Plot(crate::commands::plot::PlotArgs),
     /// Project days, nodes and cost for a token budget from measured scaling curves or a node catalog.
     Plan(PlanArgs),
+    /// The pull-request check: run the profile beside a baseline, gate it against the
+    /// baseline on the target branch, write the job summary, outputs and artifacts.
+    Ci(crate::commands::ci::CiArgs),
+    /// Combine several runs (e.g. a matrix of GPU runners) into one report and one verdict.
+    Merge(crate::commands::merge::MergeArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -63,6 +68,10 @@ pub struct GateArgs {
     /// Write the Markdown summary.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// Also draw the run against the baseline: PNGs and report.md in this folder, with the
+    /// charts linked from the Markdown summary.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +97,9 @@ pub struct BlessArgs {
     /// Start over instead of appending a session.
     #[arg(long)]
     pub replace: bool,
+    /// Append a session to the baseline (the default; say it to be explicit).
+    #[arg(long, conflicts_with = "replace")]
+    pub append: bool,
     /// Baseline name (default: the file name).
     #[arg(long)]
     pub name: Option<String>,
@@ -115,6 +127,9 @@ pub struct BenchArgs {
     /// Never draw a progress bar (it is drawn only on a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
+    /// Skip the PNG plots and report.md.
+    #[arg(long)]
+    pub no_plots: bool,
 }
 
 #[derive(Debug, Args)]

@@ -169,10 +169,13 @@ pub enum ErrorClass {
     Degenerate,
     /// The server gave no token counts where the profile requires them.
     MissingUsage,
+    /// In flight when the run was interrupted (SIGINT/SIGTERM) and abandoned after the grace
+    /// period: sent, never finished, so counted here to keep sent == succeeded + failed.
+    Cancelled,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 8] = [
+    pub const ALL: [ErrorClass; 9] = [
         ErrorClass::Connect,
         ErrorClass::Timeout,
         ErrorClass::Stall,
@@ -181,6 +184,7 @@ impl ErrorClass {
         ErrorClass::Protocol,
         ErrorClass::Degenerate,
         ErrorClass::MissingUsage,
+        ErrorClass::Cancelled,
     ];
 
     pub fn name(self) -> &'static str {
@@ -193,6 +197,7 @@ impl ErrorClass {
             ErrorClass::Protocol => "protocol",
             ErrorClass::Degenerate => "degenerate",
             ErrorClass::MissingUsage => "missing_usage",
+            ErrorClass::Cancelled => "cancelled",
         }
     }
 }
@@ -246,6 +251,19 @@ pub struct RequestRecord {
 }
 
 impl RunResult {
+    /// (concurrency, output tok/s) of every trial that measured something: the points a
+    /// scaling curve is fitted to (one per trial, never per request).
+    pub fn throughput_points(&self) -> Vec<(f64, f64)> {
+        self.levels
+            .iter()
+            .flat_map(|l| {
+                l.throughputs()
+                    .into_iter()
+                    .map(move |t| (f64::from(l.concurrency), t))
+            })
+            .collect()
+    }
+
     /// Reads a result file, refusing schema versions this build does not know.
     pub fn load(path: &Path) -> Result<RunResult> {
         let text = std::fs::read_to_string(path)
@@ -415,3 +433,7 @@ pub mod fake {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "record_props.rs"]
+mod props;

@@ -24,7 +24,12 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     };
     let outcome = measure(setup).await?;
-    Ok(conclude(&outcome, &args.out))
+    let exit = conclude(&outcome, &args.out);
+    // An interrupted run exits promptly (SIGTERM usually has a kill deadline behind it).
+    if !args.no_plots && outcome.interrupted.is_none() {
+        write_plots(&outcome.result, None, &args.out);
+    }
+    Ok(exit)
 }
 
 /// Runs the sweep, printing each level's row as it finishes.
@@ -54,6 +59,18 @@ pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
         eprintln!("warning: {w}");
     }
     println!("results: {}", out.join(RESULTS_FILE).display());
+    if let Some(sig) = outcome.interrupted {
+        let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
+        let t = outcome.result.levels.iter().flat_map(|l| &l.trials);
+        let (sent, cancelled): (u64, u64) = t.fold((0, 0), |(s, c), t| {
+            let n = t.failed.get(&crate::record::ErrorClass::Cancelled);
+            (s + t.requests_sent, c + n.copied().unwrap_or(0))
+        });
+        eprintln!(
+            "interrupted by {name}: stopped sending; {sent} requests written ({cancelled} abandoned in flight, counted as cancelled); results marked incomplete"
+        );
+        return Exit::Interrupted(sig);
+    }
     if outcome.problems.is_empty() {
         return Exit::Pass;
     }
@@ -62,4 +79,32 @@ pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
         eprintln!("  {p}");
     }
     Exit::Failure
+}
+
+/// Draws the PNGs and report.md beside the results (with the USL curve when it fits, and the
+/// baseline's trials when given). A plot that cannot be drawn is a warning: the measurement
+/// stands without it.
+pub fn write_plots(
+    result: &crate::record::RunResult,
+    baseline: Option<&[(u32, Vec<f64>)]>,
+    out: &Path,
+) {
+    let fit = super::plot::usl_of(result);
+    let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
+    match super::plot::write_plots_and_report(
+        result,
+        baseline,
+        curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
+        out,
+    ) {
+        Ok(paths) => println!(
+            "plots: {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Err(e) => eprintln!("warning: plots not written: {e:#}"),
+    }
 }

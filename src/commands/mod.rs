@@ -2,7 +2,9 @@
 
 pub mod baseline;
 pub mod bench;
+pub mod ci;
 pub mod demo;
 pub mod gate;
+pub mod merge;
 pub mod plan;
 pub mod plot;

@@ -4,6 +4,7 @@ pub mod body;
 pub mod chunk;
 pub mod client;
 pub mod dialect;
+pub mod interrupt;
 pub mod outcome;
 pub mod probe;
 pub mod sse;
@@ -15,7 +16,7 @@ pub mod workload;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use reqwest::header::HeaderValue;
@@ -43,8 +44,11 @@ pub struct BenchSetup {
 /// A finished (or stopped) run and what makes it unusable, if anything.
 pub struct BenchOutcome {
     pub result: RunResult,
-    /// Levels that could not be measured (no success, or too many errors): exit 2.
+    /// Levels that could not be measured (no success, or too many errors), or why the run
+    /// stopped early (the server went away): exit 2.
     pub problems: Vec<String>,
+    /// The signal (SIGINT 2, SIGTERM 15) that stopped the run: exit 128 + signal.
+    pub interrupted: Option<i32>,
 }
 
 /// Runs the profile's sweep, writing `requests.jsonl` as requests finish and the result files
@@ -56,16 +60,8 @@ pub async fn run_bench(
     let profile = &setup.profile;
     let profile_hash = profile.canonical_hash()?;
     let max_concurrency = profile.sweep.concurrency.iter().copied().max().unwrap_or(1) as usize;
-    let load_client = |max_idle: usize| {
-        reqwest::Client::builder()
-            .pool_max_idle_per_host(max_idle)
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .context("cannot build the HTTP client")
-    };
-    let client = load_client(max_concurrency)?;
     let api_key = api_key_header(profile)?;
+    let client = client::build_client(max_concurrency, api_key.as_ref())?;
 
     let report = probe::probe(&client, &profile.target.endpoints).await?;
     let model = if profile.target.model == "auto" {
@@ -93,11 +89,11 @@ pub async fn run_bench(
     let client = if dialect::reuses_connections(engine.as_deref()) {
         client
     } else {
-        load_client(0)?
+        client::build_client(0, api_key.as_ref())?
     };
     // Telemetry scrapes get their own connections, never one of the load's.
     let scrape_client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
+        .connect_timeout(std::time::Duration::from_secs(5))
         .build()
         .context("cannot build the HTTP client")?;
     let (extra_fields, dialect_warning) =
@@ -148,12 +144,15 @@ pub async fn run_bench(
         clock: Instant::now(),
         journal: Mutex::new(Box::new(BufWriter::new(journal))),
         progress: progress.clone(),
+        interrupt: interrupt::Interrupt::from_signals(),
     });
 
     let started_at = now_rfc3339();
     let mut next_prompt = 0u64;
     let mut results = Vec::new();
-    for &concurrency in levels {
+    // Why the sweep stopped before its end (the server went away), if it did.
+    let mut stopped: Option<String> = None;
+    'levels: for &concurrency in levels {
         if profile.sweep.warmup_requests > 0 {
             progress.set_message(format!("C={concurrency} warmup"));
             let batch = Batch {
@@ -162,8 +161,15 @@ pub async fn run_bench(
                 requests: profile.sweep.warmup_requests,
                 first_prompt: next_prompt,
             };
-            run_batch(&shared, batch).await?;
+            let finished = run_batch(&shared, batch).await?;
             next_prompt += u64::from(batch.requests);
+            if shared.interrupt.signal().is_some() {
+                break 'levels;
+            }
+            if let Some(why) = outcome::unreachable(&finished) {
+                stopped = Some(format!("C={concurrency} warmup: {why}"));
+                break 'levels;
+            }
         }
         let mut level = LevelResult {
             concurrency,
@@ -193,18 +199,37 @@ pub async fn run_bench(
                 Some(w) => w.finish(&finished).await,
                 None => None,
             };
-            let misses = dialect::length_misses(&finished, &profile.workload);
-            let mut summary = summarize_trial(trial, finished);
-            dialect::note_length_misses(&mut summary, misses, profile.workload.max_tokens);
-            telemetry::attach(&mut summary, server);
-            level.trials.push(summary);
+            let unreachable = outcome::unreachable(&finished);
+            if !finished.is_empty() {
+                let misses = dialect::length_misses(&finished, &profile.workload);
+                let mut summary = summarize_trial(trial, finished);
+                dialect::note_length_misses(&mut summary, misses, profile.workload.max_tokens);
+                telemetry::attach(&mut summary, server);
+                level.trials.push(summary);
+            }
+            if shared.interrupt.signal().is_some() || unreachable.is_some() {
+                if let Some(why) = unreachable {
+                    stopped = Some(format!("C={concurrency} trial {trial}: {why}"));
+                }
+                if !level.trials.is_empty() {
+                    progress.suspend(|| on_level(&level));
+                    results.push(level);
+                }
+                break 'levels;
+            }
         }
         progress.suspend(|| on_level(&level));
         results.push(level);
     }
     progress.finish_and_clear();
 
-    let problems = level_problems(&results, profile.sweep.max_error_rate);
+    let interrupted = shared.interrupt.signal();
+    let mut problems = level_problems(&results, profile.sweep.max_error_rate);
+    if let Some(why) = &stopped {
+        problems.push(format!(
+            "the run stopped early: {why}; the levels after it were not measured (results marked incomplete)"
+        ));
+    }
     let mut warnings: Vec<String> = dialect_warning.into_iter().collect();
     if profile.target.engine == "auto" {
         warnings.extend(telemetry::missing_counter_warning(
@@ -229,12 +254,16 @@ pub async fn run_bench(
         environment,
         started_at,
         finished_at: now_rfc3339(),
-        complete: true,
+        complete: interrupted.is_none() && stopped.is_none(),
         levels: results,
         warnings,
     };
     write_results(&result, &setup.out_dir)?;
-    Ok(BenchOutcome { result, problems })
+    Ok(BenchOutcome {
+        result,
+        problems,
+        interrupted,
+    })
 }
 
 /// Writes `results.json` and `summary.csv` into `dir`, atomically.
