@@ -6,3 +6,4 @@ pub mod demo;
 pub mod gate;
 pub mod plan;
 pub mod plot;
+pub mod selfbench;

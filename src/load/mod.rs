@@ -3,6 +3,8 @@
 pub mod body;
 pub mod chunk;
 pub mod client;
+pub mod headroom;
+pub mod openloop;
 pub mod outcome;
 pub mod probe;
 pub mod sse;
@@ -18,10 +20,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use reqwest::header::HeaderValue;
 
-use crate::profile::Profile;
+use crate::profile::{Arrival, Profile};
 use crate::record::{Environment, ErrorClass, LevelResult, RunResult, SCHEMA_VERSION};
 use client::Limits;
-use sweep::{run_batch, summarize_trial, urls_for, Batch, Shared};
+use sweep::{measured_only, run_batch, summarize_trial, urls_for, Batch, Shared, Windows};
 use workload::Prompts;
 
 /// The files a run writes into its folder.
@@ -53,7 +55,10 @@ pub async fn run_bench(
 ) -> Result<BenchOutcome> {
     let profile = &setup.profile;
     let profile_hash = profile.canonical_hash()?;
-    let max_concurrency = profile.sweep.concurrency.iter().copied().max().unwrap_or(1) as usize;
+    let max_concurrency = (profile.sweep.concurrency.iter().copied())
+        .chain(profile.sweep.max_concurrency)
+        .max()
+        .unwrap_or(64) as usize;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(max_concurrency)
         .tcp_nodelay(true)
@@ -91,12 +96,29 @@ pub async fn run_bench(
     let journal = std::fs::File::create(&journal_path)
         .with_context(|| format!("cannot create {}", journal_path.display()))?;
 
-    let levels = &profile.sweep.concurrency;
+    let sweep_cfg = &profile.sweep;
+    let windows = sweep_cfg.duration.map(|measure| Windows {
+        warmup: sweep_cfg.warmup.unwrap_or_default(),
+        measure,
+        cooldown: sweep_cfg.cooldown.unwrap_or_default(),
+    });
+    // Closed-loop levels are concurrencies; open-loop levels are rates (with the cap, if
+    // any, as their concurrency).
+    let levels: Vec<(u32, Option<f64>)> = if sweep_cfg.is_open_loop() {
+        let cap = sweep_cfg.max_concurrency.unwrap_or(0);
+        sweep_cfg.rates.iter().map(|&r| (cap, Some(r))).collect()
+    } else {
+        sweep_cfg.concurrency.iter().map(|&c| (c, None)).collect()
+    };
     let per_level: u64 = levels
         .iter()
-        .map(|&c| {
-            u64::from(profile.sweep.warmup_requests)
-                + u64::from(profile.sweep.requests_at(c)) * u64::from(profile.sweep.trials)
+        .map(|&(c, rate)| {
+            let per_trial = match (rate, sweep_cfg.trial_span()) {
+                (Some(r), Some(span)) => open_loop_count(r, span) as u64,
+                (_, Some(_)) => 0,
+                _ => u64::from(sweep_cfg.requests_at(c)),
+            };
+            u64::from(sweep_cfg.warmup_requests) + per_trial * u64::from(sweep_cfg.trials)
         })
         .sum();
     let progress = if setup.show_progress {
@@ -130,36 +152,79 @@ pub async fn run_bench(
     let started_at = now_rfc3339();
     let mut next_prompt = 0u64;
     let mut results = Vec::new();
-    for &concurrency in levels {
+    for &(concurrency, rate) in &levels {
+        let name = match rate {
+            Some(r) => format!("rate={r}/s"),
+            None => format!("C={concurrency}"),
+        };
         if profile.sweep.warmup_requests > 0 {
-            progress.set_message(format!("C={concurrency} warmup"));
+            progress.set_message(format!("{name} warmup"));
             let batch = Batch {
-                concurrency,
+                // Warmup runs closed loop, at the cap or at a concurrency matching the rate.
+                concurrency: match rate {
+                    Some(r) if concurrency == 0 => (r.ceil() as u32).max(1),
+                    _ => concurrency,
+                },
                 trial: 0,
                 requests: profile.sweep.warmup_requests,
                 first_prompt: next_prompt,
+                windows: None,
+                rate,
             };
             run_batch(&shared, batch).await?;
             next_prompt += u64::from(batch.requests);
         }
         let mut level = LevelResult {
             concurrency,
+            rate,
             trials: Vec::new(),
         };
         for trial in 1..=profile.sweep.trials {
-            progress.set_message(format!(
-                "C={concurrency} trial {trial}/{}",
-                profile.sweep.trials
-            ));
+            progress.set_message(format!("{name} trial {trial}/{}", profile.sweep.trials));
             let batch = Batch {
                 concurrency,
                 trial,
                 requests: profile.sweep.requests_at(concurrency),
                 first_prompt: next_prompt,
+                windows,
+                rate,
             };
-            let finished = run_batch(&shared, batch).await?;
-            next_prompt += u64::from(batch.requests);
-            level.trials.push(summarize_trial(trial, finished));
+            let monitor = headroom::Monitor::start();
+            let finished = match rate {
+                Some(r) => {
+                    let n = match windows {
+                        Some(w) => open_loop_count(r, w.total()),
+                        None => profile.sweep.requests_per_level as usize,
+                    };
+                    let arrival = profile.sweep.arrival.unwrap_or(Arrival::Poisson);
+                    let offsets = openloop::schedule(
+                        arrival,
+                        profile.sweep.gamma_shape.unwrap_or(1.0),
+                        r,
+                        n,
+                        openloop::trial_seed(profile.sweep.seed.unwrap_or(0), r, trial),
+                    );
+                    openloop::run_schedule(&shared, batch, &offsets, profile.sweep.max_concurrency)
+                        .await?
+                }
+                None => run_batch(&shared, batch).await?,
+            };
+            let client = monitor.finish();
+            next_prompt += finished.len() as u64;
+            let (measured, excluded) = measured_only(finished);
+            let open_loop = rate.map(|r| {
+                openloop::stats(
+                    r,
+                    profile.sweep.arrival.unwrap_or(Arrival::Poisson),
+                    &measured,
+                )
+            });
+            let mut t = summarize_trial(trial, measured);
+            t.excluded_requests = excluded;
+            t.open_loop = open_loop;
+            t.flags.extend(headroom::flag(&client));
+            t.client = Some(client);
+            level.trials.push(t);
         }
         progress.suspend(|| on_level(&level));
         results.push(level);
@@ -171,7 +236,7 @@ pub async fn run_bench(
     for level in &results {
         for t in &level.trials {
             for flag in &t.flags {
-                warnings.push(format!("C={} trial {}: {flag}", level.concurrency, t.trial));
+                warnings.push(format!("{} trial {}: {flag}", level.label(), t.trial));
             }
         }
     }
@@ -228,20 +293,25 @@ pub fn level_problems(levels: &[LevelResult], max_error_rate: f64) -> Vec<String
             .join("; ");
         if empty > 0 {
             problems.push(format!(
-                "C={}: {empty} of {} trials had no successful request (failures: {by_class})",
-                level.concurrency,
+                "{}: {empty} of {} trials had no successful request (failures: {by_class})",
+                level.label(),
                 level.trials.len()
             ));
         } else {
             problems.push(format!(
-                "C={}: error rate {:.1}% is over the profile's max_error_rate {:.1}% (failures: {by_class})",
-                level.concurrency,
+                "{}: error rate {:.1}% is over the profile's max_error_rate {:.1}% (failures: {by_class})",
+                level.label(),
                 rate * 100.0,
                 max_error_rate * 100.0
             ));
         }
     }
     problems
+}
+
+/// Requests in an open-loop duration trial: the rate times the whole span (at least one).
+fn open_loop_count(rate: f64, span: Duration) -> usize {
+    ((rate * span.as_secs_f64()).round() as usize).max(1)
 }
 
 fn api_key_header(profile: &Profile) -> Result<Option<HeaderValue>> {

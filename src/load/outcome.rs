@@ -80,6 +80,9 @@ pub fn finish(obs: Observed, slot: Slot, degenerate_below: u32, streamed: bool) 
             http_status: obs.http_status,
             error,
             error_message,
+            rate: None,
+            scheduled_s: None,
+            window: None,
         },
     }
 }

@@ -295,6 +295,9 @@ pub(crate) mod tests {
             e2e_ms: None,
             token_sources: Default::default(),
             flags: vec![],
+            client: None,
+            open_loop: None,
+            excluded_requests: 0,
         }
     }
 
@@ -335,6 +338,7 @@ concurrency = [1]
             .iter()
             .map(|&c| LevelResult {
                 concurrency: c,
+                rate: None,
                 trials: (1..=trials)
                     .map(|n| {
                         let x = 90.0 * c as f64 / (1.0 + 0.02 * (c as f64 - 1.0));
