@@ -118,6 +118,9 @@ pub struct BenchArgs {
     /// Never draw a progress bar (it is drawn only on a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
+    /// Skip the PNG plots and report.md.
+    #[arg(long)]
+    pub no_plots: bool,
 }
 
 #[derive(Debug, Args)]

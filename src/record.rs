@@ -311,6 +311,19 @@ pub enum Window {
 }
 
 impl RunResult {
+    /// (concurrency, output tok/s) of every trial that measured something: the points a
+    /// scaling curve is fitted to (one per trial, never per request).
+    pub fn throughput_points(&self) -> Vec<(f64, f64)> {
+        self.levels
+            .iter()
+            .flat_map(|l| {
+                l.throughputs()
+                    .into_iter()
+                    .map(move |t| (f64::from(l.concurrency), t))
+            })
+            .collect()
+    }
+
     /// Reads a result file, refusing schema versions this build does not know.
     pub fn load(path: &Path) -> Result<RunResult> {
         let text = std::fs::read_to_string(path)

@@ -24,7 +24,11 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
     };
     let outcome = measure(setup).await?;
-    Ok(conclude(&outcome, &args.out))
+    let exit = conclude(&outcome, &args.out);
+    if !args.no_plots {
+        write_plots(&outcome.result, None, &args.out);
+    }
+    Ok(exit)
 }
 
 /// Runs the sweep, printing each level's row as it finishes.
@@ -56,4 +60,32 @@ pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
         eprintln!("  {p}");
     }
     Exit::Failure
+}
+
+/// Draws the PNGs and report.md beside the results (with the USL curve when it fits, and the
+/// baseline's trials when given). A plot that cannot be drawn is a warning: the measurement
+/// stands without it.
+pub fn write_plots(
+    result: &crate::record::RunResult,
+    baseline: Option<&[(u32, Vec<f64>)]>,
+    out: &Path,
+) {
+    let fit = super::plot::usl_of(result);
+    let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
+    match super::plot::write_plots_and_report(
+        result,
+        baseline,
+        curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
+        out,
+    ) {
+        Ok(paths) => println!(
+            "plots: {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Err(e) => eprintln!("warning: plots not written: {e:#}"),
+    }
 }

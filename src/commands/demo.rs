@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use clap::Parser;
 
 use crate::baseline::Baseline;
 use crate::cli::{DemoArgs, EnvironmentArgs};
@@ -69,6 +70,35 @@ async fn run_against(endpoints: &[String], out: &Path) -> Result<Exit> {
         }
         Err(e) => println!("demo: gate not run: {e:#}"),
     }
-    println!("demo: files in {}", out.display());
+    super::bench::write_plots(&outcome.result, Some(&baseline.trials_by_level()), out);
+
+    // The seeds' question, asked of this (simulated) node: how long would 902,087
+    // completions of ~1,818 output tokens take?
+    println!("\ndemo: how many days for the seeds' job (902,087 completions x 1,818 tokens) at this node's measured curve?");
+    let results = out.join(crate::load::RESULTS_FILE);
+    let results = results.to_string_lossy();
+    let plan_args = [
+        "throughline",
+        "plan",
+        "--results",
+        results.as_ref(),
+        "--completions",
+        "902087",
+        "--avg-output-tokens",
+        "1818",
+        "--deadline",
+        "2d",
+        "--replicas-per-node",
+        "2",
+    ];
+    match crate::cli::Cli::try_parse_from(plan_args).map(|c| c.command) {
+        Ok(crate::cli::Command::Plan(args)) => {
+            if let Err(e) = super::plan::run(args) {
+                println!("demo: plan not run: {e:#}");
+            }
+        }
+        _ => println!("demo: plan not run: internal argument error"),
+    }
+    println!("\ndemo: files in {}", out.display());
     Ok(Exit::Pass)
 }

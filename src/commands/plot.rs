@@ -32,11 +32,32 @@ pub fn run(args: PlotArgs) -> Result<Exit> {
         Some(path) => Some(load_baseline_trials(path)?),
         None => None,
     };
-    let written = write_plots_and_report(&result, baseline.as_deref(), None, &args.out)?;
+    let fit = usl_of(&result);
+    let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
+    let written = write_plots_and_report(
+        &result,
+        baseline.as_deref(),
+        curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
+        &args.out,
+    )?;
     for path in &written {
         println!("{}", path.display());
     }
     Ok(Exit::Pass)
+}
+
+/// The Universal Scalability Law fitted to a run's trials, when it has the 3 levels a fit
+/// needs and the fit converges (the curve drawn through the throughput plot).
+pub fn usl_of(result: &RunResult) -> Option<crate::stats::usl::UslFit> {
+    let levels = result
+        .levels
+        .iter()
+        .filter(|l| !l.throughputs().is_empty())
+        .count();
+    if levels < 3 {
+        return None;
+    }
+    crate::stats::fit_usl(&result.throughput_points()).ok()
 }
 
 /// Writes the PNGs and `report.md` into `out`; returns every path written, the report last.

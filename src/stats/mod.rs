@@ -1,13 +1,20 @@
-//! Statistics across trials: summaries, the two-sample test, the USL fit.
+//! Statistics: summaries, the gate's two-sample test, session variance, the USL fit.
 //!
-//! Every function here works on *trials* (independent replicates), never on individual
-//! requests. The gate uses [`compare_log_ratio`], [`holm`], [`level_fails`] and
-//! [`min_detectable_drop`]; the planner uses [`fit_usl`] and [`bootstrap_throughput_at`];
-//! reports use [`Percentiles`] and [`Spread`].
+//! Decisions (the gate, the plan) are made across *trials* (independent replicates), never
+//! across requests; [`Percentiles`] is the one summary meant for per-request values
+//! (latencies within a level), for reporting.
 //!
-//! Reference values for the tests were computed with SciPy/NumPy; the scripts that produced
-//! them live in `src/stats/reference/`.
+//! * Gate: [`compare_log_ratio`] per level (with [`session_extra_variance`] when the baseline
+//!   pools several sessions), [`holm`] across levels, [`level_fails`] for the verdict,
+//!   [`min_detectable_drop`] for the power warning.
+//! * Plan: [`fit_usl`] and [`bootstrap_throughput_at`].
+//! * Reports: [`Percentiles`], [`Spread`].
+//!
+//! Reference values for the tests were computed with SciPy/NumPy/statsmodels; the scripts
+//! that produced them live in `src/stats/reference/`.
 
+#[cfg(test)]
+mod calibration;
 mod error;
 pub mod sessions;
 pub mod summary;
@@ -15,12 +22,10 @@ pub mod usl;
 pub mod welch;
 
 pub use error::StatsError;
-
 pub use sessions::{
     between_session_variance, pooled_log_mean_variance, session_components, session_extra_variance,
     SessionComponents,
 };
 pub use summary::{percentile, Percentiles, Spread};
-
 pub use usl::{bootstrap_throughput_at, fit_usl, UslFit};
 pub use welch::{compare_log_ratio, holm, level_fails, min_detectable_drop, LogRatioComparison};

@@ -198,4 +198,21 @@ mod tests {
         let back: Spread = serde_json::from_str(&json).unwrap();
         assert_eq!(back, Spread::of(&X).unwrap());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn percentile_is_bounded_and_monotone(
+            mut v in proptest::collection::vec(-1e6f64..1e6, 1..40),
+            q1 in 0.0f64..=100.0,
+            q2 in 0.0f64..=100.0,
+        ) {
+            v.sort_by(f64::total_cmp);
+            let (lo, hi) = if q1 <= q2 { (q1, q2) } else { (q2, q1) };
+            let a = percentile(&v, lo).unwrap();
+            let b = percentile(&v, hi).unwrap();
+            proptest::prop_assert!(v[0] <= a && a <= b && b <= v[v.len() - 1]);
+            let p = Percentiles::from_values(&mut v.clone()).unwrap();
+            proptest::prop_assert!(p.min <= p.p50 && p.p50 <= p.p90 && p.p90 <= p.p99 && p.p99 <= p.max);
+        }
+    }
 }

@@ -1,0 +1,311 @@
+//! `throughline gate` end to end: a baseline blessed from a real run against serve-sim, then
+//! candidates at the same speed (pass, twice: no flakes) and 10% slower (regression), and a
+//! baseline read through git at a ref.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const PROFILE: &str = r#"
+[workload]
+input_tokens = 16
+max_tokens = 24
+ignore_eos = true
+[sweep]
+concurrency = [2, 8]
+warmup_requests = 2
+trials = 5
+request_timeout = "20s"
+"#;
+
+fn bench(sim: &Sim, dir: &Path, name: &str) -> std::path::PathBuf {
+    let profile = write_profile(dir, "gated", &sim.urls, PROFILE);
+    let out = dir.join(name);
+    let o = run(&[
+        "bench",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    out.join("results.json")
+}
+
+fn gate(results: &Path, baseline: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "gate",
+        "--results",
+        results.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+#[test]
+fn same_speed_passes_and_ten_percent_slower_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let baseline = d.join("baselines").join("gated.toml");
+
+    let base_run = {
+        let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+        bench(&sim, d, "base")
+    };
+    let o = run(&[
+        "baseline",
+        "bless",
+        "--results",
+        base_run.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
+    for attempt in ["same1", "same2"] {
+        let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+        let results = bench(&sim, d, attempt);
+        let o = gate(&results, &baseline, &[]);
+        assert_eq!(code(&o), 0, "{attempt}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("PASS"),
+            "{}",
+            text(&o)
+        );
+    }
+
+    let slow = {
+        let sim = Sim::start(
+            1,
+            &[
+                "--preset",
+                "fixed",
+                "--token-delay-ms",
+                "5",
+                "--slowdown",
+                "1.10",
+            ],
+        );
+        bench(&sim, d, "slow")
+    };
+    let verdict_json = d.join("verdict.json");
+    let junit = d.join("junit.xml");
+    let o = gate(
+        &slow,
+        &baseline,
+        &[
+            "--json",
+            verdict_json.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("REGRESSION") && stdout.contains("FAIL"),
+        "{stdout}"
+    );
+    let v = read_json(&verdict_json);
+    assert_eq!(v["outcome"], "regression");
+    for level in v["levels"].as_array().unwrap() {
+        let r = level["ratio"].as_f64().unwrap();
+        assert!((0.85..0.95).contains(&r), "ratio {r} for a 10% slowdown");
+        assert_eq!(level["status"], "regression");
+    }
+    let junit = std::fs::read_to_string(junit).unwrap();
+    assert_eq!(junit.matches("<failure").count(), 2, "{junit}");
+
+    // A run that cannot reach its server exits 2 before any gate.
+    let o = run(&[
+        "bench",
+        "--profile",
+        d.join("gated.profile.toml").to_str().unwrap(),
+        "--out",
+        d.join("x").to_str().unwrap(),
+        "--endpoint",
+        "http://127.0.0.1:9",
+    ]);
+    assert_eq!(code(&o), 2, "unreachable server: {}", text(&o));
+}
+
+#[test]
+fn baseline_edited_in_the_working_tree_is_ignored_at_a_ref() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+    let first = bench(&sim, d, "first");
+    let baseline = d.join("baselines").join("gated.toml");
+    let o = run(&[
+        "baseline",
+        "bless",
+        "--results",
+        first.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    git(d, &["init", "-q"]);
+    git(d, &["add", "baselines"]);
+    git(d, &["commit", "-qm", "baseline"]);
+
+    // The "pull request" doubles every baseline value in its working tree: against that, the
+    // same-speed candidate would look 50% slower.
+    let text_now = std::fs::read_to_string(&baseline).unwrap();
+    let doubled: String = text_now
+        .lines()
+        .map(|l| match l.trim().trim_end_matches(',').parse::<f64>() {
+            Ok(v) => format!("    {},", v * 2.0),
+            Err(_) => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&baseline, doubled).unwrap();
+
+    let candidate = bench(&sim, d, "candidate");
+    let o = gate(&candidate, &baseline, &[]);
+    assert_eq!(
+        code(&o),
+        1,
+        "the edited working tree baseline makes it look slower: {}",
+        text(&o)
+    );
+    let o = gate(&candidate, &baseline, &["--baseline-ref", "main"]);
+    assert_eq!(
+        code(&o),
+        0,
+        "at the ref the committed baseline is used: {}",
+        text(&o)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("PASS"));
+}
+
+#[test]
+fn bad_baselines_give_their_exit_code_and_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+    let results = bench(&sim, d, "run");
+    let good = d.join("good.toml");
+    let o = run(&[
+        "baseline",
+        "bless",
+        "--results",
+        results.to_str().unwrap(),
+        "--baseline",
+        good.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let text_good = std::fs::read_to_string(&good).unwrap();
+
+    let cases: Vec<(&str, String, i32, &str)> = vec![
+        (
+            "truncated",
+            text_good[..text_good.len() / 2].to_string(),
+            2,
+            "truncated.toml",
+        ),
+        (
+            "malformed",
+            text_good.replace("tok_per_s = [", "tok_per_s = [[oops"),
+            2,
+            "line",
+        ),
+        (
+            "wrong-schema",
+            text_good.replace("schema_version = 1", "schema_version = 99"),
+            2,
+            "schema_version",
+        ),
+        (
+            "mismatched",
+            text_good.replace("profile_hash = \"sha256:", "profile_hash = \"sha256:0"),
+            3,
+            "different things",
+        ),
+        (
+            "other-engine",
+            text_good.replace("engine = \"throughline-sim\"", "engine = \"vllm\""),
+            3,
+            "engine",
+        ),
+    ];
+    for (name, body, expect, needle) in cases {
+        let path = d.join(format!("{name}.toml"));
+        std::fs::write(&path, body).unwrap();
+        let o = gate(&results, &path, &[]);
+        assert_eq!(code(&o), expect, "{name}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{name}: {err}");
+    }
+}
+
+#[test]
+fn github_outputs_summary_and_annotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+    let results = bench(&sim, d, "run");
+    let baseline = d.join("b.toml");
+    let o = run(&[
+        "baseline",
+        "bless",
+        "--results",
+        results.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let summary = d.join("summary.md");
+    let outputs = d.join("outputs.txt");
+    let o = Command::new(bin())
+        .args([
+            "gate",
+            "--results",
+            results.to_str().unwrap(),
+            "--baseline",
+            baseline.to_str().unwrap(),
+        ])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("GITHUB_OUTPUT", &outputs)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let summary = std::fs::read_to_string(summary).unwrap();
+    assert!(
+        summary.contains("| C | baseline tok/s") && summary.contains("PASS"),
+        "{summary}"
+    );
+    let outputs = std::fs::read_to_string(outputs).unwrap();
+    assert!(
+        outputs.contains("verdict=pass\n") && outputs.contains("worst_ratio=1.0000"),
+        "{outputs}"
+    );
+    // One baseline session: the gate warns that day-to-day variation is unknown.
+    assert!(String::from_utf8_lossy(&o.stdout)
+        .contains("::warning title=throughline::the baseline holds one session"));
+}
