@@ -122,15 +122,27 @@ pub struct Sweep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Measured window of each trial, e.g. "30s", instead of a request count.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_duration_text")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_text"
+    )]
     pub duration: Option<Duration>,
     /// With `duration`: a window before the measured one whose requests are sent and recorded
     /// but not counted (the server reaches steady state first).
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_duration_text")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_text"
+    )]
     pub warmup: Option<Duration>,
     /// With `duration`: a window after the measured one, load kept on so the last measured
     /// requests do not finish on an emptying server; recorded, not counted.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_duration_text")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_text"
+    )]
     pub cooldown: Option<Duration>,
     /// Requests per trial at each level. Zero means "4 x concurrency" (at least 8).
     #[serde(default)]
@@ -196,9 +208,8 @@ impl Sweep {
 
     /// The whole of a duration trial: warmup + duration + cooldown.
     pub fn trial_span(&self) -> Option<Duration> {
-        self.duration.map(|d| {
-            d + self.warmup.unwrap_or_default() + self.cooldown.unwrap_or_default()
-        })
+        self.duration
+            .map(|d| d + self.warmup.unwrap_or_default() + self.cooldown.unwrap_or_default())
     }
 
     /// Checks the open-loop and duration keys (they are alternatives to `concurrency` and
@@ -600,7 +611,14 @@ request_timeout = "2m"
         let closed = Profile::parse(GOOD).unwrap();
         // Closed-loop profiles hash as before: the new keys are absent, not null.
         let sweep = serde_json::to_value(&closed.sweep).unwrap();
-        for key in ["rates", "arrival", "duration", "warmup", "seed", "max_concurrency"] {
+        for key in [
+            "rates",
+            "arrival",
+            "duration",
+            "warmup",
+            "seed",
+            "max_concurrency",
+        ] {
             assert!(sweep.get(key).is_none(), "{key} in {sweep}");
         }
         let open_text = GOOD.replace(
@@ -623,7 +641,10 @@ request_timeout = "2m"
             ("rates = [0.0]\nrequests_per_level = 5", "sweep.rates"),
             ("rates = [5.0]", "sweep.rates"),
             ("concurrency = [2]\narrival = \"poisson\"", "sweep.arrival"),
-            ("rates = [5.0]\nrequests_per_level = 5\narrival = \"gamma\"", "sweep.arrival"),
+            (
+                "rates = [5.0]\nrequests_per_level = 5\narrival = \"gamma\"",
+                "sweep.arrival",
+            ),
             ("concurrency = [2]\nwarmup = \"5s\"", "sweep.warmup"),
         ] {
             let text = GOOD.replace("concurrency = [1, 4, 16, 32, 64]", bad);

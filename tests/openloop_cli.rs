@@ -80,7 +80,10 @@ fn poisson_run(rate: f64, secs: u32) {
     let d = ks(gaps.clone(), |x| exp.cdf(x));
     // 1% critical value of the one-sample KS test.
     let critical = 1.628 / (gaps.len() as f64).sqrt();
-    println!("KS D = {d:.4} over {} gaps (1% critical {critical:.4})", gaps.len());
+    println!(
+        "KS D = {d:.4} over {} gaps (1% critical {critical:.4})",
+        gaps.len()
+    );
     assert!(d < critical, "inter-send gaps are not exponential: D = {d}");
     // And the test can fail: evenly spaced sends are far from exponential.
     let even = vec![1.0 / rate; gaps.len()];
@@ -126,7 +129,10 @@ fn duration_windows_are_recorded_but_not_counted() {
                 .count() as u64
         };
         let (warm, measure, cool) = (count("warmup"), count("measure"), count("cooldown"));
-        assert!(warm > 0 && measure > 0 && cool > 0, "{warm} {measure} {cool}");
+        assert!(
+            warm > 0 && measure > 0 && cool > 0,
+            "{warm} {measure} {cool}"
+        );
         assert_eq!(trial["requests_sent"].as_u64(), Some(measure), "{trial}");
         assert_eq!(trial["excluded_requests"].as_u64(), Some(warm + cool));
         // The measured window is longer than either side window, so it holds more requests.

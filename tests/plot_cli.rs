@@ -53,6 +53,9 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
         e2e_ms: None,
         token_sources: Default::default(),
         flags: vec![],
+        client: None,
+        open_loop: None,
+        excluded_requests: 0,
     }
 }
 
@@ -97,6 +100,7 @@ fn sweep(cs: &[u32], trials: u32) -> RunResult {
         cs.iter()
             .map(|&c| LevelResult {
                 concurrency: c,
+                rate: None,
                 trials: (1..=trials).map(|n| trial(n, c, 16, 16)).collect(),
             })
             .collect(),

@@ -69,6 +69,9 @@ pub struct CaseFigures {
     pub requests: u64,
     pub succeeded: u64,
     pub failed: u64,
+    /// Failures by class, with the first message of each.
+    #[serde(default)]
+    pub failures: Vec<String>,
     /// Content chunks received by counted requests.
     pub chunks: u64,
     /// The trial's window: first send to last completion.
@@ -194,6 +197,9 @@ fn show(v: Option<f64>) -> String {
 }
 
 fn print_row(c: &CaseFigures) {
+    for f in &c.failures {
+        eprintln!("  {} streams x {} tokens: failed {f}", c.streams, c.tokens);
+    }
     let h = c.headroom.clone().unwrap_or_default();
     println!(
         "{:>7} {:>7} {:>9} {:>10} {:>12.0} {:>9.1} {:>10.2} {:>12.0} {:>11.1} {:>9.1} {:>8.0}",
@@ -279,7 +285,12 @@ fn spawn_case(
 ) -> Result<CaseFigures> {
     let exe = std::env::current_exe().context("cannot find the throughline binary")?;
     let out = Command::new(exe)
-        .args(["selfbench", "--client-threads", &threads.to_string(), "--case"])
+        .args([
+            "selfbench",
+            "--client-threads",
+            &threads.to_string(),
+            "--case",
+        ])
         .arg(format!("{url},{streams},{tokens},{requests}"))
         .stderr(Stdio::inherit())
         .output()
@@ -375,13 +386,27 @@ async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Re
         .context("the case measured no level")?;
     let t = level.trials.first().context("the case measured no trial")?;
     let rss_peak = peak.load(Ordering::Relaxed).max(idle);
-    let per_s = |x: f64| if t.window_s > 0.0 { x / t.window_s } else { 0.0 };
+    let per_s = |x: f64| {
+        if t.window_s > 0.0 {
+            x / t.window_s
+        } else {
+            0.0
+        }
+    };
     Ok(CaseFigures {
         streams,
         tokens,
         requests: t.requests_sent,
         succeeded: t.succeeded,
         failed: t.failed_total(),
+        failures: t
+            .failed
+            .iter()
+            .map(|(c, n)| match t.error_examples.get(c) {
+                Some(msg) => format!("{c} {n}: {msg}"),
+                None => format!("{c} {n}"),
+            })
+            .collect(),
         chunks,
         window_s: t.window_s,
         chunks_per_s: per_s(chunks as f64),

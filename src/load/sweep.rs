@@ -95,10 +95,7 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
     let next = Arc::new(AtomicU32::new(0));
     let (limit, workers) = match batch.windows {
         Some(_) => (u32::MAX, batch.concurrency),
-        None => (
-            batch.requests,
-            batch.concurrency.min(batch.requests.max(1)),
-        ),
+        None => (batch.requests, batch.concurrency.min(batch.requests.max(1))),
     };
     let start = Instant::now();
     let mut handles = Vec::with_capacity(workers as usize);
