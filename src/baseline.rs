@@ -465,3 +465,7 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
         assert!(BaselineLock::acquire(&path).is_ok());
     }
 }
+
+#[cfg(test)]
+#[path = "baseline_props.rs"]
+mod props;

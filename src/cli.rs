@@ -35,6 +35,11 @@ pub enum Command {
     /// Benchmark the load generator itself against the simulator: chunks/s, CPU, memory per
     /// stream, timing error.
     Selfbench(crate::commands::selfbench::SelfbenchArgs),
+    /// The pull-request check: run the profile beside a baseline, gate it against the
+    /// baseline on the target branch, write the job summary, outputs and artifacts.
+    Ci(crate::commands::ci::CiArgs),
+    /// Combine several runs (e.g. a matrix of GPU runners) into one report and one verdict.
+    Merge(crate::commands::merge::MergeArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -66,6 +71,10 @@ pub struct GateArgs {
     /// Write the Markdown summary.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// Also draw the run against the baseline: PNGs and report.md in this folder, with the
+    /// charts linked from the Markdown summary.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -91,6 +100,9 @@ pub struct BlessArgs {
     /// Start over instead of appending a session.
     #[arg(long)]
     pub replace: bool,
+    /// Append a session to the baseline (the default; say it to be explicit).
+    #[arg(long, conflicts_with = "replace")]
+    pub append: bool,
     /// Baseline name (default: the file name).
     #[arg(long)]
     pub name: Option<String>,

@@ -25,6 +25,8 @@ fn main() {
             Command::Plot(args) => commands::plot::run(args),
             Command::Plan(args) => commands::plan::run(args),
             Command::Selfbench(args) => commands::selfbench::run(args),
+            Command::Ci(args) => commands::ci::run(args).await,
+            Command::Merge(args) => commands::merge::run(args),
         }
     });
     let exit = match outcome {

@@ -85,6 +85,11 @@ pub struct Workload {
     /// class `degenerate` (a 6-token "OK" is not a completion).
     #[serde(default = "default_degenerate_below")]
     pub degenerate_below: u32,
+    /// Fail a response without `usage` as `missing_usage`. When false (the default), its
+    /// output tokens are counted one per content chunk and the trial is flagged. Left out of
+    /// the serialized profile when false, so existing profile hashes do not change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_usage: bool,
 }
 
 fn default_input_tokens() -> u32 {
@@ -653,3 +658,7 @@ request_timeout = "2m"
         }
     }
 }
+
+#[cfg(test)]
+#[path = "profile_props.rs"]
+mod props;

@@ -216,10 +216,13 @@ pub enum ErrorClass {
     Degenerate,
     /// The server gave no token counts where the profile requires them.
     MissingUsage,
+    /// In flight when the run was interrupted (SIGINT/SIGTERM) and abandoned after the grace
+    /// period: sent, never finished, so counted here to keep sent == succeeded + failed.
+    Cancelled,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 8] = [
+    pub const ALL: [ErrorClass; 9] = [
         ErrorClass::Connect,
         ErrorClass::Timeout,
         ErrorClass::Stall,
@@ -228,6 +231,7 @@ impl ErrorClass {
         ErrorClass::Protocol,
         ErrorClass::Degenerate,
         ErrorClass::MissingUsage,
+        ErrorClass::Cancelled,
     ];
 
     pub fn name(self) -> &'static str {
@@ -240,6 +244,7 @@ impl ErrorClass {
             ErrorClass::Protocol => "protocol",
             ErrorClass::Degenerate => "degenerate",
             ErrorClass::MissingUsage => "missing_usage",
+            ErrorClass::Cancelled => "cancelled",
         }
     }
 }
@@ -495,3 +500,7 @@ pub mod fake {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "record_props.rs"]
+mod props;

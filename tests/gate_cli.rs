@@ -12,7 +12,7 @@ use common::*;
 const PROFILE: &str = r#"
 [workload]
 input_tokens = 16
-max_tokens = 24
+max_tokens = 16
 ignore_eos = true
 [sweep]
 concurrency = [2, 8]
@@ -67,12 +67,13 @@ fn git(dir: &Path, args: &[&str]) {
 
 #[test]
 fn same_speed_passes_and_ten_percent_slower_fails() {
+    let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let baseline = d.join("baselines").join("gated.toml");
 
     let base_run = {
-        let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+        let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "10"]);
         bench(&sim, d, "base")
     };
     let o = run(&[
@@ -86,7 +87,7 @@ fn same_speed_passes_and_ten_percent_slower_fails() {
     assert_eq!(code(&o), 0, "{}", text(&o));
 
     for attempt in ["same1", "same2"] {
-        let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+        let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "10"]);
         let results = bench(&sim, d, attempt);
         let o = gate(&results, &baseline, &[]);
         assert_eq!(code(&o), 0, "{attempt}: {}", text(&o));
@@ -104,7 +105,7 @@ fn same_speed_passes_and_ten_percent_slower_fails() {
                 "--preset",
                 "fixed",
                 "--token-delay-ms",
-                "5",
+                "10",
                 "--slowdown",
                 "1.10",
             ],
@@ -154,9 +155,10 @@ fn same_speed_passes_and_ten_percent_slower_fails() {
 
 #[test]
 fn baseline_edited_in_the_working_tree_is_ignored_at_a_ref() {
+    let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "10"]);
     let first = bench(&sim, d, "first");
     let baseline = d.join("baselines").join("gated.toml");
     let o = run(&[
@@ -205,9 +207,10 @@ fn baseline_edited_in_the_working_tree_is_ignored_at_a_ref() {
 
 #[test]
 fn bad_baselines_give_their_exit_code_and_name_the_problem() {
+    let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "10"]);
     let results = bench(&sim, d, "run");
     let good = d.join("good.toml");
     let o = run(&[
@@ -265,9 +268,10 @@ fn bad_baselines_give_their_exit_code_and_name_the_problem() {
 
 #[test]
 fn github_outputs_summary_and_annotations() {
+    let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "10"]);
     let results = bench(&sim, d, "run");
     let baseline = d.join("b.toml");
     let o = run(&[

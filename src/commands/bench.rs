@@ -25,7 +25,8 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
     };
     let outcome = measure(setup).await?;
     let exit = conclude(&outcome, &args.out);
-    if !args.no_plots {
+    // An interrupted run exits promptly (SIGTERM usually has a kill deadline behind it).
+    if !args.no_plots && outcome.interrupted.is_none() {
         write_plots(&outcome.result, None, &args.out);
     }
     Ok(exit)
@@ -52,6 +53,18 @@ pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
         eprintln!("warning: {w}");
     }
     println!("results: {}", out.join(RESULTS_FILE).display());
+    if let Some(sig) = outcome.interrupted {
+        let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
+        let t = outcome.result.levels.iter().flat_map(|l| &l.trials);
+        let (sent, cancelled): (u64, u64) = t.fold((0, 0), |(s, c), t| {
+            let n = t.failed.get(&crate::record::ErrorClass::Cancelled);
+            (s + t.requests_sent, c + n.copied().unwrap_or(0))
+        });
+        eprintln!(
+            "interrupted by {name}: stopped sending; {sent} requests written ({cancelled} abandoned in flight, counted as cancelled); results marked incomplete"
+        );
+        return Exit::Interrupted(sig);
+    }
     if outcome.problems.is_empty() {
         return Exit::Pass;
     }

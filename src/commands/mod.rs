@@ -2,8 +2,10 @@
 
 pub mod baseline;
 pub mod bench;
+pub mod ci;
 pub mod demo;
 pub mod gate;
+pub mod merge;
 pub mod plan;
 pub mod plot;
 pub mod selfbench;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use crate::baseline::Baseline;
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::record::RunResult;
@@ -21,6 +22,9 @@ pub struct PlotArgs {
     /// (any CSV with `concurrency` and `output_tok_per_s` columns, one row per trial).
     #[arg(long)]
     pub baseline_trials: Option<PathBuf>,
+    /// A baseline file (TOML) whose trials to draw beside the run (instead of --baseline-trials).
+    #[arg(long, value_name = "FILE", conflicts_with = "baseline_trials")]
+    pub baseline: Option<PathBuf>,
     /// Folder for throughput.png, per_request.png, latency.png and report.md.
     #[arg(long, short = 'o')]
     pub out: PathBuf,
@@ -28,9 +32,10 @@ pub struct PlotArgs {
 
 pub fn run(args: PlotArgs) -> Result<Exit> {
     let result = RunResult::load(&args.results)?;
-    let baseline = match &args.baseline_trials {
-        Some(path) => Some(load_baseline_trials(path)?),
-        None => None,
+    let baseline = match (&args.baseline_trials, &args.baseline) {
+        (Some(path), _) => Some(load_baseline_trials(path)?),
+        (None, Some(path)) => Some(Baseline::load(path)?.trials_by_level()),
+        (None, None) => None,
     };
     let fit = usl_of(&result);
     let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));

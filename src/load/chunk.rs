@@ -153,3 +153,7 @@ mod tests {
         assert_eq!(c.error.as_deref(), Some("out of memory"));
     }
 }
+
+#[cfg(test)]
+#[path = "chunk_props.rs"]
+mod props;

@@ -11,6 +11,29 @@ use super::sse::{SseDecoder, SseError};
 use super::tokens::ChunkArrival;
 use crate::record::ErrorClass;
 
+/// The HTTP client of a run: rustls TLS (Cargo.toml: reqwest `rustls-tls`, no OpenSSL), one
+/// idle connection per worker, TCP_NODELAY. The API key, when given, goes on every request
+/// (the probe's `/v1/models` and `/metrics` too: vLLM's `--api-key` guards all of `/v1`), marked
+/// sensitive so it never shows in Debug output. reqwest's default redirect policy removes
+/// `Authorization` when a redirect leads to another host or port (see the test
+/// `redirect_to_another_port_drops_the_key`).
+pub fn build_client(
+    max_concurrency: usize,
+    api_key: Option<&HeaderValue>,
+) -> anyhow::Result<reqwest::Client> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(key) = api_key {
+        headers.insert(AUTHORIZATION, key.clone());
+    }
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(max_concurrency)
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(10))
+        .default_headers(headers)
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))
+}
+
 /// Limits on one request.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -294,4 +317,100 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// Accepts one connection, reads one request (head and body), answers `reply`, returns
+    /// the request head.
+    fn serve_once(listener: TcpListener, reply: String) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = Vec::new();
+            let mut byte = [0u8; 1024];
+            let head_end = loop {
+                let n = s.read(&mut byte).unwrap();
+                assert!(n > 0, "connection closed before the request ended");
+                buf.extend_from_slice(&byte[..n]);
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break i + 4;
+                }
+            };
+            let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < head_end + length {
+                let n = s.read(&mut byte).unwrap();
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&byte[..n]);
+            }
+            s.write_all(reply.as_bytes()).unwrap();
+            head
+        })
+    }
+
+    #[tokio::test]
+    async fn redirect_to_another_port_drops_the_key() {
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (pa, pb) = (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        );
+        let body = r#"{"choices":[{"message":{"content":"hi there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
+        let a = serve_once(
+            a,
+            format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{pb}/v1/chat/completions\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+        );
+        let b = serve_once(
+            b,
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        );
+        let mut key = HeaderValue::from_static("Bearer sk-redirect-test");
+        key.set_sensitive(true);
+        let client = build_client(1, Some(&key)).unwrap();
+        let limits = Limits {
+            request_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(10),
+        };
+        let obs = send(
+            &client,
+            &format!("http://127.0.0.1:{pa}/v1/chat/completions"),
+            bytes::Bytes::from_static(b"{}"),
+            Some(&key),
+            false,
+            limits,
+            Instant::now(),
+        )
+        .await;
+        let (head_a, head_b) = (a.join().unwrap(), b.join().unwrap());
+        assert!(obs.failure.is_none(), "{:?}", obs.failure);
+        assert_eq!(obs.usage.map(|u| u.completion_tokens), Some(2));
+        assert!(
+            head_a
+                .to_ascii_lowercase()
+                .contains("authorization: bearer sk-redirect-test"),
+            "{head_a}"
+        );
+        assert!(
+            !head_b.to_ascii_lowercase().contains("authorization"),
+            "{head_b}"
+        );
+        assert!(!format!("{key:?}").contains("sk-redirect-test"));
+    }
 }

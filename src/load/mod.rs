@@ -4,6 +4,7 @@ pub mod body;
 pub mod chunk;
 pub mod client;
 pub mod headroom;
+pub mod interrupt;
 pub mod openloop;
 pub mod outcome;
 pub mod probe;
@@ -15,7 +16,7 @@ pub mod workload;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use reqwest::header::HeaderValue;
@@ -43,8 +44,11 @@ pub struct BenchSetup {
 /// A finished (or stopped) run and what makes it unusable, if anything.
 pub struct BenchOutcome {
     pub result: RunResult,
-    /// Levels that could not be measured (no success, or too many errors): exit 2.
+    /// Levels that could not be measured (no success, or too many errors), or why the run
+    /// stopped early (the server went away): exit 2.
     pub problems: Vec<String>,
+    /// The signal (SIGINT 2, SIGTERM 15) that stopped the run: exit 128 + signal.
+    pub interrupted: Option<i32>,
 }
 
 /// Runs the profile's sweep, writing `requests.jsonl` as requests finish and the result files
@@ -59,13 +63,8 @@ pub async fn run_bench(
         .chain(profile.sweep.max_concurrency)
         .max()
         .unwrap_or(64) as usize;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(max_concurrency)
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .context("cannot build the HTTP client")?;
     let api_key = api_key_header(profile)?;
+    let client = client::build_client(max_concurrency, api_key.as_ref())?;
 
     let report = probe::probe(&client, &profile.target.endpoints).await?;
     let model = if profile.target.model == "auto" {
@@ -147,12 +146,15 @@ pub async fn run_bench(
         clock: Instant::now(),
         journal: Mutex::new(Box::new(BufWriter::new(journal))),
         progress: progress.clone(),
+        interrupt: interrupt::Interrupt::from_signals(),
     });
 
     let started_at = now_rfc3339();
     let mut next_prompt = 0u64;
     let mut results = Vec::new();
-    for &(concurrency, rate) in &levels {
+    // Why the sweep stopped before its end (the server went away), if it did.
+    let mut stopped: Option<String> = None;
+    'levels: for &(concurrency, rate) in &levels {
         let name = match rate {
             Some(r) => format!("rate={r}/s"),
             None => format!("C={concurrency}"),
@@ -171,8 +173,15 @@ pub async fn run_bench(
                 windows: None,
                 rate,
             };
-            run_batch(&shared, batch).await?;
+            let finished = run_batch(&shared, batch).await?;
             next_prompt += u64::from(batch.requests);
+            if shared.interrupt.signal().is_some() {
+                break 'levels;
+            }
+            if let Some(why) = outcome::unreachable(&finished) {
+                stopped = Some(format!("{name} warmup: {why}"));
+                break 'levels;
+            }
         }
         let mut level = LevelResult {
             concurrency,
@@ -211,27 +220,46 @@ pub async fn run_bench(
             };
             let client = monitor.finish();
             next_prompt += finished.len() as u64;
-            let (measured, excluded) = measured_only(finished);
-            let open_loop = rate.map(|r| {
-                openloop::stats(
-                    r,
-                    profile.sweep.arrival.unwrap_or(Arrival::Poisson),
-                    &measured,
-                )
-            });
-            let mut t = summarize_trial(trial, measured);
-            t.excluded_requests = excluded;
-            t.open_loop = open_loop;
-            t.flags.extend(headroom::flag(&client));
-            t.client = Some(client);
-            level.trials.push(t);
+            let unreachable = outcome::unreachable(&finished);
+            if !finished.is_empty() {
+                let (measured, excluded) = measured_only(finished);
+                let open_loop = rate.map(|r| {
+                    openloop::stats(
+                        r,
+                        profile.sweep.arrival.unwrap_or(Arrival::Poisson),
+                        &measured,
+                    )
+                });
+                let mut t = summarize_trial(trial, measured);
+                t.excluded_requests = excluded;
+                t.open_loop = open_loop;
+                t.flags.extend(headroom::flag(&client));
+                t.client = Some(client);
+                level.trials.push(t);
+            }
+            if shared.interrupt.signal().is_some() || unreachable.is_some() {
+                if let Some(why) = unreachable {
+                    stopped = Some(format!("{name} trial {trial}: {why}"));
+                }
+                if !level.trials.is_empty() {
+                    progress.suspend(|| on_level(&level));
+                    results.push(level);
+                }
+                break 'levels;
+            }
         }
         progress.suspend(|| on_level(&level));
         results.push(level);
     }
     progress.finish_and_clear();
 
-    let problems = level_problems(&results, profile.sweep.max_error_rate);
+    let interrupted = shared.interrupt.signal();
+    let mut problems = level_problems(&results, profile.sweep.max_error_rate);
+    if let Some(why) = &stopped {
+        problems.push(format!(
+            "the run stopped early: {why}; the levels after it were not measured (results marked incomplete)"
+        ));
+    }
     let mut warnings = Vec::new();
     for level in &results {
         for t in &level.trials {
@@ -249,12 +277,16 @@ pub async fn run_bench(
         environment,
         started_at,
         finished_at: now_rfc3339(),
-        complete: true,
+        complete: interrupted.is_none() && stopped.is_none(),
         levels: results,
         warnings,
     };
     write_results(&result, &setup.out_dir)?;
-    Ok(BenchOutcome { result, problems })
+    Ok(BenchOutcome {
+        result,
+        problems,
+        interrupted,
+    })
 }
 
 /// Writes `results.json` and `summary.csv` into `dir`, atomically.
@@ -310,7 +342,7 @@ pub fn level_problems(levels: &[LevelResult], max_error_rate: f64) -> Vec<String
 }
 
 /// Requests in an open-loop duration trial: the rate times the whole span (at least one).
-fn open_loop_count(rate: f64, span: Duration) -> usize {
+fn open_loop_count(rate: f64, span: std::time::Duration) -> usize {
     ((rate * span.as_secs_f64()).round() as usize).max(1)
 }
 

@@ -85,7 +85,22 @@ pub async fn run_schedule(
     let mut handles = Vec::with_capacity(offsets.len());
     for (i, &offset) in offsets.iter().enumerate() {
         let at = t0 + Duration::from_secs_f64(offset);
-        tokio::time::sleep_until(at).await;
+        // An interrupted run sends nothing more (checked at least every 100 ms of a long
+        // gap); what was sent is still awaited and counted.
+        loop {
+            if shared.interrupt.is_stopping() {
+                break;
+            }
+            let step = tokio::time::Instant::now() + Duration::from_millis(100);
+            if step >= at {
+                tokio::time::sleep_until(at).await;
+                break;
+            }
+            tokio::time::sleep_until(step).await;
+        }
+        if shared.interrupt.is_stopping() {
+            break;
+        }
         let permit = match &slots {
             Some(s) => Some(
                 Arc::clone(s)

@@ -3,6 +3,7 @@
 
 use super::client::Observed;
 use super::tokens::{attribute_tokens, inter_token_gaps_ms};
+use crate::profile::Workload;
 use crate::record::{ErrorClass, RequestRecord};
 
 /// Where a request sits in the run.
@@ -25,11 +26,24 @@ pub struct Finished {
     pub estimated_split: bool,
 }
 
-/// Classifies one observed request. `degenerate_below` is the profile's floor on output tokens.
-pub fn finish(obs: Observed, slot: Slot, degenerate_below: u32, streamed: bool) -> Finished {
+/// Classifies one observed request under the profile's workload rules: a response without
+/// usage fails as `missing_usage` when `require_usage` is set (checked before the length, since
+/// without usage the length is only an estimate), one shorter than `degenerate_below` fails as
+/// `degenerate`.
+pub fn finish(obs: Observed, slot: Slot, workload: &Workload) -> Finished {
+    let (degenerate_below, streamed) = (workload.degenerate_below, workload.stream);
     let attribution = attribute_tokens(&obs.chunks, obs.usage.map(|u| u.completion_tokens));
     let output_tokens = attribution.total;
     let mut failure = obs.failure.clone();
+    if failure.is_none() && workload.require_usage && obs.usage.is_none() {
+        failure = Some((
+            ErrorClass::MissingUsage,
+            format!(
+                "the response carried no usage ({output_tokens} tokens counted one per chunk); \
+                 the profile sets workload.require_usage = true"
+            ),
+        ));
+    }
     if failure.is_none() && output_tokens < u64::from(degenerate_below) {
         failure = Some((
             ErrorClass::Degenerate,
@@ -87,12 +101,36 @@ pub fn finish(obs: Observed, slot: Slot, degenerate_below: u32, streamed: bool) 
     }
 }
 
+/// When every request of a batch failed to connect, the server is gone (or was never
+/// there): says so, with the first error, so the run can stop instead of sweeping on.
+pub fn unreachable(batch: &[Finished]) -> Option<String> {
+    let first = batch.first()?;
+    if !batch
+        .iter()
+        .all(|f| f.record.error == Some(ErrorClass::Connect))
+    {
+        return None;
+    }
+    Some(format!(
+        "all {} requests failed to connect (e.g. \"{}\"); the server went away",
+        batch.len(),
+        first.record.error_message.as_deref().unwrap_or("")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::load::chunk::Usage;
     use crate::load::tokens::ChunkArrival;
     use crate::record::TokenSource;
+
+    fn workload(require_usage: bool) -> Workload {
+        let text = format!(
+            "name = \"t\"\n[target]\nendpoints = [\"http://127.0.0.1:1\"]\n[workload]\nmax_tokens = 64\nrequire_usage = {require_usage}\n[sweep]\nconcurrency = [1]\n"
+        );
+        crate::profile::Profile::parse(&text).unwrap().workload
+    }
 
     fn slot() -> Slot {
         Slot {
@@ -127,7 +165,7 @@ mod tests {
 
     #[test]
     fn success_has_ttft_tpot_and_gaps() {
-        let f = finish(observed(10), slot(), 8, true);
+        let f = finish(observed(10), slot(), &workload(false));
         let r = &f.record;
         assert_eq!(r.error, None);
         assert!((r.ttft_ms.unwrap() - 100.0).abs() < 1e-6);
@@ -139,8 +177,31 @@ mod tests {
 
     #[test]
     fn short_answer_is_degenerate() {
-        let f = finish(observed(6), slot(), 8, true);
+        let f = finish(observed(6), slot(), &workload(false));
         assert_eq!(f.record.error, Some(ErrorClass::Degenerate));
         assert!(f.gaps_ms.is_empty());
+    }
+
+    #[test]
+    fn missing_usage_fails_only_when_required() {
+        let mut obs = observed(10);
+        obs.usage = None;
+        let f = finish(obs.clone(), slot(), &workload(false));
+        assert_eq!(f.record.error, None);
+        assert_eq!(f.record.token_source, TokenSource::ChunkCount);
+        assert_eq!(f.record.output_tokens, 10);
+        let f = finish(obs, slot(), &workload(true));
+        assert_eq!(f.record.error, Some(ErrorClass::MissingUsage));
+        assert!(f.gaps_ms.is_empty());
+    }
+
+    #[test]
+    fn earlier_failure_keeps_its_class() {
+        let mut obs = observed(3);
+        obs.usage = None;
+        obs.failure = Some((ErrorClass::Reset, "cut".into()));
+        let f = finish(obs, slot(), &workload(true));
+        assert_eq!(f.record.error, Some(ErrorClass::Reset));
+        assert_eq!(f.record.error_message.as_deref(), Some("cut"));
     }
 }

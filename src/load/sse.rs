@@ -108,6 +108,19 @@ mod tests {
         out
     }
 
+    /// Events up to the first error, and that error.
+    fn decode_checked(parts: &[&[u8]]) -> (Vec<String>, Option<SseError>) {
+        let mut d = SseDecoder::new();
+        let mut out = Vec::new();
+        for p in parts {
+            if let Err(e) = d.push(p, &mut out) {
+                return (out, Some(e));
+            }
+        }
+        let err = d.finish(&mut out).err();
+        (out, err)
+    }
+
     #[test]
     fn splits_events_and_ignores_comments() {
         let out = decode_all(&[b": ping\n\ndata: {\"a\":1}\n\ndata: [DONE]\n\n"]);
@@ -137,7 +150,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(512))]
+        #![proptest_config(ProptestConfig::with_cases(2000))]
 
         /// However the network splits a stream, the events are the same.
         #[test]
@@ -149,6 +162,25 @@ mod tests {
             let cut = cut.min(bytes.len());
             let out = decode_all(&[&bytes[..cut], &bytes[cut..]]);
             prop_assert_eq!(out, payloads);
+        }
+
+        /// Arbitrary bytes (valid or not) decode the same, error included, however they are
+        /// split into reads.
+        #[test]
+        fn any_split_of_any_bytes_decodes_the_same(
+            bytes in prop::collection::vec(prop_oneof![
+                4 => prop::sample::select(b"data: {}[DONE]\r\n:x".to_vec()),
+                1 => any::<u8>(),
+            ], 0..400),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+        ) {
+            let whole = decode_checked(&[&bytes]);
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+            at.push(0);
+            at.push(bytes.len());
+            at.sort_unstable();
+            let parts: Vec<&[u8]> = at.windows(2).map(|w| &bytes[w[0]..w[1]]).collect();
+            prop_assert_eq!(decode_checked(&parts), whole);
         }
 
         /// Arbitrary bytes never panic.

@@ -11,11 +11,12 @@ use anyhow::{Context, Result};
 use reqwest::header::HeaderValue;
 
 use super::body::{api_url, request_body};
-use super::client::{send, Limits};
+use super::client::{send, Limits, Observed};
+use super::interrupt::Interrupt;
 use super::outcome::{finish, Finished, Slot};
 use super::workload::Prompts;
 use crate::profile::{Api, Workload};
-use crate::record::{RequestRecord, TokenSource, TrialResult, Window};
+use crate::record::{ErrorClass, RequestRecord, TokenSource, TrialResult, Window};
 use crate::stats::Percentiles;
 
 /// Everything the workers share during a run.
@@ -34,6 +35,8 @@ pub struct Shared {
     /// Where every finished request is written, one JSON line each, as it finishes.
     pub journal: Mutex<Box<dyn Write + Send>>,
     pub progress: indicatif::ProgressBar,
+    /// Stops the sweep on SIGINT/SIGTERM (workers send nothing new once it is set).
+    pub interrupt: Interrupt,
 }
 
 impl Shared {
@@ -105,6 +108,9 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
         handles.push(tokio::spawn(async move {
             let mut done = Vec::new();
             loop {
+                if shared.interrupt.is_stopping() {
+                    break;
+                }
                 let window = match batch.windows {
                     Some(w) => {
                         let offset = start.elapsed();
@@ -148,7 +154,8 @@ pub(crate) async fn send_one(
     let prompt = shared.prompts.get(batch.first_prompt + u64::from(index));
     let body = request_body(shared.api, &shared.model, &shared.workload, &prompt);
     let body = bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-    let observed = send(
+    let sent_s = shared.clock.elapsed().as_secs_f64();
+    let request = send(
         &shared.client,
         &shared.urls[endpoint],
         body,
@@ -156,8 +163,21 @@ pub(crate) async fn send_one(
         shared.workload.stream,
         shared.limits,
         shared.clock,
-    )
-    .await;
+    );
+    // A request still in flight when an interrupted run gives up is counted, not dropped.
+    let observed = tokio::select! {
+        biased;
+        o = request => o,
+        _ = shared.interrupt.abandoned() => Observed {
+            sent_s,
+            end_s: shared.clock.elapsed().as_secs_f64(),
+            failure: Some((
+                ErrorClass::Cancelled,
+                "still in flight when the interrupted run stopped waiting".into(),
+            )),
+            ..Observed::default()
+        },
+    };
     let slot = Slot {
         concurrency: batch.concurrency,
         trial: batch.trial,
@@ -165,12 +185,7 @@ pub(crate) async fn send_one(
         warmup: batch.trial == 0,
         endpoint,
     };
-    let mut finished = finish(
-        observed,
-        slot,
-        shared.workload.degenerate_below,
-        shared.workload.stream,
-    );
+    let mut finished = finish(observed, slot, &shared.workload);
     finished.record.rate = batch.rate;
     finished.record.scheduled_s = scheduled_s;
     finished.record.window = window;

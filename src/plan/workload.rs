@@ -211,3 +211,7 @@ mod tests {
         assert_eq!(human_duration(15.39 * 3600.0), "15.4 hours");
     }
 }
+
+#[cfg(test)]
+#[path = "workload_props.rs"]
+mod props;

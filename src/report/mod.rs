@@ -5,5 +5,6 @@ pub mod console;
 pub mod github;
 pub mod junit;
 pub mod markdown;
+pub mod merge;
 pub mod plots;
 pub mod verdict;

@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::config::SimConfig;
 use super::engine;
+use super::faults::{FaultArgs, FaultState};
 use super::http::{router, AppState};
 use super::metrics::Metrics;
 use super::sched::mix_seed;
@@ -39,6 +40,18 @@ impl SimCluster {
         port: u16,
         replicas: usize,
     ) -> Result<SimCluster> {
+        let faults = Arc::new(FaultState::default());
+        SimCluster::start_with_faults(config, faults, host, port, replicas).await
+    }
+
+    /// [`SimCluster::start`] with fault injection and an API key check shared by the replicas.
+    pub async fn start_with_faults(
+        config: &SimConfig,
+        faults: Arc<FaultState>,
+        host: IpAddr,
+        port: u16,
+        replicas: usize,
+    ) -> Result<SimCluster> {
         config
             .validate()
             .context("invalid simulator configuration")?;
@@ -62,7 +75,8 @@ impl SimCluster {
                 seed: mix_seed(config.seed ^ mix_seed(i as u64)),
                 ..config.clone()
             };
-            match start_replica(cfg, SocketAddr::new(host, p), cluster.stop.subscribe()).await {
+            let addr = SocketAddr::new(host, p);
+            match start_replica(cfg, faults.clone(), addr, cluster.stop.subscribe()).await {
                 Ok(r) => cluster.replicas.push(r),
                 Err(e) => {
                     cluster.shutdown().await;
@@ -107,6 +121,7 @@ impl SimCluster {
 
 async fn start_replica(
     cfg: SimConfig,
+    faults: Arc<FaultState>,
     addr: SocketAddr,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Replica> {
@@ -128,6 +143,8 @@ async fn start_replica(
         submit,
         metrics: metrics.clone(),
         next_id: AtomicU64::new(0),
+        faults,
+        seed: cfg.seed,
     });
     let engine = tokio::spawn(engine::run(cfg, rx, metrics));
     let app = router(state);
@@ -176,6 +193,8 @@ pub struct ServeSimArgs {
     /// Override the model id the server reports.
     #[arg(long)]
     pub model: Option<String>,
+    #[command(flatten)]
+    pub faults: FaultArgs,
 }
 
 impl ServeSimArgs {
@@ -207,9 +226,23 @@ impl ServeSimArgs {
 /// Ctrl-C or SIGTERM.
 pub async fn run_cli(args: ServeSimArgs) -> Result<()> {
     let cfg = args.to_config()?;
-    let cluster = SimCluster::start(&cfg, args.host, args.port, args.replicas).await?;
+    let faults = args.faults.to_faults()?;
+    let exit_after = faults.exit_after;
+    let state = Arc::new(FaultState::new(
+        faults,
+        cfg.seed,
+        args.faults.required_key()?,
+    ));
+    let cluster =
+        SimCluster::start_with_faults(&cfg, state, args.host, args.port, args.replicas).await?;
     for url in cluster.base_urls() {
         println!("serving preset {} on {url}", cfg.preset);
+    }
+    if let Some(after) = exit_after {
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            super::faults::crash("--exit-after elapsed");
+        });
     }
     wait_for_signal().await?;
     cluster.shutdown().await;

@@ -2,11 +2,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::api::{self, Envelope, Kind, Parsed};
 use super::engine::Submission;
+use super::faults::{crash, Admit, Fault, FaultState, Kind as FaultKind};
 use super::metrics::Metrics;
 use super::sched::Emission;
 
@@ -27,6 +28,10 @@ pub struct AppState {
     pub submit: mpsc::UnboundedSender<Submission>,
     pub metrics: Arc<Metrics>,
     pub next_id: AtomicU64,
+    /// Fault injection and the API key check, shared by the process's replicas.
+    pub faults: Arc<FaultState>,
+    /// This replica's seed (fault draws are reproducible per replica).
+    pub seed: u64,
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
@@ -39,15 +44,22 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn chat(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
-    generate(st, Kind::Chat, &body).await
+async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    generate(st, Kind::Chat, &headers, &body).await
 }
 
-async fn completions(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
-    generate(st, Kind::Completion, &body).await
+async fn completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    generate(st, Kind::Completion, &headers, &body).await
 }
 
-async fn models(State(st): State<Arc<AppState>>) -> Response {
+async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    // Like vLLM's --api-key: every /v1 route needs the key (/health and /metrics do not).
+    if st.faults.authorized(auth) == Some(false) {
+        return error(StatusCode::UNAUTHORIZED, "missing or wrong API key");
+    }
     axum::Json(json!({
         "object": "list",
         "data": [{"id": st.model, "object": "model", "created": now(), "owned_by": "throughline-sim"}],
@@ -56,7 +68,8 @@ async fn models(State(st): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(st): State<Arc<AppState>>) -> Response {
-    let text = st.metrics.render(&st.preset, env!("CARGO_PKG_VERSION"));
+    let mut text = st.metrics.render(&st.preset, env!("CARGO_PKG_VERSION"));
+    text.push_str(&st.faults.render());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -96,11 +109,46 @@ impl Ctx {
     }
 }
 
-async fn generate(st: Arc<AppState>, kind: Kind, body: &[u8]) -> Response {
-    let req = match api::parse(kind, body, st.default_max_tokens) {
+async fn generate(st: Arc<AppState>, kind: Kind, headers: &HeaderMap, body: &[u8]) -> Response {
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    // With a required key, count requests that carry it (and refuse the rest); without one,
+    // count requests that carry any bearer token.
+    let authorized = match st.faults.authorized(auth) {
+        Some(false) => return error(StatusCode::UNAUTHORIZED, "missing or wrong API key"),
+        Some(true) => true,
+        None => auth.is_some_and(|a| a.len() > 7 && a.starts_with("Bearer ")),
+    };
+    if authorized {
+        st.metrics.authorized.fetch_add(1, Relaxed);
+    }
+    let n = st.next_id.fetch_add(1, Relaxed);
+    let fault = match st.faults.admit(st.seed, n) {
+        Admit::Exit => crash("--exit-after-requests reached"),
+        Admit::Serve(f) => f,
+    };
+    let mut req = match api::parse(kind, body, st.default_max_tokens) {
         Ok(r) => r,
         Err(msg) => return error(StatusCode::BAD_REQUEST, &msg),
     };
+    match fault.map(|f| f.kind) {
+        Some(FaultKind::Http) => {
+            let status = fault
+                .and_then(|f| StatusCode::from_u16(f.status).ok())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return error(status, "injected fault");
+        }
+        Some(FaultKind::SlowFirstByte) => {
+            tokio::time::sleep(st.faults.faults.slow_first_byte).await
+        }
+        Some(FaultKind::Degenerate) => {
+            let p = &mut req.params;
+            p.max_tokens = p.max_tokens.min(st.faults.faults.degenerate_tokens);
+            p.min_tokens = p.min_tokens.min(p.max_tokens);
+        }
+        _ => {}
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     let sub = Submission {
         params: req.params,
@@ -110,36 +158,73 @@ async fn generate(st: Arc<AppState>, kind: Kind, body: &[u8]) -> Response {
         return error(StatusCode::SERVICE_UNAVAILABLE, "engine stopped");
     }
     let ctx = Ctx {
-        id: format!("cmpl-{}", st.next_id.fetch_add(1, Relaxed)),
+        id: format!("cmpl-{n}"),
         created: now(),
         model: st.model.clone(),
         kind,
         req,
     };
+    let stall = st.faults.faults.stall;
     if ctx.req.stream {
-        sse_response(ctx, rx)
+        sse_response(ctx, rx, fault, stall)
     } else {
-        full_response(ctx, rx).await
+        full_response(ctx, rx, fault, stall).await
     }
+}
+
+fn injected_reset() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::ConnectionReset, "injected reset")
 }
 
 /// Non-streaming: wait for the last token. Dropping this future (client gone) drops `rx`,
 /// which the engine sees as a closed channel and frees the slot.
-async fn full_response(ctx: Ctx, mut rx: mpsc::UnboundedReceiver<Emission>) -> Response {
+async fn full_response(
+    ctx: Ctx,
+    mut rx: mpsc::UnboundedReceiver<Emission>,
+    fault: Option<Fault>,
+    stall: Duration,
+) -> Response {
     let (mut text, mut n) = (String::new(), 0);
+    let kind = fault.map(|f| f.kind);
     while let Some(e) = rx.recv().await {
         text.push_str(&api::token_text(e.start, e.tokens));
         n += e.tokens;
         if let Some(finish) = e.finish {
             let usage = api::usage(ctx.req.params.prompt_tokens, n);
-            return axum::Json(ctx.env().full(text, finish, usage)).into_response();
+            let mut v = ctx.env().full(text, finish, usage);
+            match kind {
+                Some(FaultKind::Reset) => {
+                    let body = stream::once(async { Err::<Bytes, _>(injected_reset()) });
+                    return Response::new(Body::from_stream(body));
+                }
+                Some(FaultKind::Stall) => tokio::time::sleep(stall).await,
+                Some(FaultKind::Malformed) => {
+                    return (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        "{\"choices\": [",
+                    )
+                        .into_response()
+                }
+                Some(FaultKind::NoUsage) => {
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("usage");
+                    }
+                }
+                _ => {}
+            }
+            return axum::Json(v).into_response();
         }
     }
     error(StatusCode::SERVICE_UNAVAILABLE, "engine stopped")
 }
 
-fn sse_response(ctx: Ctx, rx: mpsc::UnboundedReceiver<Emission>) -> Response {
-    let body = Body::from_stream(sse_events(ctx, rx).map(Ok::<_, std::convert::Infallible>));
+fn sse_response(
+    ctx: Ctx,
+    rx: mpsc::UnboundedReceiver<Emission>,
+    fault: Option<Fault>,
+    stall: Duration,
+) -> Response {
+    let body = Body::from_stream(sse_events(ctx, rx, fault.map(|f| f.kind), stall));
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
@@ -153,38 +238,67 @@ fn frame(v: &Value) -> Bytes {
 
 /// The SSE frames of one request. The body owns `rx`: when the client disconnects, hyper
 /// drops the body, the channel closes and the engine frees the slot at its next step.
-fn sse_events(ctx: Ctx, rx: mpsc::UnboundedReceiver<Emission>) -> impl Stream<Item = Bytes> {
+/// A mid-stream fault (reset, stall, malformed line) strikes after the first content chunk;
+/// an error item makes hyper abort the connection, which is how a reset looks to the client.
+fn sse_events(
+    ctx: Ctx,
+    rx: mpsc::UnboundedReceiver<Emission>,
+    fault: Option<FaultKind>,
+    stall: Duration,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
     let head = match ctx.kind {
-        Kind::Chat => Some(frame(&ctx.env().role_chunk())),
+        Kind::Chat => Some(Ok(frame(&ctx.env().role_chunk()))),
         Kind::Completion => None,
     };
-    let state = (ctx, rx, 0u32, false);
-    let body = stream::unfold(state, |(ctx, mut rx, mut n, done)| async move {
-        if done {
-            return None;
-        }
-        let Some(e) = rx.recv().await else {
-            // Engine gone mid-stream: end without [DONE] so the client sees a truncated stream.
-            return None;
-        };
-        n += e.tokens;
-        let mut out = Vec::with_capacity(3);
-        let env = ctx.env();
-        let mut chunk = env.content_chunk(&api::token_text(e.start, e.tokens), e.finish);
-        let prompt = ctx.req.params.prompt_tokens;
-        if ctx.req.continuous_usage {
-            chunk["usage"] = api::usage(prompt, n);
-        }
-        out.push(frame(&chunk));
-        let finished = e.finish.is_some();
-        if finished {
-            if ctx.req.include_usage {
-                out.push(frame(&env.usage_chunk(api::usage(prompt, n))));
+    let state = (ctx, rx, 0u32, false, fault);
+    let body = stream::unfold(
+        state,
+        move |(ctx, mut rx, mut n, done, mut fault)| async move {
+            if done {
+                return None;
             }
-            out.push(Bytes::from_static(b"data: [DONE]\n\n"));
-        }
-        let bytes: Bytes = out.concat().into();
-        Some((bytes, (ctx, rx, n, finished)))
-    });
+            if n > 0 {
+                match fault {
+                    Some(FaultKind::Reset) => {
+                        return Some((Err(injected_reset()), (ctx, rx, n, true, None)));
+                    }
+                    Some(FaultKind::Stall) => {
+                        fault = None;
+                        tokio::time::sleep(stall).await;
+                    }
+                    Some(FaultKind::Malformed) => {
+                        let bad = Bytes::from_static(b"data: {\"choices\": [{\"delta\": \n\n");
+                        return Some((Ok(bad), (ctx, rx, n, false, None)));
+                    }
+                    _ => {}
+                }
+            }
+            let Some(e) = rx.recv().await else {
+                // Engine gone mid-stream: end without [DONE] so the client sees a truncated stream.
+                return None;
+            };
+            n += e.tokens;
+            let mut out = Vec::with_capacity(3);
+            let env = ctx.env();
+            let mut chunk = env.content_chunk(&api::token_text(e.start, e.tokens), e.finish);
+            let prompt = ctx.req.params.prompt_tokens;
+            let no_usage = fault == Some(FaultKind::NoUsage);
+            if ctx.req.continuous_usage && !no_usage {
+                chunk["usage"] = api::usage(prompt, n);
+            }
+            out.push(frame(&chunk));
+            let finished = e.finish.is_some();
+            if finished {
+                if ctx.req.include_usage && !no_usage {
+                    out.push(frame(&env.usage_chunk(api::usage(prompt, n))));
+                }
+                if fault != Some(FaultKind::NoDone) {
+                    out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+                }
+            }
+            let bytes: Bytes = out.concat().into();
+            Some((Ok(bytes), (ctx, rx, n, finished, fault)))
+        },
+    );
     stream::iter(head).chain(body)
 }

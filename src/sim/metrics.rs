@@ -16,6 +16,8 @@ pub struct Metrics {
     pub requests: AtomicU64,
     /// Requests whose client went away before they finished.
     pub aborted: AtomicU64,
+    /// Requests that carried `Authorization: Bearer <key>` (the required key, when one is set).
+    pub authorized: AtomicU64,
 }
 
 impl Metrics {
@@ -64,6 +66,12 @@ impl Metrics {
             "counter",
             "Requests dropped because the client disconnected.",
             &self.aborted,
+        );
+        put(
+            "throughline_sim_authorized_requests_total",
+            "counter",
+            "Requests that carried a bearer token (the required one, when set).",
+            &self.authorized,
         );
         let _ = writeln!(
             out,

@@ -28,6 +28,7 @@ mod api;
 mod cluster;
 mod config;
 mod engine;
+pub mod faults;
 mod http;
 mod metrics;
 mod presets;

@@ -276,6 +276,7 @@ async fn config_errors_are_clear() {
         max_running: None,
         token_delay_ms: None,
         model: None,
+        faults: Default::default(),
     };
     let e = args("nope", 1.0).to_config().unwrap_err().to_string();
     assert!(

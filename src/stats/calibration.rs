@@ -67,7 +67,7 @@ fn detection(rng: &mut ChaCha8Rng, sims: usize, n: usize, regressed: usize) -> (
 
 /// The gate's promise. Measured with this seed: A/A false failures 0.50%; a 6% drop at one of
 /// five levels caught 68.8% of the time with 5 vs 5 trials (the independent SciPy simulation,
-/// reference/calibration_sim.py, 20,000 comparisons: A/A 0.465%, 6% drop: see its output).
+/// reference/calibration_sim.py, 20,000 comparisons: A/A 0.465%; its 6%-drop half was not run to completion).
 /// That is *below* the 70% target: with 5 trials a side, Holm's first step needs a one-sided
 /// p < 0.002, and Welch's estimated df (at most 8, often fewer) costs power; Student's t with
 /// its exact 8 df would reach about 77% (scipy.stats.nct). The bound asserted for 5 vs 5 is

@@ -38,6 +38,11 @@ pub struct Sim {
 
 impl Sim {
     pub fn start(replicas: usize, extra: &[&str]) -> Sim {
+        Sim::start_env(replicas, extra, &[])
+    }
+
+    /// Like [`Sim::start`], with extra environment variables for the simulator process.
+    pub fn start_env(replicas: usize, extra: &[&str], env: &[(&str, &str)]) -> Sim {
         let mut child = Command::new(bin())
             .args([
                 "serve-sim",
@@ -47,6 +52,7 @@ impl Sim {
                 &replicas.to_string(),
             ])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -123,4 +129,11 @@ pub fn write_profile(dir: &Path, name: &str, endpoints: &[String], rest: &str) -
 
 pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Timing-sensitive tests in one test binary take turns: benches running side by side on a
+/// 2-core machine would distort each other's figures (tests in one binary run in parallel).
+pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }

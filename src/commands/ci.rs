@@ -1,0 +1,564 @@
+//! `throughline ci`: the whole pull-request check in one command, for one step of a workflow
+//! on a self-hosted GPU runner.
+//!
+//! It reads the baseline *and the profile beside it* as they are on the target branch (so a
+//! pull request can neither approve itself nor change what is measured), waits for the
+//! server(s) to be healthy, refuses up front what cannot be compared (profile hash,
+//! fingerprint) before spending GPU time, measures, gates, draws, and writes everything a
+//! workflow wants: the job summary, step outputs, annotations and an artifacts folder. Every
+//! outcome, including "could not measure", leaves a summary and an output behind, so a red
+//! check always says why.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+
+use crate::baseline::{fingerprint_differences, Baseline};
+use crate::cli::{EnvironmentArgs, GateArgs};
+use crate::exit::{exit_for, not_comparable, Exit};
+use crate::fsutil::write_atomic;
+use crate::gate::{evaluate, Outcome, Verdict};
+use crate::load::body::base_url;
+use crate::load::client::error_chain;
+use crate::load::{probe, BenchSetup};
+use crate::profile::Profile;
+use crate::record::{Environment, RunResult};
+use crate::report::github;
+
+/// Files `throughline ci` writes beside the run's results.json, requests.jsonl and summary.csv.
+pub const VERDICT_JSON: &str = "verdict.json";
+pub const VERDICT_MD: &str = "verdict.md";
+pub const JUNIT_XML: &str = "junit.xml";
+
+/// Run the profile beside a baseline, gate it against the baseline on the target branch,
+/// and report for GitHub Actions (job summary, outputs, annotations, artifacts folder).
+#[derive(Debug, Args)]
+pub struct CiArgs {
+    /// The baseline file (TOML), e.g. baselines/NAME.toml. Its `profile` field names the
+    /// profile to run, relative to the baseline file.
+    #[arg(long)]
+    pub baseline: PathBuf,
+    /// Read the baseline and its profile as they are at this git ref
+    /// [default: origin/$GITHUB_BASE_REF, the pull request's target branch].
+    #[arg(long)]
+    pub baseline_ref: Option<String>,
+    /// Replace the profile's endpoints (repeat for several replicas; the variable takes a
+    /// comma-separated list).
+    #[arg(
+        long = "endpoint",
+        value_name = "URL",
+        env = "THROUGHLINE_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub endpoints: Vec<String>,
+    /// Folder for every file of the check (results, PNGs, report.md, verdict.json, junit.xml).
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "DIR",
+        default_value = "throughline-results"
+    )]
+    pub out: PathBuf,
+    /// How long to wait for every server to answer GET /health (or /v1/models) before
+    /// measuring, e.g. 10m, 90s; 0s checks once.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub wait_healthy: Duration,
+    /// Family-wise significance level (default: the baseline's).
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Smallest relative drop that may fail the check, e.g. 0.03 (default: the baseline's).
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// Trials needed on each side to fail a level (default: the baseline's).
+    #[arg(long)]
+    pub min_trials: Option<u32>,
+    /// Prefix for the chart links in the job summary, e.g. where your workflow publishes
+    /// the PNGs (default: the file names, as they sit in the artifacts folder).
+    #[arg(long, value_name = "URL")]
+    pub image_base_url: Option<String>,
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
+    /// Never draw a progress bar (it is drawn only on a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+pub async fn run(args: CiArgs) -> Result<Exit> {
+    match check(&args).await {
+        Ok(exit) => Ok(exit),
+        Err(error) => {
+            // Leave a trace in the job summary, the outputs and the annotations too: a red
+            // check that does not say why sends people to the raw log.
+            if let Err(e) = report_refusal(&args, &error) {
+                eprintln!("warning: cannot write the CI report: {e:#}");
+            }
+            Err(error)
+        }
+    }
+}
+
+/// The git ref to read the baseline at: the flag, else the pull request's target branch.
+pub fn resolve_ref(flag: Option<&str>, github_base_ref: Option<&str>) -> Result<String> {
+    if let Some(r) = flag {
+        return Ok(r.to_string());
+    }
+    match github_base_ref.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(branch) => Ok(format!("origin/{branch}")),
+        None => bail!(
+            "--baseline-ref is needed: GITHUB_BASE_REF is not set (this is not a pull_request \
+             event); pass the branch the baseline lives on, e.g. --baseline-ref origin/main"
+        ),
+    }
+}
+
+/// Reads the profile the baseline names, at `reference`. Returns it with its working-tree path.
+fn profile_at_ref(
+    baseline: &Baseline,
+    baseline_path: &Path,
+    reference: &str,
+) -> Result<(Profile, PathBuf, String)> {
+    let Some(relative) = &baseline.profile else {
+        bail!(
+            "baseline {} at {reference} has no `profile` field, so `throughline ci` cannot tell \
+             what to run; bless it again with --profile FILE (relative to the baseline)",
+            baseline_path.display()
+        );
+    };
+    let dir = baseline_path.parent().unwrap_or_else(|| Path::new(""));
+    let path = dir.join(relative);
+    let text = crate::gitref::read_at_ref(&path, reference)
+        .with_context(|| format!("the profile named by baseline {}", baseline_path.display()))?;
+    let mut profile = Profile::parse(&text)
+        .with_context(|| format!("invalid profile {} at {reference}", path.display()))?;
+    if let Some(prompts) = &profile.workload.prompts_file {
+        if prompts.is_relative() {
+            let base = path.parent().unwrap_or_else(|| Path::new("."));
+            profile.workload.prompts_file = Some(base.join(prompts));
+        }
+    }
+    Ok((profile, path, text))
+}
+
+async fn check(args: &CiArgs) -> Result<Exit> {
+    let reference = resolve_ref(
+        args.baseline_ref.as_deref(),
+        std::env::var("GITHUB_BASE_REF").ok().as_deref(),
+    )?;
+    let baseline = Baseline::load_at_ref(&args.baseline, &reference).with_context(|| {
+        format!(
+            "cannot read the baseline at {reference} (in GitHub Actions, check out with \
+             `fetch-depth: 0` so that the target branch is there)"
+        )
+    })?;
+    let (mut profile, profile_path, profile_text) =
+        profile_at_ref(&baseline, &args.baseline, &reference)?;
+    let endpoints: Vec<String> = args
+        .endpoints
+        .iter()
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty())
+        .collect();
+    if !endpoints.is_empty() {
+        profile.target.endpoints = endpoints;
+        profile.validate().context("--endpoint")?;
+    }
+    println!(
+        "throughline ci: baseline {} and profile {} as at {reference}",
+        args.baseline.display(),
+        profile_path.display()
+    );
+    let mut warnings = Vec::new();
+    if let Ok(here) = std::fs::read_to_string(&profile_path) {
+        if here != profile_text {
+            warnings.push(format!(
+                "this change edits {}; the check measures the profile as it is at {reference}, \
+                 which the baseline was measured with. Bless a new baseline after merging.",
+                profile_path.display()
+            ));
+        }
+    }
+
+    // Refuse before measuring what could never be compared: GPU time is dear.
+    let hash = profile.canonical_hash()?;
+    if hash != baseline.profile_hash {
+        return Err(not_comparable(format!(
+            "the profile {} at {reference} ({hash}) is not the one baseline {} was measured with \
+             ({}): the profile was edited without blessing a new baseline",
+            profile_path.display(),
+            baseline.name,
+            baseline.profile_hash
+        )));
+    }
+    wait_healthy(&profile.target.endpoints, args.wait_healthy).await?;
+    let environment = args.environment.to_environment();
+    precheck_environment(&baseline, &profile, &environment).await?;
+
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create folder {}", args.out.display()))?;
+    let setup = BenchSetup {
+        profile,
+        environment,
+        out_dir: args.out.clone(),
+        show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+    };
+    let outcome = super::bench::measure(setup).await?;
+    if super::bench::conclude(&outcome, &args.out) != Exit::Pass {
+        bail!(
+            "the run could not measure every level: {}",
+            outcome.problems.join("; ")
+        );
+    }
+    let result = &outcome.result;
+
+    let trials = baseline.trials_by_level();
+    let fit = super::plot::usl_of(result);
+    let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
+    let written = super::plot::write_plots_and_report(
+        result,
+        Some(&trials),
+        curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
+        &args.out,
+    )?;
+    let images = image_links(&written, args.image_base_url.as_deref());
+
+    let mut settings = baseline.gate.clone();
+    if let Some(a) = args.alpha {
+        settings.alpha = a;
+    }
+    if let Some(e) = args.min_effect {
+        settings.min_effect = e;
+    }
+    if let Some(n) = args.min_trials {
+        settings.min_trials = n;
+    }
+    let mut verdict = evaluate(&baseline, result, &settings)?;
+    verdict.baseline_ref = Some(reference);
+    // Ours first: annotations show only the first few warnings.
+    warnings.append(&mut verdict.warnings);
+    verdict.warnings = warnings;
+    let gate_args = GateArgs {
+        results: args.out.join(crate::load::RESULTS_FILE),
+        baseline: args.baseline.clone(),
+        baseline_ref: verdict.baseline_ref.clone(),
+        alpha: args.alpha,
+        min_effect: args.min_effect,
+        min_trials: args.min_trials,
+        json: Some(args.out.join(VERDICT_JSON)),
+        junit: Some(args.out.join(JUNIT_XML)),
+        markdown: Some(args.out.join(VERDICT_MD)),
+        out: None,
+    };
+    super::gate::publish(&verdict, &gate_args, &images)?;
+    github::append_step_summary(&footer(result, &args.out))?;
+    println!("files: {}", args.out.display());
+    Ok(verdict.outcome.exit())
+}
+
+/// The PNGs among `written`, as links for Markdown that sits beside them (or under `base`).
+fn image_links(written: &[PathBuf], base: Option<&str>) -> Vec<String> {
+    written
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .map(|name| match base {
+            Some(b) => format!("{}/{name}", b.trim_end_matches('/')),
+            None => name,
+        })
+        .collect()
+}
+
+/// What was measured where, and where the files are: closes the job summary.
+fn footer(result: &RunResult, out: &Path) -> String {
+    format!(
+        "Measured on {} by {}, started {}. Results, per-request records, charts and this \
+         report are in the folder `{}` (uploaded as the job's artifact by the throughput-gate \
+         workflow).\n\n",
+        fingerprint_text(&result.environment),
+        result.tool,
+        result.started_at,
+        out.display()
+    )
+}
+
+/// The fingerprint in one line, for logs and summaries.
+pub fn fingerprint_text(env: &Environment) -> String {
+    let mut parts = Vec::new();
+    let mut push = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            parts.push(format!("{k} {v}"));
+        }
+    };
+    push("gpu", env.gpu_model.clone());
+    push("gpu_count", env.gpu_count.map(|n| n.to_string()));
+    push("driver", env.driver.clone());
+    push("engine", env.engine.clone());
+    push("engine_version", env.engine_version.clone());
+    push("model", env.model.clone());
+    push("precision", env.precision.clone());
+    push("runner", env.runner.clone());
+    parts.push(format!("endpoints {}", env.endpoints));
+    parts.join(", ")
+}
+
+/// Compares what is known of the fingerprint before measuring (the flags and variables, the
+/// model and engine the server reports) with the baseline's: exit 3 without spending the run.
+async fn precheck_environment(
+    baseline: &Baseline,
+    profile: &Profile,
+    given: &Environment,
+) -> Result<()> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .context("cannot build the HTTP client")?;
+    let report = probe::probe(&client, &profile.target.endpoints).await?;
+    let mut env = given.clone();
+    env.endpoints = profile.target.endpoints.len();
+    env.model = if profile.target.model == "auto" {
+        report.models.first().cloned()
+    } else {
+        Some(profile.target.model.clone())
+    };
+    if env.model.is_none() {
+        return Ok(()); // the run itself explains this
+    }
+    if env.engine.is_none() {
+        env.engine = report.engine.clone();
+    }
+    println!("environment: {}", fingerprint_text(&env));
+    let (differ, _) = fingerprint_differences(&baseline.environment, &env);
+    if !differ.is_empty() {
+        return Err(not_comparable(format!(
+            "the environment differs from baseline {}'s: {} (nothing was measured; bless a new \
+             baseline for this environment)",
+            baseline.name,
+            differ.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// Polls every endpoint until it answers `GET /health` with a success (or, where the server
+/// has no `/health`, `GET /v1/models`), or until `timeout` has passed since the start.
+pub async fn wait_healthy(endpoints: &[String], timeout: Duration) -> Result<()> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .context("cannot build the HTTP client")?;
+    let start = Instant::now();
+    let deadline = start + timeout;
+    for endpoint in endpoints {
+        let mut delay = Duration::from_millis(200);
+        let mut last_said = Instant::now();
+        let mut said_once = false;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let limit = left.clamp(Duration::from_secs(1), Duration::from_secs(10));
+            let why = match health(&client, endpoint, limit).await {
+                Ok(()) => break,
+                Err(why) => why,
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "the server at {endpoint} was not healthy after {} (--wait-healthy): {why}. \
+                     Is it started, on this port, and done loading the model?",
+                    humantime::format_duration(Duration::from_secs(start.elapsed().as_secs()))
+                );
+            }
+            if !said_once || last_said.elapsed() >= Duration::from_secs(30) {
+                eprintln!(
+                    "waiting for {endpoint} to be healthy ({why}); giving up after {}",
+                    humantime::format_duration(timeout)
+                );
+                said_once = true;
+                last_said = Instant::now();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            tokio::time::sleep(delay.min(left)).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+    Ok(())
+}
+
+/// One health check; `Err` says why the server is not (yet) healthy.
+async fn health(
+    client: &reqwest::Client,
+    endpoint: &str,
+    limit: Duration,
+) -> std::result::Result<(), String> {
+    let base = base_url(endpoint);
+    let get = |path: &str| {
+        let url = format!("{base}{path}");
+        let request = client.get(&url).timeout(limit);
+        async move {
+            request
+                .send()
+                .await
+                .map(|r| r.status())
+                .map_err(|e| format!("GET {url}: {}", error_chain(&e)))
+        }
+    };
+    let status = get("/health").await?;
+    if status.is_success() {
+        return Ok(());
+    }
+    if status != reqwest::StatusCode::NOT_FOUND && status != reqwest::StatusCode::METHOD_NOT_ALLOWED
+    {
+        return Err(format!("GET {base}/health answered {status}"));
+    }
+    let status = get("/v1/models").await?;
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "no /health, and GET {base}/v1/models answered {status}"
+        ))
+    }
+}
+
+/// The job summary, outputs, annotations and files for a check that stopped without a
+/// verdict: not comparable (exit 3) or could not measure (exit 2).
+fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
+    let message = format!("{error:#}");
+    let unmeasured = exit_for(error) != Exit::NotComparable;
+    let (word, title, heading) = if unmeasured {
+        (
+            "error",
+            "throughline could not measure",
+            "❌ throughline: could not measure",
+        )
+    } else {
+        (
+            Outcome::NotComparable.word(),
+            "Throughput not comparable",
+            "⚠️ throughline: not comparable with the baseline",
+        )
+    };
+    let advice = if unmeasured {
+        "The check did not produce a verdict. Look at the message above; the server's log is \
+         often where the cause is."
+    } else {
+        "Nothing was gated. When the change is meant (a new engine version, other hardware, an \
+         edited profile), bless a new baseline on the default branch (the bless-baseline \
+         workflow) and merge its pull request."
+    };
+    let markdown = format!("## {heading}\n\n```text\n{message}\n```\n\n{advice}\n\n");
+    github::append_step_summary(&markdown)?;
+    write_output(word)?;
+    if github::in_actions() {
+        println!("::error title={title}::{}", escape_data(&message));
+    }
+    if std::fs::create_dir_all(&args.out).is_ok() {
+        write_atomic(&args.out.join(VERDICT_MD), markdown.as_bytes())?;
+        if !unmeasured {
+            let verdict = refused_verdict(args, &message);
+            write_atomic(
+                &args.out.join(VERDICT_JSON),
+                serde_json::to_string_pretty(&verdict)?.as_bytes(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A verdict with no level gated, for `throughline merge` to count a refused check.
+fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
+    let reference = args
+        .baseline_ref
+        .clone()
+        .or_else(|| resolve_ref(None, std::env::var("GITHUB_BASE_REF").ok().as_deref()).ok());
+    let baseline = reference
+        .as_deref()
+        .and_then(|r| Baseline::load_at_ref(&args.baseline, r).ok());
+    let name = baseline.as_ref().map_or_else(
+        || {
+            args.baseline
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        },
+        |b| b.name.clone(),
+    );
+    Verdict {
+        outcome: Outcome::NotComparable,
+        baseline_name: name.clone(),
+        profile_name: name,
+        baseline_ref: reference,
+        settings: baseline.map(|b| b.gate).unwrap_or_default(),
+        levels: Vec::new(),
+        worst_ratio: None,
+        warnings: vec![message.to_string()],
+    }
+}
+
+fn write_output(word: &str) -> Result<()> {
+    let Some(path) = std::env::var_os("GITHUB_OUTPUT") else {
+        return Ok(());
+    };
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| anyhow!("cannot open $GITHUB_OUTPUT: {e}"))?;
+    file.write_all(format!("verdict={word}\n").as_bytes())
+        .context("cannot write $GITHUB_OUTPUT")
+}
+
+/// Escapes workflow-command data (`%`, CR, LF).
+fn escape_data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ref_comes_from_the_flag_or_the_pull_requests_target() {
+        assert_eq!(resolve_ref(Some("v1"), Some("main")).unwrap(), "v1");
+        assert_eq!(resolve_ref(None, Some("main")).unwrap(), "origin/main");
+        let err = resolve_ref(None, Some("")).unwrap_err().to_string();
+        assert!(err.contains("--baseline-ref"), "{err}");
+        assert!(resolve_ref(None, None).is_err());
+    }
+
+    #[test]
+    fn only_pngs_are_linked() {
+        let written = vec![
+            PathBuf::from("out/throughput.png"),
+            PathBuf::from("out/report.md"),
+        ];
+        assert_eq!(image_links(&written, None), vec!["throughput.png"]);
+        assert_eq!(
+            image_links(&written, Some("https://x/y/")),
+            vec!["https://x/y/throughput.png"]
+        );
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_server_that_is_not_there_ends() {
+        // A port that was just free: nothing listens there.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let started = Instant::now();
+        let err = wait_healthy(
+            &[format!("http://127.0.0.1:{port}")],
+            Duration::from_millis(600),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("not healthy after"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}

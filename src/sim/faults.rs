@@ -1,0 +1,519 @@
+//! Fault injection for `serve-sim`: the failures a real inference server shows under load
+//! (HTTP 429/500/503, a connection cut mid-stream, a stalled stream, a malformed SSE line, a
+//! stream without `[DONE]` or without usage, a degenerate few-token answer, a slow first
+//! byte, the whole server exiting mid-run), so the load generator can be tested against them.
+//!
+//! Each request draws at most one fault. The draw is deterministic given the seed and the
+//! request's arrival number at its replica: `u = uniform(seed, n)`, and the fault is the one
+//! whose slice of [0, 1) holds `u`, the slices laid end to end in the order of [`Kind::ALL`]
+//! with widths equal to the rates (which may therefore sum to at most 1).
+//!
+//! Faults come from `serve-sim` flags (`--fault-*`, `--exit-after*`) and from the `[faults]`
+//! table of a sim config file (`--config FILE`); a flag overrides the file.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+
+use super::sched::mix_seed;
+
+/// One kind of injected fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Answer with an HTTP error status (drawn from `http_statuses`) before any token.
+    Http,
+    /// Cut the connection after the first tokens (the body ends with an error, so the
+    /// client sees a broken chunked stream).
+    Reset,
+    /// After the first tokens, send nothing for `stall`.
+    Stall,
+    /// After the first tokens, send one `data:` line that is not JSON.
+    Malformed,
+    /// End the stream normally but without `data: [DONE]`.
+    NoDone,
+    /// Leave out the usage (the `include_usage` chunk, or `usage` of a whole response).
+    NoUsage,
+    /// Stop after `degenerate_tokens` tokens (a complete, well-formed, too short answer).
+    Degenerate,
+    /// Wait `slow_first_byte` before the response headers.
+    SlowFirstByte,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::Http,
+        Kind::Reset,
+        Kind::Stall,
+        Kind::Malformed,
+        Kind::NoDone,
+        Kind::NoUsage,
+        Kind::Degenerate,
+        Kind::SlowFirstByte,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Http => "http",
+            Kind::Reset => "reset",
+            Kind::Stall => "stall",
+            Kind::Malformed => "malformed",
+            Kind::NoDone => "no_done",
+            Kind::NoUsage => "no_usage",
+            Kind::Degenerate => "degenerate",
+            Kind::SlowFirstByte => "slow_first_byte",
+        }
+    }
+}
+
+/// The fault configuration: the `[faults]` table of a sim config file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Faults {
+    /// Fraction of requests answered with an HTTP error.
+    pub http_error_rate: f64,
+    /// The statuses HTTP errors are drawn from (uniformly).
+    pub http_statuses: Vec<u16>,
+    /// Fraction of requests whose connection is cut mid-stream.
+    pub reset_rate: f64,
+    /// Fraction of requests that stall after their first tokens.
+    pub stall_rate: f64,
+    /// How long a stall lasts, e.g. "5s".
+    #[serde(with = "humantime_serde_text")]
+    pub stall: Duration,
+    /// Fraction of requests with one malformed SSE line.
+    pub malformed_rate: f64,
+    /// Fraction of streams that end without `[DONE]`.
+    pub no_done_rate: f64,
+    /// Fraction of responses without usage.
+    pub no_usage_rate: f64,
+    /// Fraction of requests that stop after `degenerate_tokens` tokens.
+    pub degenerate_rate: f64,
+    pub degenerate_tokens: u32,
+    /// Fraction of requests whose headers wait `slow_first_byte`.
+    pub slow_first_byte_rate: f64,
+    #[serde(with = "humantime_serde_text")]
+    pub slow_first_byte: Duration,
+    /// Exit the whole process (abruptly, like a crash) when request number N+1 arrives.
+    pub exit_after_requests: Option<u64>,
+    /// Exit the whole process (abruptly) this long after starting, e.g. "5s".
+    #[serde(with = "humantime_serde_opt")]
+    pub exit_after: Option<Duration>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            http_error_rate: 0.0,
+            http_statuses: vec![429, 500, 503],
+            reset_rate: 0.0,
+            stall_rate: 0.0,
+            stall: Duration::from_secs(5),
+            malformed_rate: 0.0,
+            no_done_rate: 0.0,
+            no_usage_rate: 0.0,
+            degenerate_rate: 0.0,
+            degenerate_tokens: 2,
+            slow_first_byte_rate: 0.0,
+            slow_first_byte: Duration::from_secs(2),
+            exit_after_requests: None,
+            exit_after: None,
+        }
+    }
+}
+
+mod humantime_serde_text {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "invalid duration {text:?} ({e}); expected e.g. \"5s\" or \"500ms\""
+            ))
+        })
+    }
+}
+
+mod humantime_serde_opt {
+    use serde::Deserializer;
+    use std::time::Duration;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        super::humantime_serde_text::deserialize(d).map(Some)
+    }
+}
+
+/// A sim config file. Only `[faults]` for now; unknown tables are errors, not ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SimFile {
+    #[serde(default)]
+    faults: Faults,
+}
+
+impl Faults {
+    /// Reads the `[faults]` table of a sim config file; errors name the file, line and field.
+    pub fn load(path: &Path) -> Result<Faults> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read sim config {}", path.display()))?;
+        Faults::parse(&text).with_context(|| format!("invalid sim config {}", path.display()))
+    }
+
+    /// Parses sim config text (see [`Faults::load`]).
+    pub fn parse(text: &str) -> Result<Faults> {
+        let file: SimFile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        file.faults.validate()?;
+        Ok(file.faults)
+    }
+
+    fn rate(&self, kind: Kind) -> f64 {
+        match kind {
+            Kind::Http => self.http_error_rate,
+            Kind::Reset => self.reset_rate,
+            Kind::Stall => self.stall_rate,
+            Kind::Malformed => self.malformed_rate,
+            Kind::NoDone => self.no_done_rate,
+            Kind::NoUsage => self.no_usage_rate,
+            Kind::Degenerate => self.degenerate_rate,
+            Kind::SlowFirstByte => self.slow_first_byte_rate,
+        }
+    }
+
+    /// Rates in 0..=1 summing to at most 1, usable statuses, a degenerate answer of 1+ tokens.
+    pub fn validate(&self) -> Result<()> {
+        let mut sum = 0.0;
+        for kind in Kind::ALL {
+            let r = self.rate(kind);
+            if !(0.0..=1.0).contains(&r) {
+                let name = match kind {
+                    Kind::Http => "http_error",
+                    k => k.name(),
+                };
+                bail!("field `faults.{name}_rate`: {r} is outside 0..=1");
+            }
+            sum += r;
+        }
+        if sum > 1.0 + 1e-9 {
+            bail!("the fault rates sum to {sum}; each request draws at most one fault, so the sum must be at most 1");
+        }
+        if self.http_error_rate > 0.0 && self.http_statuses.is_empty() {
+            bail!("field `faults.http_statuses`: needs at least one status");
+        }
+        if let Some(s) = self
+            .http_statuses
+            .iter()
+            .find(|s| !(400..=599).contains(*s))
+        {
+            bail!("field `faults.http_statuses`: {s} is not an HTTP error status (400-599)");
+        }
+        if self.degenerate_tokens == 0 {
+            bail!("field `faults.degenerate_tokens`: must be at least 1");
+        }
+        if self.exit_after_requests == Some(0) {
+            bail!("field `faults.exit_after_requests`: must be at least 1");
+        }
+        Ok(())
+    }
+
+    pub fn is_active(&self) -> bool {
+        Kind::ALL.iter().any(|k| self.rate(*k) > 0.0)
+            || self.exit_after_requests.is_some()
+            || self.exit_after.is_some()
+    }
+
+    /// The fault drawn for request number `n` under `seed`, if any.
+    pub fn draw(&self, seed: u64, n: u64) -> Option<Fault> {
+        let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(seed ^ mix_seed(n)));
+        let u: f64 = rng.gen();
+        let mut edge = 0.0;
+        for kind in Kind::ALL {
+            edge += self.rate(kind);
+            if u < edge {
+                let status = if self.http_statuses.is_empty() {
+                    500
+                } else {
+                    self.http_statuses[rng.gen_range(0..self.http_statuses.len())]
+                };
+                return Some(Fault { kind, status });
+            }
+        }
+        None
+    }
+}
+
+/// The fault one request gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    pub kind: Kind,
+    /// The status of an HTTP-error fault.
+    pub status: u16,
+}
+
+/// `serve-sim` flags for faults and the API key check (flattened into `ServeSimArgs`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct FaultArgs {
+    /// Sim config file (TOML) with a `[faults]` table; the flags below override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Fraction of requests answered with an HTTP error (see --fault-http-statuses).
+    #[arg(long)]
+    pub fault_http_error_rate: Option<f64>,
+    /// HTTP error statuses to draw from, e.g. 429,500,503.
+    #[arg(long, value_delimiter = ',')]
+    pub fault_http_statuses: Option<Vec<u16>>,
+    /// Fraction of requests whose connection is cut mid-stream.
+    #[arg(long)]
+    pub fault_reset_rate: Option<f64>,
+    /// Fraction of requests that stall (send nothing) after their first tokens.
+    #[arg(long)]
+    pub fault_stall_rate: Option<f64>,
+    /// How long a stall lasts, e.g. 5s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub fault_stall: Option<Duration>,
+    /// Fraction of requests with one malformed SSE line.
+    #[arg(long)]
+    pub fault_malformed_rate: Option<f64>,
+    /// Fraction of streams ending without `data: [DONE]`.
+    #[arg(long)]
+    pub fault_no_done_rate: Option<f64>,
+    /// Fraction of responses without usage.
+    #[arg(long)]
+    pub fault_no_usage_rate: Option<f64>,
+    /// Fraction of requests stopping after a few tokens (--fault-degenerate-tokens).
+    #[arg(long)]
+    pub fault_degenerate_rate: Option<f64>,
+    /// Tokens a degenerate answer has.
+    #[arg(long)]
+    pub fault_degenerate_tokens: Option<u32>,
+    /// Fraction of requests whose first byte is late (--fault-slow-first-byte).
+    #[arg(long)]
+    pub fault_slow_first_byte_rate: Option<f64>,
+    /// How late a slow first byte is, e.g. 2s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub fault_slow_first_byte: Option<Duration>,
+    /// Exit the process abruptly (like a crash) when request N+1 arrives.
+    #[arg(long, value_name = "N")]
+    pub exit_after_requests: Option<u64>,
+    /// Exit the process abruptly this long after starting, e.g. 5s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub exit_after: Option<Duration>,
+    /// Answer 401 unless a request carries `Authorization: Bearer <the value of VAR>`.
+    #[arg(long, value_name = "VAR")]
+    pub require_api_key_env: Option<String>,
+}
+
+impl FaultArgs {
+    /// The faults of the config file (if any) with the flags applied over them.
+    pub fn to_faults(&self) -> Result<Faults> {
+        let mut f = match &self.config {
+            Some(path) => Faults::load(path)?,
+            None => Faults::default(),
+        };
+        macro_rules! over {
+            ($flag:ident => $field:ident) => {
+                if let Some(v) = &self.$flag {
+                    f.$field = v.clone();
+                }
+            };
+        }
+        over!(fault_http_error_rate => http_error_rate);
+        over!(fault_http_statuses => http_statuses);
+        over!(fault_reset_rate => reset_rate);
+        over!(fault_stall_rate => stall_rate);
+        over!(fault_stall => stall);
+        over!(fault_malformed_rate => malformed_rate);
+        over!(fault_no_done_rate => no_done_rate);
+        over!(fault_no_usage_rate => no_usage_rate);
+        over!(fault_degenerate_rate => degenerate_rate);
+        over!(fault_degenerate_tokens => degenerate_tokens);
+        over!(fault_slow_first_byte_rate => slow_first_byte_rate);
+        over!(fault_slow_first_byte => slow_first_byte);
+        if self.exit_after_requests.is_some() {
+            f.exit_after_requests = self.exit_after_requests;
+        }
+        if self.exit_after.is_some() {
+            f.exit_after = self.exit_after;
+        }
+        f.validate().context("invalid fault settings")?;
+        Ok(f)
+    }
+
+    /// The API key the server requires, read from the named variable.
+    pub fn required_key(&self) -> Result<Option<String>> {
+        let Some(var) = &self.require_api_key_env else {
+            return Ok(None);
+        };
+        match std::env::var(var) {
+            Ok(k) if !k.is_empty() => Ok(Some(k)),
+            _ => bail!("--require-api-key-env names {var}, but that variable is not set"),
+        }
+    }
+}
+
+/// What every replica of a process shares: the fault plan, the process-wide request count
+/// (for `exit_after_requests`), per-kind counters and the key check.
+#[derive(Debug, Default)]
+pub struct FaultState {
+    pub faults: Faults,
+    pub seed: u64,
+    /// Requests seen by all replicas of this process.
+    arrived: AtomicU64,
+    injected: [AtomicU64; 8],
+    /// `Bearer <key>` a request must carry, when set.
+    pub required_key: Option<String>,
+}
+
+/// What to do with one arriving request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Go ahead, with this fault (or none).
+    Serve(Option<Fault>),
+    /// The process must exit now (exit_after_requests reached).
+    Exit,
+}
+
+impl FaultState {
+    pub fn new(faults: Faults, seed: u64, required_key: Option<String>) -> FaultState {
+        FaultState {
+            faults,
+            seed,
+            required_key,
+            ..FaultState::default()
+        }
+    }
+
+    /// Counts an arriving request and draws its fault. `replica_seed` and `n` (the
+    /// replica's own request number) make the draw reproducible per replica.
+    pub fn admit(&self, replica_seed: u64, n: u64) -> Admit {
+        let total = self.arrived.fetch_add(1, Relaxed) + 1;
+        if let Some(limit) = self.faults.exit_after_requests {
+            if total > limit {
+                return Admit::Exit;
+            }
+        }
+        let fault = self.faults.draw(replica_seed, n);
+        if let Some(f) = fault {
+            let i = Kind::ALL.iter().position(|k| *k == f.kind).unwrap_or(0);
+            self.injected[i].fetch_add(1, Relaxed);
+        }
+        Admit::Serve(fault)
+    }
+
+    /// Whether an `Authorization` header value is acceptable; `None` when no key is required.
+    pub fn authorized(&self, header: Option<&str>) -> Option<bool> {
+        let key = self.required_key.as_ref()?;
+        Some(header.and_then(|h| h.strip_prefix("Bearer ")) == Some(key.as_str()))
+    }
+
+    /// Prometheus text: injected faults by kind.
+    pub fn render(&self) -> String {
+        let mut out = String::from(
+            "# HELP throughline_sim_faults_injected_total Faults injected, by kind (process-wide).\n\
+             # TYPE throughline_sim_faults_injected_total counter\n",
+        );
+        for (i, k) in Kind::ALL.iter().enumerate() {
+            out.push_str(&format!(
+                "throughline_sim_faults_injected_total{{kind=\"{}\"}} {}\n",
+                k.name(),
+                self.injected[i].load(Relaxed)
+            ));
+        }
+        out
+    }
+}
+
+/// Ends the process at once, as a crashed server would (no drain, no goodbye on open
+/// connections beyond what the kernel sends).
+pub fn crash(why: &str) -> ! {
+    eprintln!("serve-sim: exiting on purpose ({why})");
+    std::process::exit(3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_are_deterministic_and_near_their_rates() {
+        let f = Faults {
+            http_error_rate: 0.2,
+            reset_rate: 0.1,
+            ..Faults::default()
+        };
+        let a: Vec<_> = (0..2000).map(|n| f.draw(7, n)).collect();
+        let b: Vec<_> = (0..2000).map(|n| f.draw(7, n)).collect();
+        assert_eq!(a, b);
+        let http = a.iter().flatten().filter(|x| x.kind == Kind::Http).count();
+        let reset = a.iter().flatten().filter(|x| x.kind == Kind::Reset).count();
+        assert!((300..500).contains(&http), "{http}");
+        assert!((130..270).contains(&reset), "{reset}");
+        let other: Vec<_> = (0..2000).map(|n| f.draw(8, n)).collect();
+        assert_ne!(a, other);
+    }
+
+    #[test]
+    fn full_rate_always_faults() {
+        let f = Faults {
+            no_done_rate: 1.0,
+            ..Faults::default()
+        };
+        assert!((0..100).all(|n| f.draw(1, n).map(|x| x.kind) == Some(Kind::NoDone)));
+    }
+
+    #[test]
+    fn config_file_errors_name_line_and_field() {
+        let err = format!(
+            "{:#}",
+            Faults::parse("[faults]\nreset_rate = 0.5\nstal = \"1s\"\n").unwrap_err()
+        );
+        assert!(err.contains("line 3") && err.contains("stal"), "{err}");
+        let err = format!(
+            "{:#}",
+            Faults::parse("[faults]\nreset_rate = 0.7\nstall_rate = 0.7\n").unwrap_err()
+        );
+        assert!(err.contains("sum"), "{err}");
+        let err = format!(
+            "{:#}",
+            Faults::parse("[faults]\nhttp_error_rate = 1.5\n").unwrap_err()
+        );
+        assert!(err.contains("faults.http_error_rate"), "{err}");
+        let err = format!(
+            "{:#}",
+            Faults::parse("[faults]\nstall = \"soon\"\n").unwrap_err()
+        );
+        assert!(err.contains("stall") && err.contains("soon"), "{err}");
+        let f = Faults::parse("[faults]\nexit_after = \"5s\"\nhttp_statuses = [429]\n").unwrap();
+        assert_eq!(f.exit_after, Some(Duration::from_secs(5)));
+        assert_eq!(f.http_statuses, vec![429]);
+    }
+
+    #[test]
+    fn exit_after_requests_counts_process_wide() {
+        let s = FaultState::new(
+            Faults {
+                exit_after_requests: Some(2),
+                ..Faults::default()
+            },
+            0,
+            None,
+        );
+        assert_eq!(s.admit(1, 0), Admit::Serve(None));
+        assert_eq!(s.admit(2, 0), Admit::Serve(None));
+        assert_eq!(s.admit(1, 1), Admit::Exit);
+    }
+
+    #[test]
+    fn key_check() {
+        let s = FaultState::new(Faults::default(), 0, Some("k1".into()));
+        assert_eq!(s.authorized(Some("Bearer k1")), Some(true));
+        assert_eq!(s.authorized(Some("Bearer k2")), Some(false));
+        assert_eq!(s.authorized(None), Some(false));
+        assert_eq!(FaultState::default().authorized(None), None);
+    }
+}

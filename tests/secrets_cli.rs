@@ -1,0 +1,185 @@
+//! API keys: read from the variable the profile names, sent as a bearer token (the simulator
+//! checks it), and never written anywhere: not in results, journal, CSV, baseline, plots,
+//! report, stdout or stderr, whether the key is right or wrong.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::*;
+
+const KEY: &str = "sk-tl-test-Q7f3a9c1e5b2d8";
+const WRONG: &str = "sk-tl-wrong-Z9y8x7w6v5u4";
+
+const BODY: &str = r#"api_key_env = "TL_TEST_BENCH_KEY"
+[workload]
+input_tokens = 4
+max_tokens = 10
+ignore_eos = true
+[sweep]
+concurrency = [1, 2]
+requests_per_level = 8
+warmup_requests = 1
+trials = 5
+"#;
+
+fn run_env(args: &[&str], key: &str) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env("TL_TEST_BENCH_KEY", key)
+        .output()
+        .unwrap()
+}
+
+/// Every file under `dir`, as bytes, must not contain either key.
+fn assert_no_key_in_files(dir: &Path) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            n += assert_no_key_in_files(&path);
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        for key in [KEY, WRONG] {
+            assert!(
+                !bytes.windows(key.len()).any(|w| w == key.as_bytes()),
+                "the API key leaked into {}",
+                path.display()
+            );
+        }
+        n += 1;
+    }
+    n
+}
+
+fn assert_no_key_in_output(out: &Output) {
+    let all = text(out);
+    assert!(
+        !all.contains(KEY) && !all.contains(WRONG),
+        "key leaked: {all}"
+    );
+}
+
+#[test]
+fn the_key_is_sent_and_never_written() {
+    let sim = Sim::start_env(
+        1,
+        &[
+            "--preset",
+            "instant",
+            "--require-api-key-env",
+            "TL_TEST_SIM_KEY",
+        ],
+        &[("TL_TEST_SIM_KEY", KEY)],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = write_profile(tmp.path(), "secret", &sim.urls, BODY);
+    let out_dir = tmp.path().join("out");
+    let bench = [
+        "bench",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = run_env(&bench, KEY);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert_no_key_in_output(&out);
+    // The server saw the key on every request (warmup included) and refused none.
+    let sent = std::fs::read_to_string(out_dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(sent, 2 * (1 + 5 * 8));
+    assert_eq!(
+        sim.counter("throughline_sim_authorized_requests_total"),
+        sent as f64
+    );
+
+    // What is made from the results: a baseline, plots and the Markdown report.
+    let results = out_dir.join("results.json");
+    let baseline = tmp.path().join("baselines").join("secret.toml");
+    let out = run_env(
+        &[
+            "baseline",
+            "bless",
+            "--commit",
+            "abc",
+            "--results",
+            results.to_str().unwrap(),
+            "--baseline",
+            baseline.to_str().unwrap(),
+        ],
+        KEY,
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert_no_key_in_output(&out);
+    let plots = tmp.path().join("plots");
+    let out = run_env(
+        &[
+            "plot",
+            "--results",
+            results.to_str().unwrap(),
+            "--out",
+            plots.to_str().unwrap(),
+        ],
+        KEY,
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert_no_key_in_output(&out);
+    let out = run_env(
+        &[
+            "gate",
+            "--results",
+            results.to_str().unwrap(),
+            "--baseline",
+            baseline.to_str().unwrap(),
+        ],
+        KEY,
+    );
+    assert_no_key_in_output(&out);
+
+    // A wrong key: the probe's GET /v1/models is refused with 401 (like vLLM's --api-key),
+    // the run fails up front saying so, and the key is still secret.
+    let wrong_dir = tmp.path().join("wrong");
+    let bench_wrong = [
+        "bench",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--out",
+        wrong_dir.to_str().unwrap(),
+    ];
+    let out = run_env(&bench_wrong, WRONG);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert_no_key_in_output(&out);
+    assert!(text(&out).contains("401"), "{}", text(&out));
+
+    let files = assert_no_key_in_files(tmp.path());
+    assert!(files >= 8, "only {files} files checked");
+}
+
+#[test]
+fn a_missing_key_variable_is_named_not_guessed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = write_profile(
+        tmp.path(),
+        "nokey",
+        &["http://127.0.0.1:9".to_string()],
+        &BODY.replace("TL_TEST_BENCH_KEY", "TL_TEST_UNSET_KEY_VAR"),
+    );
+    let out = run(&[
+        "bench",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--out",
+        tmp.path().join("o").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(
+        text(&out).contains("TL_TEST_UNSET_KEY_VAR"),
+        "{}",
+        text(&out)
+    );
+}
