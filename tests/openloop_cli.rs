@@ -29,6 +29,7 @@ fn records(path: &std::path::Path) -> Vec<serde_json::Value> {
 
 /// Runs `rate` req/s Poisson for `secs` and checks rate, lag, accounting and the gaps.
 fn poisson_run(rate: f64, secs: u32) {
+    let _turn = timing_lock();
     let sim = Sim::start(1, &["--preset", "fast"]);
     let dir = tempfile::tempdir().unwrap();
     let body = format!(
@@ -104,6 +105,7 @@ fn open_loop_50_per_s_for_20_s() {
 
 #[test]
 fn duration_windows_are_recorded_but_not_counted() {
+    let _turn = timing_lock();
     let sim = Sim::start(1, &["--preset", "fast"]);
     let dir = tempfile::tempdir().unwrap();
     let body = "[workload]\ninput_tokens = 16\nmax_tokens = 16\nignore_eos = true\n[sweep]\n\
