@@ -263,6 +263,9 @@ pub fn bless(
                 );
             }
         }
+        if run.levels.iter().any(|l| l.rate.is_some()) {
+            bail!("{which} is open loop (levels keyed by request rate); baselines hold closed-loop concurrency levels only");
+        }
         if let Some(flag) = run.warnings.iter().find(|w| w.contains("client-bound")) {
             bail!("{which} was limited by the client, not the server: {flag}");
         }

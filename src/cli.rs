@@ -32,6 +32,9 @@ pub enum Command {
     Plot(crate::commands::plot::PlotArgs),
     /// Project days, nodes and cost for a token budget from measured scaling curves or a node catalog.
     Plan(PlanArgs),
+    /// Benchmark the load generator itself against the simulator: chunks/s, CPU, memory per
+    /// stream, timing error.
+    Selfbench(crate::commands::selfbench::SelfbenchArgs),
     /// The pull-request check: run the profile beside a baseline, gate it against the
     /// baseline on the target branch, write the job summary, outputs and artifacts.
     Ci(crate::commands::ci::CiArgs),

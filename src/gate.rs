@@ -142,6 +142,9 @@ pub fn evaluate(
             problems.join("; ")
         );
     }
+    if candidate.levels.iter().any(|l| l.rate.is_some()) {
+        bail!("the run is open loop (levels keyed by request rate); the gate compares closed-loop concurrency levels only");
+    }
     for w in &candidate.warnings {
         if w.contains("client-bound") {
             warnings.push(format!("candidate: {w}"));

@@ -116,7 +116,48 @@ fn default_degenerate_below() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct Sweep {
     /// Closed-loop concurrency levels, each run as its own set of trials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub concurrency: Vec<u32>,
+    /// Open-loop request rates (requests/s), instead of `concurrency`: requests are sent on
+    /// a schedule computed in advance, whether or not earlier ones have finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<f64>,
+    /// Open loop: the most requests in flight at once (a send waits for a free slot, and the
+    /// wait shows as send lag). None: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    /// Open loop: how inter-arrival gaps are drawn (default poisson).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<Arrival>,
+    /// Open loop, `arrival = "gamma"`: the shape k (1 = Poisson, < 1 burstier, > 1 smoother).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gamma_shape: Option<f64>,
+    /// Open loop: seed of the arrival schedule (default 0), so every run sends on the same schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Measured window of each trial, e.g. "30s", instead of a request count.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_text"
+    )]
+    pub duration: Option<Duration>,
+    /// With `duration`: a window before the measured one whose requests are sent and recorded
+    /// but not counted (the server reaches steady state first).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_text"
+    )]
+    pub warmup: Option<Duration>,
+    /// With `duration`: a window after the measured one, load kept on so the last measured
+    /// requests do not finish on an emptying server; recorded, not counted.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_text"
+    )]
+    pub cooldown: Option<Duration>,
     /// Requests per trial at each level. Zero means "4 x concurrency" (at least 8).
     #[serde(default)]
     pub requests_per_level: u32,
@@ -151,7 +192,103 @@ fn default_max_error_rate() -> f64 {
     0.01
 }
 
+/// Open-loop inter-arrival distributions.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    /// Evenly spaced sends.
+    Constant,
+    /// Exponential gaps: independent arrivals, like many users.
+    Poisson,
+    /// Gamma gaps with shape `gamma_shape`: burstier or smoother than Poisson.
+    Gamma,
+}
+
+impl Arrival {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrival::Constant => "constant",
+            Arrival::Poisson => "poisson",
+            Arrival::Gamma => "gamma",
+        }
+    }
+}
+
 impl Sweep {
+    /// True when the sweep is open loop (levels are request rates).
+    pub fn is_open_loop(&self) -> bool {
+        !self.rates.is_empty()
+    }
+
+    /// The whole of a duration trial: warmup + duration + cooldown.
+    pub fn trial_span(&self) -> Option<Duration> {
+        self.duration
+            .map(|d| d + self.warmup.unwrap_or_default() + self.cooldown.unwrap_or_default())
+    }
+
+    /// Checks the open-loop and duration keys (they are alternatives to `concurrency` and
+    /// `requests_per_level`, and some only mean something together).
+    fn validate_open_loop(&self) -> Result<()> {
+        if !self.rates.is_empty() && !self.concurrency.is_empty() {
+            bail!("field `sweep.rates`: set either `concurrency` (closed loop) or `rates` (open loop), not both");
+        }
+        for r in &self.rates {
+            if !(r.is_finite() && *r > 0.0) {
+                bail!("field `sweep.rates`: rate {r} must be a positive number of requests/s");
+            }
+        }
+        for (i, a) in self.rates.iter().enumerate() {
+            if self.rates[..i].contains(a) {
+                bail!("field `sweep.rates`: levels must not repeat");
+            }
+        }
+        let open = !self.rates.is_empty();
+        for (key, set) in [
+            ("max_concurrency", self.max_concurrency.is_some()),
+            ("arrival", self.arrival.is_some()),
+            ("gamma_shape", self.gamma_shape.is_some()),
+            ("seed", self.seed.is_some()),
+        ] {
+            if set && !open {
+                bail!("field `sweep.{key}`: only means something with `sweep.rates` (open loop)");
+            }
+        }
+        if self.max_concurrency == Some(0) {
+            bail!("field `sweep.max_concurrency`: must be at least 1");
+        }
+        match (self.arrival, self.gamma_shape) {
+            (Some(Arrival::Gamma), None) => {
+                bail!("field `sweep.arrival`: \"gamma\" needs `gamma_shape`")
+            }
+            (Some(Arrival::Gamma), Some(k)) if !(k.is_finite() && k > 0.0) => {
+                bail!("field `sweep.gamma_shape`: {k} must be a positive number")
+            }
+            (a, Some(_)) if a != Some(Arrival::Gamma) => {
+                bail!("field `sweep.gamma_shape`: only used with arrival = \"gamma\"")
+            }
+            _ => {}
+        }
+        match self.duration {
+            Some(d) => {
+                if d.is_zero() {
+                    bail!("field `sweep.duration`: must be longer than zero");
+                }
+                if self.requests_per_level > 0 {
+                    bail!("field `sweep.duration`: set either `duration` or `requests_per_level`, not both");
+                }
+            }
+            None => {
+                if self.warmup.is_some() || self.cooldown.is_some() {
+                    bail!("field `sweep.warmup`: `warmup` and `cooldown` windows need `sweep.duration`");
+                }
+                if open && self.requests_per_level == 0 {
+                    bail!("field `sweep.rates`: an open-loop sweep needs `duration` or `requests_per_level`");
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Requests per trial at `concurrency`, applying the "zero means automatic" rule.
     pub fn requests_at(&self, concurrency: u32) -> u32 {
         if self.requests_per_level > 0 {
@@ -196,6 +333,23 @@ fn default_min_effect() -> f64 {
 }
 fn default_min_trials() -> u32 {
     5
+}
+
+/// Optional durations written as text.
+mod opt_duration_text {
+    use serde::{Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => super::duration_text::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        super::duration_text::deserialize(d).map(Some)
+    }
 }
 
 /// Reads durations written as text ("90s", "2m", "1h 30m").
@@ -307,8 +461,9 @@ impl Profile {
             }
         }
         let s = &self.sweep;
-        if s.concurrency.is_empty() {
-            bail!("field `sweep.concurrency`: needs at least one level");
+        s.validate_open_loop()?;
+        if s.concurrency.is_empty() && s.rates.is_empty() {
+            bail!("field `sweep.concurrency`: needs at least one level (or set `sweep.rates`)");
         }
         if let Some(bad) = s.concurrency.iter().find(|c| **c == 0) {
             bail!("field `sweep.concurrency`: level {bad} must be at least 1");
@@ -472,6 +627,53 @@ request_timeout = "2m"
         let c = Profile::parse(&longer).unwrap().canonical_hash().unwrap();
         assert_ne!(a, c);
         assert!(a.starts_with("sha256:") && a.len() == 7 + 64);
+    }
+
+    #[test]
+    fn open_loop_keys_parse_validate_and_change_the_hash() {
+        let closed = Profile::parse(GOOD).unwrap();
+        // Closed-loop profiles hash as before: the new keys are absent, not null.
+        let sweep = serde_json::to_value(&closed.sweep).unwrap();
+        for key in [
+            "rates",
+            "arrival",
+            "duration",
+            "warmup",
+            "seed",
+            "max_concurrency",
+        ] {
+            assert!(sweep.get(key).is_none(), "{key} in {sweep}");
+        }
+        let open_text = GOOD.replace(
+            "concurrency = [1, 4, 16, 32, 64]",
+            "rates = [10.0, 50.0]\nmax_concurrency = 64\narrival = \"gamma\"\ngamma_shape = 0.5\nseed = 3\nduration = \"30s\"\nwarmup = \"5s\"\ncooldown = \"5s\"",
+        );
+        let open = Profile::parse(&open_text).unwrap();
+        assert!(open.sweep.is_open_loop());
+        assert_eq!(open.sweep.trial_span(), Some(Duration::from_secs(40)));
+        let h = open.canonical_hash().unwrap();
+        assert_ne!(h, closed.canonical_hash().unwrap());
+        let other_seed = Profile::parse(&open_text.replace("seed = 3", "seed = 4")).unwrap();
+        assert_ne!(h, other_seed.canonical_hash().unwrap());
+        // Round trip through JSON (results files carry the profile).
+        let back: Profile = serde_json::from_value(serde_json::to_value(&open).unwrap()).unwrap();
+        assert_eq!(back, open);
+
+        for (bad, field) in [
+            ("rates = [10.0]\nconcurrency = [2]", "sweep.rates"),
+            ("rates = [0.0]\nrequests_per_level = 5", "sweep.rates"),
+            ("rates = [5.0]", "sweep.rates"),
+            ("concurrency = [2]\narrival = \"poisson\"", "sweep.arrival"),
+            (
+                "rates = [5.0]\nrequests_per_level = 5\narrival = \"gamma\"",
+                "sweep.arrival",
+            ),
+            ("concurrency = [2]\nwarmup = \"5s\"", "sweep.warmup"),
+        ] {
+            let text = GOOD.replace("concurrency = [1, 4, 16, 32, 64]", bad);
+            let err = format!("{:#}", Profile::parse(&text).unwrap_err());
+            assert!(err.contains(field), "{bad}: {err}");
+        }
     }
 }
 

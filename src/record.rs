@@ -61,11 +61,24 @@ pub struct Environment {
 /// All trials at one concurrency level.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LevelResult {
+    /// Closed loop: the number of concurrent streams. Open loop: the `max_concurrency` cap,
+    /// 0 when uncapped (the level is keyed by `rate`).
     pub concurrency: u32,
+    /// Open loop: the target request rate (requests/s); `None` for closed-loop levels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
     pub trials: Vec<TrialResult>,
 }
 
 impl LevelResult {
+    /// How reports name the level: "C=16" (closed loop) or "rate=50/s" (open loop).
+    pub fn label(&self) -> String {
+        match self.rate {
+            Some(r) => format!("rate={r}/s"),
+            None => format!("C={}", self.concurrency),
+        }
+    }
+
     /// Output tok/s of each trial that measured something (at least one success).
     pub fn throughputs(&self) -> Vec<f64> {
         self.trials
@@ -132,10 +145,51 @@ pub struct TrialResult {
     /// The server's `/metrics` during the trial, when its engine is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<crate::load::telemetry::TrialTelemetry>,
+    /// The load generator's own headroom during the trial (scheduler lag, CPU use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientHeadroom>,
+    /// Open-loop trials: target and achieved rate, send lag, latency from the schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenLoopStats>,
+    /// Requests sent in the trial's warmup and cooldown windows (`sweep.warmup`,
+    /// `sweep.cooldown`): recorded in requests.jsonl, not counted in these figures.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub excluded_requests: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// How much the client itself lagged during a trial. When the client is the bottleneck the
+/// figures describe the client, not the server, and the trial is flagged "client-bound".
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ClientHeadroom {
+    /// How late a task that sleeps 10 ms in a loop woke up (the runtime's scheduling delay).
+    pub lag_p50_ms: f64,
+    pub lag_p99_ms: f64,
+    pub lag_max_ms: f64,
+    /// Process CPU time / (wall time x runtime worker threads) over the trial.
+    pub cpu_fraction: f64,
+    pub client_bound: bool,
+}
+
+/// The schedule of an open-loop trial and how well the client kept it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpenLoopStats {
+    /// The profile's rate (requests/s).
+    pub target_rate: f64,
+    /// (sends - 1) / (last send - first send), from the actual send times.
+    pub achieved_rate: Option<f64>,
+    /// "constant", "poisson" or "gamma".
+    pub arrival: String,
+    /// How late requests were sent behind their scheduled time (a cap on concurrency or a
+    /// busy client delays them).
+    pub send_lag_ms: Option<Percentiles>,
+    /// Latency from the scheduled send time (not the actual one): what a user arriving on
+    /// schedule waits, free of coordinated omission.
+    pub ttft_from_schedule_ms: Option<Percentiles>,
+    pub e2e_from_schedule_ms: Option<Percentiles>,
 }
 
 impl TrialResult {
@@ -248,6 +302,24 @@ pub struct RequestRecord {
     /// None when the request succeeded.
     pub error: Option<ErrorClass>,
     pub error_message: Option<String>,
+    /// Open loop: the target rate of the request's level (requests/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Open loop: when the schedule said to send it (seconds since the run started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_s: Option<f64>,
+    /// Duration sweeps: the window the request was sent in; only `measure` counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Window>,
+}
+
+/// The part of a duration-based trial a request was sent in.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Window {
+    Warmup,
+    Measure,
+    Cooldown,
 }
 
 impl RunResult {
@@ -297,7 +369,7 @@ impl RunResult {
                     bail!(
                         "results {}: level {} trial {}: {} sent but {} succeeded + {} failed",
                         path.display(),
-                        level.concurrency,
+                        level.label(),
                         t.trial,
                         t.requests_sent,
                         t.succeeded,
@@ -396,6 +468,9 @@ pub mod fake {
             flags: vec![],
             length_misses: 0,
             telemetry: None,
+            client: None,
+            open_loop: None,
+            excluded_requests: 0,
         }
     }
 
@@ -422,6 +497,7 @@ pub mod fake {
                 .iter()
                 .map(|(c, tps)| LevelResult {
                     concurrency: *c,
+                    rate: None,
                     trials: tps
                         .iter()
                         .enumerate()

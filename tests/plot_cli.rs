@@ -55,6 +55,9 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
         flags: vec![],
         length_misses: 0,
         telemetry: None,
+        client: None,
+        open_loop: None,
+        excluded_requests: 0,
     }
 }
 
@@ -99,6 +102,7 @@ fn sweep(cs: &[u32], trials: u32) -> RunResult {
         cs.iter()
             .map(|&c| LevelResult {
                 concurrency: c,
+                rate: None,
                 trials: (1..=trials).map(|n| trial(n, c, 16, 16)).collect(),
             })
             .collect(),

@@ -38,7 +38,7 @@ pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
     println!(
         "throughline bench: profile {:?}, {} level(s) x {} trial(s), {} endpoint(s)",
         p.name,
-        p.sweep.concurrency.len(),
+        p.sweep.concurrency.len() + p.sweep.rates.len(),
         p.sweep.trials,
         p.target.endpoints.len()
     );

@@ -8,3 +8,4 @@ pub mod gate;
 pub mod merge;
 pub mod plan;
 pub mod plot;
+pub mod selfbench;

@@ -4,7 +4,9 @@ pub mod body;
 pub mod chunk;
 pub mod client;
 pub mod dialect;
+pub mod headroom;
 pub mod interrupt;
+pub mod openloop;
 pub mod outcome;
 pub mod probe;
 pub mod sse;
@@ -21,10 +23,10 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use reqwest::header::HeaderValue;
 
-use crate::profile::Profile;
+use crate::profile::{Arrival, Profile};
 use crate::record::{Environment, ErrorClass, LevelResult, RunResult, SCHEMA_VERSION};
 use client::Limits;
-use sweep::{run_batch, summarize_trial, urls_for, Batch, Shared};
+use sweep::{measured_only, run_batch, summarize_trial, urls_for, Batch, Shared, Windows};
 use workload::Prompts;
 
 /// The files a run writes into its folder.
@@ -59,7 +61,10 @@ pub async fn run_bench(
 ) -> Result<BenchOutcome> {
     let profile = &setup.profile;
     let profile_hash = profile.canonical_hash()?;
-    let max_concurrency = profile.sweep.concurrency.iter().copied().max().unwrap_or(1) as usize;
+    let max_concurrency = (profile.sweep.concurrency.iter().copied())
+        .chain(profile.sweep.max_concurrency)
+        .max()
+        .unwrap_or(64) as usize;
     let api_key = api_key_header(profile)?;
     let client = client::build_client(max_concurrency, api_key.as_ref())?;
 
@@ -109,12 +114,29 @@ pub async fn run_bench(
     let journal = std::fs::File::create(&journal_path)
         .with_context(|| format!("cannot create {}", journal_path.display()))?;
 
-    let levels = &profile.sweep.concurrency;
+    let sweep_cfg = &profile.sweep;
+    let windows = sweep_cfg.duration.map(|measure| Windows {
+        warmup: sweep_cfg.warmup.unwrap_or_default(),
+        measure,
+        cooldown: sweep_cfg.cooldown.unwrap_or_default(),
+    });
+    // Closed-loop levels are concurrencies; open-loop levels are rates (with the cap, if
+    // any, as their concurrency).
+    let levels: Vec<(u32, Option<f64>)> = if sweep_cfg.is_open_loop() {
+        let cap = sweep_cfg.max_concurrency.unwrap_or(0);
+        sweep_cfg.rates.iter().map(|&r| (cap, Some(r))).collect()
+    } else {
+        sweep_cfg.concurrency.iter().map(|&c| (c, None)).collect()
+    };
     let per_level: u64 = levels
         .iter()
-        .map(|&c| {
-            u64::from(profile.sweep.warmup_requests)
-                + u64::from(profile.sweep.requests_at(c)) * u64::from(profile.sweep.trials)
+        .map(|&(c, rate)| {
+            let per_trial = match (rate, sweep_cfg.trial_span()) {
+                (Some(r), Some(span)) => open_loop_count(r, span) as u64,
+                (_, Some(_)) => 0,
+                _ => u64::from(sweep_cfg.requests_at(c)),
+            };
+            u64::from(sweep_cfg.warmup_requests) + per_trial * u64::from(sweep_cfg.trials)
         })
         .sum();
     let progress = if setup.show_progress {
@@ -152,14 +174,24 @@ pub async fn run_bench(
     let mut results = Vec::new();
     // Why the sweep stopped before its end (the server went away), if it did.
     let mut stopped: Option<String> = None;
-    'levels: for &concurrency in levels {
+    'levels: for &(concurrency, rate) in &levels {
+        let name = match rate {
+            Some(r) => format!("rate={r}/s"),
+            None => format!("C={concurrency}"),
+        };
         if profile.sweep.warmup_requests > 0 {
-            progress.set_message(format!("C={concurrency} warmup"));
+            progress.set_message(format!("{name} warmup"));
             let batch = Batch {
-                concurrency,
+                // Warmup runs closed loop, at the cap or at a concurrency matching the rate.
+                concurrency: match rate {
+                    Some(r) if concurrency == 0 => (r.ceil() as u32).max(1),
+                    _ => concurrency,
+                },
                 trial: 0,
                 requests: profile.sweep.warmup_requests,
                 first_prompt: next_prompt,
+                windows: None,
+                rate,
             };
             let finished = run_batch(&shared, batch).await?;
             next_prompt += u64::from(batch.requests);
@@ -167,24 +199,24 @@ pub async fn run_bench(
                 break 'levels;
             }
             if let Some(why) = outcome::unreachable(&finished) {
-                stopped = Some(format!("C={concurrency} warmup: {why}"));
+                stopped = Some(format!("{name} warmup: {why}"));
                 break 'levels;
             }
         }
         let mut level = LevelResult {
             concurrency,
+            rate,
             trials: Vec::new(),
         };
         for trial in 1..=profile.sweep.trials {
-            progress.set_message(format!(
-                "C={concurrency} trial {trial}/{}",
-                profile.sweep.trials
-            ));
+            progress.set_message(format!("{name} trial {trial}/{}", profile.sweep.trials));
             let batch = Batch {
                 concurrency,
                 trial,
                 requests: profile.sweep.requests_at(concurrency),
                 first_prompt: next_prompt,
+                windows,
+                rate,
             };
             let watch = telemetry::Watch::start(
                 &scrape_client,
@@ -193,23 +225,56 @@ pub async fn run_bench(
                 shared.clock,
             )
             .await;
-            let finished = run_batch(&shared, batch).await?;
-            next_prompt += u64::from(batch.requests);
+            let monitor = headroom::Monitor::start();
+            let finished = match rate {
+                Some(r) => {
+                    let n = match windows {
+                        Some(w) => open_loop_count(r, w.total()),
+                        None => profile.sweep.requests_per_level as usize,
+                    };
+                    let arrival = profile.sweep.arrival.unwrap_or(Arrival::Poisson);
+                    let offsets = openloop::schedule(
+                        arrival,
+                        profile.sweep.gamma_shape.unwrap_or(1.0),
+                        r,
+                        n,
+                        openloop::trial_seed(profile.sweep.seed.unwrap_or(0), r, trial),
+                    );
+                    openloop::run_schedule(&shared, batch, &offsets, profile.sweep.max_concurrency)
+                        .await?
+                }
+                None => run_batch(&shared, batch).await?,
+            };
+            let client = monitor.finish();
+            // The server counted every request of the trial, warmup windows included.
             let server = match watch {
                 Some(w) => w.finish(&finished).await,
                 None => None,
             };
+            next_prompt += finished.len() as u64;
             let unreachable = outcome::unreachable(&finished);
             if !finished.is_empty() {
-                let misses = dialect::length_misses(&finished, &profile.workload);
-                let mut summary = summarize_trial(trial, finished);
-                dialect::note_length_misses(&mut summary, misses, profile.workload.max_tokens);
-                telemetry::attach(&mut summary, server);
-                level.trials.push(summary);
+                let (measured, excluded) = measured_only(finished);
+                let open_loop = rate.map(|r| {
+                    openloop::stats(
+                        r,
+                        profile.sweep.arrival.unwrap_or(Arrival::Poisson),
+                        &measured,
+                    )
+                });
+                let misses = dialect::length_misses(&measured, &profile.workload);
+                let mut t = summarize_trial(trial, measured);
+                dialect::note_length_misses(&mut t, misses, profile.workload.max_tokens);
+                telemetry::attach(&mut t, server);
+                t.excluded_requests = excluded;
+                t.open_loop = open_loop;
+                t.flags.extend(headroom::flag(&client));
+                t.client = Some(client);
+                level.trials.push(t);
             }
             if shared.interrupt.signal().is_some() || unreachable.is_some() {
                 if let Some(why) = unreachable {
-                    stopped = Some(format!("C={concurrency} trial {trial}: {why}"));
+                    stopped = Some(format!("{name} trial {trial}: {why}"));
                 }
                 if !level.trials.is_empty() {
                     progress.suspend(|| on_level(&level));
@@ -241,7 +306,7 @@ pub async fn run_bench(
     for level in &results {
         for t in &level.trials {
             for flag in &t.flags {
-                warnings.push(format!("C={} trial {}: {flag}", level.concurrency, t.trial));
+                warnings.push(format!("{} trial {}: {flag}", level.label(), t.trial));
             }
         }
     }
@@ -302,20 +367,25 @@ pub fn level_problems(levels: &[LevelResult], max_error_rate: f64) -> Vec<String
             .join("; ");
         if empty > 0 {
             problems.push(format!(
-                "C={}: {empty} of {} trials had no successful request (failures: {by_class})",
-                level.concurrency,
+                "{}: {empty} of {} trials had no successful request (failures: {by_class})",
+                level.label(),
                 level.trials.len()
             ));
         } else {
             problems.push(format!(
-                "C={}: error rate {:.1}% is over the profile's max_error_rate {:.1}% (failures: {by_class})",
-                level.concurrency,
+                "{}: error rate {:.1}% is over the profile's max_error_rate {:.1}% (failures: {by_class})",
+                level.label(),
                 rate * 100.0,
                 max_error_rate * 100.0
             ));
         }
     }
     problems
+}
+
+/// Requests in an open-loop duration trial: the rate times the whole span (at least one).
+fn open_loop_count(rate: f64, span: std::time::Duration) -> usize {
+    ((rate * span.as_secs_f64()).round() as usize).max(1)
 }
 
 fn api_key_header(profile: &Profile) -> Result<Option<HeaderValue>> {

@@ -94,6 +94,9 @@ pub fn finish(obs: Observed, slot: Slot, workload: &Workload) -> Finished {
             http_status: obs.http_status,
             error,
             error_message,
+            rate: None,
+            scheduled_s: None,
+            window: None,
         },
     }
 }

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use reqwest::header::HeaderValue;
@@ -16,7 +16,7 @@ use super::interrupt::Interrupt;
 use super::outcome::{finish, Finished, Slot};
 use super::workload::Prompts;
 use crate::profile::{Api, Workload};
-use crate::record::{ErrorClass, RequestRecord, TokenSource, TrialResult};
+use crate::record::{ErrorClass, RequestRecord, TokenSource, TrialResult, Window};
 use crate::stats::Percentiles;
 
 /// Everything the workers share during a run.
@@ -42,7 +42,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    fn journal(&self, record: &RequestRecord) -> Result<()> {
+    pub(crate) fn journal(&self, record: &RequestRecord) -> Result<()> {
         let mut line = serde_json::to_vec(record)?;
         line.push(b'\n');
         let mut journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
@@ -63,12 +63,46 @@ pub struct Batch {
     /// Prompt number of the batch's first request (prompts never repeat within a run, so a
     /// prefix cache cannot make later trials look faster).
     pub first_prompt: u64,
+    /// Duration trials: the windows; `requests` is then ignored (closed loop sends until
+    /// the windows are over).
+    pub windows: Option<Windows>,
+    /// Open loop: the level's target rate, recorded on every request.
+    pub rate: Option<f64>,
+}
+
+/// The windows of a duration trial: warmup, measured, cooldown, back to back.
+#[derive(Debug, Clone, Copy)]
+pub struct Windows {
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub cooldown: Duration,
+}
+
+impl Windows {
+    pub fn total(&self) -> Duration {
+        self.warmup + self.measure + self.cooldown
+    }
+
+    /// The window of a request sent `offset_s` seconds after the trial started.
+    pub fn window_at(&self, offset_s: f64) -> Window {
+        if offset_s < self.warmup.as_secs_f64() {
+            Window::Warmup
+        } else if offset_s < (self.warmup + self.measure).as_secs_f64() {
+            Window::Measure
+        } else {
+            Window::Cooldown
+        }
+    }
 }
 
 /// Sends a batch closed-loop and returns every request, finished.
 pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finished>> {
     let next = Arc::new(AtomicU32::new(0));
-    let workers = batch.concurrency.min(batch.requests.max(1));
+    let (limit, workers) = match batch.windows {
+        Some(_) => (u32::MAX, batch.concurrency),
+        None => (batch.requests, batch.concurrency.min(batch.requests.max(1))),
+    };
+    let start = Instant::now();
     let mut handles = Vec::with_capacity(workers as usize);
     for _ in 0..workers {
         let shared = Arc::clone(shared);
@@ -79,11 +113,21 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
                 if shared.interrupt.is_stopping() {
                     break;
                 }
+                let window = match batch.windows {
+                    Some(w) => {
+                        let offset = start.elapsed();
+                        if offset >= w.total() {
+                            break;
+                        }
+                        Some(w.window_at(offset.as_secs_f64()))
+                    }
+                    None => None,
+                };
                 let index = next.fetch_add(1, Ordering::Relaxed);
-                if index >= batch.requests {
+                if index >= limit {
                     break;
                 }
-                let finished = send_one(&shared, batch, index).await;
+                let finished = send_one(&shared, batch, index, None, window).await;
                 shared.journal(&finished.record)?;
                 shared.progress.inc(1);
                 done.push(finished);
@@ -99,7 +143,15 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
     Ok(all)
 }
 
-async fn send_one(shared: &Shared, batch: Batch, index: u32) -> Finished {
+/// Sends request `index` of the batch; `scheduled_s` (open loop) and `window` (duration
+/// trials) are recorded with it.
+pub(crate) async fn send_one(
+    shared: &Shared,
+    batch: Batch,
+    index: u32,
+    scheduled_s: Option<f64>,
+    window: Option<Window>,
+) -> Finished {
     let endpoint = index as usize % shared.urls.len();
     let prompt = shared.prompts.get(batch.first_prompt + u64::from(index));
     let mut body = request_body(shared.api, &shared.model, &shared.workload, &prompt);
@@ -136,7 +188,23 @@ async fn send_one(shared: &Shared, batch: Batch, index: u32) -> Finished {
         warmup: batch.trial == 0,
         endpoint,
     };
-    finish(observed, slot, &shared.workload)
+    let mut finished = finish(observed, slot, &shared.workload);
+    finished.record.rate = batch.rate;
+    finished.record.scheduled_s = scheduled_s;
+    finished.record.window = window;
+    finished
+}
+
+/// Splits a trial's requests into the counted ones and the number sent in its warmup and
+/// cooldown windows.
+pub fn measured_only(finished: Vec<Finished>) -> (Vec<Finished>, u64) {
+    let total = finished.len();
+    let measured: Vec<Finished> = finished
+        .into_iter()
+        .filter(|f| matches!(f.record.window, None | Some(Window::Measure)))
+        .collect();
+    let excluded = (total - measured.len()) as u64;
+    (measured, excluded)
 }
 
 /// The API URL for each endpoint.
@@ -168,6 +236,9 @@ pub fn summarize_trial(trial: u32, finished: Vec<Finished>) -> TrialResult {
         flags: Vec::new(),
         length_misses: 0,
         telemetry: None,
+        client: None,
+        open_loop: None,
+        excluded_requests: 0,
     };
     if finished.is_empty() {
         return result;

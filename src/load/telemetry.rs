@@ -554,6 +554,9 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
                 http_status: Some(200),
                 error: None::<ErrorClass>,
                 error_message: None,
+                rate: None,
+                scheduled_s: None,
+                window: None,
             },
         }
     }

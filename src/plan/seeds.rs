@@ -44,6 +44,9 @@ fn trial(succeeded: u64, tokens: u64, tok_s: f64, per_req: Option<f64>, input: u
         flags: vec!["transcribed from a report; single trial".to_string()],
         length_misses: 0,
         telemetry: None,
+        client: None,
+        open_loop: None,
+        excluded_requests: 0,
     }
 }
 
@@ -81,6 +84,7 @@ warmup_requests = 1
         .iter()
         .map(|&(c, ok, tokens, agg, per_req)| LevelResult {
             concurrency: c,
+            rate: None,
             trials: vec![trial(ok, tokens, agg, Some(per_req), 1000)],
         })
         .collect();
@@ -159,6 +163,7 @@ requests_per_level = 8
         complete: true,
         levels: vec![LevelResult {
             concurrency: 8,
+            rate: None,
             trials: vec![t],
         }],
         warnings: vec![

@@ -48,7 +48,10 @@ pub fn level_row(level: &LevelResult) -> String {
     let failed: u64 = trials.iter().map(|t| t.failed_total()).sum();
     format!(
         "{:>6} | {:>22} | {:>13} | {:>10} | {:>8} | {:>7} | {:>6} | {:>6} | {:>9} | {:>9}",
-        level.concurrency,
+        match level.rate {
+            Some(r) => format!("{r}/s"),
+            None => level.concurrency.to_string(),
+        },
         agg,
         show(mean(&|t| t.per_request_tok_per_s), 1, ""),
         show(mean(&|t| Some(t.output_tokens as f64)), 0, ""),
@@ -109,6 +112,9 @@ mod tests {
             flags: vec![],
             length_misses: 0,
             telemetry: None,
+            client: None,
+            open_loop: None,
+            excluded_requests: 0,
         }
     }
 
@@ -116,6 +122,7 @@ mod tests {
     fn row_shows_mean_spread_and_totals() {
         let level = LevelResult {
             concurrency: 16,
+            rate: None,
             trials: vec![trial(1, 100.0, 4), trial(2, 110.0, 4)],
         };
         let row = level_row(&level);

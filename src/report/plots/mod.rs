@@ -297,6 +297,9 @@ pub(crate) mod tests {
             flags: vec![],
             length_misses: 0,
             telemetry: None,
+            client: None,
+            open_loop: None,
+            excluded_requests: 0,
         }
     }
 
@@ -337,6 +340,7 @@ concurrency = [1]
             .iter()
             .map(|&c| LevelResult {
                 concurrency: c,
+                rate: None,
                 trials: (1..=trials)
                     .map(|n| {
                         let x = 90.0 * c as f64 / (1.0 + 0.02 * (c as f64 - 1.0));

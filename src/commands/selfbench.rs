@@ -1,0 +1,433 @@
+//! `throughline selfbench`: a benchmark of the load generator itself, so that nobody has to
+//! take "the client is never the bottleneck" on faith.
+//!
+//! The simulator runs as a separate `serve-sim` process on loopback (preset `instant`: no
+//! engine delay; preset `fixed` for the timing error), so this process's getrusage and VmRSS
+//! are the client's alone. Each case runs in a fresh child process of its own (`--case`),
+//! so one case's freed-but-kept heap cannot hide the next one's memory, and its CPU time
+//! starts from zero.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::exit::Exit;
+use crate::load::headroom::{process_cpu, rss_bytes};
+use crate::load::{run_bench, BenchSetup, REQUESTS_FILE};
+use crate::profile::Profile;
+use crate::record::{ClientHeadroom, Environment};
+
+/// The most streams a case may open; the simulator is started with this many slots.
+const SIM_SLOTS: usize = 8192;
+
+#[derive(Debug, clap::Args, Clone)]
+pub struct SelfbenchArgs {
+    /// Worker threads of the client's tokio runtime (1 = the client on one core).
+    #[arg(long, default_value_t = 1)]
+    pub client_threads: usize,
+    /// Concurrent streams of the throughput cases.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 64, 1024, 4096])]
+    pub levels: Vec<u32>,
+    /// Output tokens of the long cases.
+    #[arg(long, default_value_t = 2048)]
+    pub long_tokens: u32,
+    /// Output tokens of the short cases.
+    #[arg(long, default_value_t = 32)]
+    pub short_tokens: u32,
+    /// Chunks to aim for per throughput case (at least one request per stream).
+    #[arg(long, default_value_t = 400_000)]
+    pub chunks: u64,
+    /// Streams of the timing-error case (fixed cadence).
+    #[arg(long, default_value_t = 1024)]
+    pub timing_streams: u32,
+    /// The simulator's cadence in the timing-error case, in ms.
+    #[arg(long, default_value_t = 20.0)]
+    pub token_delay_ms: f64,
+    /// Output tokens per request in the timing-error case.
+    #[arg(long, default_value_t = 100)]
+    pub timing_tokens: u32,
+    /// Also write the figures as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Internal: run one case against ENDPOINT as "ENDPOINT,STREAMS,TOKENS,REQUESTS" and print
+    /// its figures as JSON.
+    #[arg(long, hide = true)]
+    pub case: Option<String>,
+}
+
+/// What one case measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseFigures {
+    pub streams: u32,
+    pub tokens: u32,
+    pub requests: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Failures by class, with the first message of each.
+    #[serde(default)]
+    pub failures: Vec<String>,
+    /// Content chunks received by counted requests.
+    pub chunks: u64,
+    /// The trial's window: first send to last completion.
+    pub window_s: f64,
+    pub chunks_per_s: f64,
+    pub requests_per_s: f64,
+    /// Client process CPU time (user + system) over the whole case.
+    pub cpu_s: f64,
+    pub cpu_ms_per_1000_chunks: f64,
+    /// Chunks per second of client CPU: what one fully busy core would sustain.
+    pub chunks_per_cpu_s: f64,
+    pub rss_idle_bytes: u64,
+    pub rss_peak_bytes: u64,
+    /// (peak RSS - idle RSS) / streams.
+    pub bytes_per_stream: f64,
+    pub itl_p50_ms: Option<f64>,
+    pub itl_p99_ms: Option<f64>,
+    pub itl_min_ms: Option<f64>,
+    pub headroom: Option<ClientHeadroom>,
+}
+
+/// The whole benchmark.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SelfbenchReport {
+    pub client_threads: usize,
+    pub cases: Vec<CaseFigures>,
+    pub timing: Option<CaseFigures>,
+    pub token_delay_ms: f64,
+    /// Measured ITL minus the cadence.
+    pub itl_error_p50_ms: Option<f64>,
+    pub itl_error_p99_ms: Option<f64>,
+}
+
+pub fn run(args: SelfbenchArgs) -> Result<Exit> {
+    if let Some(case) = &args.case {
+        return run_case_here(case, args.client_threads);
+    }
+    let limit = raise_nofile_limit();
+    let need = 2 * args.levels.iter().copied().max().unwrap_or(1) as u64 + 256;
+    if limit < need {
+        eprintln!(
+            "warning: open-file limit is {limit}; the largest case needs about {need} \
+             (raise the hard limit: ulimit -Hn)"
+        );
+    }
+    let threads = args.client_threads.max(1);
+    println!(
+        "throughline selfbench: client runtime with {threads} worker thread(s), simulator in a separate process"
+    );
+    let instant = SimProcess::start(&["--preset", "instant"])?;
+    println!(
+        "{:>7} {:>7} {:>9} {:>10} {:>12} {:>9} {:>10} {:>12} {:>11} {:>9} {:>8}",
+        "streams",
+        "tokens",
+        "requests",
+        "chunks",
+        "chunks/s",
+        "req/s",
+        "CPU ms/1k",
+        "chunks/CPU-s",
+        "KiB/stream",
+        "lag p99",
+        "CPU %"
+    );
+    let mut cases = Vec::new();
+    for &tokens in &[args.long_tokens, args.short_tokens] {
+        for &streams in &args.levels {
+            let per_stream = args.chunks.div_ceil(u64::from(tokens) * u64::from(streams));
+            let requests = u64::from(streams) * per_stream.max(1);
+            let c = spawn_case(&instant.url, streams, tokens, requests, threads)?;
+            print_row(&c);
+            cases.push(c);
+        }
+    }
+    drop(instant);
+
+    let mut report = SelfbenchReport {
+        client_threads: threads,
+        cases,
+        timing: None,
+        token_delay_ms: args.token_delay_ms,
+        itl_error_p50_ms: None,
+        itl_error_p99_ms: None,
+    };
+    if args.timing_streams > 0 {
+        let delay = args.token_delay_ms.to_string();
+        let fixed = SimProcess::start(&["--preset", "fixed", "--token-delay-ms", &delay])?;
+        let n = args.timing_streams;
+        let c = spawn_case(&fixed.url, n, args.timing_tokens, u64::from(n), threads)?;
+        print_row(&c);
+        report.itl_error_p50_ms = c.itl_p50_ms.map(|v| v - args.token_delay_ms);
+        report.itl_error_p99_ms = c.itl_p99_ms.map(|v| v - args.token_delay_ms);
+        println!(
+            "timing at {n} streams, {} ms cadence: ITL p50 {} ms, p99 {} ms, min {} ms; error p50 {} ms, p99 {} ms",
+            args.token_delay_ms,
+            show(c.itl_p50_ms),
+            show(c.itl_p99_ms),
+            show(c.itl_min_ms),
+            show(report.itl_error_p50_ms),
+            show(report.itl_error_p99_ms)
+        );
+        report.timing = Some(c);
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        crate::fsutil::write_atomic(path, text.as_bytes())?;
+        println!("figures: {}", path.display());
+    }
+    let failed: u64 = report
+        .cases
+        .iter()
+        .chain(&report.timing)
+        .map(|c| c.failed)
+        .sum();
+    if failed > 0 {
+        bail!("{failed} requests failed during the self-benchmark; its figures are not valid");
+    }
+    Ok(Exit::Pass)
+}
+
+fn show(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into())
+}
+
+fn print_row(c: &CaseFigures) {
+    for f in &c.failures {
+        eprintln!("  {} streams x {} tokens: failed {f}", c.streams, c.tokens);
+    }
+    let h = c.headroom.clone().unwrap_or_default();
+    println!(
+        "{:>7} {:>7} {:>9} {:>10} {:>12.0} {:>9.1} {:>10.2} {:>12.0} {:>11.1} {:>9.1} {:>8.0}",
+        c.streams,
+        c.tokens,
+        c.requests,
+        c.chunks,
+        c.chunks_per_s,
+        c.requests_per_s,
+        c.cpu_ms_per_1000_chunks,
+        c.chunks_per_cpu_s,
+        c.bytes_per_stream / 1024.0,
+        h.lag_p99_ms,
+        h.cpu_fraction * 100.0
+    );
+}
+
+/// Raises the soft open-file limit to the hard limit (thousands of streams need thousands
+/// of sockets, here and in the simulator, which inherits it). Returns the soft limit.
+pub fn raise_nofile_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit read and write the struct we own.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur as u64;
+            }
+        }
+        lim.rlim_cur as u64
+    }
+}
+
+/// A `serve-sim` child process, killed on drop.
+struct SimProcess {
+    child: Child,
+    url: String,
+}
+
+impl SimProcess {
+    fn start(extra: &[&str]) -> Result<SimProcess> {
+        let exe = std::env::current_exe().context("cannot find the throughline binary")?;
+        let mut child = Command::new(exe)
+            .args(["serve-sim", "--port", "0", "--max-running"])
+            .arg(SIM_SLOTS.to_string())
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot start the simulator (serve-sim)")?;
+        let stdout = child.stdout.take().context("no simulator output")?;
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .context("cannot read the simulator's address")?;
+        let Some(url) = line.split(" on ").nth(1).map(|u| u.trim().to_string()) else {
+            let _ = child.kill();
+            bail!("the simulator did not say where it listens: {line:?}");
+        };
+        Ok(SimProcess { child, url })
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_case(
+    url: &str,
+    streams: u32,
+    tokens: u32,
+    requests: u64,
+    threads: usize,
+) -> Result<CaseFigures> {
+    let exe = std::env::current_exe().context("cannot find the throughline binary")?;
+    let out = Command::new(exe)
+        .args([
+            "selfbench",
+            "--client-threads",
+            &threads.to_string(),
+            "--case",
+        ])
+        .arg(format!("{url},{streams},{tokens},{requests}"))
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run a self-benchmark case")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("the case with {streams} streams x {tokens} tokens failed: {text}");
+    }
+    let line = text.lines().last().unwrap_or_default();
+    serde_json::from_str(line).with_context(|| format!("case output is not JSON: {line:?}"))
+}
+
+/// Runs one case in this process, on a runtime of `threads` workers, and prints its figures.
+fn run_case_here(spec: &str, threads: usize) -> Result<Exit> {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [url, streams, tokens, requests] = parts[..] else {
+        bail!("--case wants ENDPOINT,STREAMS,TOKENS,REQUESTS, got {spec:?}");
+    };
+    let streams: u32 = streams.parse().context("--case streams")?;
+    let tokens: u32 = tokens.parse().context("--case tokens")?;
+    let requests: u64 = requests.parse().context("--case requests")?;
+    raise_nofile_limit();
+    let url = url.to_string();
+    // A runtime of our own, on its own thread: the caller's runtime has the default number of
+    // workers and cannot be nested.
+    let handle = std::thread::spawn(move || -> Result<CaseFigures> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .enable_all()
+            .build()
+            .context("cannot start the client runtime")?;
+        rt.block_on(measure_case(&url, streams, tokens, requests))
+    });
+    let figures = handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("the case panicked"))??;
+    println!("{}", serde_json::to_string(&figures)?);
+    Ok(Exit::Pass)
+}
+
+async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Result<CaseFigures> {
+    let requests_u32 = u32::try_from(requests).context("too many requests for one case")?;
+    let text = format!(
+        "name = \"selfbench\"\n[target]\nendpoints = [{url:?}]\n[workload]\ninput_tokens = 16\n\
+         max_tokens = {tokens}\nignore_eos = true\ndegenerate_below = 1\n[sweep]\n\
+         concurrency = [{streams}]\nrequests_per_level = {requests_u32}\ntrials = 1\n\
+         request_timeout = \"30m\"\nmax_error_rate = 0.0\n"
+    );
+    let profile = Profile::parse(&text)?;
+    let dir = tempfile::tempdir().context("cannot create a temporary folder")?;
+    let setup = BenchSetup {
+        profile,
+        environment: Environment::default(),
+        out_dir: dir.path().to_path_buf(),
+        show_progress: false,
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(0));
+    let idle = rss_bytes().unwrap_or(0);
+    let sampler = {
+        let (stop, peak) = (Arc::clone(&stop), Arc::clone(&peak));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(rss) = rss_bytes() {
+                    peak.fetch_max(rss, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let cpu0 = process_cpu();
+    let wall0 = Instant::now();
+    let outcome = run_bench(setup, |_| {}).await;
+    let cpu_s = process_cpu().saturating_sub(cpu0).as_secs_f64();
+    let _wall = wall0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+    let outcome = outcome?;
+
+    let journal = std::fs::read_to_string(dir.path().join(REQUESTS_FILE))?;
+    let mut chunks = 0u64;
+    for line in journal.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        if v["warmup"] == false && v["error"].is_null() {
+            chunks += v["chunks"].as_u64().unwrap_or(0);
+        }
+    }
+    let level = outcome
+        .result
+        .levels
+        .first()
+        .context("the case measured no level")?;
+    let t = level.trials.first().context("the case measured no trial")?;
+    let rss_peak = peak.load(Ordering::Relaxed).max(idle);
+    let per_s = |x: f64| {
+        if t.window_s > 0.0 {
+            x / t.window_s
+        } else {
+            0.0
+        }
+    };
+    Ok(CaseFigures {
+        streams,
+        tokens,
+        requests: t.requests_sent,
+        succeeded: t.succeeded,
+        failed: t.failed_total(),
+        failures: t
+            .failed
+            .iter()
+            .map(|(c, n)| match t.error_examples.get(c) {
+                Some(msg) => format!("{c} {n}: {msg}"),
+                None => format!("{c} {n}"),
+            })
+            .collect(),
+        chunks,
+        window_s: t.window_s,
+        chunks_per_s: per_s(chunks as f64),
+        requests_per_s: per_s(t.succeeded as f64),
+        cpu_s,
+        cpu_ms_per_1000_chunks: if chunks > 0 {
+            cpu_s * 1e6 / chunks as f64
+        } else {
+            0.0
+        },
+        chunks_per_cpu_s: if cpu_s > 0.0 {
+            chunks as f64 / cpu_s
+        } else {
+            0.0
+        },
+        rss_idle_bytes: idle,
+        rss_peak_bytes: rss_peak,
+        bytes_per_stream: (rss_peak - idle) as f64 / f64::from(streams.max(1)),
+        itl_p50_ms: t.itl_ms.as_ref().map(|p| p.p50),
+        itl_p99_ms: t.itl_ms.as_ref().map(|p| p.p99),
+        itl_min_ms: t.itl_ms.as_ref().map(|p| p.min),
+        headroom: t.client.clone(),
+    })
+}

@@ -1,0 +1,197 @@
+//! The client's own headroom during a trial: if the load generator is the bottleneck, its
+//! figures describe itself, not the server. Two signals, both cheap:
+//! - scheduler lag: a task sleeps 10 ms in a loop and records how late it wakes. Every
+//!   response chunk is timestamped by a task on the same runtime, so this lag is roughly
+//!   how late those timestamps are;
+//! - CPU use: process CPU time (getrusage) over the trial's wall time, per runtime worker.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::record::ClientHeadroom;
+use crate::stats::percentile;
+
+/// The probe's sleep period: short enough to sample a trial of a second many times, long
+/// enough that the probe itself costs nothing measurable.
+pub const PROBE_PERIOD: Duration = Duration::from_millis(10);
+
+/// Lag median above which a trial is client-bound. tokio's timer has 1 ms resolution, so an
+/// idle runtime wakes about 1 ms late; a median over 3 ms means most wakes wait behind other
+/// work: a sustained backlog that delays every timestamp and slows the sending itself.
+pub const LAG_P50_LIMIT_MS: f64 = 3.0;
+
+/// Lag p99 above which a trial is client-bound: 20 ms is one typical inter-token gap, so
+/// tail latencies (TTFT p99, ITL p99) would be off by a whole token. Lower limits (5 ms was
+/// tried) flag runs on any busy CI host where the OS briefly deschedules the process, which
+/// moves no throughput figure; the median and CPU limits catch a client that cannot keep up.
+pub const LAG_P99_LIMIT_MS: f64 = 20.0;
+
+/// CPU fraction (CPU time / (wall x worker threads)) at or above which the client is
+/// saturated: at 90% busy, queueing inside the client delays every timestamp it takes.
+pub const CPU_SATURATED_FRACTION: f64 = 0.9;
+
+/// User + system CPU time of this process so far (all threads).
+pub fn process_cpu() -> Duration {
+    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// The resident set size of this process, from /proc/self/status (Linux), in bytes.
+pub fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Worker threads of the current tokio runtime (1 for a current-thread runtime), capped by
+/// the cores this process may use: more workers than cores cannot add CPU time.
+pub fn worker_threads() -> usize {
+    let workers = tokio::runtime::Handle::try_current()
+        .map(|h| h.metrics().num_workers())
+        .unwrap_or(1)
+        .max(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(workers);
+    workers.min(cores)
+}
+
+/// A running headroom measurement; [`Monitor::finish`] stops it and summarises.
+pub struct Monitor {
+    lags_ms: Arc<Mutex<Vec<f64>>>,
+    task: tokio::task::JoinHandle<()>,
+    wall: Instant,
+    cpu: Duration,
+    workers: usize,
+}
+
+impl Monitor {
+    /// Starts the lag probe on the current runtime and notes the CPU time so far.
+    pub fn start() -> Monitor {
+        let lags_ms = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lags_ms);
+        let task = tokio::spawn(async move {
+            let mut target = tokio::time::Instant::now() + PROBE_PERIOD;
+            loop {
+                tokio::time::sleep_until(target).await;
+                let now = tokio::time::Instant::now();
+                let lag = now.saturating_duration_since(target).as_secs_f64() * 1000.0;
+                sink.lock().unwrap_or_else(|e| e.into_inner()).push(lag);
+                // The next wake is relative to now, so one long stall counts once, not as a
+                // burst of catch-up wakes.
+                target = now + PROBE_PERIOD;
+            }
+        });
+        Monitor {
+            lags_ms,
+            task,
+            wall: Instant::now(),
+            cpu: process_cpu(),
+            workers: worker_threads(),
+        }
+    }
+
+    /// Stops the probe and returns the trial's headroom.
+    pub fn finish(self) -> ClientHeadroom {
+        self.task.abort();
+        let wall = self.wall.elapsed().as_secs_f64();
+        let cpu = process_cpu().saturating_sub(self.cpu).as_secs_f64();
+        let mut lags = std::mem::take(&mut *self.lags_ms.lock().unwrap_or_else(|e| e.into_inner()));
+        let cpu_fraction = if wall > 0.0 {
+            cpu / (wall * self.workers as f64)
+        } else {
+            0.0
+        };
+        judge(&mut lags, cpu_fraction)
+    }
+}
+
+/// Summarises lag samples and CPU use and decides whether the client was the bottleneck.
+pub fn judge(lags_ms: &mut [f64], cpu_fraction: f64) -> ClientHeadroom {
+    lags_ms.sort_by(f64::total_cmp);
+    let p = |q| percentile(lags_ms, q).unwrap_or(0.0);
+    let mut h = ClientHeadroom {
+        lag_p50_ms: p(50.0),
+        lag_p99_ms: p(99.0),
+        lag_max_ms: lags_ms.last().copied().unwrap_or(0.0),
+        cpu_fraction,
+        client_bound: false,
+    };
+    h.client_bound = h.lag_p50_ms > LAG_P50_LIMIT_MS
+        || h.lag_p99_ms > LAG_P99_LIMIT_MS
+        || h.cpu_fraction >= CPU_SATURATED_FRACTION;
+    h
+}
+
+/// The trial flag for a client-bound trial (it contains "client-bound": `baseline bless`
+/// refuses such runs and the gate repeats the warning).
+pub fn flag(h: &ClientHeadroom) -> Option<String> {
+    h.client_bound.then(|| {
+        format!(
+            "client-bound: the load generator lagged (scheduler delay p50 {:.1} ms, p99 {:.1} ms, \
+             max {:.1} ms; CPU {:.0}% of its worker threads); the figures may describe the client, \
+             not the server",
+            h.lag_p50_ms,
+            h.lag_p99_ms,
+            h.lag_max_ms,
+            h.cpu_fraction * 100.0
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn judges_lag_and_cpu() {
+        let mut calm = vec![1.0; 100];
+        assert!(!judge(&mut calm, 0.3).client_bound);
+        // A brief OS hiccup: the tail moves, the median does not.
+        let mut hiccup = vec![1.0; 100];
+        hiccup[99] = 9.0;
+        hiccup[98] = 8.0;
+        assert!(!judge(&mut hiccup, 0.3).client_bound);
+        let mut lagging = vec![1.0; 100];
+        lagging[99] = 40.0;
+        lagging[98] = 30.0;
+        let h = judge(&mut lagging, 0.3);
+        assert!(h.client_bound && h.lag_max_ms == 40.0, "{h:?}");
+        assert!(flag(&h).unwrap().contains("client-bound"));
+        let mut backlog = vec![4.0; 100];
+        assert!(judge(&mut backlog, 0.3).client_bound);
+        assert!(judge(&mut calm, 0.95).client_bound);
+        assert!(flag(&judge(&mut calm, 0.2)).is_none());
+    }
+
+    #[test]
+    fn cpu_and_rss_are_read() {
+        let before = process_cpu();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(process_cpu() > before);
+        assert!(rss_bytes().unwrap() > 1024 * 1024);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_hogged_runtime_is_client_bound() {
+        let m = Monitor::start();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        // Block the only thread: the probe cannot wake on time.
+        std::thread::sleep(Duration::from_millis(60));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let h = m.finish();
+        assert!(h.lag_max_ms >= 40.0, "{h:?}");
+        assert!(h.client_bound, "{h:?}");
+    }
+}

@@ -1,0 +1,111 @@
+//! A deliberately starved client: one runtime thread, hogged by a task that blocks it, so
+//! every timestamp the client takes is late. The trials must say "client-bound", and
+//! `baseline bless` and the gate must act on it, end to end.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use throughline::load::{run_bench, BenchSetup};
+use throughline::profile::Profile;
+
+const BODY: &str = "[workload]\ninput_tokens = 16\nmax_tokens = 16\nignore_eos = true\n\
+                    [sweep]\nconcurrency = [2]\nrequests_per_level = 12\ntrials = 2\n\
+                    request_timeout = \"20s\"\n[gate]\nmin_trials = 2\n";
+
+#[test]
+fn a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed() {
+    let sim = Sim::start(1, &["--preset", "fast"]);
+    let dir = tempfile::tempdir().unwrap();
+    let profile_path = write_profile(dir.path(), "starved", &sim.urls, BODY);
+    let out_dir = dir.path().join("out");
+    let setup = BenchSetup {
+        profile: Profile::load(&profile_path).unwrap(),
+        environment: Default::default(),
+        out_dir: out_dir.clone(),
+        show_progress: false,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = rt.block_on(async {
+        let hog = tokio::spawn(async {
+            loop {
+                // Blocks the runtime's only thread, as a CPU-bound client would.
+                std::thread::sleep(Duration::from_millis(15));
+                tokio::task::yield_now().await;
+            }
+        });
+        let outcome = run_bench(setup, |_| {}).await.unwrap();
+        hog.abort();
+        outcome
+    });
+    for t in &outcome.result.levels[0].trials {
+        let h = t.client.as_ref().expect("headroom measured");
+        assert!(h.client_bound && h.lag_p50_ms > 3.0, "{h:?}");
+        assert!(
+            t.flags.iter().any(|f| f.contains("client-bound")),
+            "{:?}",
+            t.flags
+        );
+        assert!(t.is_accounted());
+    }
+    assert!(
+        outcome
+            .result
+            .warnings
+            .iter()
+            .any(|w| w.contains("client-bound")),
+        "{:?}",
+        outcome.result.warnings
+    );
+
+    // Bless refuses the run.
+    let results = out_dir.join("results.json");
+    let baseline = dir.path().join("starved.toml");
+    let out = run(&[
+        "baseline",
+        "bless",
+        "--results",
+        results.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+        "--commit",
+        "test",
+    ]);
+    assert_ne!(code(&out), 0, "{}", text(&out));
+    assert!(text(&out).contains("client-bound"), "{}", text(&out));
+    assert!(!baseline.exists());
+
+    // The same figures without the flags bless; the gate then repeats the candidate's
+    // client-bound warning.
+    let mut clean = read_json(&results);
+    clean["warnings"] = serde_json::json!([]);
+    for t in clean["levels"][0]["trials"].as_array_mut().unwrap() {
+        t["flags"] = serde_json::json!([]);
+        t["client"] = serde_json::Value::Null;
+    }
+    let clean_path = dir.path().join("clean.json");
+    std::fs::write(&clean_path, serde_json::to_string(&clean).unwrap()).unwrap();
+    let out = run(&[
+        "baseline",
+        "bless",
+        "--results",
+        clean_path.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+        "--commit",
+        "test",
+    ]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let out = run(&[
+        "gate",
+        "--results",
+        results.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ]);
+    assert!(text(&out).contains("client-bound"), "{}", text(&out));
+}
