@@ -219,17 +219,18 @@ fn bench_and_gate_against_llama_server() {
     }
     eprintln!("llama-server tok/s by concurrency (median trial): {means:?}");
     // Rises while slots are free (the CPU kernels do more tokens per second in bigger
-    // batches), then flattens once all 16 slots are busy: C=32 only adds queueing. Measured
-    // when this was written (2 shared cores), median trials: about 395, 520, 639 tok/s at
-    // C=1, 4, 16, and C=32 within a few percent of C=16.
+    // batches), then flattens once all 16 slots are busy: C=32 only adds queueing. Median
+    // trials in three runs when this was written (2 shared cores): C=1 287-445, C=4 513-638,
+    // C=16 730-791, C=32 825-882 tok/s (C=32 / C=16 = 1.07-1.13).
     let at = |c: u64| means.iter().find(|m| m.0 == c).unwrap().1;
     assert!(at(4) > 1.15 * at(1), "{means:?}");
-    assert!(at(16) > 1.3 * at(4), "{means:?}");
+    assert!(at(16) > 1.15 * at(4), "{means:?}");
     let flat = at(32) / at(16);
     assert!(
-        (0.85..1.15).contains(&flat),
+        (0.8..1.2).contains(&flat),
         "C=32 vs C=16: {flat:.2}, {means:?}"
     );
+
     // The server's own gauges: never more requests processing than slots, and with 32
     // clients all 16 slots busy in some scrape.
     let running: Vec<f64> = result["levels"][3]["trials"]
