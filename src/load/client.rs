@@ -137,29 +137,26 @@ async fn read_stream(
 ) {
     let since = |t: Instant| t.duration_since(clock).as_secs_f64();
     let mut reader = StreamReader::new();
+    // The stall clock restarts only when an SSE data event arrives: keep-alive comments
+    // (`: ping`) are bytes, not progress, and must not hide a server that stopped generating.
+    let mut stall_deadline = tokio::time::Instant::now() + stall;
     loop {
-        let stall_deadline = tokio::time::Instant::now() + stall;
-        let next = if stall_deadline < deadline {
-            match timeout_at(stall_deadline, response.chunk()).await {
-                Ok(r) => r,
-                Err(_) => {
-                    obs.failure = Some((
-                        ErrorClass::Stall,
-                        format!("no data for {}", humantime::format_duration(stall)),
-                    ));
-                    return;
-                }
+        let stalls_first = stall_deadline < deadline;
+        let next = match timeout_at(stall_deadline.min(deadline), response.chunk()).await {
+            Ok(r) => r,
+            Err(_) if stalls_first => {
+                obs.failure = Some((
+                    ErrorClass::Stall,
+                    format!("no data event for {}", humantime::format_duration(stall)),
+                ));
+                return;
             }
-        } else {
-            match timeout_at(deadline, response.chunk()).await {
-                Ok(r) => r,
-                Err(_) => {
-                    obs.failure = Some((
-                        ErrorClass::Timeout,
-                        "response not finished before the request timeout".into(),
-                    ));
-                    return;
-                }
+            Err(_) => {
+                obs.failure = Some((
+                    ErrorClass::Timeout,
+                    "response not finished before the request timeout".into(),
+                ));
+                return;
             }
         };
         let bytes = match next {
@@ -173,8 +170,12 @@ async fn read_stream(
                 return;
             }
         };
+        let events_before = reader.data_events;
         if reader.push(since(Instant::now()), &bytes, obs) {
             return;
+        }
+        if reader.data_events > events_before {
+            stall_deadline = tokio::time::Instant::now() + stall;
         }
     }
     reader.finish(since(Instant::now()), obs);
@@ -188,6 +189,8 @@ pub struct StreamReader {
     decoder: SseDecoder,
     events: Vec<String>,
     done: bool,
+    /// SSE data events decoded so far (comments and keep-alives are not events).
+    pub data_events: u64,
 }
 
 impl StreamReader {
@@ -202,6 +205,7 @@ impl StreamReader {
             obs.failure = Some((ErrorClass::Protocol, sse_error(e)));
             return true;
         }
+        self.data_events += self.events.len() as u64;
         handle_events(&mut self.events, obs, at_s, &mut self.done) || self.done
     }
 
@@ -435,5 +439,51 @@ mod tests {
             "{head_b}"
         );
         assert!(!format!("{key:?}").contains("sk-redirect-test"));
+    }
+
+    /// A server that keeps the connection busy with SSE comments but sends no token is
+    /// stalled: keep-alives must not reset the stall clock.
+    #[tokio::test]
+    async fn keep_alive_comments_do_not_hide_a_stall() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut byte = [0u8; 4096];
+            let _ = s.read(&mut byte);
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+            let role = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n";
+            let _ = s.write_all(format!("{head}{role}").as_bytes());
+            for _ in 0..30 {
+                std::thread::sleep(Duration::from_millis(50));
+                if s.write_all(b": ping\n\n").is_err() {
+                    break;
+                }
+            }
+        });
+        let client = build_client(1, None).unwrap();
+        let limits = Limits {
+            request_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_millis(400),
+        };
+        let started = Instant::now();
+        let obs = send(
+            &client,
+            &format!("http://127.0.0.1:{port}/v1/chat/completions"),
+            bytes::Bytes::from_static(b"{}"),
+            None,
+            true,
+            limits,
+            Instant::now(),
+        )
+        .await;
+        let waited = started.elapsed();
+        let (class, msg) = obs.failure.expect("a stall");
+        assert_eq!(class, ErrorClass::Stall, "{msg}");
+        assert!(
+            waited < Duration::from_millis(1200),
+            "stalled after {waited:?}"
+        );
+        let _ = server.join();
     }
 }
