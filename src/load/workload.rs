@@ -1,6 +1,7 @@
 //! The prompts requests carry: synthetic text of a given length, or lines of a JSONL file.
 //!
-//! Synthetic prompts are deterministic (request i always gets the same text) and differ from
+//! Synthetic prompts are deterministic apart from a per-run tag in their first words (request i
+//! always gets the same words), and differ from
 //! one request to the next, so a server's prefix cache cannot turn the sweep into a cache test.
 
 use std::path::Path;
@@ -43,7 +44,13 @@ impl Prompt {
 /// The prompts of a run.
 #[derive(Debug, Clone)]
 pub enum Prompts {
-    Synthetic { words: u32 },
+    /// `run_tag` opens every prompt of a run: a server kept running between runs (a CI runner
+    /// that keeps its engine up) would otherwise serve the second run's prompts from its
+    /// prefix cache and make it look faster than the first.
+    Synthetic {
+        words: u32,
+        run_tag: u32,
+    },
     File(Vec<Prompt>),
 }
 
@@ -104,7 +111,10 @@ impl Prompts {
     /// Synthetic prompts of `words` words, or the prompts of a JSONL file.
     pub fn load(words: u32, file: Option<&Path>) -> Result<Prompts> {
         match file {
-            None => Ok(Prompts::Synthetic { words }),
+            None => Ok(Prompts::Synthetic {
+                words,
+                run_tag: rand::random(),
+            }),
             Some(path) => Ok(Prompts::File(read_jsonl(path)?)),
         }
     }
@@ -112,16 +122,18 @@ impl Prompts {
     /// The prompt for request number `index` (files are used round-robin).
     pub fn get(&self, index: u64) -> Prompt {
         match self {
-            Prompts::Synthetic { words } => Prompt::Text(synthetic(index, *words)),
+            Prompts::Synthetic { words, run_tag } => {
+                Prompt::Text(synthetic(*run_tag, index, *words))
+            }
             Prompts::File(list) => list[(index % list.len() as u64) as usize].clone(),
         }
     }
 }
 
-fn synthetic(index: u64, words: u32) -> String {
+fn synthetic(run_tag: u32, index: u64, words: u32) -> String {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(index);
-    let mut text = format!("Request {index}:");
-    for _ in 0..words.saturating_sub(2) {
+    let mut text = format!("Run {run_tag:08x} request {index}:");
+    for _ in 0..words.saturating_sub(4) {
         text.push(' ');
         text.push_str(WORDS.choose(&mut rng).unwrap_or(&"token"));
     }
@@ -171,10 +183,24 @@ mod tests {
 
     #[test]
     fn synthetic_prompts_are_deterministic_distinct_and_sized() {
-        let p = Prompts::Synthetic { words: 50 };
+        let p = Prompts::Synthetic {
+            words: 50,
+            run_tag: 7,
+        };
         assert_eq!(p.get(3), p.get(3));
         assert_ne!(p.get(3), p.get(4));
         assert_eq!(p.get(7).to_text().split_whitespace().count(), 50);
+        // Another run: same words, but a different opening, so no prefix is shared.
+        let other = Prompts::Synthetic {
+            words: 50,
+            run_tag: 8,
+        };
+        let (a, b) = (p.get(3).to_text(), other.get(3).to_text());
+        assert_ne!(a.split(' ').nth(1), b.split(' ').nth(1));
+        assert_eq!(
+            a.split(' ').skip(4).collect::<Vec<_>>(),
+            b.split(' ').skip(4).collect::<Vec<_>>()
+        );
     }
 
     #[test]
