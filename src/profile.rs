@@ -315,6 +315,32 @@ pub struct GateSettings {
     pub min_trials: u32,
 }
 
+impl GateSettings {
+    /// These settings with any value given on the command line put in its place, checked
+    /// like the profile's (errors name the flag).
+    pub fn overridden(
+        &self,
+        alpha: Option<f64>,
+        min_effect: Option<f64>,
+        min_trials: Option<u32>,
+    ) -> Result<GateSettings> {
+        if let Some(a) = alpha.filter(|a| !(*a > 0.0 && *a < 0.5)) {
+            bail!("--alpha: {a} is outside (0, 0.5)");
+        }
+        if let Some(e) = min_effect.filter(|e| !(0.0..1.0).contains(e)) {
+            bail!("--min-effect: {e} is outside [0, 1) (0.03 means 3%)");
+        }
+        if let Some(n) = min_trials.filter(|n| *n < 2) {
+            bail!("--min-trials: {n} is below 2 (a variance needs two trials)");
+        }
+        Ok(GateSettings {
+            alpha: alpha.unwrap_or(self.alpha),
+            min_effect: min_effect.unwrap_or(self.min_effect),
+            min_trials: min_trials.unwrap_or(self.min_trials),
+        })
+    }
+}
+
 impl Default for GateSettings {
     fn default() -> Self {
         GateSettings {

@@ -153,6 +153,10 @@ async fn check(args: &CiArgs) -> Result<Exit> {
              `fetch-depth: 0` so that the target branch is there)"
         )
     })?;
+    // Checked before measuring: a bad flag must not cost a whole run on the GPU.
+    let settings = baseline
+        .gate
+        .overridden(args.alpha, args.min_effect, args.min_trials)?;
     let (mut profile, profile_path, profile_text) =
         profile_at_ref(&baseline, &args.baseline, &reference)?;
     let endpoints: Vec<String> = args
@@ -224,16 +228,6 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     )?;
     let images = image_links(&written, args.image_base_url.as_deref());
 
-    let mut settings = baseline.gate.clone();
-    if let Some(a) = args.alpha {
-        settings.alpha = a;
-    }
-    if let Some(e) = args.min_effect {
-        settings.min_effect = e;
-    }
-    if let Some(n) = args.min_trials {
-        settings.min_trials = n;
-    }
     let mut verdict = evaluate(&baseline, result, &settings)?;
     verdict.baseline_ref = Some(reference);
     // Ours first: annotations show only the first few warnings.

@@ -18,16 +18,9 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         Some(r) => Baseline::load_at_ref(&args.baseline, r)?,
         None => Baseline::load(&args.baseline)?,
     };
-    let mut settings = baseline.gate.clone();
-    if let Some(a) = args.alpha {
-        settings.alpha = a;
-    }
-    if let Some(e) = args.min_effect {
-        settings.min_effect = e;
-    }
-    if let Some(n) = args.min_trials {
-        settings.min_trials = n;
-    }
+    let settings = baseline
+        .gate
+        .overridden(args.alpha, args.min_effect, args.min_trials)?;
     let mut verdict = evaluate(&baseline, &candidate, &settings)?;
     verdict.baseline_ref = args.baseline_ref.clone();
     let images = match &args.out {

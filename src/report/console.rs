@@ -87,47 +87,18 @@ pub fn run_table(result: &RunResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::TrialResult;
-
-    fn trial(n: u32, tps: f64, ok: u64) -> TrialResult {
-        TrialResult {
-            trial: n,
-            requests_sent: ok,
-            succeeded: ok,
-            failed: Default::default(),
-            error_examples: Default::default(),
-            output_tokens: 1000,
-            failed_output_tokens: 0,
-            input_tokens: 0,
-            window_s: 1000.0 / tps,
-            output_tok_per_s: tps,
-            requests_per_s: 1.0,
-            error_rate: 0.0,
-            per_request_tok_per_s: Some(50.0),
-            ttft_ms: None,
-            itl_ms: None,
-            tpot_ms: None,
-            e2e_ms: None,
-            token_sources: Default::default(),
-            flags: vec![],
-            length_misses: 0,
-            telemetry: None,
-            client: None,
-            open_loop: None,
-            excluded_requests: 0,
-        }
-    }
+    use crate::record::fake::trial;
 
     #[test]
     fn row_shows_mean_spread_and_totals() {
         let level = LevelResult {
             concurrency: 16,
             rate: None,
-            trials: vec![trial(1, 100.0, 4), trial(2, 110.0, 4)],
+            trials: vec![trial(1, 100.0), trial(2, 110.0)],
         };
         let row = level_row(&level);
         assert!(row.contains("105.0 ± 7.1 (2x)"), "{row}");
-        assert!(row.contains("      8 |"), "{row}");
+        assert!(row.contains("     20 |"), "{row}");
         assert_eq!(row.len(), level_header().len());
     }
 }
