@@ -392,6 +392,7 @@ impl RunResult {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record([
             "concurrency",
+            "rate",
             "trial",
             "requests_sent",
             "succeeded",
@@ -415,6 +416,7 @@ impl RunResult {
             for t in &level.trials {
                 w.write_record([
                     level.concurrency.to_string(),
+                    level.rate.map(|r| format!("{r}")).unwrap_or_default(),
                     t.trial.to_string(),
                     t.requests_sent.to_string(),
                     t.succeeded.to_string(),
