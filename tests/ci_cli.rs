@@ -34,25 +34,6 @@ min_trials = 5
 
 const SIM: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "10"];
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=throughline test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {}", text(&out));
-}
-
 /// A CI step: the binary in `repo` with a clean environment plus the Actions variables.
 struct Step {
     repo: PathBuf,

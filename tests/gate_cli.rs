@@ -47,24 +47,6 @@ fn gate(results: &Path, baseline: &Path, extra: &[&str]) -> std::process::Output
     run(&args)
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "git {args:?}");
-}
-
 #[test]
 fn same_speed_passes_and_ten_percent_slower_fails() {
     let _turn = timing_lock();
