@@ -88,7 +88,10 @@ async fn run_against(endpoints: &[String], out: &Path) -> Result<Exit> {
         "1818",
         "--deadline",
         "2d",
+        // The simulated node: two replicas, counted as one "GPU" each.
         "--replicas-per-node",
+        "2",
+        "--gpus-per-node",
         "2",
     ];
     match crate::cli::Cli::try_parse_from(plan_args).map(|c| c.command) {
