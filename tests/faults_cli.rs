@@ -50,6 +50,16 @@ impl Run {
     fn journal(&self) -> Vec<Value> {
         read_journal(&self.dir)
     }
+
+    /// The error message of the first request that failed in `class`.
+    fn first_message(&self, class: &str) -> String {
+        let journal = self.journal();
+        let line = journal
+            .iter()
+            .find(|l| l["error"] == class)
+            .unwrap_or_else(|| panic!("no {class} failure"));
+        line["error_message"].as_str().unwrap().to_string()
+    }
 }
 
 fn read_journal(dir: &Path) -> Vec<Value> {
@@ -235,11 +245,7 @@ fn malformed_sse_is_a_protocol_error() {
         "protocol",
         0,
     );
-    let j = r.journal();
-    let msg = j.iter().find(|l| l["error"] == "protocol").unwrap()["error_message"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let msg = r.first_message("protocol");
     assert!(msg.contains("not JSON"), "{msg}");
 }
 
@@ -252,11 +258,7 @@ fn missing_done_is_a_protocol_error() {
         "protocol",
         0,
     );
-    let j = r.journal();
-    let msg = j.iter().find(|l| l["error"] == "protocol").unwrap()["error_message"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let msg = r.first_message("protocol");
     assert!(msg.contains("[DONE]"), "{msg}");
 }
 

@@ -65,16 +65,7 @@ fn a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed() {
     // Bless refuses the run.
     let results = out_dir.join("results.json");
     let baseline = dir.path().join("starved.toml");
-    let out = run(&[
-        "baseline",
-        "bless",
-        "--results",
-        results.to_str().unwrap(),
-        "--baseline",
-        baseline.to_str().unwrap(),
-        "--commit",
-        "test",
-    ]);
+    let out = bless(&results, &baseline, &["--commit", "test"]);
     assert_ne!(code(&out), 0, "{}", text(&out));
     assert!(text(&out).contains("client-bound"), "{}", text(&out));
     assert!(!baseline.exists());
@@ -89,16 +80,7 @@ fn a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed() {
     }
     let clean_path = dir.path().join("clean.json");
     std::fs::write(&clean_path, serde_json::to_string(&clean).unwrap()).unwrap();
-    let out = run(&[
-        "baseline",
-        "bless",
-        "--results",
-        clean_path.to_str().unwrap(),
-        "--baseline",
-        baseline.to_str().unwrap(),
-        "--commit",
-        "test",
-    ]);
+    let out = bless(&clean_path, &baseline, &["--commit", "test"]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let out = run(&[
         "gate",

@@ -263,14 +263,7 @@ fn bench_and_gate_against_llama_server() {
     // The gate: a baseline blessed from the first run, a second run against the same server
     // passes.
     let baseline = dir.path().join("baselines/llama.toml");
-    let o = run(&[
-        "baseline",
-        "bless",
-        "--results",
-        first.join("results.json").to_str().unwrap(),
-        "--baseline",
-        baseline.to_str().unwrap(),
-    ]);
+    let o = bless(&first.join("results.json"), &baseline, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     let second = bench(&server, dir.path(), "second");
     let o = run(&[

@@ -56,6 +56,32 @@ fn profile(text: &str) -> Profile {
 
 /// Qwen3.5-122B-A10B BF16 on 4x RTX PRO 6000 Blackwell, TP=4, SGLang with MTP speculation,
 /// GPU P2P DMA disabled; 1000-token inputs and outputs; one trial per level.
+/// A result transcribed from a report: the parts every seed shares, with its own warnings
+/// after the "transcribed" one.
+fn transcribed(
+    p: Profile,
+    environment: Environment,
+    levels: Vec<LevelResult>,
+    warnings: &[&str],
+) -> RunResult {
+    RunResult {
+        schema_version: SCHEMA_VERSION,
+        tool: "transcribed by hand from a report (throughline result schema)".to_string(),
+        profile_name: p.name.clone(),
+        profile_hash: p.canonical_hash().expect("no prompts file"),
+        profile: p,
+        environment,
+        started_at: "2026-11-29T00:00:00Z".to_string(),
+        finished_at: "2026-11-29T00:00:00Z".to_string(),
+        complete: true,
+        levels,
+        warnings: std::iter::once(TRANSCRIBED)
+            .chain(warnings.iter().copied())
+            .map(str::to_string)
+            .collect(),
+    }
+}
+
 pub fn seed_122b_curve() -> RunResult {
     let p = profile(
         r#"
@@ -88,13 +114,9 @@ warmup_requests = 1
             trials: vec![trial(ok, tokens, agg, Some(per_req), 1000)],
         })
         .collect();
-    RunResult {
-        schema_version: SCHEMA_VERSION,
-        tool: "transcribed by hand from a report (throughline result schema)".to_string(),
-        profile_name: p.name.clone(),
-        profile_hash: p.canonical_hash().expect("no prompts file"),
-        profile: p,
-        environment: Environment {
+    transcribed(
+        p,
+        Environment {
             gpu_model: Some("RTX PRO 6000 Blackwell".to_string()),
             gpu_count: Some(4),
             driver: None,
@@ -105,18 +127,13 @@ warmup_requests = 1
             runner: None,
             endpoints: 1,
         },
-        started_at: "2026-11-29T00:00:00Z".to_string(),
-        finished_at: "2026-11-29T00:00:00Z".to_string(),
-        complete: true,
         levels,
-        warnings: vec![
-            TRANSCRIBED.to_string(),
+        &[
             "single trial per level: trial-to-trial variation is unknown; spreads come from the \
-             USL fit's residuals only"
-                .to_string(),
-            "speculative decoding (MTP) was on: tokens per decode step can exceed one".to_string(),
+             USL fit's residuals only",
+            "speculative decoding (MTP) was on: tokens per decode step can exceed one",
         ],
-    }
+    )
 }
 
 /// Qwen3.6-27B BF16 on 8x RTX PRO 6000 Blackwell, one SGLang server per GPU (DP), one request
@@ -141,13 +158,9 @@ requests_per_level = 8
     let tok_s = 8192.0 / 38.684;
     let mut t = trial(8, 8192, tok_s, Some(1024.0 / 38.684), 26);
     t.window_s = 38.684;
-    RunResult {
-        schema_version: SCHEMA_VERSION,
-        tool: "transcribed by hand from a report (throughline result schema)".to_string(),
-        profile_name: p.name.clone(),
-        profile_hash: p.canonical_hash().expect("no prompts file"),
-        profile: p,
-        environment: Environment {
+    transcribed(
+        p,
+        Environment {
             gpu_model: Some("RTX PRO 6000 Blackwell".to_string()),
             gpu_count: Some(8),
             driver: None,
@@ -158,21 +171,16 @@ requests_per_level = 8
             runner: None,
             endpoints: 8,
         },
-        started_at: "2026-11-29T00:00:00Z".to_string(),
-        finished_at: "2026-11-29T00:00:00Z".to_string(),
-        complete: true,
-        levels: vec![LevelResult {
+        vec![LevelResult {
             concurrency: 8,
             rate: None,
             trials: vec![t],
         }],
-        warnings: vec![
-            TRANSCRIBED.to_string(),
+        &[
             "batch 1 per server: a latency figure, not a throughput capacity; do not \
-             extrapolate it linearly"
-                .to_string(),
+           extrapolate it linearly",
         ],
-    }
+    )
 }
 
 #[cfg(test)]

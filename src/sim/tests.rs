@@ -194,9 +194,8 @@ async fn non_streaming_models_health_and_errors() {
     cluster.shutdown().await;
 }
 
-#[tokio::test]
-async fn disconnect_mid_stream_frees_the_slot() {
-    let (cluster, url) = start(&SimConfig::preset("fast").unwrap()).await;
+/// Starts a stream that would run for a million tokens and waits for its first chunk.
+async fn open_endless_stream(url: &str) -> reqwest::Response {
     let body = json!({"prompt": "x", "max_tokens": 1_000_000, "ignore_eos": true, "stream": true});
     let mut resp = reqwest::Client::new()
         .post(format!("{url}/v1/completions"))
@@ -205,16 +204,28 @@ async fn disconnect_mid_stream_frees_the_slot() {
         .await
         .unwrap();
     resp.chunk().await.unwrap().expect("a first chunk");
+    resp
+}
+
+/// Waits (5 s at most) until the engine runs no request: a disconnect must free its slot.
+async fn wait_until_no_request_runs(url: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric(url, "throughline_sim_num_requests_running").await != 0.0 {
+        assert!(Instant::now() < deadline, "slot leaked after disconnect");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn disconnect_mid_stream_frees_the_slot() {
+    let (cluster, url) = start(&SimConfig::preset("fast").unwrap()).await;
+    let resp = open_endless_stream(&url).await;
     assert_eq!(
         metric(&url, "throughline_sim_num_requests_running").await,
         1.0
     );
     drop(resp);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while metric(&url, "throughline_sim_num_requests_running").await != 0.0 {
-        assert!(Instant::now() < deadline, "slot leaked after disconnect");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_no_request_runs(&url).await;
     assert_eq!(
         metric(&url, "throughline_sim_requests_aborted_total").await,
         1.0
@@ -385,25 +396,14 @@ async fn abandoned_non_streaming_request_frees_the_slot() {
         .send()
         .await;
     assert!(r.is_err(), "the request should have timed out");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while metric(&url, "throughline_sim_num_requests_running").await != 0.0 {
-        assert!(Instant::now() < deadline, "slot leaked after disconnect");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_no_request_runs(&url).await;
     cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn shutdown_ends_open_streams() {
     let (cluster, url) = start(&SimConfig::preset("fast").unwrap()).await;
-    let body = json!({"prompt": "x", "max_tokens": 1_000_000, "ignore_eos": true, "stream": true});
-    let mut resp = reqwest::Client::new()
-        .post(format!("{url}/v1/completions"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    resp.chunk().await.unwrap().expect("a first chunk");
+    let mut resp = open_endless_stream(&url).await;
     let t0 = Instant::now();
     cluster.shutdown().await;
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());

@@ -157,3 +157,17 @@ pub fn git(dir: &Path, args: &[&str]) {
         .expect("run git");
     assert!(out.status.success(), "git {args:?}: {}", text(&out));
 }
+
+/// `throughline baseline bless --results RESULTS --baseline BASELINE [extra...]`.
+pub fn bless(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "baseline",
+        "bless",
+        "--results",
+        results.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
