@@ -1,9 +1,7 @@
 //! The console table of a run: one row per concurrency level, with the mean and spread
 //! across trials (statistics are across trials, never across requests).
 
-use std::fmt::Write;
-
-use crate::record::{LevelResult, RunResult};
+use crate::record::LevelResult;
 use crate::stats::Spread;
 
 /// The table header.
@@ -68,20 +66,6 @@ pub fn level_row(level: &LevelResult) -> String {
 /// under its row; None when no telemetry was collected.
 pub fn server_note(level: &LevelResult) -> Option<String> {
     crate::load::telemetry::level_note(&level.trials).map(|n| format!("{:>6}   {n}", ""))
-}
-
-/// The whole table, with warnings, as printed at the end of a run.
-pub fn run_table(result: &RunResult) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{}", level_header());
-    let _ = writeln!(out, "{}", "-".repeat(level_header().len()));
-    for level in &result.levels {
-        let _ = writeln!(out, "{}", level_row(level));
-        if let Some(note) = server_note(level) {
-            let _ = writeln!(out, "{note}");
-        }
-    }
-    out
 }
 
 #[cfg(test)]
