@@ -92,7 +92,11 @@ fn check(f: &Finished, ttft_ms: f64, tokens: u64, gaps: &[f64], e2e_ms: f64) {
         "one gap per token after the first"
     );
     for (g, e) in f.gaps_ms.iter().zip(gaps) {
-        assert!(close(*g, *e), "gaps {:?}, expected {gaps:?}", f.gaps_ms);
+        assert!(
+            close(f64::from(*g), *e),
+            "gaps {:?}, expected {gaps:?}",
+            f.gaps_ms
+        );
     }
     assert!(close(r.e2e_ms, e2e_ms), "e2e {}", r.e2e_ms);
     let tpot = (e2e_ms - ttft_ms) / (tokens - 1) as f64;

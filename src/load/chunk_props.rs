@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use super::{parse_chunk, parse_response};
+use super::{parse_chunk, parse_chunk_generic, parse_response};
 
 /// Arbitrary JSON values, nested a few levels, with the keys the parser looks at.
 pub fn arb_json() -> impl Strategy<Value = Value> {
@@ -59,6 +59,36 @@ proptest! {
             Ok(_) => prop_assert!(v.is_object(), "accepted a non-object: {}", text),
             Err(msg) => prop_assert!(!v.is_object() && msg.contains("not a JSON object"), "{}", msg),
         }
+    }
+
+    /// The typed fast path and the generic reading agree on every object.
+    #[test]
+    fn fast_path_agrees_with_the_generic_reading(v in arb_json()) {
+        let text = v.to_string();
+        prop_assert_eq!(parse_chunk(&text), parse_chunk_generic(&text), "{}", text);
+    }
+
+    /// The same for chunks of the usual shapes, with any text, usage and finish reason.
+    #[test]
+    fn fast_path_agrees_on_usual_chunks(
+        content in proptest::option::of(".{0,8}"),
+        reasoning in proptest::option::of(".{0,8}"),
+        finish in proptest::option::of("stop|length"),
+        completion in proptest::option::of(0u64..5000),
+        prompt in proptest::option::of(0u64..5000),
+        legacy in any::<bool>(),
+    ) {
+        let choice = if legacy {
+            json!({"index": 0, "text": content, "finish_reason": finish})
+        } else {
+            json!({"index": 0, "delta": {"content": content, "reasoning_content": reasoning}, "finish_reason": finish})
+        };
+        let mut v = json!({"id": "x", "choices": [choice]});
+        if completion.is_some() || prompt.is_some() {
+            v["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion});
+        }
+        let text = v.to_string();
+        prop_assert_eq!(parse_chunk(&text), parse_chunk_generic(&text), "{}", text);
     }
 
     #[test]

@@ -3,30 +3,32 @@
 
 use std::time::{Duration, Instant};
 
+use http::Request;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::Uri;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::timeout_at;
 
+use super::arrival::ArrivalClock;
 use super::chunk::{clip, parse_chunk, parse_response, Usage};
+use super::http::LoadClient;
 use super::sse::{SseDecoder, SseError};
-use super::tokens::ChunkArrival;
+use super::tokens::ChunkLog;
 use crate::record::ErrorClass;
 
-/// The HTTP client of a run: rustls TLS (Cargo.toml: reqwest `rustls-tls`, no OpenSSL), one
-/// idle connection per worker, TCP_NODELAY. The API key, when given, goes on every request
-/// (the probe's `/v1/models` and `/metrics` too: vLLM's `--api-key` guards all of `/v1`), marked
-/// sensitive so it never shows in Debug output. reqwest's default redirect policy removes
-/// `Authorization` when a redirect leads to another host or port (see the test
-/// `redirect_to_another_port_drops_the_key`).
-pub fn build_client(
-    max_concurrency: usize,
-    api_key: Option<&HeaderValue>,
-) -> anyhow::Result<reqwest::Client> {
+/// The HTTP client of the probe (`/v1/models`, `/health`, `/metrics`): reqwest, rustls TLS
+/// (Cargo.toml: reqwest `rustls-tls`, no OpenSSL). The load has its own client (http.rs). The
+/// API key, when given, goes on every request (vLLM's `--api-key` guards all of `/v1`),
+/// marked sensitive so it never shows in Debug output. reqwest's default redirect policy
+/// removes `Authorization` when a redirect leads to another host or port (see the test
+/// `probe_redirect_to_another_port_drops_the_key`).
+pub fn build_probe_client(api_key: Option<&HeaderValue>) -> anyhow::Result<reqwest::Client> {
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(key) = api_key {
         headers.insert(AUTHORIZATION, key.clone());
     }
     reqwest::Client::builder()
-        .pool_max_idle_per_host(max_concurrency)
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(10))
         .default_headers(headers)
@@ -51,17 +53,19 @@ pub struct Observed {
     pub first_chunk_s: Option<f64>,
     pub end_s: f64,
     /// Content chunks only (role-only and usage-only chunks are not tokens).
-    pub chunks: Vec<ChunkArrival>,
+    pub chunks: ChunkLog,
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
     pub http_status: Option<u16>,
     pub failure: Option<(ErrorClass, String)>,
 }
 
-/// Sends `body` to `url` and observes the response. `clock` is the run's time origin.
+/// Sends `body` to `url` and observes the response. `clock` is the run's time origin. The
+/// first byte, each chunk and the end are timed by when their data reached this machine
+/// (arrival.rs), not by when this task parsed them.
 pub async fn send(
-    client: &reqwest::Client,
-    url: &str,
+    client: &LoadClient,
+    url: &Uri,
     body: bytes::Bytes,
     api_key: Option<&HeaderValue>,
     stream: bool,
@@ -76,14 +80,22 @@ pub async fn send(
     };
     let deadline = tokio::time::Instant::from_std(start + limits.request_timeout);
 
-    let mut request = client
-        .post(url)
-        .header(CONTENT_TYPE, "application/json")
-        .body(body);
+    let mut request = Request::post(url.clone()).header(CONTENT_TYPE, "application/json");
     if let Some(key) = api_key {
         request = request.header(AUTHORIZATION, key.clone());
     }
-    let response = match timeout_at(deadline, request.send()).await {
+    let request = match request.body(Full::new(body)) {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(
+                obs,
+                ErrorClass::Connect,
+                &format!("bad request: {e}"),
+                since,
+            )
+        }
+    };
+    let response = match timeout_at(deadline, client.request(request)).await {
         Err(_) => {
             return fail(
                 obs,
@@ -95,8 +107,6 @@ pub async fn send(
         Ok(Err(e)) => {
             let class = if e.is_connect() {
                 ErrorClass::Connect
-            } else if e.is_timeout() {
-                ErrorClass::Timeout
             } else {
                 ErrorClass::Reset
             };
@@ -104,14 +114,21 @@ pub async fn send(
         }
         Ok(Ok(r)) => r,
     };
-    obs.first_byte_s = Some(since(Instant::now()));
+    let mut arrivals = Arrivals {
+        clock: response.extensions().get::<ArrivalClock>().cloned(),
+        floor: start,
+    };
+    obs.first_byte_s = Some(since(arrivals.latest()));
     let status = response.status();
     obs.http_status = Some(status.as_u16());
     if !status.is_success() {
-        let text = match timeout_at(deadline, response.text()).await {
-            Ok(Ok(t)) => clip(t.trim()),
+        let mut text = match timeout_at(deadline, response.into_body().collect()).await {
+            Ok(Ok(body)) => clip(String::from_utf8_lossy(&body.to_bytes()).trim()),
             _ => String::new(),
         };
+        if status.is_redirection() {
+            text = "redirects are not followed: point the endpoint at the server itself".into();
+        }
         return fail(
             obs,
             ErrorClass::Http,
@@ -119,21 +136,65 @@ pub async fn send(
             since,
         );
     }
+    let body = response.into_body();
     if stream {
-        read_stream(response, &mut obs, deadline, limits.stall_timeout, clock).await;
+        read_stream(
+            body,
+            &mut obs,
+            deadline,
+            limits.stall_timeout,
+            clock,
+            &mut arrivals,
+        )
+        .await;
     } else {
-        read_whole(response, &mut obs, deadline, clock).await;
+        read_whole(body, &mut obs, deadline, clock, &mut arrivals).await;
     }
-    obs.end_s = since(Instant::now());
+    obs.end_s = match obs.failure {
+        // A failure ends when it is noticed (a stall or timeout has no data to time it by).
+        Some(_) => since(Instant::now()),
+        None => since(arrivals.latest()),
+    };
     obs
 }
 
+/// The arrival times of one response's reads, never earlier than the request was sent nor
+/// than the read before.
+struct Arrivals {
+    clock: Option<ArrivalClock>,
+    floor: Instant,
+}
+
+impl Arrivals {
+    fn latest(&mut self) -> Instant {
+        let at = self
+            .clock
+            .as_ref()
+            .and_then(ArrivalClock::latest)
+            .unwrap_or_else(Instant::now)
+            .max(self.floor);
+        self.floor = at;
+        at
+    }
+}
+
+/// The next piece of body data; trailers are skipped. `Ok(None)` at the end of the body.
+async fn next_data(body: &mut Incoming) -> Result<Option<bytes::Bytes>, hyper::Error> {
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            return Ok(Some(data));
+        }
+    }
+    Ok(None)
+}
+
 async fn read_stream(
-    mut response: reqwest::Response,
+    mut body: Incoming,
     obs: &mut Observed,
     deadline: tokio::time::Instant,
     stall: Duration,
     clock: Instant,
+    arrivals: &mut Arrivals,
 ) {
     let since = |t: Instant| t.duration_since(clock).as_secs_f64();
     let mut reader = StreamReader::new();
@@ -142,7 +203,7 @@ async fn read_stream(
     let mut stall_deadline = tokio::time::Instant::now() + stall;
     loop {
         let stalls_first = stall_deadline < deadline;
-        let next = match timeout_at(stall_deadline.min(deadline), response.chunk()).await {
+        let next = match timeout_at(stall_deadline.min(deadline), next_data(&mut body)).await {
             Ok(r) => r,
             Err(_) if stalls_first => {
                 obs.failure = Some((
@@ -171,14 +232,14 @@ async fn read_stream(
             }
         };
         let events_before = reader.data_events;
-        if reader.push(since(Instant::now()), &bytes, obs) {
+        if reader.push(since(arrivals.latest()), &bytes, obs) {
             return;
         }
         if reader.data_events > events_before {
             stall_deadline = tokio::time::Instant::now() + stall;
         }
     }
-    reader.finish(since(Instant::now()), obs);
+    reader.finish(since(arrivals.latest()), obs);
 }
 
 /// The SSE-to-[`Observed`] step on its own: bytes in, each with the time it arrived (seconds
@@ -253,11 +314,11 @@ fn handle_events(events: &mut Vec<String>, obs: &mut Observed, now: f64, done: &
             return true;
         }
         if info.has_content() {
-            obs.chunks.push(ChunkArrival {
-                at_s: now,
-                text_chars: info.text_chars,
-                cumulative_tokens: info.usage.map(|u| u.completion_tokens),
-            });
+            obs.chunks.push(
+                now,
+                info.text_chars,
+                info.usage.map(|u| u.completion_tokens),
+            );
         }
         if info.usage.is_some() {
             obs.usage = info.usage;
@@ -270,12 +331,13 @@ fn handle_events(events: &mut Vec<String>, obs: &mut Observed, now: f64, done: &
 }
 
 async fn read_whole(
-    response: reqwest::Response,
+    body: Incoming,
     obs: &mut Observed,
     deadline: tokio::time::Instant,
     clock: Instant,
+    arrivals: &mut Arrivals,
 ) {
-    let text = match timeout_at(deadline, response.text()).await {
+    let text = match timeout_at(deadline, body.collect()).await {
         Err(_) => {
             obs.failure = Some((
                 ErrorClass::Timeout,
@@ -290,10 +352,17 @@ async fn read_whole(
             ));
             return;
         }
-        Ok(Ok(t)) => t,
+        Ok(Ok(collected)) => collected.to_bytes(),
     };
-    let now = Instant::now().duration_since(clock).as_secs_f64();
-    match parse_response(&text) {
+    let text = match std::str::from_utf8(&text) {
+        Ok(t) => t,
+        Err(_) => {
+            obs.failure = Some((ErrorClass::Protocol, "response body is not UTF-8".into()));
+            return;
+        }
+    };
+    let now = arrivals.latest().duration_since(clock).as_secs_f64();
+    match parse_response(text) {
         Err(msg) => obs.failure = Some((ErrorClass::Protocol, msg)),
         Ok(info) => {
             if let Some(err) = info.error {
@@ -303,11 +372,11 @@ async fn read_whole(
             obs.usage = info.usage;
             obs.finish_reason = info.finish_reason.clone();
             if info.has_content() {
-                obs.chunks.push(ChunkArrival {
-                    at_s: now,
-                    text_chars: info.text_chars,
-                    cumulative_tokens: info.usage.map(|u| u.completion_tokens),
-                });
+                obs.chunks.push(
+                    now,
+                    info.text_chars,
+                    info.usage.map(|u| u.completion_tokens),
+                );
             }
         }
     }
@@ -388,19 +457,76 @@ mod tests {
         })
     }
 
+    fn redirect_to(port: u16) -> String {
+        format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{port}/v1/models\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    }
+
+    fn secret_key() -> HeaderValue {
+        let mut key = HeaderValue::from_static("Bearer sk-redirect-test");
+        key.set_sensitive(true);
+        key
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            request_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The load's requests do not follow a redirect: the request fails as `http`, saying why,
+    /// and the key never reaches the other port.
     #[tokio::test]
-    async fn redirect_to_another_port_drops_the_key() {
+    async fn load_requests_do_not_follow_redirects() {
         let a = TcpListener::bind("127.0.0.1:0").unwrap();
         let b = TcpListener::bind("127.0.0.1:0").unwrap();
         let (pa, pb) = (
             a.local_addr().unwrap().port(),
             b.local_addr().unwrap().port(),
         );
-        let body = r#"{"choices":[{"message":{"content":"hi there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
-        let a = serve_once(
-            a,
-            format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{pb}/v1/chat/completions\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+        b.set_nonblocking(true).unwrap();
+        let a = serve_once(a, redirect_to(pb));
+        let key = secret_key();
+        let client = super::super::http::build_load_client(1).unwrap();
+        let url: Uri = format!("http://127.0.0.1:{pa}/v1/chat/completions")
+            .parse()
+            .unwrap();
+        let body = bytes::Bytes::from_static(b"{}");
+        let obs = send(
+            &client,
+            &url,
+            body,
+            Some(&key),
+            false,
+            limits(),
+            Instant::now(),
+        )
+        .await;
+        let head_a = a.join().unwrap();
+        assert!(
+            head_a
+                .to_ascii_lowercase()
+                .contains("authorization: bearer sk-redirect-test"),
+            "{head_a}"
         );
+        let (class, msg) = obs.failure.expect("a redirect is a failure");
+        assert_eq!(class, ErrorClass::Http);
+        assert!(msg.contains("307") && msg.contains("not followed"), "{msg}");
+        assert_eq!(obs.http_status, Some(307));
+        assert!(b.accept().is_err(), "the redirect was followed");
+    }
+
+    /// The probe follows redirects, and reqwest removes the key when one leads elsewhere.
+    #[tokio::test]
+    async fn probe_redirect_to_another_port_drops_the_key() {
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (pa, pb) = (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        );
+        let body = r#"{"object":"list","data":[]}"#;
+        let a = serve_once(a, redirect_to(pb));
         let b = serve_once(
             b,
             format!(
@@ -408,26 +534,15 @@ mod tests {
                 body.len()
             ),
         );
-        let mut key = HeaderValue::from_static("Bearer sk-redirect-test");
-        key.set_sensitive(true);
-        let client = build_client(1, Some(&key)).unwrap();
-        let limits = Limits {
-            request_timeout: Duration::from_secs(10),
-            stall_timeout: Duration::from_secs(10),
-        };
-        let obs = send(
-            &client,
-            &format!("http://127.0.0.1:{pa}/v1/chat/completions"),
-            bytes::Bytes::from_static(b"{}"),
-            Some(&key),
-            false,
-            limits,
-            Instant::now(),
-        )
-        .await;
+        let key = secret_key();
+        let client = build_probe_client(Some(&key)).unwrap();
+        let response = client
+            .get(format!("http://127.0.0.1:{pa}/v1/models"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
         let (head_a, head_b) = (a.join().unwrap(), b.join().unwrap());
-        assert!(obs.failure.is_none(), "{:?}", obs.failure);
-        assert_eq!(obs.usage.map(|u| u.completion_tokens), Some(2));
         assert!(
             head_a
                 .to_ascii_lowercase()
@@ -461,7 +576,7 @@ mod tests {
                 }
             }
         });
-        let client = build_client(1, None).unwrap();
+        let client = super::super::http::build_load_client(1).unwrap();
         let limits = Limits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(400),
@@ -469,7 +584,9 @@ mod tests {
         let started = Instant::now();
         let obs = send(
             &client,
-            &format!("http://127.0.0.1:{port}/v1/chat/completions"),
+            &format!("http://127.0.0.1:{port}/v1/chat/completions")
+                .parse()
+                .unwrap(),
             bytes::Bytes::from_static(b"{}"),
             None,
             true,

@@ -1,10 +1,12 @@
 //! The load generator: probe the server(s), run the sweep, account for every request.
 
+pub mod arrival;
 pub mod body;
 pub mod chunk;
 pub mod client;
 pub mod dialect;
 pub mod headroom;
+pub mod http;
 pub mod interrupt;
 pub mod openloop;
 pub mod outcome;
@@ -66,9 +68,9 @@ pub async fn run_bench(
         .max()
         .unwrap_or(64) as usize;
     let api_key = api_key_header(profile)?;
-    let client = client::build_client(max_concurrency, api_key.as_ref())?;
+    let probe_client = client::build_probe_client(api_key.as_ref())?;
 
-    let report = probe::probe(&client, &profile.target.endpoints).await?;
+    let report = probe::probe(&probe_client, &profile.target.endpoints).await?;
     let model = if profile.target.model == "auto" {
         match report.models.first() {
             Some(m) => m.clone(),
@@ -91,11 +93,11 @@ pub async fn run_bench(
         "auto" => report.engine.clone(),
         named => Some(named.to_string()),
     };
-    let client = if dialect::reuses_connections(engine.as_deref()) {
-        client
+    let client = http::build_load_client(if dialect::reuses_connections(engine.as_deref()) {
+        max_concurrency
     } else {
-        client::build_client(0, api_key.as_ref())?
-    };
+        0
+    })?;
     // Telemetry scrapes get their own connections, never one of the load's.
     let scrape_client = reqwest::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(5))
@@ -152,7 +154,7 @@ pub async fn run_bench(
     );
     let shared = Arc::new(Shared {
         client,
-        urls: urls_for(&profile.target.endpoints, profile.target.api),
+        urls: urls_for(&profile.target.endpoints, profile.target.api)?,
         model,
         api: profile.target.api,
         workload: profile.workload.clone(),

@@ -21,7 +21,7 @@ pub struct Slot {
 pub struct Finished {
     pub record: RequestRecord,
     /// Inter-token gaps in ms (successful streaming requests only).
-    pub gaps_ms: Vec<f64>,
+    pub gaps_ms: Vec<f32>,
     /// Per-chunk token counts were spread by text length, not reported by the server.
     pub estimated_split: bool,
 }
@@ -52,7 +52,7 @@ pub fn finish(obs: Observed, slot: Slot, workload: &Workload) -> Finished {
     }
     let e2e_ms = (obs.end_s - obs.sent_s) * 1000.0;
     let first_token_s = if streamed {
-        obs.chunks.first().map(|c| c.at_s)
+        obs.chunks.first_at_s()
     } else {
         None
     };
@@ -122,7 +122,7 @@ pub fn unreachable(batch: &[Finished]) -> Option<String> {
 mod tests {
     use super::*;
     use crate::load::chunk::Usage;
-    use crate::load::tokens::ChunkArrival;
+    use crate::load::tokens::ChunkLog;
     use crate::record::TokenSource;
 
     fn workload(require_usage: bool) -> Workload {
@@ -148,13 +148,13 @@ mod tests {
             first_byte_s: Some(1.01),
             first_chunk_s: Some(1.02),
             end_s: 2.0,
-            chunks: (0..tokens)
-                .map(|i| ChunkArrival {
-                    at_s: 1.1 + 0.1 * i as f64,
-                    text_chars: 3,
-                    cumulative_tokens: None,
-                })
-                .collect(),
+            chunks: {
+                let mut log = ChunkLog::new();
+                for i in 0..tokens {
+                    log.push(1.1 + 0.1 * i as f64, 3, None);
+                }
+                log
+            },
             usage: Some(Usage {
                 prompt_tokens: Some(10),
                 completion_tokens: tokens,

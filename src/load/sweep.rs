@@ -21,9 +21,9 @@ use crate::stats::Percentiles;
 
 /// Everything the workers share during a run.
 pub struct Shared {
-    pub client: reqwest::Client,
+    pub client: super::http::LoadClient,
     /// The API URL on each endpoint.
-    pub urls: Vec<String>,
+    pub urls: Vec<hyper::Uri>,
     pub model: String,
     pub api: Api,
     pub workload: Workload,
@@ -207,9 +207,16 @@ pub fn measured_only(finished: Vec<Finished>) -> (Vec<Finished>, u64) {
     (measured, excluded)
 }
 
-/// The API URL for each endpoint.
-pub fn urls_for(endpoints: &[String], api: Api) -> Vec<String> {
-    endpoints.iter().map(|e| api_url(e, api)).collect()
+/// The API URL for each endpoint, checked once before anything is sent.
+pub fn urls_for(endpoints: &[String], api: Api) -> Result<Vec<hyper::Uri>> {
+    endpoints
+        .iter()
+        .map(|e| {
+            let url = api_url(e, api);
+            url.parse::<hyper::Uri>()
+                .with_context(|| format!("endpoint {e:?} does not make a valid URL ({url})"))
+        })
+        .collect()
 }
 
 /// Summarises one trial's requests.
@@ -253,8 +260,11 @@ pub fn summarize_trial(trial: u32, finished: Vec<Finished>) -> TrialResult {
         .fold(f64::NEG_INFINITY, f64::max);
     result.window_s = (last_completion - first_dispatch).max(0.0);
 
-    let (mut ttft, mut itl, mut tpot, mut e2e, mut speeds) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut ttft, mut tpot, mut e2e, mut speeds) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Every token's gap of the trial, allocated once: at thousands of long streams this is the
+    // largest allocation of the run.
+    let mut itl: Vec<f32> = Vec::with_capacity(finished.iter().map(|f| f.gaps_ms.len()).sum());
     let mut estimated_splits = 0u64;
     for f in finished {
         let r = f.record;

@@ -349,7 +349,7 @@ fn token_times(f: &Finished, out: &mut Vec<f64>) {
             let mut t = first;
             out.push(t);
             for g in &f.gaps_ms {
-                t += g / 1000.0;
+                t += f64::from(*g) / 1000.0;
                 out.push(t);
             }
         }
@@ -530,7 +530,7 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
     fn done(endpoint: usize, first: f64, gaps: Vec<f64>, end: f64) -> Finished {
         let n = gaps.len() as u64 + 1;
         Finished {
-            gaps_ms: gaps,
+            gaps_ms: gaps.into_iter().map(|g| g as f32).collect(),
             estimated_split: false,
             record: RequestRecord {
                 concurrency: 1,

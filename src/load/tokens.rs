@@ -7,15 +7,90 @@
 
 use crate::record::TokenSource;
 
-/// One content chunk as the client saw it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ChunkArrival {
-    /// Seconds since the run started.
-    pub at_s: f64,
-    pub text_chars: usize,
-    /// The server's running count of completion tokens, when it sends one with every chunk
-    /// (vLLM's `continuous_usage_stats`).
-    pub cumulative_tokens: Option<u64>,
+/// The content chunks of one response, as the client saw them, kept in about 6 bytes a
+/// chunk: a run holds this for every open stream (4,096 streams of 2,048 tokens are 8 million
+/// chunks), so it is stored in columns rather than as one struct per chunk.
+///
+/// The first chunk's time is kept exactly; each later chunk's time is kept as whole
+/// microseconds after the one before, rounded from its offset to the first chunk, so summing
+/// the gaps never drifts. A single gap saturates at `u32::MAX` µs (71 minutes), far past any
+/// stall timeout.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChunkLog {
+    /// Seconds since the run started, of the first chunk.
+    first_at_s: Option<f64>,
+    /// The last chunk's offset from the first, in µs.
+    last_offset_us: u64,
+    /// One per chunk after the first: µs since the chunk before.
+    gaps_us: Vec<u32>,
+    /// Characters of generated text per chunk, saturating at 65,535 (only used to spread a
+    /// total over chunks in proportion to their text; streamed chunks are a few characters).
+    chars: Vec<u16>,
+    /// The server's running count of completion tokens per chunk (vLLM's
+    /// `continuous_usage_stats`), kept only while every chunk so far carried one.
+    cumulative: Vec<u32>,
+    /// True once a chunk came without a running count.
+    some_chunk_uncounted: bool,
+}
+
+impl ChunkLog {
+    pub fn new() -> Self {
+        ChunkLog::default()
+    }
+
+    /// Records a chunk that arrived at `at_s` (seconds since the run started).
+    pub fn push(&mut self, at_s: f64, text_chars: usize, cumulative_tokens: Option<u64>) {
+        match self.first_at_s {
+            None => self.first_at_s = Some(at_s),
+            Some(first) => {
+                let offset_us = ((at_s - first) * 1e6).round().max(0.0) as u64;
+                let gap = offset_us.saturating_sub(self.last_offset_us);
+                self.gaps_us.push(u32::try_from(gap).unwrap_or(u32::MAX));
+                self.last_offset_us = self.last_offset_us.max(offset_us);
+            }
+        }
+        self.chars
+            .push(u16::try_from(text_chars).unwrap_or(u16::MAX));
+        match cumulative_tokens {
+            Some(n) if !self.some_chunk_uncounted => {
+                self.cumulative.push(u32::try_from(n).unwrap_or(u32::MAX))
+            }
+            _ => {
+                self.some_chunk_uncounted = true;
+                self.cumulative = Vec::new();
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.chars.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chars.is_empty()
+    }
+
+    /// When the first content chunk arrived (seconds since the run started).
+    pub fn first_at_s(&self) -> Option<f64> {
+        self.first_at_s
+    }
+
+    /// When every chunk arrived (seconds since the run started).
+    pub fn times_s(&self) -> impl Iterator<Item = f64> + '_ {
+        let first = self.first_at_s.unwrap_or(0.0);
+        let mut offset_us = 0u64;
+        self.first_at_s
+            .into_iter()
+            .chain(self.gaps_us.iter().map(move |&g| {
+                offset_us += u64::from(g);
+                first + offset_us as f64 / 1e6
+            }))
+    }
+
+    /// The running counts, when every chunk carried one.
+    fn running_counts(&self) -> Option<&[u32]> {
+        (!self.some_chunk_uncounted && !self.is_empty()).then_some(&self.cumulative[..])
+    }
 }
 
 /// How many tokens each chunk carried, and where the total came from.
@@ -29,14 +104,14 @@ pub struct TokenAttribution {
 }
 
 /// Decides the tokens per chunk from what the server reported.
-pub fn attribute_tokens(chunks: &[ChunkArrival], final_usage: Option<u64>) -> TokenAttribution {
+pub fn attribute_tokens(chunks: &ChunkLog, final_usage: Option<u64>) -> TokenAttribution {
     // Exact: a running count on every chunk.
-    if !chunks.is_empty() && chunks.iter().all(|c| c.cumulative_tokens.is_some()) {
+    if let Some(counts) = chunks.running_counts() {
         let mut prev = 0u64;
-        let per_chunk: Vec<u64> = chunks
+        let per_chunk: Vec<u64> = counts
             .iter()
-            .map(|c| {
-                let now = c.cumulative_tokens.unwrap_or(prev).max(prev);
+            .map(|&c| {
+                let now = u64::from(c).max(prev);
                 let k = now - prev;
                 prev = now;
                 k
@@ -76,7 +151,7 @@ pub fn attribute_tokens(chunks: &[ChunkArrival], final_usage: Option<u64>) -> To
 
 /// Spreads `total` tokens over chunks in proportion to their text (largest remainder), each
 /// chunk getting at least one token while tokens last.
-fn split_by_text(chunks: &[ChunkArrival], total: u64) -> Vec<u64> {
+fn split_by_text(chunks: &ChunkLog, total: u64) -> Vec<u64> {
     let n = chunks.len();
     if n == 0 {
         return Vec::new();
@@ -86,10 +161,11 @@ fn split_by_text(chunks: &[ChunkArrival], total: u64) -> Vec<u64> {
         return (0..n).map(|i| u64::from((i as u64) < total)).collect();
     }
     let spare = total - n as u64;
-    let chars: f64 = chunks.iter().map(|c| c.text_chars.max(1) as f64).sum();
+    let chars: f64 = chunks.chars.iter().map(|&c| f64::from(c.max(1))).sum();
     let shares: Vec<f64> = chunks
+        .chars
         .iter()
-        .map(|c| spare as f64 * c.text_chars.max(1) as f64 / chars)
+        .map(|&c| spare as f64 * f64::from(c.max(1)) / chars)
         .collect();
     let mut counts: Vec<u64> = shares.iter().map(|s| 1 + s.floor() as u64).collect();
     let mut left = total - counts.iter().sum::<u64>();
@@ -109,24 +185,31 @@ fn split_by_text(chunks: &[ChunkArrival], total: u64) -> Vec<u64> {
     counts
 }
 
-/// Inter-token gaps in milliseconds, one per token after the first.
-pub fn inter_token_gaps_ms(chunks: &[ChunkArrival], per_chunk: &[u64], out: &mut Vec<f64>) {
-    let Some(first) = chunks.first() else { return };
+/// Inter-token gaps in milliseconds, one per token after the first (f32: a trial keeps every
+/// token's gap until it ends).
+pub fn inter_token_gaps_ms(chunks: &ChunkLog, per_chunk: &[u64], out: &mut Vec<f32>) {
+    if chunks.is_empty() {
+        return;
+    }
+    let tokens: u64 = per_chunk.iter().sum();
+    out.reserve_exact(tokens.saturating_sub(1) as usize);
     for _ in 1..per_chunk.first().copied().unwrap_or(1) {
         out.push(0.0);
     }
-    let mut prev = first.at_s;
-    for (chunk, &k) in chunks.iter().zip(per_chunk).skip(1) {
+    // µs since the last chunk that carried a token.
+    let mut waited_us = 0u64;
+    for (&gap_us, &k) in chunks.gaps_us.iter().zip(per_chunk.iter().skip(1)) {
+        waited_us += u64::from(gap_us);
         if k == 0 {
             // A chunk with text but no new token (a detokeniser flush): its time belongs to
             // the next token's gap.
             continue;
         }
-        let gap_ms = (chunk.at_s - prev) * 1000.0 / k as f64;
+        let gap_ms = waited_us as f64 / 1000.0 / k as f64;
         for _ in 0..k {
-            out.push(gap_ms);
+            out.push(gap_ms as f32);
         }
-        prev = chunk.at_s;
+        waited_us = 0;
     }
 }
 
@@ -134,22 +217,44 @@ pub fn inter_token_gaps_ms(chunks: &[ChunkArrival], per_chunk: &[u64], out: &mut
 mod tests {
     use super::*;
 
-    fn chunk(at_s: f64, chars: usize, cum: Option<u64>) -> ChunkArrival {
-        ChunkArrival {
-            at_s,
-            text_chars: chars,
-            cumulative_tokens: cum,
+    fn log(chunks: &[(f64, usize, Option<u64>)]) -> ChunkLog {
+        let mut log = ChunkLog::new();
+        for &(at_s, chars, cum) in chunks {
+            log.push(at_s, chars, cum);
         }
+        log
+    }
+
+    #[test]
+    fn chunk_times_come_back_to_the_microsecond_without_drift() {
+        let times: Vec<f64> = (0..10_000).map(|i| 3.25 + i as f64 * 0.0123456).collect();
+        let mut l = ChunkLog::new();
+        for &t in &times {
+            l.push(t, 1, None);
+        }
+        assert_eq!(l.len(), times.len());
+        assert_eq!(l.first_at_s(), Some(3.25));
+        for (got, want) in l.times_s().zip(&times) {
+            assert!((got - want).abs() <= 0.5e-6 + 1e-9, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn running_counts_are_kept_only_while_every_chunk_has_one() {
+        let l = log(&[(0.0, 2, Some(1)), (0.1, 2, Some(2))]);
+        assert_eq!(l.running_counts(), Some(&[1u32, 2][..]));
+        let l = log(&[(0.0, 2, Some(1)), (0.1, 2, None), (0.2, 2, Some(3))]);
+        assert_eq!(l.running_counts(), None);
+        assert_eq!(ChunkLog::new().running_counts(), None);
+        let mut wide = ChunkLog::new();
+        wide.push(0.0, 1_000_000, None);
+        assert_eq!(wide.chars, vec![u16::MAX]);
     }
 
     #[test]
     fn continuous_usage_gives_exact_multi_token_chunks() {
         // MTP: three chunks carrying 1, 3 and 2 tokens.
-        let c = [
-            chunk(1.0, 4, Some(1)),
-            chunk(1.03, 12, Some(4)),
-            chunk(1.05, 8, Some(6)),
-        ];
+        let c = log(&[(1.0, 4, Some(1)), (1.03, 12, Some(4)), (1.05, 8, Some(6))]);
         let a = attribute_tokens(&c, Some(6));
         assert_eq!(a.per_chunk, vec![1, 3, 2]);
         assert!(!a.estimated_split);
@@ -158,29 +263,25 @@ mod tests {
         let expect = [10.0, 10.0, 10.0, 10.0, 10.0];
         assert_eq!(gaps.len(), expect.len());
         for (g, e) in gaps.iter().zip(expect) {
-            assert!((g - e).abs() < 1e-9, "{gaps:?}");
+            assert!((f64::from(*g) - e).abs() < 1e-5, "{gaps:?}");
         }
     }
 
     #[test]
     fn mean_itl_equals_tpot_when_first_chunk_carries_several() {
-        let c = [
-            chunk(0.5, 8, Some(2)),
-            chunk(0.6, 4, Some(3)),
-            chunk(0.7, 4, Some(4)),
-        ];
+        let c = log(&[(0.5, 8, Some(2)), (0.6, 4, Some(3)), (0.7, 4, Some(4))]);
         let a = attribute_tokens(&c, Some(4));
         let mut gaps = Vec::new();
         inter_token_gaps_ms(&c, &a.per_chunk, &mut gaps);
         assert_eq!(gaps.len(), 3);
-        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let mean = gaps.iter().map(|&g| f64::from(g)).sum::<f64>() / gaps.len() as f64;
         let tpot_ms = (0.7 - 0.5) * 1000.0 / (4.0 - 1.0);
-        assert!((mean - tpot_ms).abs() < 1e-9);
+        assert!((mean - tpot_ms).abs() < 1e-5);
     }
 
     #[test]
     fn usage_without_per_chunk_counts_spreads_by_text() {
-        let c = [chunk(0.0, 5, None), chunk(0.1, 25, None)];
+        let c = log(&[(0.0, 5, None), (0.1, 25, None)]);
         let a = attribute_tokens(&c, Some(4));
         assert_eq!(a.per_chunk, vec![1, 3]);
         assert_eq!(a.total, 4);
@@ -190,11 +291,7 @@ mod tests {
 
     #[test]
     fn no_usage_falls_back_to_chunk_count() {
-        let c = [
-            chunk(0.0, 5, None),
-            chunk(0.1, 5, None),
-            chunk(0.2, 5, None),
-        ];
+        let c = log(&[(0.0, 5, None), (0.1, 5, None), (0.2, 5, None)]);
         let a = attribute_tokens(&c, None);
         assert_eq!(a.total, 3);
         assert_eq!(a.source, TokenSource::ChunkCount);
@@ -204,8 +301,9 @@ mod tests {
     fn split_always_sums_to_total() {
         for total in 0..40u64 {
             let c: Vec<_> = (0..7)
-                .map(|i| chunk(i as f64, (i * 3 + 1) as usize, None))
+                .map(|i| (i as f64, (i * 3 + 1) as usize, None))
                 .collect();
+            let c = log(&c);
             let split = split_by_text(&c, total);
             assert_eq!(split.iter().sum::<u64>(), total, "{split:?}");
         }

@@ -22,6 +22,8 @@ pub struct Parsed {
     pub stream: bool,
     pub include_usage: bool,
     pub continuous_usage: bool,
+    /// The OpenAI `user` field, when it is a string.
+    pub user: Option<String>,
 }
 
 /// Parses and validates a request body; the error is the message for a 400.
@@ -83,6 +85,7 @@ pub fn parse(kind: Kind, body: &[u8], default_max_tokens: u32) -> Result<Parsed,
         stream: flag(obj, "stream")?,
         include_usage: flag(opts, "include_usage")?,
         continuous_usage: flag(opts, "continuous_usage_stats")?,
+        user: obj.get("user").and_then(Value::as_str).map(str::to_string),
     })
 }
 

@@ -119,15 +119,29 @@ impl SimCluster {
     }
 }
 
+/// Thousands of streams connect at once when a level starts; tokio's default backlog of 1,024
+/// made the kernel drop the rest of the burst (the client then timed out connecting), so the
+/// backlog is as large as the kernel allows (it caps it at `net.core.somaxconn`).
+const LISTEN_BACKLOG: u32 = 65_535;
+
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 async fn start_replica(
     cfg: SimConfig,
     faults: Arc<FaultState>,
     addr: SocketAddr,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Replica> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    let listener = listen(addr).with_context(|| format!("cannot listen on {addr}"))?;
     let addr = listener.local_addr()?;
     // Without TCP_NODELAY, Nagle holds each small SSE write until the client's delayed ACK
     // (about 40 ms): TTFT would measure the kernel, not the engine.
@@ -145,6 +159,7 @@ async fn start_replica(
         next_id: AtomicU64::new(0),
         faults,
         seed: cfg.seed,
+        send_times: cfg.record_send_times.then(Default::default),
     });
     let engine = tokio::spawn(engine::run(cfg, rx, metrics));
     let app = router(state);
@@ -193,6 +208,10 @@ pub struct ServeSimArgs {
     /// Override the model id the server reports.
     #[arg(long)]
     pub model: Option<String>,
+    /// Keep each streamed chunk's send time per `user` and serve them at GET /sim/send-times
+    /// (for `selfbench`).
+    #[arg(long, hide = true)]
+    pub record_send_times: bool,
     #[command(flatten)]
     pub faults: FaultArgs,
 }
@@ -217,6 +236,7 @@ impl ServeSimArgs {
         if let Some(m) = &self.model {
             cfg.model = m.clone();
         }
+        cfg.record_send_times = self.record_send_times;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -38,6 +38,11 @@ pub struct SimConfig {
     pub slowdown: f64,
     /// Seed of all random draws; each replica derives its own from it.
     pub seed: u64,
+    /// Keep the time each streamed content chunk was handed to the connection, per request
+    /// that names a `user`, and serve them at `GET /sim/send-times`: `selfbench` pairs them
+    /// with the client's arrival times to separate the client's timing error from the
+    /// simulator's own lateness.
+    pub record_send_times: bool,
 }
 
 impl SimConfig {

@@ -32,6 +32,33 @@ pub struct AppState {
     pub faults: Arc<FaultState>,
     /// This replica's seed (fault draws are reproducible per replica).
     pub seed: u64,
+    /// Per `user`: when each streamed content chunk was handed to the connection (see
+    /// `SimConfig::record_send_times`).
+    pub send_times: Option<Arc<SendTimes>>,
+}
+
+/// Send times in nanoseconds since the process's first recorded chunk, per `user`.
+pub type SendTimes = std::sync::Mutex<std::collections::HashMap<String, Vec<u64>>>;
+
+fn nanos_since_start() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
+}
+
+async fn send_times(State(st): State<Arc<AppState>>) -> Response {
+    match &st.send_times {
+        None => error(
+            StatusCode::NOT_FOUND,
+            "serve-sim was started without --record-send-times",
+        ),
+        Some(times) => {
+            let times = times.lock().unwrap_or_else(|e| e.into_inner());
+            axum::Json(&*times).into_response()
+        }
+    }
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
@@ -41,6 +68,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(|| async { StatusCode::OK }))
         .route("/metrics", get(metrics))
+        .route("/sim/send-times", get(send_times))
         .with_state(state)
 }
 
@@ -166,7 +194,15 @@ async fn generate(st: Arc<AppState>, kind: Kind, headers: &HeaderMap, body: &[u8
     };
     let stall = st.faults.faults.stall;
     if ctx.req.stream {
-        sse_response(ctx, rx, fault, stall)
+        let recorder = match (&st.send_times, &ctx.req.user) {
+            (Some(times), Some(user)) => Some(Recorder {
+                times: times.clone(),
+                user: user.clone(),
+                sent_ns: Vec::with_capacity(ctx.req.params.max_tokens.min(65_536) as usize),
+            }),
+            _ => None,
+        };
+        sse_response(ctx, rx, fault, stall, recorder)
     } else {
         full_response(ctx, rx, fault, stall).await
     }
@@ -218,13 +254,29 @@ async fn full_response(
     error(StatusCode::SERVICE_UNAVAILABLE, "engine stopped")
 }
 
+/// One stream's content-chunk send times, stored under its `user` when the stream ends.
+struct Recorder {
+    times: Arc<SendTimes>,
+    user: String,
+    sent_ns: Vec<u64>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let sent = std::mem::take(&mut self.sent_ns);
+        let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+        times.insert(std::mem::take(&mut self.user), sent);
+    }
+}
+
 fn sse_response(
     ctx: Ctx,
     rx: mpsc::UnboundedReceiver<Emission>,
     fault: Option<Fault>,
     stall: Duration,
+    recorder: Option<Recorder>,
 ) -> Response {
-    let body = Body::from_stream(sse_events(ctx, rx, fault.map(|f| f.kind), stall));
+    let body = Body::from_stream(sse_events(ctx, rx, fault.map(|f| f.kind), stall, recorder));
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
@@ -245,22 +297,23 @@ fn sse_events(
     rx: mpsc::UnboundedReceiver<Emission>,
     fault: Option<FaultKind>,
     stall: Duration,
+    recorder: Option<Recorder>,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
     let head = match ctx.kind {
         Kind::Chat => Some(Ok(frame(&ctx.env().role_chunk()))),
         Kind::Completion => None,
     };
-    let state = (ctx, rx, 0u32, false, fault);
+    let state = (ctx, rx, 0u32, false, fault, recorder);
     let body = stream::unfold(
         state,
-        move |(ctx, mut rx, mut n, done, mut fault)| async move {
+        move |(ctx, mut rx, mut n, done, mut fault, mut recorder)| async move {
             if done {
                 return None;
             }
             if n > 0 {
                 match fault {
                     Some(FaultKind::Reset) => {
-                        return Some((Err(injected_reset()), (ctx, rx, n, true, None)));
+                        return Some((Err(injected_reset()), (ctx, rx, n, true, None, recorder)));
                     }
                     Some(FaultKind::Stall) => {
                         fault = None;
@@ -268,7 +321,7 @@ fn sse_events(
                     }
                     Some(FaultKind::Malformed) => {
                         let bad = Bytes::from_static(b"data: {\"choices\": [{\"delta\": \n\n");
-                        return Some((Ok(bad), (ctx, rx, n, false, None)));
+                        return Some((Ok(bad), (ctx, rx, n, false, None, recorder)));
                     }
                     _ => {}
                 }
@@ -297,7 +350,10 @@ fn sse_events(
                 }
             }
             let bytes: Bytes = out.concat().into();
-            Some((Ok(bytes), (ctx, rx, n, finished, fault)))
+            if let Some(r) = recorder.as_mut() {
+                r.sent_ns.push(nanos_since_start());
+            }
+            Some((Ok(bytes), (ctx, rx, n, finished, fault, recorder)))
         },
     );
     stream::iter(head).chain(body)

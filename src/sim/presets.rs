@@ -28,6 +28,7 @@ fn base(preset: &str, model: &str) -> SimConfig {
         default_max_tokens: 2048,
         slowdown: 1.0,
         seed: 0,
+        record_send_times: false,
     }
 }
 

@@ -287,6 +287,7 @@ async fn config_errors_are_clear() {
         max_running: None,
         token_delay_ms: None,
         model: None,
+        record_send_times: false,
         faults: Default::default(),
     };
     let e = args("nope", 1.0).to_config().unwrap_err().to_string();

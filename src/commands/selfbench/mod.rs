@@ -2,8 +2,8 @@
 //! take "the client is never the bottleneck" on faith.
 //!
 //! The simulator runs as a separate `serve-sim` process on loopback (preset `instant`: no
-//! engine delay; preset `fixed` for the timing error), so this process's getrusage and VmRSS
-//! are the client's alone. Each case runs in a fresh child process of its own (`--case`),
+//! engine delay; preset `fixed` for the timing error, see `timing.rs`), so this process's
+//! getrusage and VmRSS are the client's alone. Each case runs in a fresh child process of its own (`--case`),
 //! so one case's freed-but-kept heap cannot hide the next one's memory, and its CPU time
 //! starts from zero.
 
@@ -22,6 +22,9 @@ use crate::load::headroom::{process_cpu, rss_bytes};
 use crate::load::{run_bench, BenchSetup, REQUESTS_FILE};
 use crate::profile::Profile;
 use crate::record::{ClientHeadroom, Environment};
+
+mod timing;
+use timing::{measure_timing, TimingFigures};
 
 /// The most streams a case may open; the simulator is started with this many slots.
 const SIM_SLOTS: usize = 8192;
@@ -59,6 +62,10 @@ pub struct SelfbenchArgs {
     /// its figures as JSON.
     #[arg(long, hide = true)]
     pub case: Option<String>,
+    /// Internal: run the timing case as "ENDPOINT,STREAMS,TOKENS,CADENCE_MS" and print its
+    /// figures as JSON.
+    #[arg(long, hide = true)]
+    pub timing_case: Option<String>,
 }
 
 /// What one case measured.
@@ -98,16 +105,15 @@ pub struct CaseFigures {
 pub struct SelfbenchReport {
     pub client_threads: usize,
     pub cases: Vec<CaseFigures>,
-    pub timing: Option<CaseFigures>,
-    pub token_delay_ms: f64,
-    /// Measured ITL minus the cadence.
-    pub itl_error_p50_ms: Option<f64>,
-    pub itl_error_p99_ms: Option<f64>,
+    pub timing: Option<TimingFigures>,
 }
 
 pub fn run(args: SelfbenchArgs) -> Result<Exit> {
     if let Some(case) = &args.case {
         return run_case_here(case, args.client_threads);
+    }
+    if let Some(case) = &args.timing_case {
+        return run_timing_here(case, args.client_threads);
     }
     let limit = raise_nofile_limit();
     let need = 2 * args.levels.iter().copied().max().unwrap_or(1) as u64 + 256;
@@ -152,48 +158,90 @@ pub fn run(args: SelfbenchArgs) -> Result<Exit> {
         client_threads: threads,
         cases,
         timing: None,
-        token_delay_ms: args.token_delay_ms,
-        itl_error_p50_ms: None,
-        itl_error_p99_ms: None,
     };
     if args.timing_streams > 0 {
         let delay = args.token_delay_ms.to_string();
-        let fixed = SimProcess::start(&["--preset", "fixed", "--token-delay-ms", &delay])?;
-        let n = args.timing_streams;
-        let c = spawn_case(&fixed.url, n, args.timing_tokens, u64::from(n), threads)?;
-        print_row(&c);
-        report.itl_error_p50_ms = c.itl_p50_ms.map(|v| v - args.token_delay_ms);
-        report.itl_error_p99_ms = c.itl_p99_ms.map(|v| v - args.token_delay_ms);
-        println!(
-            "timing at {n} streams, {} ms cadence: ITL p50 {} ms, p99 {} ms, min {} ms; error p50 {} ms, p99 {} ms",
-            args.token_delay_ms,
-            show(c.itl_p50_ms),
-            show(c.itl_p99_ms),
-            show(c.itl_min_ms),
-            show(report.itl_error_p50_ms),
-            show(report.itl_error_p99_ms)
+        let fixed = SimProcess::start(&[
+            "--preset",
+            "fixed",
+            "--token-delay-ms",
+            &delay,
+            "--record-send-times",
+        ])?;
+        let spec = format!(
+            "{},{},{},{}",
+            fixed.url, args.timing_streams, args.timing_tokens, args.token_delay_ms
         );
-        report.timing = Some(c);
+        let t: TimingFigures = spawn_child(&["--timing-case", &spec], threads)?;
+        print_timing(&t);
+        report.timing = Some(t);
     }
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report)?;
         crate::fsutil::write_atomic(path, text.as_bytes())?;
         println!("figures: {}", path.display());
     }
-    let failed: u64 = report
-        .cases
-        .iter()
-        .chain(&report.timing)
-        .map(|c| c.failed)
-        .sum();
+    let failed: u64 = report.cases.iter().map(|c| c.failed).sum::<u64>()
+        + report.timing.as_ref().map_or(0, |t| t.failed);
     if failed > 0 {
         bail!("{failed} requests failed during the self-benchmark; its figures are not valid");
+    }
+    if let Some(t) = report.timing.as_ref().filter(|t| t.unpaired_requests > 0) {
+        bail!(
+            "{} timing requests could not be paired with the simulator's send times; \
+             the client error figure is not valid",
+            t.unpaired_requests
+        );
     }
     Ok(Exit::Pass)
 }
 
 fn show(v: Option<f64>) -> String {
-    v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into())
+    v.map(|x| format!("{x:+.3}")).unwrap_or_else(|| "-".into())
+}
+
+fn print_timing(t: &TimingFigures) {
+    for f in &t.failures {
+        eprintln!("  timing case: failed {f}");
+    }
+    let p = |x: &Option<crate::stats::Percentiles>, f: fn(&crate::stats::Percentiles) -> f64| {
+        show(x.as_ref().map(f))
+    };
+    println!(
+        "timing at {} streams x {} tokens, {} ms cadence ({} token gaps paired with the simulator's send times):",
+        t.streams, t.tokens, t.cadence_ms, t.paired_gaps
+    );
+    println!(
+        "  measured ITL            p50 {} ms, p99 {} ms (minus the cadence: p50 {} ms, p99 {} ms)",
+        p(&t.itl_ms, |x| x.p50),
+        p(&t.itl_ms, |x| x.p99),
+        show(t.error_vs_cadence_p50_ms),
+        show(t.error_vs_cadence_p99_ms)
+    );
+    println!(
+        "  simulator's send gaps   p50 {} ms, p99 {} ms, max {} ms",
+        p(&t.sim_send_gap_ms, |x| x.p50),
+        p(&t.sim_send_gap_ms, |x| x.p99),
+        p(&t.sim_send_gap_ms, |x| x.max)
+    );
+    println!(
+        "  client error per token  p50 {} ms, p99 {} ms; |error| p99 {} ms, max {} ms",
+        p(&t.client_error_ms, |x| x.p50),
+        p(&t.client_error_ms, |x| x.p99),
+        p(&t.client_abs_error_ms, |x| x.p99),
+        p(&t.client_abs_error_ms, |x| x.max)
+    );
+    println!(
+        "  arrival times: the kernel's on {} reads, the read's own on {}",
+        t.kernel_stamped_reads, t.read_time_reads
+    );
+    println!(
+        "  client: {:.2} s CPU, {:.1} KiB/stream, lag p99 {:.1} ms, CPU {:.0}%",
+        t.cpu_s,
+        t.bytes_per_stream / 1024.0,
+        t.headroom.lag_p99_ms,
+        t.headroom.cpu_fraction * 100.0
+    );
 }
 
 fn print_row(c: &CaseFigures) {
@@ -283,27 +331,112 @@ fn spawn_case(
     requests: u64,
     threads: usize,
 ) -> Result<CaseFigures> {
+    let spec = format!("{url},{streams},{tokens},{requests}");
+    spawn_child(&["--case", &spec], threads)
+        .with_context(|| format!("the case with {streams} streams x {tokens} tokens failed"))
+}
+
+/// Runs `throughline selfbench --client-threads N ARGS` and reads its last line as JSON.
+fn spawn_child<T: serde::de::DeserializeOwned>(args: &[&str], threads: usize) -> Result<T> {
     let exe = std::env::current_exe().context("cannot find the throughline binary")?;
     let out = Command::new(exe)
-        .args([
-            "selfbench",
-            "--client-threads",
-            &threads.to_string(),
-            "--case",
-        ])
-        .arg(format!("{url},{streams},{tokens},{requests}"))
+        .args(["selfbench", "--client-threads", &threads.to_string()])
+        .args(args)
         .stderr(Stdio::inherit())
         .output()
         .context("cannot run a self-benchmark case")?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        bail!("the case with {streams} streams x {tokens} tokens failed: {text}");
+        bail!("the child process failed: {text}");
     }
     let line = text.lines().last().unwrap_or_default();
     serde_json::from_str(line).with_context(|| format!("case output is not JSON: {line:?}"))
 }
 
-/// Runs one case in this process, on a runtime of `threads` workers, and prints its figures.
+/// Peak resident memory of this process above what it held at the start, sampled every 5 ms
+/// on a thread of its own.
+pub(crate) struct PeakRss {
+    idle: u64,
+    peak: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    sampler: std::thread::JoinHandle<()>,
+}
+
+impl PeakRss {
+    pub(crate) fn start() -> PeakRss {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new(AtomicU64::new(0));
+        let idle = rss_bytes().unwrap_or(0);
+        let sampler = {
+            let (stop, peak) = (Arc::clone(&stop), Arc::clone(&peak));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Some(rss) = rss_bytes() {
+                        peak.fetch_max(rss, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        PeakRss {
+            idle,
+            peak,
+            stop,
+            sampler,
+        }
+    }
+
+    /// (idle RSS, peak RSS).
+    pub(crate) fn finish(self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.sampler.join();
+        let peak = self.peak.load(Ordering::Relaxed).max(self.idle);
+        (self.idle, peak)
+    }
+}
+
+/// Runs a case's future on a runtime of `threads` workers, on a thread of its own (the
+/// caller's runtime has the default number of workers and cannot be nested), and prints
+/// its figures as one JSON line.
+fn run_on_client_runtime<T, F>(
+    threads: usize,
+    case: impl FnOnce() -> F + Send + 'static,
+) -> Result<Exit>
+where
+    T: Serialize + Send + 'static,
+    F: std::future::Future<Output = Result<T>>,
+{
+    raise_nofile_limit();
+    let handle = std::thread::spawn(move || -> Result<T> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .enable_all()
+            .build()
+            .context("cannot start the client runtime")?;
+        rt.block_on(case())
+    });
+    let figures = handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("the case panicked"))??;
+    println!("{}", serde_json::to_string(&figures)?);
+    Ok(Exit::Pass)
+}
+
+fn run_timing_here(spec: &str, threads: usize) -> Result<Exit> {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [url, streams, tokens, cadence] = parts[..] else {
+        bail!("--timing-case wants ENDPOINT,STREAMS,TOKENS,CADENCE_MS, got {spec:?}");
+    };
+    let url = url.to_string();
+    let streams: u32 = streams.parse().context("--timing-case streams")?;
+    let tokens: u32 = tokens.parse().context("--timing-case tokens")?;
+    let cadence: f64 = cadence.parse().context("--timing-case cadence")?;
+    run_on_client_runtime(threads, move || async move {
+        measure_timing(&url, streams, tokens, cadence).await
+    })
+}
+
+/// Runs one throughput case in this process and prints its figures.
 fn run_case_here(spec: &str, threads: usize) -> Result<Exit> {
     let parts: Vec<&str> = spec.split(',').collect();
     let [url, streams, tokens, requests] = parts[..] else {
@@ -312,23 +445,10 @@ fn run_case_here(spec: &str, threads: usize) -> Result<Exit> {
     let streams: u32 = streams.parse().context("--case streams")?;
     let tokens: u32 = tokens.parse().context("--case tokens")?;
     let requests: u64 = requests.parse().context("--case requests")?;
-    raise_nofile_limit();
     let url = url.to_string();
-    // A runtime of our own, on its own thread: the caller's runtime has the default number of
-    // workers and cannot be nested.
-    let handle = std::thread::spawn(move || -> Result<CaseFigures> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads.max(1))
-            .enable_all()
-            .build()
-            .context("cannot start the client runtime")?;
-        rt.block_on(measure_case(&url, streams, tokens, requests))
-    });
-    let figures = handle
-        .join()
-        .map_err(|_| anyhow::anyhow!("the case panicked"))??;
-    println!("{}", serde_json::to_string(&figures)?);
-    Ok(Exit::Pass)
+    run_on_client_runtime(threads, move || async move {
+        measure_case(&url, streams, tokens, requests).await
+    })
 }
 
 async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Result<CaseFigures> {
@@ -348,27 +468,13 @@ async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Re
         show_progress: false,
     };
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let peak = Arc::new(AtomicU64::new(0));
-    let idle = rss_bytes().unwrap_or(0);
-    let sampler = {
-        let (stop, peak) = (Arc::clone(&stop), Arc::clone(&peak));
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                if let Some(rss) = rss_bytes() {
-                    peak.fetch_max(rss, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        })
-    };
+    let rss = PeakRss::start();
     let cpu0 = process_cpu();
     let wall0 = Instant::now();
     let outcome = run_bench(setup, |_| {}).await;
     let cpu_s = process_cpu().saturating_sub(cpu0).as_secs_f64();
     let _wall = wall0.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let _ = sampler.join();
+    let (idle, rss_peak) = rss.finish();
     let outcome = outcome?;
 
     let journal = std::fs::read_to_string(dir.path().join(REQUESTS_FILE))?;
@@ -385,7 +491,6 @@ async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Re
         .first()
         .context("the case measured no level")?;
     let t = level.trials.first().context("the case measured no trial")?;
-    let rss_peak = peak.load(Ordering::Relaxed).max(idle);
     let per_s = |x: f64| {
         if t.window_s > 0.0 {
             x / t.window_s
