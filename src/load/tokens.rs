@@ -7,9 +7,9 @@
 
 use crate::record::TokenSource;
 
-/// The content chunks of one response, as the client saw them, kept in about 6 bytes a
-/// chunk: a run holds this for every open stream (4,096 streams of 2,048 tokens are 8 million
-/// chunks), so it is stored in columns rather than as one struct per chunk.
+/// The content chunks of one response, as the client saw them, kept in 6 bytes a chunk (8
+/// with per-chunk counts): a run holds this for every open stream (4,096 streams of 2,048
+/// tokens are 8 million chunks), so it is stored in columns, not as one struct per chunk.
 ///
 /// The first chunk's time is kept exactly; each later chunk's time is kept as whole
 /// microseconds after the one before, rounded from its offset to the first chunk, so summing
@@ -26,10 +26,13 @@ pub struct ChunkLog {
     /// Characters of generated text per chunk, saturating at 65,535 (only used to spread a
     /// total over chunks in proportion to their text; streamed chunks are a few characters).
     chars: Vec<u16>,
-    /// The server's running count of completion tokens per chunk (vLLM's
-    /// `continuous_usage_stats`), kept only while every chunk so far carried one.
-    cumulative: Vec<u32>,
-    /// True once a chunk came without a running count.
+    /// Tokens each chunk added to the server's running count of completion tokens (vLLM's
+    /// `continuous_usage_stats`; a count that went back adds none), kept only while every
+    /// chunk so far carried a count.
+    reported: Vec<u16>,
+    /// The highest running count so far.
+    running: u64,
+    /// True once a chunk came without a running count (or added more than 65,535 tokens).
     some_chunk_uncounted: bool,
 }
 
@@ -51,13 +54,16 @@ impl ChunkLog {
         }
         self.chars
             .push(u16::try_from(text_chars).unwrap_or(u16::MAX));
-        match cumulative_tokens {
-            Some(n) if !self.some_chunk_uncounted => {
-                self.cumulative.push(u32::try_from(n).unwrap_or(u32::MAX))
-            }
+        let added = cumulative_tokens.and_then(|n| {
+            let added = n.saturating_sub(self.running);
+            self.running = self.running.max(n);
+            u16::try_from(added).ok()
+        });
+        match added {
+            Some(k) if !self.some_chunk_uncounted => self.reported.push(k),
             _ => {
                 self.some_chunk_uncounted = true;
-                self.cumulative = Vec::new();
+                self.reported = Vec::new();
             }
         }
     }
@@ -87,9 +93,9 @@ impl ChunkLog {
             }))
     }
 
-    /// The running counts, when every chunk carried one.
-    fn running_counts(&self) -> Option<&[u32]> {
-        (!self.some_chunk_uncounted && !self.is_empty()).then_some(&self.cumulative[..])
+    /// Tokens per chunk from the server's running count, when every chunk carried one.
+    fn reported_per_chunk(&self) -> Option<&[u16]> {
+        (!self.some_chunk_uncounted && !self.is_empty()).then_some(&self.reported[..])
     }
 }
 
@@ -106,17 +112,8 @@ pub struct TokenAttribution {
 /// Decides the tokens per chunk from what the server reported.
 pub fn attribute_tokens(chunks: &ChunkLog, final_usage: Option<u64>) -> TokenAttribution {
     // Exact: a running count on every chunk.
-    if let Some(counts) = chunks.running_counts() {
-        let mut prev = 0u64;
-        let per_chunk: Vec<u64> = counts
-            .iter()
-            .map(|&c| {
-                let now = u64::from(c).max(prev);
-                let k = now - prev;
-                prev = now;
-                k
-            })
-            .collect();
+    if let Some(reported) = chunks.reported_per_chunk() {
+        let per_chunk: Vec<u64> = reported.iter().map(|&k| u64::from(k)).collect();
         let counted: u64 = per_chunk.iter().sum();
         if final_usage.is_none_or(|u| u == counted) {
             return TokenAttribution {
@@ -241,11 +238,22 @@ mod tests {
 
     #[test]
     fn running_counts_are_kept_only_while_every_chunk_has_one() {
-        let l = log(&[(0.0, 2, Some(1)), (0.1, 2, Some(2))]);
-        assert_eq!(l.running_counts(), Some(&[1u32, 2][..]));
+        let l = log(&[
+            (0.0, 2, Some(1)),
+            (0.1, 2, Some(4)),
+            (0.2, 2, Some(3)),
+            (0.3, 2, Some(5)),
+        ]);
+        assert_eq!(l.reported_per_chunk(), Some(&[1u16, 3, 0, 1][..]));
         let l = log(&[(0.0, 2, Some(1)), (0.1, 2, None), (0.2, 2, Some(3))]);
-        assert_eq!(l.running_counts(), None);
-        assert_eq!(ChunkLog::new().running_counts(), None);
+        assert_eq!(l.reported_per_chunk(), None);
+        assert_eq!(ChunkLog::new().reported_per_chunk(), None);
+        let l = log(&[(0.0, 2, Some(1)), (0.1, 2, Some(70_000))]);
+        assert_eq!(
+            l.reported_per_chunk(),
+            None,
+            "65,535 tokens in one chunk is not believed"
+        );
         let mut wide = ChunkLog::new();
         wide.push(0.0, 1_000_000, None);
         assert_eq!(wide.chars, vec![u16::MAX]);
