@@ -171,6 +171,16 @@ pub struct ClientHeadroom {
     pub lag_max_ms: f64,
     /// Process CPU time / (wall time x runtime worker threads) over the trial.
     pub cpu_fraction: f64,
+    /// How long response data waited in the socket before the client read it (the kernel's
+    /// receive time to the read; log buckets, upper bounds). Absent without kernel stamps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_delay_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_delay_p99_ms: Option<f64>,
+    /// Half the trial's median inter-token gap: a read delay past it lets a chunk queue
+    /// behind the next one, which then share one arrival time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_delay_limit_ms: Option<f64>,
     pub client_bound: bool,
 }
 

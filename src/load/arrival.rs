@@ -114,11 +114,15 @@ impl AsyncRead for StampedTcp {
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
                     if n > 0 {
-                        let counter = match stamp {
-                            Some(_) => &KERNEL_STAMPED_READS,
-                            None => &READ_TIME_READS,
-                        };
-                        counter.fetch_add(1, Ordering::Relaxed);
+                        match stamp {
+                            Some(at) => {
+                                KERNEL_STAMPED_READS.fetch_add(1, Ordering::Relaxed);
+                                super::read_delay::record(at.elapsed());
+                            }
+                            None => {
+                                READ_TIME_READS.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                         this.clock.set(stamp.unwrap_or_else(Instant::now));
                     }
                     return Poll::Ready(Ok(()));

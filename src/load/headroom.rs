@@ -8,6 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::read_delay::ReadDelays;
 use crate::record::ClientHeadroom;
 use crate::stats::percentile;
 
@@ -70,6 +71,7 @@ pub struct Monitor {
     wall: Instant,
     cpu: Duration,
     workers: usize,
+    reads: ReadDelays,
 }
 
 impl Monitor {
@@ -95,6 +97,7 @@ impl Monitor {
             wall: Instant::now(),
             cpu: process_cpu(),
             workers: worker_threads(),
+            reads: ReadDelays::now(),
         }
     }
 
@@ -109,8 +112,34 @@ impl Monitor {
         } else {
             0.0
         };
-        judge(&mut lags, cpu_fraction)
+        let mut h = judge(&mut lags, cpu_fraction);
+        let reads = ReadDelays::now().since(&self.reads);
+        h.read_delay_p50_ms = reads.quantile_ms(0.50);
+        h.read_delay_p99_ms = reads.quantile_ms(0.99);
+        h
     }
+}
+
+/// Marks the trial client-bound when 1% of reads came more than half the median inter-token
+/// gap after their data arrived: then a chunk can still be unread when the next one arrives,
+/// the kernel merges them, and both get the later one's arrival time (one gap too long, the
+/// next one zero). This is the direct measure; the lag probe and CPU use are the indirect one
+/// (and the only one where the kernel gives no receive times).
+pub fn judge_reads(h: &mut ClientHeadroom, itl_p50_ms: Option<f64>) {
+    let (Some(p99), Some(itl)) = (h.read_delay_p99_ms, itl_p50_ms) else {
+        return;
+    };
+    if itl > 0.0 {
+        let limit = itl / 2.0;
+        h.read_delay_limit_ms = Some(limit);
+        if p99 > limit {
+            h.client_bound = true;
+        }
+    }
+}
+
+fn reads_too_late(h: &ClientHeadroom) -> bool {
+    matches!((h.read_delay_p99_ms, h.read_delay_limit_ms), (Some(p), Some(l)) if p > l)
 }
 
 /// Summarises lag samples and CPU use and decides whether the client was the bottleneck.
@@ -123,6 +152,7 @@ pub fn judge(lags_ms: &mut [f64], cpu_fraction: f64) -> ClientHeadroom {
         lag_max_ms: lags_ms.last().copied().unwrap_or(0.0),
         cpu_fraction,
         client_bound: false,
+        ..ClientHeadroom::default()
     };
     h.client_bound = h.lag_p50_ms > LAG_P50_LIMIT_MS
         || h.lag_p99_ms > LAG_P99_LIMIT_MS
@@ -133,17 +163,35 @@ pub fn judge(lags_ms: &mut [f64], cpu_fraction: f64) -> ClientHeadroom {
 /// The trial flag for a client-bound trial (it contains "client-bound": `baseline bless`
 /// refuses such runs and the gate repeats the warning).
 pub fn flag(h: &ClientHeadroom) -> Option<String> {
-    h.client_bound.then(|| {
-        format!(
-            "client-bound: the load generator lagged (scheduler delay p50 {:.1} ms, p99 {:.1} ms, \
-             max {:.1} ms; CPU {:.0}% of its worker threads); the figures may describe the client, \
-             not the server",
+    if !h.client_bound {
+        return None;
+    }
+    let mut why = Vec::new();
+    if h.lag_p50_ms > LAG_P50_LIMIT_MS
+        || h.lag_p99_ms > LAG_P99_LIMIT_MS
+        || h.cpu_fraction >= CPU_SATURATED_FRACTION
+    {
+        why.push(format!(
+            "the load generator lagged (scheduler delay p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; \
+             CPU {:.0}% of its worker threads)",
             h.lag_p50_ms,
             h.lag_p99_ms,
             h.lag_max_ms,
             h.cpu_fraction * 100.0
-        )
-    })
+        ));
+    }
+    if reads_too_late(h) {
+        why.push(format!(
+            "1% of reads came {:.1} ms or more after their data arrived, over half the median \
+             inter-token gap ({:.1} ms), so some chunks were read together and timed as one",
+            h.read_delay_p99_ms.unwrap_or(0.0),
+            h.read_delay_limit_ms.unwrap_or(0.0)
+        ));
+    }
+    Some(format!(
+        "client-bound: {}; the figures may describe the client, not the server",
+        why.join("; and ")
+    ))
 }
 
 #[cfg(test)]
@@ -169,6 +217,28 @@ mod tests {
         assert!(judge(&mut backlog, 0.3).client_bound);
         assert!(judge(&mut calm, 0.95).client_bound);
         assert!(flag(&judge(&mut calm, 0.2)).is_none());
+    }
+
+    #[test]
+    fn late_reads_against_the_token_gap() {
+        let mut h = judge(&mut [1.0; 100], 0.3);
+        h.read_delay_p99_ms = Some(4.0);
+        judge_reads(&mut h, Some(20.0));
+        assert!(!h.client_bound && h.read_delay_limit_ms == Some(10.0));
+        h.read_delay_p99_ms = Some(12.0);
+        judge_reads(&mut h, Some(20.0));
+        assert!(h.client_bound);
+        let msg = flag(&h).unwrap();
+        assert!(
+            msg.contains("read together") && !msg.contains("scheduler"),
+            "{msg}"
+        );
+        // Without kernel receive times, or without streamed tokens, there is nothing to judge.
+        let mut h = judge(&mut [1.0; 100], 0.3);
+        judge_reads(&mut h, Some(20.0));
+        h.read_delay_p99_ms = Some(50.0);
+        judge_reads(&mut h, None);
+        assert!(!h.client_bound && flag(&h).is_none());
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod interrupt;
 pub mod openloop;
 pub mod outcome;
 pub mod probe;
+pub mod read_delay;
 pub mod sse;
 pub mod sweep;
 pub mod telemetry;
@@ -247,7 +248,7 @@ pub async fn run_bench(
                 }
                 None => run_batch(&shared, batch).await?,
             };
-            let client = monitor.finish();
+            let mut client = monitor.finish();
             // The server counted every request of the trial, warmup windows included.
             let server = match watch {
                 Some(w) => w.finish(&finished).await,
@@ -270,6 +271,7 @@ pub async fn run_bench(
                 telemetry::attach(&mut t, server);
                 t.excluded_requests = excluded;
                 t.open_loop = open_loop;
+                headroom::judge_reads(&mut client, t.itl_ms.as_ref().map(|p| p.p50));
                 t.flags.extend(headroom::flag(&client));
                 t.client = Some(client);
                 level.trials.push(t);

@@ -235,12 +235,16 @@ fn print_timing(t: &TimingFigures) {
         "  arrival times: the kernel's on {} reads, the read's own on {}",
         t.kernel_stamped_reads, t.read_time_reads
     );
+    let h = &t.headroom;
     println!(
-        "  client: {:.2} s CPU, {:.1} KiB/stream, lag p99 {:.1} ms, CPU {:.0}%",
+        "  client: {:.2} s CPU, {:.1} KiB/stream, lag p99 {:.1} ms, CPU {:.0}%, read delay p50 {} ms, p99 {} ms{}",
         t.cpu_s,
         t.bytes_per_stream / 1024.0,
-        t.headroom.lag_p99_ms,
-        t.headroom.cpu_fraction * 100.0
+        h.lag_p99_ms,
+        h.cpu_fraction * 100.0,
+        show(h.read_delay_p50_ms),
+        show(h.read_delay_p99_ms),
+        if h.client_bound { " (client-bound)" } else { "" }
     );
 }
 

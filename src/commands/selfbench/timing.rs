@@ -157,6 +157,8 @@ pub async fn measure_timing(
         .collect();
     figures.paired_gaps = errors.len() as u64;
     figures.itl_ms = Percentiles::from_values(&mut itl);
+    let itl_p50 = figures.itl_ms.as_ref().map(|p| p.p50);
+    crate::load::headroom::judge_reads(&mut figures.headroom, itl_p50);
     if let Some(p) = &figures.itl_ms {
         figures.error_vs_cadence_p50_ms = Some(p.p50 - cadence_ms);
         figures.error_vs_cadence_p99_ms = Some(p.p99 - cadence_ms);

@@ -1,0 +1,90 @@
+//! How long response data waited in the socket before the client read it: the kernel's
+//! receive time (arrival.rs) to the read. It is the direct measure of a client falling
+//! behind; `headroom::judge_reads` compares a trial's p99 with its token gap.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How long data waited in the socket before the client read it, for every kernel-stamped
+/// read of this process: a histogram with four buckets per doubling (bucket i holds delays
+/// up to 2^((i+1)/4) - 1 µs), so a trial's quantiles are exact to within 19%.
+const DELAY_BUCKETS: usize = 128;
+static READ_DELAY_US: [AtomicU64; DELAY_BUCKETS] = [const { AtomicU64::new(0) }; DELAY_BUCKETS];
+
+fn delay_bucket(delay_us: u64) -> usize {
+    ((4.0 * ((delay_us + 1) as f64).log2()) as usize).min(DELAY_BUCKETS - 1)
+}
+
+fn bucket_upper_us(i: usize) -> f64 {
+    2f64.powf((i + 1) as f64 / 4.0) - 1.0
+}
+
+/// The read-delay histogram at one moment; the difference of two is a trial's.
+#[derive(Debug, Clone)]
+pub struct ReadDelays([u64; DELAY_BUCKETS]);
+
+impl ReadDelays {
+    pub fn now() -> ReadDelays {
+        ReadDelays(std::array::from_fn(|i| {
+            READ_DELAY_US[i].load(Ordering::Relaxed)
+        }))
+    }
+
+    /// The reads between `earlier` and this snapshot.
+    pub fn since(&self, earlier: &ReadDelays) -> ReadDelays {
+        ReadDelays(std::array::from_fn(|i| {
+            self.0[i].saturating_sub(earlier.0[i])
+        }))
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The `q`-quantile (0..=1) in ms, as its bucket's upper bound (never under-stated);
+    /// `None` without reads.
+    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        let n = self.count();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for (i, &c) in self.0.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(bucket_upper_us(i) / 1000.0);
+            }
+        }
+        None
+    }
+}
+
+/// Counts one kernel-stamped read whose data waited `waited`.
+pub fn record(waited: Duration) {
+    let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+    READ_DELAY_US[delay_bucket(us)].fetch_add(1, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_delay_quantiles_never_understate() {
+        for us in [0u64, 1, 5, 99, 1_000, 12_345, 20_000, 1_000_000] {
+            let upper = bucket_upper_us(delay_bucket(us));
+            assert!(
+                upper >= us as f64 && upper <= (us as f64 + 1.0) * 1.19 + 1.0,
+                "{us}: {upper}"
+            );
+        }
+        let mut h = ReadDelays([0; DELAY_BUCKETS]);
+        h.0[delay_bucket(100)] = 99;
+        h.0[delay_bucket(20_000)] = 1;
+        assert!(h.quantile_ms(0.5).unwrap() < 0.2);
+        assert!(h.quantile_ms(0.99).unwrap() < 0.2);
+        assert!(h.quantile_ms(1.0).unwrap() >= 20.0);
+        assert_eq!(ReadDelays([0; DELAY_BUCKETS]).quantile_ms(0.5), None);
+    }
+}
