@@ -177,8 +177,8 @@ pub struct ClientHeadroom {
     pub read_delay_p50_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_delay_p99_ms: Option<f64>,
-    /// Half the trial's median inter-token gap: a read delay past it lets a chunk queue
-    /// behind the next one, which then share one arrival time.
+    /// Half the trial's median inter-token gap, at least 1 ms: a read delay past it lets a
+    /// chunk queue behind the next one, which then share one arrival time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_delay_limit_ms: Option<f64>,
     pub client_bound: bool,

@@ -120,17 +120,23 @@ impl Monitor {
     }
 }
 
+/// Below this, late reads cannot cost the figures a millisecond (see [`judge_reads`]).
+const READ_DELAY_FLOOR_MS: f64 = 1.0;
+
 /// Marks the trial client-bound when 1% of reads came more than half the median inter-token
-/// gap after their data arrived: then a chunk can still be unread when the next one arrives,
-/// the kernel merges them, and both get the later one's arrival time (one gap too long, the
-/// next one zero). This is the direct measure; the lag probe and CPU use are the indirect one
+/// gap (and more than 1 ms) after their data arrived: then a chunk can still be unread when
+/// the next one arrives, the kernel merges them, and both get the later one's arrival time
+/// (one gap too long, the next one zero). Two chunks merge only when the second arrived
+/// within the first one's wait, so the error is never more than the wait: a p99 wait under
+/// 1 ms cannot cost 1 ms (an instant simulator, with gaps of microseconds, stays unflagged
+/// at low load). This is the direct measure; the lag probe and CPU use are the indirect one
 /// (and the only one where the kernel gives no receive times).
 pub fn judge_reads(h: &mut ClientHeadroom, itl_p50_ms: Option<f64>) {
     let (Some(p99), Some(itl)) = (h.read_delay_p99_ms, itl_p50_ms) else {
         return;
     };
-    if itl > 0.0 {
-        let limit = itl / 2.0;
+    if itl >= 0.0 {
+        let limit = (itl / 2.0).max(READ_DELAY_FLOOR_MS);
         h.read_delay_limit_ms = Some(limit);
         if p99 > limit {
             h.client_bound = true;
@@ -183,7 +189,8 @@ pub fn flag(h: &ClientHeadroom) -> Option<String> {
     if reads_too_late(h) {
         why.push(format!(
             "1% of reads came {:.1} ms or more after their data arrived, over half the median \
-             inter-token gap ({:.1} ms), so some chunks were read together and timed as one",
+             inter-token gap and over 1 ms (limit {:.1} ms), so some chunks were read together \
+             and timed as one",
             h.read_delay_p99_ms.unwrap_or(0.0),
             h.read_delay_limit_ms.unwrap_or(0.0)
         ));
@@ -233,6 +240,14 @@ mod tests {
             msg.contains("read together") && !msg.contains("scheduler"),
             "{msg}"
         );
+        // Gaps of microseconds (an instant server): waits under 1 ms are not judged.
+        let mut h = judge(&mut [1.0; 100], 0.3);
+        h.read_delay_p99_ms = Some(0.5);
+        judge_reads(&mut h, Some(0.02));
+        assert!(!h.client_bound && h.read_delay_limit_ms == Some(1.0));
+        h.read_delay_p99_ms = Some(3.0);
+        judge_reads(&mut h, Some(0.02));
+        assert!(h.client_bound);
         // Without kernel receive times, or without streamed tokens, there is nothing to judge.
         let mut h = judge(&mut [1.0; 100], 0.3);
         judge_reads(&mut h, Some(20.0));
