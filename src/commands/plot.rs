@@ -52,8 +52,12 @@ pub fn run(args: PlotArgs) -> Result<Exit> {
 }
 
 /// The Universal Scalability Law fitted to a run's trials, when it has the 3 levels a fit
-/// needs and the fit converges (the curve drawn through the throughput plot).
+/// needs and the fit converges (the curve drawn through the throughput plot). Not for an
+/// open-loop run: its levels are rates, and the law is about concurrency.
 pub fn usl_of(result: &RunResult) -> Option<crate::stats::usl::UslFit> {
+    if result.levels.iter().any(|l| l.rate.is_some()) {
+        return None;
+    }
     let levels = result
         .levels
         .iter()

@@ -99,6 +99,12 @@ pub fn estimate(
     resamples: usize,
     seed: u64,
 ) -> Result<CurveEstimate> {
+    if run.levels.iter().any(|l| l.rate.is_some()) {
+        bail!(
+            "--results {origin} is an open-loop run (levels are request rates): a plan needs \
+             throughput against concurrency; measure a closed-loop sweep (`concurrency = [...]`)"
+        );
+    }
     let points = points_per_replica(run);
     if points.is_empty() {
         bail!("--results {origin}: no level has a successful trial; nothing to plan from");
@@ -466,6 +472,19 @@ mod tests {
             "{}",
             est.limited_by
         );
+    }
+
+    #[test]
+    fn open_loop_results_are_refused() {
+        let mut run = seed_122b_curve();
+        for (l, r) in run.levels.iter_mut().zip([1.0, 2.0, 4.0, 8.0, 16.0]) {
+            l.rate = Some(r);
+        }
+        let limits = ConcurrencyLimits::default();
+        let err = estimate(&run, "r.json", &limits, 10, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("open-loop") && err.contains("r.json"), "{err}");
     }
 
     #[test]

@@ -88,18 +88,33 @@ pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
         let _ = writeln!(out, "| {k} | {v} |");
     }
 
-    let _ = writeln!(out, "\n## Results per concurrency level\n");
+    let open_loop = result.levels.iter().any(|l| l.rate.is_some());
+    let (heading, first_column, what_levels_are) = if open_loop {
+        (
+            "request rate",
+            "rate",
+            "Each level sends requests at a fixed rate (open loop); TTFT and latency are from \
+             the send time, and `open_loop` in results.json also has them from the scheduled time.",
+        )
+    } else {
+        (
+            "concurrency level",
+            "C",
+            "C is the number of requests in flight.",
+        )
+    };
+    let _ = writeln!(out, "\n## Results per {heading}\n");
     let _ = writeln!(
         out,
-        "C is the number of requests in flight. Statistics are across trials (each trial an \
+        "{what_levels_are} Statistics are across trials (each trial an \
          independent replicate): output tok/s is the mean ± sd of the trials' throughput, \
          counting successful requests only; the other columns are means over trials of each \
          trial's figure. ok and failed are totals over trials.\n"
     );
     let _ = writeln!(
         out,
-        "| C | output tok/s (mean ± sd) | per-request tok/s | TTFT p50 ms | TTFT p99 ms | \
-         ITL p50 ms | ITL p99 ms | ok | failed (by class) | error % |"
+        "| {first_column} | output tok/s (mean ± sd) | per-request tok/s | TTFT p50 ms | \
+         TTFT p99 ms | ITL p50 ms | ITL p99 ms | ok | failed (by class) | error % |"
     );
     let _ = writeln!(
         out,
@@ -201,7 +216,10 @@ fn level_row(level: &LevelResult) -> String {
     };
     format!(
         "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
-        level.concurrency,
+        match level.rate {
+            Some(r) => format!("{r}/s"),
+            None => level.concurrency.to_string(),
+        },
         tput,
         mean(&|t| t.per_request_tok_per_s),
         mean(&|t| t.ttft_ms.as_ref().map(|p| p.p50)),
@@ -217,19 +235,19 @@ fn level_row(level: &LevelResult) -> String {
 /// The run's warnings, each trial's flags, and the first error message of each failure class.
 fn warnings(result: &RunResult) -> Vec<String> {
     let mut out: Vec<String> = result.warnings.iter().map(|w| cell(w)).collect();
-    let mut examples: BTreeMap<ErrorClass, (u32, String)> = BTreeMap::new();
+    let mut examples: BTreeMap<ErrorClass, (String, String)> = BTreeMap::new();
     for level in &result.levels {
         if !level.trials.is_empty() && level.trials.iter().all(|t| t.succeeded == 0) {
             out.push(format!(
-                "level C={}: no successful request in any trial",
-                level.concurrency
+                "level {}: no successful request in any trial",
+                level.label()
             ));
         }
         for t in &level.trials {
             for flag in &t.flags {
                 out.push(format!(
-                    "level C={} trial {}: {}",
-                    level.concurrency,
+                    "level {} trial {}: {}",
+                    level.label(),
                     t.trial,
                     cell(flag)
                 ));
@@ -237,13 +255,13 @@ fn warnings(result: &RunResult) -> Vec<String> {
             for (class, msg) in &t.error_examples {
                 examples
                     .entry(*class)
-                    .or_insert_with(|| (level.concurrency, msg.clone()));
+                    .or_insert_with(|| (level.label(), msg.clone()));
             }
         }
     }
-    for (class, (c, msg)) in examples {
+    for (class, (level, msg)) in examples {
         out.push(format!(
-            "first `{class}` failure (level C={c}): {}",
+            "first `{class}` failure (level {level}): {}",
             cell(&truncate(&msg, 300))
         ));
     }

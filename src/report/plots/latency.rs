@@ -1,5 +1,6 @@
 //! `latency.png`: time to first token and inter-token latency, p50 and p99, against
-//! concurrency; two panels side by side, each on a log y-axis when its values spread wide.
+//! concurrency (or the request rate of an open-loop run, where TTFT is counted from the send
+//! time); two panels side by side, each on a log y-axis when its values spread wide.
 //!
 //! A line joins each level's mean over trials of the trial percentile; the trials' own values
 //! are the faint dots around it.
@@ -15,7 +16,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::axis::{fmt_num, linear_top, wants_log, LogAxis, LogTicks};
 use super::style::{self, LegendEntry, Mark, BLUE, RED};
-use super::{render_png, samples, Footer, LevelSamples};
+use super::{render_png, samples, Footer, LevelSamples, Levels};
 use crate::record::{RunResult, TrialResult};
 use crate::stats::Percentiles;
 
@@ -31,6 +32,7 @@ fn itl(t: &TrialResult) -> Option<&Percentiles> {
 }
 
 struct Panel {
+    kind: Levels,
     title: &'static str,
     p50: Vec<LevelSamples>,
     p99: Vec<LevelSamples>,
@@ -40,14 +42,12 @@ pub(crate) fn latency_chart(result: &RunResult, footer: &Footer, path: &Path) ->
     let pick = |get: fn(&TrialResult) -> Option<&Percentiles>, p99: bool| {
         move |t: &TrialResult| get(t).map(|p| if p99 { p.p99 } else { p.p50 })
     };
-    let (ttft50, mut notes) = samples(
-        &result.levels,
-        pick(ttft, false),
-        "TTFT (streamed runs only)",
-    );
-    let (ttft99, _) = samples(&result.levels, pick(ttft, true), "TTFT");
-    let (itl50, itl_notes) = samples(&result.levels, pick(itl, false), "ITL (streamed runs only)");
-    let (itl99, _) = samples(&result.levels, pick(itl, true), "ITL");
+    let kind = Levels::of(result);
+    let levels = &result.levels;
+    let (ttft50, mut notes) = samples(levels, kind, pick(ttft, false), "TTFT (streamed runs only)");
+    let (ttft99, _) = samples(levels, kind, pick(ttft, true), "TTFT");
+    let (itl50, itl_notes) = samples(levels, kind, pick(itl, false), "ITL (streamed runs only)");
+    let (itl99, _) = samples(levels, kind, pick(itl, true), "ITL");
     for n in itl_notes {
         if !notes.contains(&n) {
             notes.push(n);
@@ -55,17 +55,19 @@ pub(crate) fn latency_chart(result: &RunResult, footer: &Footer, path: &Path) ->
     }
     let panels = [
         Panel {
+            kind,
             title: "Time to first token (TTFT)",
             p50: ttft50,
             p99: ttft99,
         },
         Panel {
+            kind,
             title: "Inter-token latency (ITL, per token)",
             p50: itl50,
             p99: itl99,
         },
     ];
-    let title = format!("Latency vs concurrency: {}", result.profile_name);
+    let title = format!("Latency vs {}: {}", kind.noun(), result.profile_name);
     render_png(path, |root| {
         let legend = [
             LegendEntry::new("p50: mean over trials", Mark::MarkerLine, BLUE),
@@ -94,11 +96,7 @@ pub(crate) fn latency_chart(result: &RunResult, footer: &Footer, path: &Path) ->
 
 fn draw_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Result<()> {
     let dense = panel.p50.len() > 48;
-    let x = LogAxis::around(
-        panel.p50.iter().map(|l| l.concurrency as f64),
-        1.35,
-        LogTicks::Base2,
-    );
+    let x = LogAxis::around(panel.p50.iter().map(|l| l.x), 1.35, panel.kind.ticks());
     let all = || {
         panel
             .p50
@@ -122,12 +120,12 @@ fn draw_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Re
     if log {
         let y = LogAxis::around(all(), 1.25, LogTicks::Decades);
         let mut cc = builder(&body).build_cartesian_2d(x, y)?;
-        mesh(&mut cc, y_desc)?;
+        mesh(&mut cc, panel.kind.short_caption(), y_desc)?;
         series(&mut cc, panel, dense, &|v| v)?;
     } else {
         let top = linear_top(all());
         let mut cc = builder(&body).build_cartesian_2d(x, 0f64..top)?;
-        mesh(&mut cc, y_desc)?;
+        mesh(&mut cc, panel.kind.short_caption(), y_desc)?;
         series(&mut cc, panel, dense, &|v: f64| v.clamp(0.0, top))?;
     }
     Ok(())
@@ -152,10 +150,11 @@ impl YAxis for RangedCoordf64 {}
 
 fn mesh<Y: YAxis>(
     cc: &mut ChartContext<'_, BitMapBackend<'_>, Cartesian2d<LogAxis, Y>>,
+    x_desc: &str,
     y_desc: &str,
 ) -> Result<()> {
     cc.configure_mesh()
-        .x_desc("concurrency (log2 scale)")
+        .x_desc(x_desc)
         .y_desc(y_desc)
         .x_labels(8)
         .y_labels(8)
@@ -179,20 +178,16 @@ fn series<Y: YAxis>(
     let dot_r = if dense { 1 } else { 3 };
     for (levels, color, dashed) in [(&panel.p99, RED, true), (&panel.p50, BLUE, false)] {
         cc.draw_series(levels.iter().flat_map(|l| {
-            l.values.iter().map(move |v| {
-                Circle::new(
-                    (l.concurrency as f64, to_y(*v)),
-                    dot_r,
-                    color.mix(0.35).filled(),
-                )
-            })
+            l.values
+                .iter()
+                .map(move |v| Circle::new((l.x, to_y(*v)), dot_r, color.mix(0.35).filled()))
         }))?;
         let mut means: Vec<(f64, f64)> = levels
             .iter()
             .filter(|l| !l.values.is_empty())
             .map(|l| {
                 let m = l.values.iter().sum::<f64>() / l.values.len() as f64;
-                (l.concurrency as f64, to_y(m))
+                (l.x, to_y(m))
             })
             .collect();
         means.sort_by(|a, b| a.0.total_cmp(&b.0));

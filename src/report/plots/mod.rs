@@ -1,5 +1,6 @@
-//! PNG charts of a run: throughput and per-request speed against concurrency, latency
-//! percentiles, and (for the capacity planner) days to finish against node count.
+//! PNG charts of a run: throughput and per-request speed against concurrency (or against the
+//! request rate, for an open-loop run), latency percentiles, and (for the capacity planner)
+//! days to finish against node count.
 //!
 //! Every chart is drawn into memory at [`WIDTH`] x [`HEIGHT`] with the embedded font, then
 //! encoded and written atomically. Nothing comes from the clock: the same input gives the same
@@ -22,6 +23,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::fsutil::write_atomic;
 use crate::record::{LevelResult, RunResult, TrialResult};
+use axis::LogTicks;
 
 pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries};
 
@@ -121,10 +123,68 @@ pub(crate) fn display_date(rfc3339: &str) -> String {
     }
 }
 
-/// One concurrency level's values (one per trial that measured something).
+/// What a run's levels are, and so what the x-axis of its charts shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Levels {
+    /// Closed loop: requests in flight.
+    Concurrency,
+    /// Open loop: requests sent per second.
+    Rate,
+}
+
+impl Levels {
+    pub fn of(result: &RunResult) -> Levels {
+        if result.levels.iter().any(|l| l.rate.is_some()) {
+            Levels::Rate
+        } else {
+            Levels::Concurrency
+        }
+    }
+
+    /// Where a level sits on the x-axis (0 when it has no place there).
+    pub fn x(self, level: &LevelResult) -> f64 {
+        match self {
+            Levels::Concurrency => f64::from(level.concurrency),
+            Levels::Rate => level.rate.unwrap_or(0.0),
+        }
+    }
+
+    /// "concurrency" or "request rate", for titles.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Levels::Concurrency => "concurrency",
+            Levels::Rate => "request rate",
+        }
+    }
+
+    pub fn ticks(self) -> LogTicks {
+        match self {
+            Levels::Concurrency => LogTicks::Base2,
+            Levels::Rate => LogTicks::Decades,
+        }
+    }
+
+    /// The x-axis caption.
+    pub fn axis_caption(self) -> &'static str {
+        match self {
+            Levels::Concurrency => "concurrency: requests in flight (log2 scale)",
+            Levels::Rate => "request rate: requests sent per second (open loop, log scale)",
+        }
+    }
+
+    /// The x-axis caption of a half-width panel.
+    pub fn short_caption(self) -> &'static str {
+        match self {
+            Levels::Concurrency => "concurrency (log2 scale)",
+            Levels::Rate => "request rate, req/s (log scale)",
+        }
+    }
+}
+
+/// One level's values (one per trial that measured something), at its place on the x-axis.
 #[derive(Debug, Clone)]
 pub(crate) struct LevelSamples {
-    pub concurrency: u32,
+    pub x: f64,
     pub values: Vec<f64>,
 }
 
@@ -159,6 +219,7 @@ pub(crate) fn mean_ci95(values: &[f64]) -> Option<MeanCi> {
 /// that have none.
 pub(crate) fn samples(
     levels: &[LevelResult],
+    kind: Levels,
     metric: impl Fn(&TrialResult) -> Option<f64>,
     what: &str,
 ) -> (Vec<LevelSamples>, Vec<String>) {
@@ -173,21 +234,19 @@ pub(crate) fn samples(
             .filter_map(&metric)
             .filter(|v| v.is_finite() && *v > 0.0)
             .collect();
-        if level.concurrency == 0 {
-            missing.push(level.concurrency);
+        let x = kind.x(level);
+        if !(x.is_finite() && x > 0.0) {
+            missing.push(x);
             continue;
         }
         if values.is_empty() {
             if level.trials.iter().all(|t| t.succeeded == 0) {
-                failed.push(level.concurrency);
+                failed.push(x);
             } else {
-                missing.push(level.concurrency);
+                missing.push(x);
             }
         }
-        out.push(LevelSamples {
-            concurrency: level.concurrency,
-            values,
-        });
+        out.push(LevelSamples { x, values });
     }
     let mut notes = Vec::new();
     if levels.is_empty() {
@@ -196,28 +255,28 @@ pub(crate) fn samples(
     if !failed.is_empty() {
         notes.push(format!(
             "{}: no successful request (nothing plotted there)",
-            level_list(&failed)
+            level_list(kind, &failed)
         ));
     }
     if !missing.is_empty() {
-        notes.push(format!("{}: no usable {what}", level_list(&missing)));
+        notes.push(format!("{}: no usable {what}", level_list(kind, &missing)));
     }
     (out, notes)
 }
 
-/// "level C=64" or "levels C=64, 128, 256 and 5 more".
-pub(crate) fn level_list(cs: &[u32]) -> String {
+/// "level C=64", "levels C=64, 128, 256 and 5 more", or for rates "levels 10, 50 req/s".
+pub(crate) fn level_list(kind: Levels, xs: &[f64]) -> String {
     const SHOWN: usize = 8;
-    let list: Vec<String> = cs.iter().take(SHOWN).map(|c| c.to_string()).collect();
-    let more = if cs.len() > SHOWN {
-        format!(" and {} more", cs.len() - SHOWN)
+    let list: Vec<String> = xs.iter().take(SHOWN).map(|x| format!("{x}")).collect();
+    let more = if xs.len() > SHOWN {
+        format!(" and {} more", xs.len() - SHOWN)
     } else {
         String::new()
     };
-    if cs.len() == 1 {
-        format!("level C={}", cs[0])
-    } else {
-        format!("levels C={}{more}", list.join(", "))
+    let s = if xs.len() == 1 { "" } else { "s" };
+    match kind {
+        Levels::Concurrency => format!("level{s} C={}{more}", list.join(", ")),
+        Levels::Rate => format!("level{s} {}{more} req/s", list.join(", ")),
     }
 }
 
@@ -369,14 +428,51 @@ concurrency = [1]
     fn failed_levels_become_one_note() {
         let mut r = sweep(&[1, 2, 4], 2);
         r.levels[2].trials = vec![trial(1, 4, 0.0, 0), trial(2, 4, 0.0, 0)];
-        let (s, notes) = samples(&r.levels, |t| Some(t.output_tok_per_s), "throughput");
+        let kind = Levels::Concurrency;
+        let (s, notes) = samples(&r.levels, kind, |t| Some(t.output_tok_per_s), "throughput");
         assert_eq!(s.len(), 3);
         assert!(s[2].values.is_empty());
         assert_eq!(
             notes,
             vec!["level C=4: no successful request (nothing plotted there)"]
         );
-        assert_eq!(level_list(&[1, 2]), "levels C=1, 2");
+        assert_eq!(level_list(kind, &[1.0, 2.0]), "levels C=1, 2");
+    }
+
+    /// An open-loop run, uncapped (concurrency 0 on every level): its levels sit at their
+    /// rates, no scaling curve is drawn, and the charts are written.
+    pub(crate) fn open_loop_run() -> RunResult {
+        let mut r = sweep(&[1, 2, 3], 3);
+        for (l, rate) in r.levels.iter_mut().zip([5.0, 10.0, 12.5]) {
+            l.concurrency = 0;
+            l.rate = Some(rate);
+        }
+        r
+    }
+
+    #[test]
+    fn open_loop_levels_are_placed_at_their_rates() {
+        let r = open_loop_run();
+        assert_eq!(Levels::of(&r), Levels::Rate);
+        let (s, notes) = samples(&r.levels, Levels::of(&r), |t| Some(t.output_tok_per_s), "x");
+        assert_eq!(
+            s.iter().map(|l| l.x).collect::<Vec<_>>(),
+            vec![5.0, 10.0, 12.5]
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(level_list(Levels::Rate, &[12.5]), "level 12.5 req/s");
+        let dir = tempfile::tempdir().unwrap();
+        let fit = |c: f64| c;
+        let paths = write_run_plots(&r, None, Some(&fit), dir.path()).unwrap();
+        assert_eq!(paths.len(), 3);
+        // The same run read as a closed loop would have had no level to draw at all.
+        let (closed, notes) = samples(
+            &r.levels,
+            Levels::Concurrency,
+            |t| Some(t.output_tok_per_s),
+            "x",
+        );
+        assert!(closed.is_empty() && !notes.is_empty());
     }
 
     /// Writes example charts to `$THROUGHLINE_PLOT_EXAMPLES` for a person to look at:
@@ -429,6 +525,7 @@ concurrency = [1]
             }
         }
         write_run_plots(&unstreamed, None, None, &dir.join("unstreamed")).unwrap();
+        write_run_plots(&open_loop_run(), None, None, &dir.join("open-loop")).unwrap();
         let series = |name: &str, days: f64, nodes: &[f64]| CapacitySeries {
             name: name.into(),
             points: nodes

@@ -1,5 +1,6 @@
-//! Speed against concurrency: aggregate output tok/s (`throughput.png`, with the baseline and
-//! a fitted scaling curve when given) and per-request tok/s (`per_request.png`).
+//! Speed against concurrency (or the request rate of an open-loop run): aggregate output tok/s
+//! (`throughput.png`, with the baseline and a fitted scaling curve when given) and per-request
+//! tok/s (`per_request.png`).
 //!
 //! Each trial is a small dot; each level's mean is a marker with its 95% t-interval across
 //! trials; the means are joined by a line. The x-axis is log2 concurrency, the y-axis starts
@@ -10,9 +11,9 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::axis::{fmt_num, linear_top, LogAxis, LogTicks};
+use super::axis::{fmt_num, linear_top, LogAxis};
 use super::style::{self, LegendEntry, Mark, BLUE, GREEN, ORANGE};
-use super::{mean_ci95, render_png, samples, Footer, LevelSamples, Root};
+use super::{mean_ci95, render_png, samples, Footer, LevelSamples, Levels, Root};
 use crate::record::RunResult;
 
 /// Above this many levels, markers shrink and interval caps are left out.
@@ -35,6 +36,7 @@ struct Sweep<'a> {
 }
 
 struct ScalingChart<'a> {
+    kind: Levels,
     title: String,
     y_desc: &'a str,
     runs: Vec<Sweep<'a>>,
@@ -50,15 +52,23 @@ pub(crate) fn throughput_chart(
     footer: &Footer,
     path: &Path,
 ) -> Result<()> {
-    let (levels, mut notes) = samples(&result.levels, |t| Some(t.output_tok_per_s), "throughput");
-    notes.extend(single_trial_note(&levels));
+    let kind = Levels::of(result);
+    let (levels, mut notes) = samples(
+        &result.levels,
+        kind,
+        |t| Some(t.output_tok_per_s),
+        "throughput",
+    );
+    notes.extend(single_trial_note(kind, &levels));
+    // A scaling law is about concurrency; an open-loop run's levels are rates.
+    let fit = fit.filter(|_| kind == Levels::Concurrency);
     let mut runs = Vec::new();
     if let Some(base) = baseline {
         let levels = base
             .iter()
             .filter(|(c, _)| *c > 0)
             .map(|(c, v)| LevelSamples {
-                concurrency: *c,
+                x: f64::from(*c),
                 values: v
                     .iter()
                     .copied()
@@ -93,7 +103,12 @@ pub(crate) fn throughput_chart(
         dodge,
     });
     let chart = ScalingChart {
-        title: format!("Output throughput vs concurrency: {}", result.profile_name),
+        kind,
+        title: format!(
+            "Output throughput vs {}: {}",
+            kind.noun(),
+            result.profile_name
+        ),
         y_desc: "output tokens/s, all requests together",
         runs,
         fit,
@@ -104,15 +119,19 @@ pub(crate) fn throughput_chart(
 }
 
 pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path) -> Result<()> {
+    let kind = Levels::of(result);
     let (levels, mut notes) = samples(
         &result.levels,
+        kind,
         |t| t.per_request_tok_per_s,
         "per-request speed",
     );
-    notes.extend(single_trial_note(&levels));
+    notes.extend(single_trial_note(kind, &levels));
     let chart = ScalingChart {
+        kind,
         title: format!(
-            "Per-request speed vs concurrency (what one user sees): {}",
+            "Per-request speed vs {} (what one user sees): {}",
+            kind.noun(),
             result.profile_name
         ),
         y_desc: "output tokens/s per request (mean over requests)",
@@ -130,16 +149,16 @@ pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path
 }
 
 /// Levels with a single trial get a mean but no interval: say so rather than imply certainty.
-fn single_trial_note(levels: &[LevelSamples]) -> Option<String> {
-    let single: Vec<u32> = levels
+fn single_trial_note(kind: Levels, levels: &[LevelSamples]) -> Option<String> {
+    let single: Vec<f64> = levels
         .iter()
         .filter(|l| l.values.len() == 1)
-        .map(|l| l.concurrency)
+        .map(|l| l.x)
         .collect();
     (!single.is_empty()).then(|| {
         format!(
             "{}: one trial only, so no interval (it needs two or more)",
-            super::level_list(&single)
+            super::level_list(kind, &single)
         )
     })
 }
@@ -148,12 +167,9 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
     let n_levels = chart.runs.iter().map(|r| r.levels.len()).max().unwrap_or(0);
     let dense = n_levels > DENSE_LEVELS;
     let x = LogAxis::around(
-        chart
-            .runs
-            .iter()
-            .flat_map(|r| r.levels.iter().map(|l| l.concurrency as f64)),
+        chart.runs.iter().flat_map(|r| r.levels.iter().map(|l| l.x)),
         1.35,
-        LogTicks::Base2,
+        chart.kind.ticks(),
     );
 
     // Summaries first: the y-range must hold the trials and the intervals.
@@ -163,7 +179,7 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         .map(|r| {
             r.levels
                 .iter()
-                .map(|l| (l.concurrency as f64 * r.dodge, mean_ci95(&l.values)))
+                .map(|l| (l.x * r.dodge, mean_ci95(&l.values)))
                 .collect()
         })
         .collect();
@@ -231,7 +247,7 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         .y_label_area_size(90)
         .build_cartesian_2d(x.clone(), 0f64..y_top)?;
     cc.configure_mesh()
-        .x_desc("concurrency: requests in flight (log2 scale)")
+        .x_desc(chart.kind.axis_caption())
         .y_desc(chart.y_desc)
         .x_labels(12)
         .y_labels(8)
@@ -265,7 +281,7 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         let c = run.color;
         // Trials.
         cc.draw_series(run.levels.iter().flat_map(|l| {
-            let cx = l.concurrency as f64 * run.dodge;
+            let cx = l.x * run.dodge;
             l.values
                 .iter()
                 .map(move |v| Circle::new((cx, *v), dot_r, c.mix(0.45).filled()))
