@@ -137,9 +137,11 @@ pub async fn send(
         );
     }
     let body = response.into_body();
-    if stream {
-        read_stream(
-            body,
+    // A stream read up to `[DONE]` leaves the rest of its body (see below).
+    let unread = if stream {
+        let mut body = body;
+        let stopped_early = read_stream(
+            &mut body,
             &mut obs,
             deadline,
             limits.stall_timeout,
@@ -147,15 +149,30 @@ pub async fn send(
             &mut arrivals,
         )
         .await;
+        stopped_early.then_some(body)
     } else {
         read_whole(body, &mut obs, deadline, clock, &mut arrivals).await;
-    }
+        None
+    };
     obs.end_s = match obs.failure {
         // A failure ends when it is noticed (a stall or timeout has no data to time it by).
         Some(_) => since(Instant::now()),
         None => since(arrivals.latest()),
     };
+    if let Some(body) = unread.filter(|_| obs.failure.is_none()) {
+        // `[DONE]` ends the measurement, but the HTTP body has its own end (the last chunk
+        // of the chunked encoding), which may come in a later read. A body dropped before it
+        // costs the connection; read it to its end off the request's path, so the next
+        // request can reuse the connection rather than open a new one.
+        tokio::spawn(drain(body));
+    }
     obs
+}
+
+/// Reads a finished response's body to its end (for at most a second), then drops it.
+async fn drain(mut body: Incoming) {
+    let rest = async { while let Some(Ok(_)) = body.frame().await {} };
+    let _ = tokio::time::timeout(Duration::from_secs(1), rest).await;
 }
 
 /// The arrival times of one response's reads, never earlier than the request was sent nor
@@ -188,14 +205,16 @@ async fn next_data(body: &mut Incoming) -> Result<Option<bytes::Bytes>, hyper::E
     Ok(None)
 }
 
+/// Reads the SSE stream into `obs`. Returns true when it stopped at `[DONE]` (or a failure)
+/// before the body's end.
 async fn read_stream(
-    mut body: Incoming,
+    body: &mut Incoming,
     obs: &mut Observed,
     deadline: tokio::time::Instant,
     stall: Duration,
     clock: Instant,
     arrivals: &mut Arrivals,
-) {
+) -> bool {
     let since = |t: Instant| t.duration_since(clock).as_secs_f64();
     let mut reader = StreamReader::new();
     // The stall clock restarts only when an SSE data event arrives: keep-alive comments
@@ -203,21 +222,21 @@ async fn read_stream(
     let mut stall_deadline = tokio::time::Instant::now() + stall;
     loop {
         let stalls_first = stall_deadline < deadline;
-        let next = match timeout_at(stall_deadline.min(deadline), next_data(&mut body)).await {
+        let next = match timeout_at(stall_deadline.min(deadline), next_data(body)).await {
             Ok(r) => r,
             Err(_) if stalls_first => {
                 obs.failure = Some((
                     ErrorClass::Stall,
                     format!("no data event for {}", humantime::format_duration(stall)),
                 ));
-                return;
+                return true;
             }
             Err(_) => {
                 obs.failure = Some((
                     ErrorClass::Timeout,
                     "response not finished before the request timeout".into(),
                 ));
-                return;
+                return true;
             }
         };
         let bytes = match next {
@@ -228,18 +247,19 @@ async fn read_stream(
                     ErrorClass::Reset,
                     format!("connection broke mid-stream: {}", error_chain(&e)),
                 ));
-                return;
+                return true;
             }
         };
         let events_before = reader.data_events;
         if reader.push(since(arrivals.latest()), &bytes, obs) {
-            return;
+            return true;
         }
         if reader.data_events > events_before {
             stall_deadline = tokio::time::Instant::now() + stall;
         }
     }
     reader.finish(since(arrivals.latest()), obs);
+    false
 }
 
 /// The SSE-to-[`Observed`] step on its own: bytes in, each with the time it arrived (seconds
@@ -554,6 +574,83 @@ mod tests {
             "{head_b}"
         );
         assert!(!format!("{key:?}").contains("sk-redirect-test"));
+    }
+
+    /// Reads one request (head and body) from `s`; false when the connection closed first.
+    fn read_request(s: &mut std::net::TcpStream) -> bool {
+        let mut buf = Vec::new();
+        let mut byte = [0u8; 1024];
+        let head_end = loop {
+            match s.read(&mut byte) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => buf.extend_from_slice(&byte[..n]),
+            }
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:")?.trim().parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            match s.read(&mut byte) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => buf.extend_from_slice(&byte[..n]),
+            }
+        }
+        true
+    }
+
+    /// A server whose chunked body ends 30 ms after `[DONE]`: the client stops measuring at
+    /// `[DONE]`, reads the rest of the body aside, and its next request reuses the connection.
+    #[tokio::test]
+    async fn the_body_after_done_is_read_so_the_connection_is_reused() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let mut connections = 0;
+            listener.set_nonblocking(true).unwrap();
+            let started = std::time::Instant::now();
+            let mut served = 0;
+            while served < 2 && started.elapsed() < Duration::from_secs(10) {
+                let Ok((mut s, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                connections += 1;
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                while served < 2 && read_request(&mut s) {
+                    let data = "data: {\"choices\":[{\"delta\":{\"content\":\"hi \"}}]}\n\ndata: [DONE]\n\n";
+                    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+                    let _ = s.write_all(format!("{head}{:x}\r\n{data}\r\n", data.len()).as_bytes());
+                    std::thread::sleep(Duration::from_millis(30));
+                    let _ = s.write_all(b"0\r\n\r\n");
+                    served += 1;
+                }
+            }
+            connections
+        });
+        let client = super::super::http::build_load_client(1).unwrap();
+        let url: Uri = format!("http://127.0.0.1:{port}/v1/chat/completions")
+            .parse()
+            .unwrap();
+        for _ in 0..2 {
+            let body = bytes::Bytes::from_static(b"{}");
+            let obs = send(&client, &url, body, None, true, limits(), Instant::now()).await;
+            assert!(obs.failure.is_none(), "{:?}", obs.failure);
+            assert_eq!(obs.chunks.len(), 1);
+            // Measured up to [DONE], not up to the end of the body 30 ms later.
+            assert!(obs.end_s - obs.sent_s < 0.025, "{obs:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            server.join().unwrap(),
+            1,
+            "the second request opened a new connection"
+        );
     }
 
     /// A server that keeps the connection busy with SSE comments but sends no token is
