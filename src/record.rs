@@ -181,6 +181,11 @@ pub struct ClientHeadroom {
     /// chunk queue behind the next one, which then share one arrival time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_delay_limit_ms: Option<f64>,
+    /// Kernel-stamped reads of the trial, and how many of them waited past the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_reads: Option<u64>,
     pub client_bound: bool,
 }
 

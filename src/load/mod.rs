@@ -248,7 +248,7 @@ pub async fn run_bench(
                 }
                 None => run_batch(&shared, batch).await?,
             };
-            let mut client = monitor.finish();
+            let (mut client, reads) = monitor.finish();
             // The server counted every request of the trial, warmup windows included.
             let server = match watch {
                 Some(w) => w.finish(&finished).await,
@@ -271,7 +271,7 @@ pub async fn run_bench(
                 telemetry::attach(&mut t, server);
                 t.excluded_requests = excluded;
                 t.open_loop = open_loop;
-                headroom::judge_reads(&mut client, t.itl_ms.as_ref().map(|p| p.p50));
+                headroom::judge_reads(&mut client, &reads, t.itl_ms.as_ref().map(|p| p.p50));
                 t.flags.extend(headroom::flag(&client));
                 t.client = Some(client);
                 level.trials.push(t);

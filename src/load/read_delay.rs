@@ -19,6 +19,10 @@ fn bucket_upper_us(i: usize) -> f64 {
     2f64.powf((i + 1) as f64 / 4.0) - 1.0
 }
 
+fn bucket_lower_us(i: usize) -> f64 {
+    2f64.powf(i as f64 / 4.0) - 1.0
+}
+
 /// The read-delay histogram at one moment; the difference of two is a trial's.
 #[derive(Debug, Clone)]
 pub struct ReadDelays([u64; DELAY_BUCKETS]);
@@ -39,6 +43,25 @@ impl ReadDelays {
 
     pub fn count(&self) -> u64 {
         self.0.iter().sum()
+    }
+
+    /// A histogram of (delay in µs, reads) pairs, for tests.
+    #[cfg(test)]
+    pub fn of(delays: &[(u64, u64)]) -> ReadDelays {
+        let mut h = ReadDelays([0; DELAY_BUCKETS]);
+        for &(us, n) in delays {
+            h.0[delay_bucket(us)] += n;
+        }
+        h
+    }
+
+    /// Reads that surely waited more than `ms` (their whole bucket lies above it).
+    pub fn count_over_ms(&self, ms: f64) -> u64 {
+        let limit_us = ms * 1000.0;
+        (0..DELAY_BUCKETS)
+            .filter(|&i| bucket_lower_us(i) >= limit_us)
+            .map(|i| self.0[i])
+            .sum()
     }
 
     /// The `q`-quantile (0..=1) in ms, as its bucket's upper bound (never under-stated);
@@ -86,5 +109,8 @@ mod tests {
         assert!(h.quantile_ms(0.99).unwrap() < 0.2);
         assert!(h.quantile_ms(1.0).unwrap() >= 20.0);
         assert_eq!(ReadDelays([0; DELAY_BUCKETS]).quantile_ms(0.5), None);
+        assert_eq!(h.count_over_ms(10.0), 1);
+        assert_eq!(h.count_over_ms(30.0), 0);
+        assert_eq!(h.count_over_ms(0.0), 100);
     }
 }

@@ -102,7 +102,7 @@ pub async fn measure_timing(
     for t in tasks {
         observed.push(t.await.context("a timing request panicked")?);
     }
-    let headroom = monitor.finish();
+    let (headroom, reads) = monitor.finish();
     let cpu_s = process_cpu().saturating_sub(cpu0).as_secs_f64();
     let (idle, peak) = rss.finish();
     let bytes_per_stream = (peak - idle) as f64 / f64::from(streams.max(1));
@@ -158,7 +158,7 @@ pub async fn measure_timing(
     figures.paired_gaps = errors.len() as u64;
     figures.itl_ms = Percentiles::from_values(&mut itl);
     let itl_p50 = figures.itl_ms.as_ref().map(|p| p.p50);
-    crate::load::headroom::judge_reads(&mut figures.headroom, itl_p50);
+    crate::load::headroom::judge_reads(&mut figures.headroom, &reads, itl_p50);
     if let Some(p) = &figures.itl_ms {
         figures.error_vs_cadence_p50_ms = Some(p.p50 - cadence_ms);
         figures.error_vs_cadence_p99_ms = Some(p.p99 - cadence_ms);
