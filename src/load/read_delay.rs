@@ -55,13 +55,24 @@ impl ReadDelays {
         h
     }
 
-    /// Reads that surely waited more than `ms` (their whole bucket lies above it).
+    /// Reads that waited more than `ms`: whole buckets above it, and the share of the bucket
+    /// it falls in that lies above it (reads spread evenly across a bucket).
     pub fn count_over_ms(&self, ms: f64) -> u64 {
         let limit_us = ms * 1000.0;
-        (0..DELAY_BUCKETS)
-            .filter(|&i| bucket_lower_us(i) >= limit_us)
-            .map(|i| self.0[i])
-            .sum()
+        let over: f64 = (0..DELAY_BUCKETS)
+            .map(|i| {
+                let (lo, hi) = (bucket_lower_us(i), bucket_upper_us(i));
+                let share = if lo >= limit_us {
+                    1.0
+                } else if hi <= limit_us {
+                    0.0
+                } else {
+                    (hi - limit_us) / (hi - lo)
+                };
+                share * self.0[i] as f64
+            })
+            .sum();
+        over.round() as u64
     }
 
     /// The `q`-quantile (0..=1) in ms, as its bucket's upper bound (never under-stated);
@@ -112,5 +123,13 @@ mod tests {
         assert_eq!(h.count_over_ms(10.0), 1);
         assert_eq!(h.count_over_ms(30.0), 0);
         assert_eq!(h.count_over_ms(0.0), 100);
+        // A limit inside a bucket counts the part of the bucket above it.
+        let b = delay_bucket(10_000);
+        let (lo, hi) = (bucket_lower_us(b), bucket_upper_us(b));
+        let h = ReadDelays::of(&[(10_000, 1000)]);
+        let mid = (lo + hi) / 2.0 / 1000.0;
+        assert_eq!(h.count_over_ms(mid), 500);
+        assert_eq!(h.count_over_ms(lo / 1000.0), 1000);
+        assert_eq!(h.count_over_ms(hi / 1000.0), 0);
     }
 }
