@@ -9,9 +9,14 @@
 //!
 //! hyper reads a connection on a task of its own and hands the body on one frame at a time
 //! (it reads no further until the frame is taken), so the arrival time of the latest read is
-//! the arrival time of the frame just taken. Where the kernel gives no timestamp (another
-//! OS, a socket option refused), the time of the read itself is used: still earlier than the
-//! time of parsing.
+//! the arrival time of the frame just taken. (On a runtime with several workers, the
+//! connection's task may read the next frame in the instant between; only when that frame
+//! had already arrived, i.e. when the client is a whole gap behind, which the read-delay
+//! check flags.) When two chunks wait unread in the socket together, the kernel merges them
+//! and keeps the later one's time: read_delay.rs measures how long reads wait, and the
+//! headroom check flags trials where that could happen. Where the kernel gives no timestamp
+//! (another OS, a socket option refused), the time of the read itself is used: still earlier
+//! than the time of parsing.
 
 use std::future::Future;
 use std::io;
