@@ -5,7 +5,7 @@
 //! stream that arrives faster than the client reads it (the instant simulator, a fast engine
 //! on loopback, a client briefly descheduled) fills every read, so at 4,096 streams the
 //! buffers alone took 1.6 GiB. SSE chunks are a few hundred bytes; an 8 KiB buffer (hyper's
-//! smallest) holds dozens of them, and measured no slower than 16 KiB.
+//! smallest) holds dozens of them (at 4,096 long streams it measured within 3% of 16 KiB).
 //!
 //! The probe and the telemetry scrapes keep using reqwest: they are few and not timed.
 
