@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use hyper::Uri;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
@@ -272,7 +272,7 @@ fn recv_stamped(_: &TcpStream, _: *mut u8, _: usize) -> io::Result<(usize, Optio
 /// A wall-clock receive time as an `Instant`: now, less how long ago it was.
 #[cfg(target_os = "linux")]
 fn to_instant(ts: libc::timespec) -> Instant {
-    let (now_wall, now) = (SystemTime::now(), Instant::now());
+    let (now_wall, now) = (std::time::SystemTime::now(), Instant::now());
     let at = std::time::UNIX_EPOCH
         + std::time::Duration::new(
             ts.tv_sec.max(0) as u64,
@@ -284,12 +284,6 @@ fn to_instant(ts: libc::timespec) -> Instant {
         // there is.
         Err(_) => now,
     }
-}
-
-#[cfg(not(target_os = "linux"))]
-#[allow(dead_code)]
-fn to_instant(_: ()) -> Instant {
-    Instant::now()
 }
 
 #[cfg(test)]

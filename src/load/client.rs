@@ -446,32 +446,7 @@ mod tests {
     fn serve_once(listener: TcpListener, reply: String) -> std::thread::JoinHandle<String> {
         std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            let mut buf = Vec::new();
-            let mut byte = [0u8; 1024];
-            let head_end = loop {
-                let n = s.read(&mut byte).unwrap();
-                assert!(n > 0, "connection closed before the request ended");
-                buf.extend_from_slice(&byte[..n]);
-                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break i + 4;
-                }
-            };
-            let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            while buf.len() < head_end + length {
-                let n = s.read(&mut byte).unwrap();
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&byte[..n]);
-            }
+            let head = read_request(&mut s).expect("connection closed before the request ended");
             s.write_all(reply.as_bytes()).unwrap();
             head
         })
@@ -576,31 +551,36 @@ mod tests {
         assert!(!format!("{key:?}").contains("sk-redirect-test"));
     }
 
-    /// Reads one request (head and body) from `s`; false when the connection closed first.
-    fn read_request(s: &mut std::net::TcpStream) -> bool {
+    /// Reads one request (head and body) from `s` and returns its head; `None` when the
+    /// connection closed first.
+    fn read_request(s: &mut std::net::TcpStream) -> Option<String> {
         let mut buf = Vec::new();
         let mut byte = [0u8; 1024];
         let head_end = loop {
             match s.read(&mut byte) {
-                Ok(0) | Err(_) => return false,
+                Ok(0) | Err(_) => return None,
                 Ok(n) => buf.extend_from_slice(&byte[..n]),
             }
             if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break i + 4;
             }
         };
-        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
         let length: usize = head
             .lines()
-            .find_map(|l| l.strip_prefix("content-length:")?.trim().parse().ok())
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())?
+            })
             .unwrap_or(0);
         while buf.len() < head_end + length {
             match s.read(&mut byte) {
-                Ok(0) | Err(_) => return false,
+                Ok(0) | Err(_) => return None,
                 Ok(n) => buf.extend_from_slice(&byte[..n]),
             }
         }
-        true
+        Some(head)
     }
 
     /// A server whose chunked body ends 30 ms after `[DONE]`: the client stops measuring at
@@ -622,7 +602,7 @@ mod tests {
                 connections += 1;
                 s.set_nonblocking(false).unwrap();
                 s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                while served < 2 && read_request(&mut s) {
+                while served < 2 && read_request(&mut s).is_some() {
                     let data = "data: {\"choices\":[{\"delta\":{\"content\":\"hi \"}}]}\n\ndata: [DONE]\n\n";
                     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
                     let _ = s.write_all(format!("{head}{:x}\r\n{data}\r\n", data.len()).as_bytes());

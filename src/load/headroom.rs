@@ -129,24 +129,25 @@ const READ_DELAY_FLOOR_MS: f64 = 1.0;
 const MIN_LATE_READS: u64 = 10;
 
 /// Marks the trial client-bound when over 1% of its reads (and at least 10) came more than
-/// half the median inter-token gap (and more than 1 ms) after their data arrived: then a chunk can still be unread when
-/// the next one arrives, the kernel merges them, and both get the later one's arrival time
-/// (one gap too long, the next one zero). Two chunks merge only when the second arrived
-/// within the first one's wait, so the error is never more than the wait: a p99 wait under
-/// 1 ms cannot cost 1 ms (an instant simulator, with gaps of microseconds, stays unflagged
-/// at low load). This is the direct measure; the lag probe and CPU use are the indirect one
-/// (and the only one where the kernel gives no receive times).
+/// half the median inter-token gap (and more than 1 ms) after their data arrived: then a
+/// chunk can still be unread when the next one arrives, the kernel merges them, and both get
+/// the later one's arrival time (one gap too long, the next one zero). Two chunks merge only
+/// when the second arrived within the first one's wait, so the error is never more than the
+/// wait: waits under 1 ms cannot cost 1 ms (an instant simulator, with gaps of microseconds,
+/// stays unflagged at low load). This is the direct measure; the lag probe and CPU use are
+/// the indirect one (and the only one where the kernel gives no receive times).
 pub fn judge_reads(h: &mut ClientHeadroom, reads: &ReadDelays, itl_p50_ms: Option<f64>) {
     let Some(itl) = itl_p50_ms.filter(|i| *i >= 0.0) else {
         return;
     };
-    if reads.count() == 0 {
+    let all = reads.count();
+    if all == 0 {
         return;
     }
     let limit = (itl / 2.0).max(READ_DELAY_FLOOR_MS);
     h.read_delay_limit_ms = Some(limit);
     h.late_reads = Some(reads.count_over_ms(limit));
-    h.reads = Some(reads.count());
+    h.reads = Some(all);
     if reads_too_late(h) {
         h.client_bound = true;
     }
@@ -171,10 +172,15 @@ pub fn judge(lags_ms: &mut [f64], cpu_fraction: f64) -> ClientHeadroom {
         client_bound: false,
         ..ClientHeadroom::default()
     };
-    h.client_bound = h.lag_p50_ms > LAG_P50_LIMIT_MS
-        || h.lag_p99_ms > LAG_P99_LIMIT_MS
-        || h.cpu_fraction >= CPU_SATURATED_FRACTION;
+    h.client_bound = lagging(&h);
     h
+}
+
+/// The indirect measure: the runtime woke late, or the process used its threads' CPU.
+fn lagging(h: &ClientHeadroom) -> bool {
+    h.lag_p50_ms > LAG_P50_LIMIT_MS
+        || h.lag_p99_ms > LAG_P99_LIMIT_MS
+        || h.cpu_fraction >= CPU_SATURATED_FRACTION
 }
 
 /// The trial flag for a client-bound trial (it contains "client-bound": `baseline bless`
@@ -184,10 +190,7 @@ pub fn flag(h: &ClientHeadroom) -> Option<String> {
         return None;
     }
     let mut why = Vec::new();
-    if h.lag_p50_ms > LAG_P50_LIMIT_MS
-        || h.lag_p99_ms > LAG_P99_LIMIT_MS
-        || h.cpu_fraction >= CPU_SATURATED_FRACTION
-    {
+    if lagging(h) {
         why.push(format!(
             "the load generator lagged (scheduler delay p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; \
              CPU {:.0}% of its worker threads)",

@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::PeakRss;
+use super::process::PeakRss;
 use crate::load::client::{build_probe_client, send, Limits, Observed};
 use crate::load::headroom::{process_cpu, Monitor};
 use crate::load::http::build_load_client;
