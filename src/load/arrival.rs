@@ -110,9 +110,23 @@ impl AsyncRead for StampedTcp {
             // de-initialising), as `unfilled_mut` requires.
             let unfilled = unsafe { buf.unfilled_mut() };
             let (ptr, len) = (unfilled.as_mut_ptr().cast::<u8>(), unfilled.len());
+            // A short read emptied the socket: the closure then reports WouldBlock so that
+            // tokio forgets the readiness (as its own TcpStream does), and the bytes are taken
+            // from `short`. Without this every chunk cost a second recvmsg that found nothing
+            // (half of all the client's recvmsg calls at a thousand streams).
+            let mut short = None;
             let read = this.tcp.try_io(tokio::io::Interest::READABLE, || {
-                recv_stamped(&this.tcp, ptr, len)
+                let (n, stamp) = recv_stamped(&this.tcp, ptr, len)?;
+                if n > 0 && n < len {
+                    short = Some((n, stamp));
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok((n, stamp))
             });
+            let read = match short {
+                Some(got) => Ok(got),
+                None => read,
+            };
             match read {
                 Ok((n, stamp)) => {
                     // SAFETY: recvmsg wrote `n` bytes into the unfilled part.

@@ -220,22 +220,32 @@ async fn read_stream(
     // The stall clock restarts only when an SSE data event arrives: keep-alive comments
     // (`: ping`) are bytes, not progress, and must not hide a server that stopped generating.
     let mut stall_deadline = tokio::time::Instant::now() + stall;
+    // One timer for the whole stream, moved only when it fires early: re-arming a timer for
+    // every chunk was a tenth of the client's own CPU time at a thousand streams.
+    let timer = tokio::time::sleep_until(stall_deadline.min(deadline));
+    tokio::pin!(timer);
     loop {
-        let stalls_first = stall_deadline < deadline;
-        let next = match timeout_at(stall_deadline.min(deadline), next_data(body)).await {
-            Ok(r) => r,
-            Err(_) if stalls_first => {
-                obs.failure = Some((
-                    ErrorClass::Stall,
-                    format!("no data event for {}", humantime::format_duration(stall)),
-                ));
-                return true;
-            }
-            Err(_) => {
-                obs.failure = Some((
-                    ErrorClass::Timeout,
-                    "response not finished before the request timeout".into(),
-                ));
+        let next = tokio::select! {
+            biased;
+            next = next_data(body) => next,
+            () = &mut timer => {
+                let due = stall_deadline.min(deadline);
+                if tokio::time::Instant::now() < due {
+                    // Data came since the timer was set: it fired early.
+                    timer.as_mut().reset(due);
+                    continue;
+                }
+                obs.failure = Some(if stall_deadline < deadline {
+                    (
+                        ErrorClass::Stall,
+                        format!("no data event for {}", humantime::format_duration(stall)),
+                    )
+                } else {
+                    (
+                        ErrorClass::Timeout,
+                        "response not finished before the request timeout".into(),
+                    )
+                });
                 return true;
             }
         };
@@ -679,5 +689,70 @@ mod tests {
             "stalled after {waited:?}"
         );
         let _ = server.join();
+    }
+
+    /// A server sending a token every 100 ms for `tokens` tokens, then `[DONE]`.
+    fn steady_server(tokens: usize) -> (u16, std::thread::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            read_request(&mut s);
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+            let _ = s.write_all(head.as_bytes());
+            for _ in 0..tokens {
+                std::thread::sleep(Duration::from_millis(100));
+                let token = "data: {\"choices\":[{\"delta\":{\"content\":\"a \"}}]}\n\n";
+                if s.write_all(token.as_bytes()).is_err() {
+                    return;
+                }
+            }
+            let _ = s.write_all(b"data: [DONE]\n\n");
+        });
+        (port, server)
+    }
+
+    async fn send_with(port: u16, limits: Limits) -> Observed {
+        let client = super::super::http::build_load_client(1).unwrap();
+        let url: Uri = format!("http://127.0.0.1:{port}/v1/chat/completions")
+            .parse()
+            .unwrap();
+        let body = bytes::Bytes::from_static(b"{}");
+        send(&client, &url, body, None, true, limits, Instant::now()).await
+    }
+
+    /// The stall timer is moved only when it fires: tokens 100 ms apart for a second never
+    /// trip a 250 ms stall limit, though the timer set at the start fires several times.
+    #[tokio::test]
+    async fn steady_tokens_never_stall() {
+        let (port, server) = steady_server(10);
+        let limits = Limits {
+            request_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_millis(250),
+        };
+        let obs = send_with(port, limits).await;
+        assert!(obs.failure.is_none(), "{:?}", obs.failure);
+        assert_eq!(obs.chunks.len(), 10);
+        server.join().unwrap();
+    }
+
+    /// A stream that keeps flowing ends at the request timeout, as a timeout (not a stall).
+    #[tokio::test]
+    async fn a_flowing_stream_ends_at_the_request_timeout() {
+        let (port, server) = steady_server(20);
+        let limits = Limits {
+            request_timeout: Duration::from_millis(550),
+            stall_timeout: Duration::from_millis(250),
+        };
+        let started = Instant::now();
+        let obs = send_with(port, limits).await;
+        let waited = started.elapsed();
+        let (class, msg) = obs.failure.expect("a timeout");
+        assert_eq!(class, ErrorClass::Timeout, "{msg}");
+        assert!(
+            waited >= Duration::from_millis(540) && waited < Duration::from_millis(1500),
+            "ended after {waited:?}"
+        );
+        server.join().unwrap();
     }
 }

@@ -21,7 +21,9 @@ use crate::record::{ClientHeadroom, Environment};
 
 mod process;
 mod timing;
-use process::{raise_nofile_limit, run_on_client_runtime, spawn_child, PeakRss, SimProcess};
+use process::{
+    raise_nofile_limit, run_on_client_runtime, spawn_child, CoreSplit, PeakRss, SimProcess,
+};
 use timing::{measure_timing, TimingFigures};
 
 #[derive(Debug, clap::Args, Clone)]
@@ -50,6 +52,15 @@ pub struct SelfbenchArgs {
     /// Output tokens per request in the timing-error case.
     #[arg(long, default_value_t = 100)]
     pub timing_tokens: u32,
+    /// Start the timing case's streams on fresh connections, all opened at once, instead of
+    /// opening them first with a one-token request per stream (as `bench`'s warmup does).
+    #[arg(long)]
+    pub cold_start: bool,
+    /// Let the client and the simulator share all cores (by default, when there are more
+    /// cores than client threads, the client's cases run on the first `--client-threads`
+    /// cores and the simulator on the rest).
+    #[arg(long)]
+    pub shared_cores: bool,
     /// Also write the figures as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -57,7 +68,7 @@ pub struct SelfbenchArgs {
     /// its figures as JSON.
     #[arg(long, hide = true)]
     pub case: Option<String>,
-    /// Internal: run the timing case as "ENDPOINT,STREAMS,TOKENS,CADENCE_MS" and print its
+    /// Internal: run the timing case as "ENDPOINT,STREAMS,TOKENS,CADENCE_MS,COLD" and print its
     /// figures as JSON.
     #[arg(long, hide = true)]
     pub timing_case: Option<String>,
@@ -119,10 +130,23 @@ pub fn run(args: SelfbenchArgs) -> Result<Exit> {
         );
     }
     let threads = args.client_threads.max(1);
+    let cores = if args.shared_cores {
+        None
+    } else {
+        CoreSplit::new(threads)
+    };
+    let placement = match &cores {
+        Some(split) => format!(
+            "client on core(s) {:?}, simulator on core(s) {:?}",
+            split.client, split.simulator
+        ),
+        None => "client and simulator sharing all cores".to_string(),
+    };
     println!(
-        "throughline selfbench: client runtime with {threads} worker thread(s), simulator in a separate process"
+        "throughline selfbench: client runtime with {threads} worker thread(s), simulator in a separate process; {placement}"
     );
-    let instant = SimProcess::start(&["--preset", "instant"])?;
+    let cores = cores.as_ref();
+    let instant = SimProcess::start(&["--preset", "instant"], cores)?;
     println!(
         "{:>7} {:>7} {:>9} {:>10} {:>12} {:>9} {:>10} {:>12} {:>11} {:>9} {:>8}",
         "streams",
@@ -142,7 +166,7 @@ pub fn run(args: SelfbenchArgs) -> Result<Exit> {
         for &streams in &args.levels {
             let per_stream = args.chunks.div_ceil(u64::from(tokens) * u64::from(streams));
             let requests = u64::from(streams) * per_stream.max(1);
-            let c = spawn_case(&instant.url, streams, tokens, requests, threads)?;
+            let c = spawn_case(&instant.url, streams, tokens, requests, threads, cores)?;
             print_row(&c);
             cases.push(c);
         }
@@ -156,18 +180,25 @@ pub fn run(args: SelfbenchArgs) -> Result<Exit> {
     };
     if args.timing_streams > 0 {
         let delay = args.token_delay_ms.to_string();
-        let fixed = SimProcess::start(&[
-            "--preset",
-            "fixed",
-            "--token-delay-ms",
-            &delay,
-            "--record-send-times",
-        ])?;
+        let fixed = SimProcess::start(
+            &[
+                "--preset",
+                "fixed",
+                "--token-delay-ms",
+                &delay,
+                "--record-send-times",
+            ],
+            cores,
+        )?;
         let spec = format!(
-            "{},{},{},{}",
-            fixed.url, args.timing_streams, args.timing_tokens, args.token_delay_ms
+            "{},{},{},{},{}",
+            fixed.url,
+            args.timing_streams,
+            args.timing_tokens,
+            args.token_delay_ms,
+            args.cold_start
         );
-        let t: TimingFigures = spawn_child(&["--timing-case", &spec], threads)?;
+        let t: TimingFigures = spawn_child(&["--timing-case", &spec], threads, cores)?;
         print_timing(&t);
         report.timing = Some(t);
     }
@@ -203,8 +234,16 @@ fn print_timing(t: &TimingFigures) {
         show(x.as_ref().map(f))
     };
     println!(
-        "timing at {} streams x {} tokens, {} ms cadence ({} token gaps paired with the simulator's send times):",
-        t.streams, t.tokens, t.cadence_ms, t.paired_gaps
+        "timing at {} streams x {} tokens, {} ms cadence, {} ({} token gaps paired with the simulator's send times):",
+        t.streams,
+        t.tokens,
+        t.cadence_ms,
+        if t.cold_start {
+            "all connections opened at the start"
+        } else {
+            "connections opened first"
+        },
+        t.paired_gaps
     );
     println!(
         "  measured ITL            p50 {} ms, p99 {} ms (minus the cadence: p50 {} ms, p99 {} ms)",
@@ -270,23 +309,25 @@ fn spawn_case(
     tokens: u32,
     requests: u64,
     threads: usize,
+    cores: Option<&CoreSplit>,
 ) -> Result<CaseFigures> {
     let spec = format!("{url},{streams},{tokens},{requests}");
-    spawn_child(&["--case", &spec], threads)
+    spawn_child(&["--case", &spec], threads, cores)
         .with_context(|| format!("the case with {streams} streams x {tokens} tokens failed"))
 }
 
 fn run_timing_here(spec: &str, threads: usize) -> Result<Exit> {
     let parts: Vec<&str> = spec.split(',').collect();
-    let [url, streams, tokens, cadence] = parts[..] else {
-        bail!("--timing-case wants ENDPOINT,STREAMS,TOKENS,CADENCE_MS, got {spec:?}");
+    let [url, streams, tokens, cadence, cold] = parts[..] else {
+        bail!("--timing-case wants ENDPOINT,STREAMS,TOKENS,CADENCE_MS,COLD, got {spec:?}");
     };
     let url = url.to_string();
     let streams: u32 = streams.parse().context("--timing-case streams")?;
     let tokens: u32 = tokens.parse().context("--timing-case tokens")?;
     let cadence: f64 = cadence.parse().context("--timing-case cadence")?;
+    let cold: bool = cold.parse().context("--timing-case cold")?;
     run_on_client_runtime(threads, move || async move {
-        measure_timing(&url, streams, tokens, cadence).await
+        measure_timing(&url, streams, tokens, cadence, cold).await
     })
 }
 

@@ -2,6 +2,7 @@
 //! its own on a runtime of the chosen size, which measures its own peak memory.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -38,6 +39,71 @@ pub(super) fn raise_nofile_limit() -> u64 {
     }
 }
 
+/// Which cores the client's case processes and the simulator may run on. With the two
+/// pinned apart, the client's figures are its own: otherwise the simulator's threads
+/// preempt the client's single worker whenever a burst of chunks is due, and the client's
+/// read delays measure the simulator's CPU use as much as the client's.
+#[derive(Debug, Clone, Default)]
+pub(super) struct CoreSplit {
+    pub client: Vec<usize>,
+    pub simulator: Vec<usize>,
+}
+
+impl CoreSplit {
+    /// The first `client_threads` of the cores this process may use for the client, the
+    /// rest for the simulator; `None` when there are not enough cores to split.
+    pub fn new(client_threads: usize) -> Option<CoreSplit> {
+        let cores = allowed_cores();
+        if cores.len() <= client_threads {
+            return None;
+        }
+        let (client, simulator) = cores.split_at(client_threads);
+        Some(CoreSplit {
+            client: client.to_vec(),
+            simulator: simulator.to_vec(),
+        })
+    }
+}
+
+/// The cores this process may run on.
+fn allowed_cores() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Makes `cmd`'s process (and every thread it starts) run only on `cores`.
+fn pin(cmd: &mut Command, cores: &[usize]) {
+    if cores.is_empty() {
+        return;
+    }
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cores {
+            libc::CPU_SET(c, &mut set);
+        }
+        set
+    };
+    // SAFETY: between fork and exec the closure makes one system call, which is
+    // async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A `serve-sim` child process, killed on drop.
 pub(super) struct SimProcess {
     child: Child,
@@ -45,14 +111,18 @@ pub(super) struct SimProcess {
 }
 
 impl SimProcess {
-    pub fn start(extra: &[&str]) -> Result<SimProcess> {
+    pub fn start(extra: &[&str], cores: Option<&CoreSplit>) -> Result<SimProcess> {
         let exe = std::env::current_exe().context("cannot find the throughline binary")?;
-        let mut child = Command::new(exe)
-            .args(["serve-sim", "--port", "0", "--max-running"])
+        let mut cmd = Command::new(exe);
+        cmd.args(["serve-sim", "--port", "0", "--max-running"])
             .arg(SIM_SLOTS.to_string())
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        if let Some(split) = cores {
+            pin(&mut cmd, &split.simulator);
+        }
+        let mut child = cmd
             .spawn()
             .context("cannot start the simulator (serve-sim)")?;
         let stdout = child.stdout.take().context("no simulator output")?;
@@ -79,14 +149,17 @@ impl Drop for SimProcess {
 pub(super) fn spawn_child<T: serde::de::DeserializeOwned>(
     args: &[&str],
     threads: usize,
+    cores: Option<&CoreSplit>,
 ) -> Result<T> {
     let exe = std::env::current_exe().context("cannot find the throughline binary")?;
-    let out = Command::new(exe)
-        .args(["selfbench", "--client-threads", &threads.to_string()])
+    let mut cmd = Command::new(exe);
+    cmd.args(["selfbench", "--client-threads", &threads.to_string()])
         .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .context("cannot run a self-benchmark case")?;
+        .stderr(Stdio::inherit());
+    if let Some(split) = cores {
+        pin(&mut cmd, &split.client);
+    }
+    let out = cmd.output().context("cannot run a self-benchmark case")?;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         bail!("the child process failed: {text}");

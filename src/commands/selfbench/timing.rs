@@ -21,7 +21,7 @@ use serde_json::json;
 use super::process::PeakRss;
 use crate::load::client::{build_probe_client, send, Limits, Observed};
 use crate::load::headroom::{process_cpu, Monitor};
-use crate::load::http::build_load_client;
+use crate::load::http::{build_load_client, LoadClient};
 use crate::load::tokens::{attribute_tokens, inter_token_gaps_ms};
 use crate::record::ClientHeadroom;
 use crate::stats::Percentiles;
@@ -30,6 +30,9 @@ use crate::stats::Percentiles;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimingFigures {
     pub streams: u32,
+    /// The streams started on fresh connections (else each connection was opened first).
+    #[serde(default)]
+    pub cold_start: bool,
     pub tokens: u32,
     pub cadence_ms: f64,
     pub requests: u64,
@@ -62,11 +65,17 @@ pub struct TimingFigures {
 }
 
 /// Runs the timing case against `url` (a simulator started with `--record-send-times`).
+///
+/// Unless `cold`, every stream's connection is opened first by a one-token request, as
+/// `bench`'s warmup requests do: a thousand TCP handshakes at once keep one core busy for
+/// over 100 ms, long enough for the first streams' tokens to wait unread, and that start is
+/// a different figure (see `--cold-start`) from the client's steady-state error.
 pub async fn measure_timing(
     url: &str,
     streams: u32,
     tokens: u32,
     cadence_ms: f64,
+    cold: bool,
 ) -> Result<TimingFigures> {
     let client = build_load_client(streams as usize)?;
     let target: hyper::Uri = format!("{url}/v1/chat/completions")
@@ -76,28 +85,22 @@ pub async fn measure_timing(
         request_timeout: Duration::from_secs(600),
         stall_timeout: Duration::from_secs(60),
     };
-    let clock = Instant::now();
     let rss = PeakRss::start();
+    if !cold {
+        let warm = start_streams(&client, &target, streams, 1, "selfbench-warm", limits);
+        for t in warm {
+            let obs = t.await.context("a warmup request panicked")?;
+            if let Some((class, msg)) = obs.failure {
+                bail!("a warmup request failed ({class:?}): {msg}");
+            }
+        }
+        // Each connection returns to the pool once its body is read to the end (client.rs
+        // drains it in a task of its own).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let cpu0 = process_cpu();
     let monitor = Monitor::start();
-    let tasks: Vec<_> = (0..streams)
-        .map(|i| {
-            let (client, target) = (client.clone(), target.clone());
-            let body = json!({
-                "model": "selfbench",
-                "messages": [{"role": "user", "content": format!("selfbench stream {i}")}],
-                "max_tokens": tokens,
-                "ignore_eos": true,
-                "stream": true,
-                "stream_options": {"include_usage": true, "continuous_usage_stats": true},
-                "user": user(i),
-            });
-            let body = bytes::Bytes::from(body.to_string());
-            tokio::spawn(
-                async move { send(&client, &target, body, None, true, limits, clock).await },
-            )
-        })
-        .collect();
+    let tasks = start_streams(&client, &target, streams, tokens, "selfbench", limits);
     let mut observed = Vec::with_capacity(tasks.len());
     for t in tasks {
         observed.push(t.await.context("a timing request panicked")?);
@@ -111,6 +114,7 @@ pub async fn measure_timing(
     let sent = fetch_send_times(url).await?;
     let mut figures = TimingFigures {
         streams,
+        cold_start: cold,
         tokens,
         cadence_ms,
         requests: observed.len() as u64,
@@ -172,6 +176,37 @@ pub async fn measure_timing(
 
 fn user(i: u32) -> String {
     format!("selfbench-{i}")
+}
+
+/// Starts one streaming request of `tokens` tokens per stream, all at once, the OpenAI
+/// `user` of stream i being "{prefix}-{i}" (the simulator records send times by it).
+fn start_streams(
+    client: &LoadClient,
+    target: &hyper::Uri,
+    streams: u32,
+    tokens: u32,
+    prefix: &str,
+    limits: Limits,
+) -> Vec<tokio::task::JoinHandle<Observed>> {
+    let clock = Instant::now();
+    (0..streams)
+        .map(|i| {
+            let (client, target) = (client.clone(), target.clone());
+            let body = json!({
+                "model": "selfbench",
+                "messages": [{"role": "user", "content": format!("selfbench stream {i}")}],
+                "max_tokens": tokens,
+                "ignore_eos": true,
+                "stream": true,
+                "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+                "user": format!("{prefix}-{i}"),
+            });
+            let body = bytes::Bytes::from(body.to_string());
+            tokio::spawn(
+                async move { send(&client, &target, body, None, true, limits, clock).await },
+            )
+        })
+        .collect()
 }
 
 /// The client's per-token gaps, exactly as `bench` computes them.
