@@ -186,6 +186,13 @@ pub struct ClientHeadroom {
     pub reads: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_reads: Option<u64>,
+    /// Content chunks of the trial's streams, and how many came in one read with the chunk
+    /// before them from a read that waited over 1 ms: chunks the client may have timed
+    /// late (the kernel keeps one arrival time for data read together).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_merged_chunks: Option<u64>,
     pub client_bound: bool,
 }
 

@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hyper::Uri;
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
@@ -46,19 +46,25 @@ pub fn read_counts() -> (u64, u64) {
     )
 }
 
-/// The arrival time of a connection's latest read, shared with the responses it carries
-/// (hyper puts it in each response's extensions).
+/// The arrival time of a connection's latest read, and how long its data waited in the
+/// socket (known only from kernel stamps), shared with the responses it carries (hyper puts
+/// it in each response's extensions).
 #[derive(Debug, Clone, Default)]
-pub struct ArrivalClock(Arc<Mutex<Option<Instant>>>);
+pub struct ArrivalClock(Arc<Mutex<Option<(Instant, Option<Duration>)>>>);
 
 impl ArrivalClock {
     /// When the data of the latest read arrived.
     pub fn latest(&self) -> Option<Instant> {
+        self.latest_read().map(|(at, _)| at)
+    }
+
+    /// When the data of the latest read arrived, and how long it waited to be read.
+    pub fn latest_read(&self) -> Option<(Instant, Option<Duration>)> {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn set(&self, at: Instant) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(at);
+    fn set(&self, at: Instant, waited: Option<Duration>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((at, waited));
     }
 }
 
@@ -98,7 +104,7 @@ impl AsyncRead for StampedTcp {
             let polled = Pin::new(&mut this.tcp).poll_read(cx, buf);
             if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
                 READ_TIME_READS.fetch_add(1, Ordering::Relaxed);
-                this.clock.set(Instant::now());
+                this.clock.set(Instant::now(), None);
             }
             return polled;
         }
@@ -136,13 +142,15 @@ impl AsyncRead for StampedTcp {
                         match stamp {
                             Some(at) => {
                                 KERNEL_STAMPED_READS.fetch_add(1, Ordering::Relaxed);
-                                super::read_delay::record(at.elapsed());
+                                let waited = at.elapsed();
+                                super::read_delay::record(waited);
+                                this.clock.set(at, Some(waited));
                             }
                             None => {
                                 READ_TIME_READS.fetch_add(1, Ordering::Relaxed);
+                                this.clock.set(Instant::now(), None);
                             }
                         }
-                        this.clock.set(stamp.unwrap_or_else(Instant::now));
                     }
                     return Poll::Ready(Ok(()));
                 }

@@ -13,6 +13,7 @@ use tokio::time::timeout_at;
 use super::arrival::ArrivalClock;
 use super::chunk::{clip, parse_chunk, parse_response, Usage};
 use super::http::LoadClient;
+use super::read_delay;
 use super::sse::{SseDecoder, SseError};
 use super::tokens::ChunkLog;
 use crate::record::ErrorClass;
@@ -184,14 +185,20 @@ struct Arrivals {
 
 impl Arrivals {
     fn latest(&mut self) -> Instant {
-        let at = self
+        self.latest_read().0
+    }
+
+    /// The latest read's arrival time, and whether it was late (its data waited in the
+    /// socket longer than [`read_delay::LATE_READ`]).
+    fn latest_read(&mut self) -> (Instant, bool) {
+        let (at, waited) = self
             .clock
             .as_ref()
-            .and_then(ArrivalClock::latest)
-            .unwrap_or_else(Instant::now)
-            .max(self.floor);
+            .and_then(ArrivalClock::latest_read)
+            .unwrap_or_else(|| (Instant::now(), None));
+        let at = at.max(self.floor);
         self.floor = at;
-        at
+        (at, waited.is_some_and(|w| w > read_delay::LATE_READ))
     }
 }
 
@@ -217,6 +224,7 @@ async fn read_stream(
 ) -> bool {
     let since = |t: Instant| t.duration_since(clock).as_secs_f64();
     let mut reader = StreamReader::new();
+    let mut merges = LateMerges::default();
     // The stall clock restarts only when an SSE data event arrives: keep-alive comments
     // (`: ping`) are bytes, not progress, and must not hide a server that stopped generating.
     let mut stall_deadline = tokio::time::Instant::now() + stall;
@@ -261,7 +269,11 @@ async fn read_stream(
             }
         };
         let events_before = reader.data_events;
-        if reader.push(since(arrivals.latest()), &bytes, obs) {
+        let chunks_before = obs.chunks.len();
+        let (at, late) = arrivals.latest_read();
+        let stop = reader.push(since(at), &bytes, obs);
+        merges.count(at, late, obs.chunks.len() - chunks_before);
+        if stop {
             return true;
         }
         if reader.data_events > events_before {
@@ -270,6 +282,37 @@ async fn read_stream(
     }
     reader.finish(since(arrivals.latest()), obs);
     false
+}
+
+/// Counts a stream's content chunks that came in a late read together with the chunk
+/// before them (read_delay.rs), and reports them when the stream ends.
+#[derive(Default)]
+struct LateMerges {
+    chunks: u64,
+    late_merged: u64,
+    /// The arrival time of the stream's latest content chunk.
+    last: Option<Instant>,
+}
+
+impl LateMerges {
+    /// `new_chunks` content chunks were taken from a read that arrived `at` (late or not).
+    fn count(&mut self, at: Instant, late: bool, new_chunks: usize) {
+        if new_chunks == 0 {
+            return;
+        }
+        let with_previous = usize::from(self.last == Some(at));
+        if late {
+            self.late_merged += (new_chunks - 1 + with_previous) as u64;
+        }
+        self.chunks += new_chunks as u64;
+        self.last = Some(at);
+    }
+}
+
+impl Drop for LateMerges {
+    fn drop(&mut self) {
+        read_delay::record_chunks(self.chunks, self.late_merged);
+    }
 }
 
 /// The SSE-to-[`Observed`] step on its own: bytes in, each with the time it arrived (seconds
@@ -689,6 +732,23 @@ mod tests {
             "stalled after {waited:?}"
         );
         let _ = server.join();
+    }
+
+    /// Chunks count as read late together only when their read was late and the chunk
+    /// shares its arrival time with the one before (or came in the same frame).
+    #[test]
+    fn late_merges_are_counted_per_shared_read() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(20);
+        let mut m = LateMerges::default();
+        m.count(t0, false, 1);
+        m.count(t0, false, 1); // one prompt read, two frames: a server write, not counted
+        m.count(t1, true, 0); // a keep-alive: no chunk
+        m.count(t1, true, 1); // a late read, but alone
+        m.count(t1, true, 2); // the same late read: both share it with the one before
+        m.count(t1 + Duration::from_millis(20), true, 3); // a late read of three
+        assert_eq!((m.chunks, m.late_merged), (8, 4));
+        std::mem::forget(m); // not counted into this process's totals
     }
 
     /// A server sending a token every 100 ms for `tokens` tokens, then `[DONE]`.

@@ -136,7 +136,20 @@ const MIN_LATE_READS: u64 = 10;
 /// wait: waits under 1 ms cannot cost 1 ms (an instant simulator, with gaps of microseconds,
 /// stays unflagged at low load). This is the direct measure; the lag probe and CPU use are
 /// the indirect one (and the only one where the kernel gives no receive times).
+///
+/// Late reads miss one case: a client behind by several token gaps reads a connection
+/// only after its next chunks have arrived too, so its read delay (measured to the last
+/// of them) stays under one gap while the first chunk waited much longer. That shows as
+/// chunks read together in a late read: over 0.5% of the chunks (each makes two gaps wrong,
+/// so 1% of the gaps) and at least 10 also mark the trial client-bound.
 pub fn judge_reads(h: &mut ClientHeadroom, reads: &ReadDelays, itl_p50_ms: Option<f64>) {
+    if reads.chunks > 0 {
+        h.chunks = Some(reads.chunks);
+        h.late_merged_chunks = Some(reads.late_merged);
+        if merged_too_often(h) {
+            h.client_bound = true;
+        }
+    }
     let Some(itl) = itl_p50_ms.filter(|i| *i >= 0.0) else {
         return;
     };
@@ -152,6 +165,18 @@ pub fn judge_reads(h: &mut ClientHeadroom, reads: &ReadDelays, itl_p50_ms: Optio
         h.client_bound = true;
     }
 }
+
+fn merged_too_often(h: &ClientHeadroom) -> bool {
+    match (h.late_merged_chunks, h.chunks) {
+        (Some(merged), Some(all)) => {
+            merged >= MIN_LATE_READS && merged as f64 > LATE_MERGED_SHARE * all as f64
+        }
+        _ => false,
+    }
+}
+
+/// The share of a trial's chunks that may come in late reads with the chunk before them.
+const LATE_MERGED_SHARE: f64 = 0.005;
 
 fn reads_too_late(h: &ClientHeadroom) -> bool {
     match (h.late_reads, h.reads) {
@@ -209,6 +234,14 @@ pub fn flag(h: &ClientHeadroom) -> Option<String> {
             100.0 * late as f64 / all.max(1) as f64,
             h.read_delay_limit_ms.unwrap_or(0.0),
             h.read_delay_p99_ms.unwrap_or(0.0)
+        ));
+    }
+    if merged_too_often(h) {
+        let (merged, all) = (h.late_merged_chunks.unwrap_or(0), h.chunks.unwrap_or(0));
+        why.push(format!(
+            "{merged} of {all} chunks ({:.2}%) were read late together with the chunk before \
+             them and timed as one, so some token gaps are too long and others zero",
+            100.0 * merged as f64 / all.max(1) as f64
         ));
     }
     Some(format!(
@@ -295,6 +328,38 @@ mod tests {
         judge_reads(&mut h, &ReadDelays::of(&[]), Some(20.0));
         judge_reads(&mut h, &ReadDelays::of(&[(50_000, 100)]), None);
         assert!(!h.client_bound && flag(&h).is_none());
+    }
+
+    /// The case late reads miss (read delays under the limit) is caught by chunks read late
+    /// together with the chunk before them: over 0.5% of the chunks, and at least 10.
+    #[test]
+    fn chunks_read_late_together() {
+        let calm = || judge(&mut [1.0; 100], 0.3);
+        let reads = |chunks, late_merged| {
+            let mut r = ReadDelays::of(&[(500, 2000)]);
+            (r.chunks, r.late_merged) = (chunks, late_merged);
+            r
+        };
+        let mut h = calm();
+        judge_reads(&mut h, &reads(2000, 9), Some(20.0));
+        assert!(!h.client_bound, "0.45% is under the limit");
+        assert_eq!((h.late_merged_chunks, h.chunks), (Some(9), Some(2000)));
+        let mut h = calm();
+        judge_reads(&mut h, &reads(2000, 11), Some(20.0));
+        assert!(h.client_bound && h.late_reads == Some(0), "{h:?}");
+        let msg = flag(&h).unwrap();
+        assert!(
+            msg.contains("11 of 2000 chunks (0.55%)") && !msg.contains("reads ("),
+            "{msg}"
+        );
+        // Too few to be more than noise, even as a share of a short trial.
+        let mut h = calm();
+        judge_reads(&mut h, &reads(100, 9), Some(20.0));
+        assert!(!h.client_bound);
+        // Judged without a token gap too (a trial whose ITL is unknown).
+        let mut h = calm();
+        judge_reads(&mut h, &reads(2000, 40), None);
+        assert!(h.client_bound);
     }
 
     #[test]

@@ -271,13 +271,16 @@ fn print_timing(t: &TimingFigures) {
     );
     let h = &t.headroom;
     println!(
-        "  client: {:.2} s CPU, {:.1} KiB/stream, lag p99 {:.1} ms, CPU {:.0}%, read delay p50 {} ms, p99 {} ms{}",
+        "  client: {:.2} s CPU, {:.1} KiB/stream, lag p99 {:.1} ms, CPU {:.0}%, read delay p50 {} ms, p99 {} ms, \
+         {} of {} chunks read late with the one before{}",
         t.cpu_s,
         t.bytes_per_stream / 1024.0,
         h.lag_p99_ms,
         h.cpu_fraction * 100.0,
         show(h.read_delay_p50_ms),
         show(h.read_delay_p99_ms),
+        h.late_merged_chunks.unwrap_or(0),
+        h.chunks.unwrap_or(0),
         if h.client_bound { " (client-bound)" } else { "" }
     );
 }
