@@ -50,7 +50,10 @@ pub fn read_counts() -> (u64, u64) {
 /// socket (known only from kernel stamps), shared with the responses it carries (hyper puts
 /// it in each response's extensions).
 #[derive(Debug, Clone, Default)]
-pub struct ArrivalClock(Arc<Mutex<Option<(Instant, Option<Duration>)>>>);
+pub struct ArrivalClock(Arc<Mutex<Option<LatestRead>>>);
+
+/// When a read's data arrived, and how long it waited in the socket (kernel stamps only).
+type LatestRead = (Instant, Option<Duration>);
 
 impl ArrivalClock {
     /// When the data of the latest read arrived.
@@ -59,7 +62,7 @@ impl ArrivalClock {
     }
 
     /// When the data of the latest read arrived, and how long it waited to be read.
-    pub fn latest_read(&self) -> Option<(Instant, Option<Duration>)> {
+    pub fn latest_read(&self) -> Option<LatestRead> {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
