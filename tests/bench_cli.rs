@@ -84,6 +84,46 @@ fn every_request_is_accounted_for_across_two_replicas() {
     assert!(stdout.contains("agg tok/s"), "{stdout}");
 }
 
+/// A level opens its connections before its first request, and its workers keep them:
+/// 16 workers sending 2 x 64 requests open 16 connections, not one per request (the
+/// simulator counts what it accepted; the probe, the telemetry scrapes and this test's own
+/// request use a few more connections of their own).
+#[test]
+fn a_level_opens_its_connections_once_and_keeps_them() {
+    let sim = Sim::start(1, &["--preset", "fast"]);
+    let dir = tempfile::tempdir().unwrap();
+    let rest = r#"
+[workload]
+input_tokens = 16
+max_tokens = 16
+ignore_eos = true
+[sweep]
+concurrency = [16]
+requests_per_level = 64
+trials = 2
+request_timeout = "20s"
+"#;
+    let profile = write_profile(dir.path(), "reuse", &sim.urls, rest);
+    let out_dir = dir.path().join("out");
+    let out = run(&[
+        "bench",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--no-plots",
+    ]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let connections: u64 = http_get(&format!("{}/sim/connections", sim.urls[0]))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (16..=16 + 6).contains(&connections),
+        "{connections} connections for 16 workers"
+    );
+}
+
 #[test]
 fn a_server_that_is_not_there_exits_2_and_says_why() {
     let port = {

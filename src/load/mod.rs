@@ -10,6 +10,7 @@ pub mod http;
 pub mod interrupt;
 pub mod openloop;
 pub mod outcome;
+pub mod preconnect;
 pub mod probe;
 pub mod read_delay;
 pub mod sse;
@@ -94,7 +95,8 @@ pub async fn run_bench(
         "auto" => report.engine.clone(),
         named => Some(named.to_string()),
     };
-    let client = http::build_load_client(if dialect::reuses_connections(engine.as_deref()) {
+    let keeps_connections = dialect::reuses_connections(engine.as_deref());
+    let client = http::build_load_client(if keeps_connections {
         max_concurrency
     } else {
         0
@@ -182,6 +184,19 @@ pub async fn run_bench(
             Some(r) => format!("rate={r}/s"),
             None => format!("C={concurrency}"),
         };
+        // The level's requests start on open connections (preconnect.rs). An open-loop
+        // level without a cap has no number of connections to open.
+        if keeps_connections && concurrency > 0 {
+            progress.set_message(format!("{name} opening connections"));
+            let per_endpoint = (concurrency as usize).div_ceil(profile.target.endpoints.len());
+            preconnect::open_connections(
+                &shared.client,
+                &profile.target.endpoints,
+                per_endpoint,
+                shared.api_key.as_ref(),
+            )
+            .await;
+        }
         if profile.sweep.warmup_requests > 0 {
             progress.set_message(format!("{name} warmup"));
             let batch = Batch {

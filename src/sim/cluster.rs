@@ -145,8 +145,11 @@ async fn start_replica(
     let addr = listener.local_addr()?;
     // Without TCP_NODELAY, Nagle holds each small SSE write until the client's delayed ACK
     // (about 40 ms): TTFT would measure the kernel, not the engine.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+    let connections = Arc::new(AtomicU64::new(0));
+    let accepted = Arc::clone(&connections);
+    let listener = axum::serve::ListenerExt::tap_io(listener, move |tcp| {
         let _ = tcp.set_nodelay(true);
+        accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     });
     let metrics = Arc::new(Metrics::default());
     let (submit, rx) = mpsc::unbounded_channel();
@@ -160,6 +163,7 @@ async fn start_replica(
         faults,
         seed: cfg.seed,
         send_times: cfg.record_send_times.then(Default::default),
+        connections,
     });
     let engine = tokio::spawn(engine::run(cfg, rx, metrics));
     let app = router(state);

@@ -35,6 +35,9 @@ pub struct AppState {
     /// Per `user`: when each streamed content chunk was handed to the connection (see
     /// `SimConfig::record_send_times`).
     pub send_times: Option<Arc<SendTimes>>,
+    /// TCP connections this replica accepted (`GET /sim/connections`): tests check with it
+    /// that the client reuses its connections.
+    pub connections: Arc<AtomicU64>,
 }
 
 /// Send times in nanoseconds since the process's first recorded chunk, per `user`.
@@ -69,6 +72,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(|| async { StatusCode::OK }))
         .route("/metrics", get(metrics))
         .route("/sim/send-times", get(send_times))
+        .route(
+            "/sim/connections",
+            get(|State(st): State<Arc<AppState>>| async move {
+                st.connections
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .to_string()
+            }),
+        )
         .with_state(state)
 }
 

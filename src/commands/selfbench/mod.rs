@@ -53,7 +53,7 @@ pub struct SelfbenchArgs {
     #[arg(long, default_value_t = 100)]
     pub timing_tokens: u32,
     /// Start the timing case's streams on fresh connections, all opened at once, instead of
-    /// opening them first with a one-token request per stream (as `bench`'s warmup does).
+    /// sending a one-token request per stream first (as a `bench` level's warmup requests do).
     #[arg(long)]
     pub cold_start: bool,
     /// Let the client and the simulator share all cores (by default, when there are more

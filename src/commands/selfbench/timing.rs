@@ -66,10 +66,13 @@ pub struct TimingFigures {
 
 /// Runs the timing case against `url` (a simulator started with `--record-send-times`).
 ///
-/// Unless `cold`, every stream's connection is opened first by a one-token request, as
-/// `bench`'s warmup requests do: a thousand TCP handshakes at once keep one core busy for
-/// over 100 ms, long enough for the first streams' tokens to wait unread, and that start is
-/// a different figure (see `--cold-start`) from the client's steady-state error.
+/// Unless `cold`, every stream first sends a one-token request, as a `bench` level's warmup
+/// requests do: it opens the stream's connection and grows both programs' memory to what a
+/// thousand streams need. A cold start is a different figure (`--cold-start`): a thousand TCP
+/// handshakes and the heap's growth (page faults, `mprotect`) keep one core busy for over
+/// 100 ms, long enough for the first streams' tokens to wait unread. Opening only the
+/// connections (as `bench` does before every level, preconnect.rs) is not enough: two of
+/// three such runs still had 600 chunks read late together, against none of ten here.
 pub async fn measure_timing(
     url: &str,
     streams: u32,
