@@ -231,8 +231,9 @@ async fn read_stream(
     // The stall clock restarts only when an SSE data event arrives: keep-alive comments
     // (`: ping`) are bytes, not progress, and must not hide a server that stopped generating.
     let mut stall_deadline = tokio::time::Instant::now() + stall;
-    // One timer for the whole stream, moved only when it fires early: re-arming a timer for
-    // every chunk was a tenth of the client's own CPU time at a thousand streams.
+    // One timer for the whole stream, moved only when it fires early: a timer armed and
+    // cancelled for every chunk was about 3% of the client's CPU samples at a thousand
+    // streams (tokio's timer wheel, insert and remove).
     let timer = tokio::time::sleep_until(stall_deadline.min(deadline));
     tokio::pin!(timer);
     loop {

@@ -21,8 +21,8 @@ static READ_DELAY_US: [AtomicU64; DELAY_BUCKETS] = [const { AtomicU64::new(0) };
 static CHUNKS: AtomicU64 = AtomicU64::new(0);
 static LATE_MERGED_CHUNKS: AtomicU64 = AtomicU64::new(0);
 
-/// A read that waited longer than this was late: a chunk it shares with the one before
-/// may have arrived that much earlier than it is timed.
+/// A read that waited longer than this was late: the client was behind, and a chunk it
+/// carries together with the one before may have arrived well before it is timed.
 pub const LATE_READ: Duration = Duration::from_millis(1);
 
 fn delay_bucket(delay_us: u64) -> usize {
