@@ -27,7 +27,7 @@ pub const READ_BUFFER_BYTES: usize = 8 * 1024;
 /// How long a connection may take to open before the request fails as `connect`.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A pooled HTTP/1.1 client (http and https, rustls with the webpki roots, no OpenSSL) with
+/// A pooled HTTP/1.1 client (http and https, rustls, no OpenSSL; see [`trusted_roots`]) with
 /// TCP_NODELAY, a bounded read buffer and kernel arrival times (arrival.rs). It does not
 /// follow redirects: a benchmark that silently timed two servers would not be measuring the
 /// endpoint it names.
@@ -41,9 +41,7 @@ pub fn build_load_client(max_idle: usize) -> Result<LoadClient> {
     tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
     tcp.enforce_http(false);
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
+    let roots = trusted_roots();
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("cannot configure TLS")?
@@ -60,4 +58,17 @@ pub fn build_load_client(max_idle: usize) -> Result<LoadClient> {
         .timer(TokioTimer::new())
         .http1_max_buf_size(READ_BUFFER_BYTES)
         .build(connector))
+}
+
+/// The certificate authorities HTTPS endpoints may be signed by: the system's (as curl and
+/// reqwest's probe trust them, so a server behind a company CA works; `SSL_CERT_FILE` and
+/// `SSL_CERT_DIR` name others, as for OpenSSL) and Mozilla's bundled list (for containers
+/// without a system store). Unreadable system certificates are skipped.
+pub fn trusted_roots() -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    roots
 }

@@ -35,10 +35,17 @@ pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<Pro
             .await;
         let response = match response {
             Ok(r) => r,
-            Err(e) => bail!(
-                "cannot reach the server at {endpoint} ({url}): {}",
-                error_chain(&e)
-            ),
+            Err(e) => {
+                let why = error_chain(&e);
+                // rustls says "invalid peer certificate: UnknownIssuer" and no more.
+                let hint = if why.contains("certificate") {
+                    "; if its certificate is signed by a private CA, name the CA's PEM file in \
+                     SSL_CERT_FILE"
+                } else {
+                    ""
+                };
+                bail!("cannot reach the server at {endpoint} ({url}): {why}{hint}")
+            }
         };
         if !response.status().is_success() {
             bail!(
