@@ -85,9 +85,11 @@ fn every_request_is_accounted_for_across_two_replicas() {
 }
 
 /// A level opens its connections before its first request, and its workers keep them:
-/// 16 workers sending 2 x 64 requests open 16 connections, not one per request (the
-/// simulator counts what it accepted; the probe, the telemetry scrapes and this test's own
-/// request use a few more connections of their own).
+/// 16 workers sending 2 x 64 requests open 16 connections, not one per request. The
+/// simulator counts what it accepted: the probe, the telemetry scrapes and this test's own
+/// request add 4 to 6, and now and then a request finds its worker's connection not yet
+/// back in the pool and opens one more (21-23 measured in all; 46 when the end of each body
+/// was read in a task of its own).
 #[test]
 fn a_level_opens_its_connections_once_and_keeps_them() {
     let sim = Sim::start(1, &["--preset", "fast"]);
@@ -119,7 +121,7 @@ request_timeout = "20s"
         .parse()
         .unwrap();
     assert!(
-        (16..=16 + 6).contains(&connections),
+        (16..=16 + 5 + 5).contains(&connections),
         "{connections} connections for 16 workers"
     );
 }
