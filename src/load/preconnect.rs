@@ -18,9 +18,10 @@ use reqwest::header::{HeaderValue, AUTHORIZATION};
 use tokio::task::JoinSet;
 
 use super::body::base_url;
-use super::http::{LoadClient, CONNECT_TIMEOUT};
+use super::http::LoadClient;
 
-/// How long one opening request may take, its handshake included.
+/// How long one opening request may take, its handshake included (longer than the
+/// client's own connect timeout, so that a slow connect fails as a connect).
 const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Sends `per_endpoint` concurrent `GET /v1/models` to each endpoint and reads each answer
@@ -50,7 +51,7 @@ pub async fn open_connections(
                     let response = client.request(request).await.ok()?;
                     response.into_body().collect().await.ok()
                 };
-                tokio::time::timeout(OPEN_TIMEOUT.max(CONNECT_TIMEOUT), answered)
+                tokio::time::timeout(OPEN_TIMEOUT, answered)
                     .await
                     .ok()
                     .flatten()

@@ -30,7 +30,8 @@ use crate::stats::Percentiles;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimingFigures {
     pub streams: u32,
-    /// The streams started on fresh connections (else each connection was opened first).
+    /// The streams started cold, on fresh connections (else each sent a one-token request
+    /// first).
     #[serde(default)]
     pub cold_start: bool,
     pub tokens: u32,
@@ -90,20 +91,19 @@ pub async fn measure_timing(
     };
     let rss = PeakRss::start();
     if !cold {
-        let warm = start_streams(&client, &target, streams, 1, "selfbench-warm", limits);
+        let warm = start_streams(&client, &target, streams, 1, WARM_USER, limits);
         for t in warm {
             let obs = t.await.context("a warmup request panicked")?;
             if let Some((class, msg)) = obs.failure {
                 bail!("a warmup request failed ({class:?}): {msg}");
             }
         }
-        // Each connection returns to the pool once its body is read to the end (client.rs
-        // drains it in a task of its own).
+        // A connection goes back to the pool a moment after its body was read to the end.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let cpu0 = process_cpu();
     let monitor = Monitor::start();
-    let tasks = start_streams(&client, &target, streams, tokens, "selfbench", limits);
+    let tasks = start_streams(&client, &target, streams, tokens, MEASURED_USER, limits);
     let mut observed = Vec::with_capacity(tasks.len());
     for t in tasks {
         observed.push(t.await.context("a timing request panicked")?);
@@ -151,7 +151,7 @@ pub async fn measure_timing(
         }
         figures.succeeded += 1;
         collect_gaps(obs, &mut itl);
-        match sent.get(&user(i as u32)) {
+        match sent.get(&user(MEASURED_USER, i as u32)) {
             Some(s) if s.len() == obs.chunks.len() => {
                 pair(obs, s, &mut sim_gaps, &mut errors);
             }
@@ -177,12 +177,17 @@ pub async fn measure_timing(
     Ok(figures)
 }
 
-fn user(i: u32) -> String {
-    format!("selfbench-{i}")
+/// The OpenAI `user` names of the measured streams and of the warmup requests: the
+/// simulator records send times by them.
+const MEASURED_USER: &str = "selfbench";
+const WARM_USER: &str = "selfbench-warm";
+
+fn user(prefix: &str, i: u32) -> String {
+    format!("{prefix}-{i}")
 }
 
-/// Starts one streaming request of `tokens` tokens per stream, all at once, the OpenAI
-/// `user` of stream i being "{prefix}-{i}" (the simulator records send times by it).
+/// Starts one streaming request of `tokens` tokens per stream, all at once, stream i as the
+/// OpenAI `user` named [`user`]`(prefix, i)`.
 fn start_streams(
     client: &LoadClient,
     target: &hyper::Uri,
@@ -202,7 +207,7 @@ fn start_streams(
                 "ignore_eos": true,
                 "stream": true,
                 "stream_options": {"include_usage": true, "continuous_usage_stats": true},
-                "user": format!("{prefix}-{i}"),
+                "user": user(prefix, i),
             });
             let body = bytes::Bytes::from(body.to_string());
             tokio::spawn(
