@@ -239,9 +239,9 @@ fn print_timing(t: &TimingFigures) {
         t.tokens,
         t.cadence_ms,
         if t.cold_start {
-            "all connections opened at the start"
+            "started cold"
         } else {
-            "connections opened first"
+            "after a one-token request per stream"
         },
         t.paired_gaps
     );

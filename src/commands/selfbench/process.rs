@@ -2,7 +2,6 @@
 //! its own on a runtime of the chosen size, which measures its own peak memory.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -65,7 +64,17 @@ impl CoreSplit {
     }
 }
 
+/// The cores this process may run on (none known outside Linux: nothing is pinned there).
+#[cfg(not(target_os = "linux"))]
+fn allowed_cores() -> Vec<usize> {
+    Vec::new()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin(_: &mut Command, _: &[usize]) {}
+
 /// The cores this process may run on.
+#[cfg(target_os = "linux")]
 fn allowed_cores() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
     unsafe {
@@ -80,7 +89,9 @@ fn allowed_cores() -> Vec<usize> {
 }
 
 /// Makes `cmd`'s process (and every thread it starts) run only on `cores`.
+#[cfg(target_os = "linux")]
 fn pin(cmd: &mut Command, cores: &[usize]) {
+    use std::os::unix::process::CommandExt;
     if cores.is_empty() {
         return;
     }
