@@ -23,13 +23,7 @@ fn every_request_is_accounted_for_across_two_replicas() {
     let dir = tempfile::tempdir().unwrap();
     let profile = write_profile(dir.path(), "two", &sim.urls, SMALL);
     let out_dir = dir.path().join("out");
-    let out = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = run_bench_cli(&profile, &out_dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));
 
     let result = read_json(&out_dir.join("results.json"));
@@ -107,14 +101,7 @@ request_timeout = "20s"
 "#;
     let profile = write_profile(dir.path(), "reuse", &sim.urls, rest);
     let out_dir = dir.path().join("out");
-    let out = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--no-plots",
-    ]);
+    let out = run_bench_cli(&profile, &out_dir, &["--no-plots"]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let connections: u64 = http_get(&format!("{}/sim/connections", sim.urls[0]))
         .trim()
@@ -139,13 +126,7 @@ fn a_server_that_is_not_there_exits_2_and_says_why() {
         &[format!("http://127.0.0.1:{port}")],
         SMALL,
     );
-    let out = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        dir.path().join("o").to_str().unwrap(),
-    ]);
+    let out = run_bench_cli(&profile, &dir.path().join("o"), &[]);
     assert_eq!(code(&out), 2, "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -198,13 +179,7 @@ fn multi_token_chunks_are_counted_as_tokens() {
         .replace("warmup_requests = 2", "warmup_requests = 0");
     let profile = write_profile(dir.path(), "mtp", &sim.urls, &rest);
     let out_dir = dir.path().join("out");
-    let out = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = run_bench_cli(&profile, &out_dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let journal = std::fs::read_to_string(out_dir.join("requests.jsonl")).unwrap();
     for line in journal.lines() {

@@ -74,13 +74,7 @@ fn bench(sim: &Sim, body: &str) -> Run {
     let tmp = tempfile::tempdir().unwrap();
     let path = write_profile(tmp.path(), "faults", &sim.urls, body);
     let dir = tmp.path().join("out");
-    let out = run(&[
-        "bench",
-        "--profile",
-        path.to_str().unwrap(),
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let out = run_bench_cli(&path, &dir, &[]);
     Run {
         out,
         dir,
@@ -528,13 +522,7 @@ trials = 5
 "#;
     let path = write_profile(tmp.path(), "bless", &sim.urls, body);
     let dir = tmp.path().join("out");
-    let out = run(&[
-        "bench",
-        "--profile",
-        path.to_str().unwrap(),
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let out = run_bench_cli(&path, &dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let results = dir.join("results.json");
     let baseline = tmp.path().join("base.toml");

@@ -28,13 +28,7 @@ const FIXED_10MS: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "10"];
 fn bench(sim: &Sim, dir: &Path, name: &str) -> std::path::PathBuf {
     let profile = write_profile(dir, "gated", &sim.urls, PROFILE);
     let out = dir.join(name);
-    let o = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = run_bench_cli(&profile, &out, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     out.join("results.json")
 }
@@ -110,15 +104,11 @@ fn same_speed_passes_and_ten_percent_slower_fails() {
     assert_eq!(junit.matches("<failure").count(), 2, "{junit}");
 
     // A run that cannot reach its server exits 2 before any gate.
-    let o = run(&[
-        "bench",
-        "--profile",
-        d.join("gated.profile.toml").to_str().unwrap(),
-        "--out",
-        d.join("x").to_str().unwrap(),
-        "--endpoint",
-        "http://127.0.0.1:9",
-    ]);
+    let o = run_bench_cli(
+        &d.join("gated.profile.toml"),
+        &d.join("x"),
+        &["--endpoint", "http://127.0.0.1:9"],
+    );
     assert_eq!(code(&o), 2, "unreachable server: {}", text(&o));
 }
 

@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 
 use common::*;
@@ -79,11 +79,8 @@ request_timeout = "20s"
 fn bench_over_tls(port: u16, ca_file: Option<&Path>, dir: &Path) -> Output {
     let endpoints = [format!("https://127.0.0.1:{port}")];
     let profile = write_profile(dir, "tls", &endpoints, PROFILE);
-    let mut cmd = Command::new(bin());
-    cmd.args(["bench", "--no-plots", "--profile"])
-        .arg(&profile)
-        .arg("--out")
-        .arg(dir.join("out"))
+    let mut cmd = bench_command(&profile, &dir.join("out"));
+    cmd.arg("--no-plots")
         .env_remove("SSL_CERT_FILE")
         .env_remove("SSL_CERT_DIR");
     if let Some(ca) = ca_file {

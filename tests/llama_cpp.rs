@@ -132,13 +132,7 @@ fn bench(server: &LlamaServer, dir: &Path, name: &str) -> PathBuf {
     let rest = PROFILE.trim_start().trim_start_matches("[target]\n");
     let profile = write_profile(dir, "llama", std::slice::from_ref(&server.url), rest);
     let out = dir.join(name);
-    let o = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = run_bench_cli(&profile, &out, &[]);
     assert_eq!(
         code(&o),
         0,

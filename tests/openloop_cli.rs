@@ -39,13 +39,7 @@ fn poisson_run(rate: f64, secs: u32) {
     );
     let profile = write_profile(dir.path(), "open", &sim.urls, &body);
     let out_dir = dir.path().join("out");
-    let out = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = run_bench_cli(&profile, &out_dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let result = read_json(&out_dir.join("results.json"));
     let level = &result["levels"][0];
@@ -113,13 +107,7 @@ fn duration_windows_are_recorded_but_not_counted() {
                 trials = 2\nrequest_timeout = \"20s\"\n";
     let profile = write_profile(dir.path(), "windows", &sim.urls, body);
     let out_dir = dir.path().join("out");
-    let out = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = run_bench_cli(&profile, &out_dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let result = read_json(&out_dir.join("results.json"));
     let recs = records(&out_dir.join("requests.jsonl"));

@@ -169,13 +169,7 @@ fn a_missing_key_variable_is_named_not_guessed() {
         &["http://127.0.0.1:9".to_string()],
         &BODY.replace("TL_TEST_BENCH_KEY", "TL_TEST_UNSET_KEY_VAR"),
     );
-    let out = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        tmp.path().join("o").to_str().unwrap(),
-    ]);
+    let out = run_bench_cli(&profile, &tmp.path().join("o"), &[]);
     assert_eq!(code(&out), 2, "{}", text(&out));
     assert!(
         text(&out).contains("TL_TEST_UNSET_KEY_VAR"),

@@ -38,13 +38,7 @@ request_timeout = "20s"
 "#,
     );
     let out_dir = dir.path().join("out");
-    let out = run(&[
-        "bench",
-        "--profile",
-        profile.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = run_bench_cli(&profile, &out_dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("server: not saturated"), "{}", text(&out));

@@ -18,6 +18,25 @@ pub fn run(args: &[&str]) -> Output {
         .expect("run throughline")
 }
 
+/// `throughline bench --profile PROFILE --out OUT`, to add arguments or environment to.
+pub fn bench_command(profile: &Path, out: &Path) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.arg("bench")
+        .arg("--profile")
+        .arg(profile)
+        .arg("--out")
+        .arg(out);
+    cmd
+}
+
+/// Runs `throughline bench --profile PROFILE --out OUT EXTRA...` and returns its output.
+pub fn run_bench_cli(profile: &Path, out: &Path, extra: &[&str]) -> Output {
+    bench_command(profile, out)
+        .args(extra)
+        .output()
+        .expect("run throughline bench")
+}
+
 pub fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
