@@ -19,6 +19,7 @@ request_timeout = "20s"
 
 #[test]
 fn every_request_is_accounted_for_across_two_replicas() {
+    let _turn = timing_lock();
     let sim = Sim::start(2, &["--preset", "fast"]);
     let dir = tempfile::tempdir().unwrap();
     let profile = write_profile(dir.path(), "two", &sim.urls, SMALL);
@@ -81,11 +82,13 @@ fn every_request_is_accounted_for_across_two_replicas() {
 /// A level opens its connections before its first request, and its workers keep them:
 /// 16 workers sending 2 x 64 requests open 16 connections, not one per request. The
 /// simulator counts what it accepted: the probe, the telemetry scrapes and this test's own
-/// request add 4 to 6, and now and then a request finds its worker's connection not yet
-/// back in the pool and opens one more (21-23 measured in all; 46 when the end of each body
-/// was read in a task of its own).
+/// request add 3 to 6, and now and then a request finds its worker's connection not yet
+/// back in the pool and opens one more (19-23 measured in all, also with both cores busy;
+/// 46 when the end of each body was read in a task of its own). The bound leaves room for a
+/// loaded CI machine and still fails well below 46.
 #[test]
 fn a_level_opens_its_connections_once_and_keeps_them() {
+    let _turn = timing_lock();
     let sim = Sim::start(1, &["--preset", "fast"]);
     let dir = tempfile::tempdir().unwrap();
     let rest = r#"
@@ -108,7 +111,7 @@ request_timeout = "20s"
         .parse()
         .unwrap();
     assert!(
-        (16..=16 + 5 + 5).contains(&connections),
+        (16..=16 + 6 + 8).contains(&connections),
         "{connections} connections for 16 workers"
     );
 }
@@ -169,6 +172,7 @@ fn a_malformed_profile_exits_2_naming_line_and_field() {
 
 #[test]
 fn multi_token_chunks_are_counted_as_tokens() {
+    let _turn = timing_lock();
     // The 122B preset runs MTP: a step sends up to 3 tokens in one chunk.
     let sim = Sim::start(1, &["--preset", "rtxpro6000x4-qwen122b"]);
     let dir = tempfile::tempdir().unwrap();

@@ -399,7 +399,9 @@ fn server_exiting_after_n_requests_ends_the_run() {
 
 #[test]
 fn server_exiting_after_a_time_ends_the_run() {
-    server_dies(&["--exit-after", "1s"]);
+    // About 1.1 s into the run: level 1 takes about 1.1 s and level 2 about 0.5 s, so the
+    // server is gone before level 4, with room for a slow start of bench on a busy machine.
+    server_dies(&["--exit-after", "1500ms"]);
 }
 
 fn spawn_bench(profile_path: &Path, dir: &Path) -> std::process::Child {
@@ -486,7 +488,9 @@ fn sigterm_abandons_stalled_requests_as_cancelled() {
     let dir = tmp.path().join("out");
     let child = spawn_bench(&path, &dir);
     let started = Instant::now();
-    while sim.counter("throughline_sim_generation_tokens_total") < 3.0 {
+    // The engine generates every token even though the streams stall after the first: all
+    // 3 x 12 tokens mean all three requests were sent (3 could be the first request's alone).
+    while sim.counter("throughline_sim_generation_tokens_total") < 36.0 {
         assert!(started.elapsed() < Duration::from_secs(20), "no requests");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -524,7 +528,8 @@ trials = 5
     let dir = tmp.path().join("out");
     let out = run_bench_cli(&path, &dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));
-    let results = dir.join("results.json");
+    // Blessing is what is tested, not the instant preset's timing.
+    let results = without_client_flags(&dir.join("results.json"));
     let baseline = tmp.path().join("base.toml");
     let bless = || {
         Command::new(bin())

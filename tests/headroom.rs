@@ -72,14 +72,7 @@ fn a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed() {
 
     // The same figures without the flags bless; the gate then repeats the candidate's
     // client-bound warning.
-    let mut clean = read_json(&results);
-    clean["warnings"] = serde_json::json!([]);
-    for t in clean["levels"][0]["trials"].as_array_mut().unwrap() {
-        t["flags"] = serde_json::json!([]);
-        t["client"] = serde_json::Value::Null;
-    }
-    let clean_path = dir.path().join("clean.json");
-    std::fs::write(&clean_path, serde_json::to_string(&clean).unwrap()).unwrap();
+    let clean_path = without_client_flags(&results);
     let out = bless(&clean_path, &baseline, &["--commit", "test"]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let out = run(&[

@@ -99,7 +99,9 @@ fn the_key_is_sent_and_never_written() {
     );
 
     // What is made from the results: a baseline, plots and the Markdown report.
-    let results = out_dir.join("results.json");
+    // (The client's timing is not what is tested here: on a busy machine a few late reads
+    // could flag these short trials client-bound, and bless would rightly refuse them.)
+    let results = without_client_flags(&out_dir.join("results.json"));
     let baseline = tmp.path().join("baselines").join("secret.toml");
     let out = run_env(
         &[

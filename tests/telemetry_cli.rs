@@ -83,8 +83,14 @@ request_timeout = "20s"
             server >= 0.9 * tokens && server <= tokens,
             "{server} of {tokens}"
         );
+        // No flag but, on a busy machine, the client's own (tests/headroom.rs tests those).
         let flags = t["flags"].as_array().unwrap();
-        assert!(flags.is_empty(), "{flags:?}");
+        assert!(
+            flags
+                .iter()
+                .all(|f| f.as_str().unwrap().starts_with("client-bound")),
+            "{flags:?}"
+        );
     }
     let c8 = &result["levels"][1]["trials"][0]["telemetry"];
     let reason = c8["saturation"][0].as_str().unwrap();

@@ -150,6 +150,25 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// A copy of `results` (next to it, as `unflagged.json`) without the client's headroom
+/// figures, its `client-bound` flags and the warnings, so that `baseline bless` takes it.
+/// For tests about something else (locking, secrets) whose tiny runs on a busy CI machine
+/// can be flagged when a few reads wait over a millisecond; what the flags do is tested in
+/// tests/headroom.rs.
+pub fn without_client_flags(results: &Path) -> PathBuf {
+    let mut clean = read_json(results);
+    clean["warnings"] = serde_json::json!([]);
+    for level in clean["levels"].as_array_mut().unwrap() {
+        for t in level["trials"].as_array_mut().unwrap() {
+            t["flags"] = serde_json::json!([]);
+            t["client"] = serde_json::Value::Null;
+        }
+    }
+    let path = results.with_file_name("unflagged.json");
+    std::fs::write(&path, serde_json::to_string(&clean).unwrap()).unwrap();
+    path
+}
+
 /// Timing-sensitive tests in one test binary take turns: benches running side by side on a
 /// 2-core machine would distort each other's figures (tests in one binary run in parallel).
 pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
