@@ -193,6 +193,19 @@ pub struct ClientHeadroom {
     pub chunks: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_merged_chunks: Option<u64>,
+    /// How long requests waited in the client before their first bytes left (requests on
+    /// connections already open only: a new connection's handshakes are the network's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_delay_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_delay_p99_ms: Option<f64>,
+    /// Those waits as a share of the requests' whole time (wait + E2E): how far short of
+    /// the asked concurrency the server's load fell because of the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_delay_share: Option<f64>,
+    /// Requests that waited over 1 ms to leave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_sends: Option<u64>,
     pub client_bound: bool,
 }
 
@@ -304,8 +317,17 @@ pub struct RequestRecord {
     pub warmup: bool,
     /// Index into the profile's endpoints.
     pub endpoint: usize,
-    /// Seconds since the run started.
+    /// When the request's first bytes were handed to the kernel, in seconds since the run
+    /// started; TTFT and E2E count from here.
     pub sent_s: f64,
+    /// How long the client took from starting the request to its first bytes leaving (its
+    /// own queueing, and the connect on a new connection); absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_delay_ms: Option<f64>,
+    /// The request opened its connection: its send delay includes the TCP (and TLS)
+    /// handshakes, network time rather than the client's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_connection: bool,
     pub first_byte_s: Option<f64>,
     /// The first chunk of any kind (a role-only chunk counts here, not for TTFT).
     pub first_chunk_s: Option<f64>,

@@ -46,16 +46,44 @@ pub fn read_counts() -> (u64, u64) {
     )
 }
 
-/// The arrival time of a connection's latest read, and how long its data waited in the
-/// socket (known only from kernel stamps), shared with the responses it carries (hyper puts
-/// it in each response's extensions).
-#[derive(Debug, Clone, Default)]
-pub struct ArrivalClock(Arc<Mutex<Option<LatestRead>>>);
+/// When bytes crossed a connection, shared with the responses it carries (hyper puts it in
+/// each response's extensions): the arrival time of the latest read and how long its data
+/// waited in the socket (known only from kernel stamps), and when the latest request began
+/// to leave.
+#[derive(Debug, Clone)]
+pub struct WireClock(Arc<Mutex<WireTimes>>);
 
 /// When a read's data arrived, and how long it waited in the socket (kernel stamps only).
 type LatestRead = (Instant, Option<Duration>);
 
-impl ArrivalClock {
+#[derive(Debug)]
+struct WireTimes {
+    /// When the connection was opened.
+    opened: Instant,
+    latest_read: Option<LatestRead>,
+    /// The first write after the latest read: HTTP/1.1 without pipelining writes a request
+    /// only after the previous response was read, so this is when the current request's
+    /// first bytes were handed to the kernel.
+    write_started: Option<Instant>,
+    /// A write happened since the latest read.
+    writing: bool,
+}
+
+impl WireClock {
+    fn new() -> WireClock {
+        WireClock(Arc::new(Mutex::new(WireTimes {
+            opened: Instant::now(),
+            latest_read: None,
+            write_started: None,
+            writing: false,
+        })))
+    }
+
+    /// When the connection was opened (its TCP handshake done).
+    pub fn opened(&self) -> Instant {
+        self.times().opened
+    }
+
     /// When the data of the latest read arrived.
     pub fn latest(&self) -> Option<Instant> {
         self.latest_read().map(|(at, _)| at)
@@ -63,18 +91,38 @@ impl ArrivalClock {
 
     /// When the data of the latest read arrived, and how long it waited to be read.
     pub fn latest_read(&self) -> Option<LatestRead> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.times().latest_read
     }
 
-    fn set(&self, at: Instant, waited: Option<Duration>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((at, waited));
+    /// When the current request's first bytes were handed to the kernel.
+    pub fn write_started(&self) -> Option<Instant> {
+        self.times().write_started
+    }
+
+    fn times(&self) -> std::sync::MutexGuard<'_, WireTimes> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self, at: Instant, waited: Option<Duration>) {
+        let mut times = self.times();
+        times.latest_read = Some((at, waited));
+        times.writing = false;
+    }
+
+    fn wrote(&self) {
+        let mut times = self.times();
+        if !times.writing {
+            times.writing = true;
+            times.write_started = Some(Instant::now());
+        }
     }
 }
 
-/// A TCP connection whose reads note when their data arrived.
+/// A TCP connection that notes when its reads' data arrived and when each request began to
+/// leave.
 pub struct StampedTcp {
     tcp: TcpStream,
-    clock: ArrivalClock,
+    clock: WireClock,
     /// The kernel agreed to timestamp this socket's packets.
     kernel_stamps: bool,
 }
@@ -84,7 +132,7 @@ impl StampedTcp {
         let kernel_stamps = enable_kernel_stamps(&tcp);
         StampedTcp {
             tcp,
-            clock: ArrivalClock::default(),
+            clock: WireClock::new(),
             kernel_stamps,
         }
     }
@@ -107,7 +155,7 @@ impl AsyncRead for StampedTcp {
             let polled = Pin::new(&mut this.tcp).poll_read(cx, buf);
             if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
                 READ_TIME_READS.fetch_add(1, Ordering::Relaxed);
-                this.clock.set(Instant::now(), None);
+                this.clock.read(Instant::now(), None);
             }
             return polled;
         }
@@ -147,11 +195,11 @@ impl AsyncRead for StampedTcp {
                                 KERNEL_STAMPED_READS.fetch_add(1, Ordering::Relaxed);
                                 let waited = at.elapsed();
                                 super::read_delay::record(waited);
-                                this.clock.set(at, Some(waited));
+                                this.clock.read(at, Some(waited));
                             }
                             None => {
                                 READ_TIME_READS.fetch_add(1, Ordering::Relaxed);
-                                this.clock.set(Instant::now(), None);
+                                this.clock.read(Instant::now(), None);
                             }
                         }
                     }
@@ -170,7 +218,12 @@ impl AsyncWrite for StampedTcp {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            this.clock.wrote();
+        }
+        polled
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -186,7 +239,12 @@ impl AsyncWrite for StampedTcp {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            this.clock.wrote();
+        }
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -355,5 +413,44 @@ mod tests {
         let mut two = [0u8; 2];
         server.read_exact(&mut two).await.unwrap();
         assert_eq!(&two, b"ok");
+    }
+
+    /// A request's writes, its answer read, then the next request's writes: the clock keeps
+    /// when each request began to leave, not its later writes.
+    #[tokio::test]
+    async fn the_write_clock_starts_at_each_requests_first_write() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = TcpStream::connect(addr).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let mut stamped = StampedTcp::new(client);
+        let clock = stamped.clock.clone();
+        assert!(clock.write_started().is_none());
+        assert!(clock.opened() <= Instant::now());
+
+        let before = Instant::now();
+        stamped.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        let first = clock.write_started().expect("a write starts the clock");
+        assert!(first >= before);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        stamped.write_all(b"\r\n").await.unwrap();
+        assert_eq!(
+            clock.write_started(),
+            Some(first),
+            "a later write of one request"
+        );
+
+        server.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        let mut buf = [0u8; 64];
+        let _ = stamped.read(&mut buf).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let next_request = Instant::now();
+        stamped.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let second = clock.write_started().unwrap();
+        assert!(
+            second >= next_request,
+            "after a read, the next write starts anew"
+        );
+        assert!(second - first >= Duration::from_millis(40));
     }
 }

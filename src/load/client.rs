@@ -10,7 +10,7 @@ use hyper::Uri;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::timeout_at;
 
-use super::arrival::ArrivalClock;
+use super::arrival::WireClock;
 use super::chunk::{clip, parse_chunk, parse_response, Usage};
 use super::http::LoadClient;
 use super::read_delay;
@@ -49,7 +49,14 @@ pub struct Limits {
 /// What the client observed for one request, before classification.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
+    /// When the request's first bytes were handed to the kernel (when it was started, if
+    /// it never got that far or the connection could not say).
     pub sent_s: f64,
+    /// From the start of the request to its first bytes leaving: the client's own queueing
+    /// (and the connect, on a new connection), kept out of TTFT and E2E.
+    pub send_delay_s: Option<f64>,
+    /// The request opened its connection (its send delay includes the handshakes).
+    pub new_connection: bool,
     pub first_byte_s: Option<f64>,
     pub first_chunk_s: Option<f64>,
     pub end_s: f64,
@@ -116,9 +123,21 @@ pub async fn send(
         Ok(Ok(r)) => r,
     };
     let mut arrivals = Arrivals {
-        clock: response.extensions().get::<ArrivalClock>().cloned(),
+        clock: response.extensions().get::<WireClock>().cloned(),
         floor: start,
     };
+    // The request was sent when its first bytes left, not when this task began it: with a
+    // thousand requests starting at once on one core, the last were written tens of
+    // milliseconds later (docs/client-benchmark.md), time the server never saw.
+    let written = (arrivals.clock.as_ref())
+        .and_then(WireClock::write_started)
+        .filter(|w| *w >= start);
+    if let Some(written) = written {
+        obs.sent_s = since(written);
+        obs.send_delay_s = Some((written - start).as_secs_f64());
+        arrivals.floor = written;
+    }
+    obs.new_connection = (arrivals.clock.as_ref()).is_some_and(|c| c.opened() >= start);
     obs.first_byte_s = Some(since(arrivals.latest()));
     let status = response.status();
     obs.http_status = Some(status.as_u16());
@@ -182,7 +201,7 @@ async fn drain(mut body: Incoming) {
 /// The arrival times of one response's reads, never earlier than the request was sent nor
 /// than the read before.
 struct Arrivals {
-    clock: Option<ArrivalClock>,
+    clock: Option<WireClock>,
     floor: Instant,
 }
 
@@ -197,7 +216,7 @@ impl Arrivals {
         let (at, waited) = self
             .clock
             .as_ref()
-            .and_then(ArrivalClock::latest_read)
+            .and_then(WireClock::latest_read)
             .unwrap_or_else(|| (Instant::now(), None));
         let at = at.max(self.floor);
         self.floor = at;

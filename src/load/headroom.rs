@@ -8,6 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::outcome::Finished;
 use super::read_delay::ReadDelays;
 use crate::record::ClientHeadroom;
 use crate::stats::percentile;
@@ -185,6 +186,46 @@ fn reads_too_late(h: &ClientHeadroom) -> bool {
     }
 }
 
+/// A request slower than this to leave the client was held up by it.
+const LATE_SEND_MS: f64 = 1.0;
+
+/// The share of the trial's request time that may pass in the client before requests leave.
+const SEND_DELAY_SHARE: f64 = 0.01;
+
+/// Marks the trial client-bound when its requests spent over 1% of their time waiting in
+/// the client before their first bytes left (and at least 10 waited over 1 ms). TTFT and E2E
+/// count from the first byte out, so the wait distorts no latency; but while a closed-loop
+/// worker's request waits, the server has one request fewer than the level asks for, and
+/// the trial's throughput is that much short. Requests that opened their connection are
+/// left out: their wait is the TCP and TLS handshakes, the network's time.
+pub fn judge_sends(h: &mut ClientHeadroom, finished: &[Finished]) {
+    let mut delays = Vec::new();
+    let (mut waited, mut total) = (0.0, 0.0);
+    for r in finished.iter().map(|f| &f.record) {
+        if let Some(d) = r.send_delay_ms.filter(|_| !r.new_connection) {
+            delays.push(d);
+            waited += d;
+            total += d + r.e2e_ms;
+        }
+    }
+    if delays.is_empty() {
+        return;
+    }
+    delays.sort_by(f64::total_cmp);
+    h.send_delay_p50_ms = percentile(&delays, 50.0);
+    h.send_delay_p99_ms = percentile(&delays, 99.0);
+    h.send_delay_share = Some(if total > 0.0 { waited / total } else { 0.0 });
+    h.late_sends = Some(delays.iter().filter(|d| **d > LATE_SEND_MS).count() as u64);
+    if sends_too_late(h) {
+        h.client_bound = true;
+    }
+}
+
+fn sends_too_late(h: &ClientHeadroom) -> bool {
+    h.late_sends.unwrap_or(0) >= MIN_LATE_READS
+        && h.send_delay_share.unwrap_or(0.0) > SEND_DELAY_SHARE
+}
+
 /// Summarises lag samples and CPU use and decides whether the client was the bottleneck.
 pub fn judge(lags_ms: &mut [f64], cpu_fraction: f64) -> ClientHeadroom {
     lags_ms.sort_by(f64::total_cmp);
@@ -244,6 +285,15 @@ pub fn flag(h: &ClientHeadroom) -> Option<String> {
             100.0 * merged as f64 / all.max(1) as f64
         ));
     }
+    if sends_too_late(h) {
+        why.push(format!(
+            "requests waited in the client before leaving for {:.1}% of their time (send \
+             delay p99 {:.1} ms), so the server had fewer requests in flight than the level \
+             asks for",
+            100.0 * h.send_delay_share.unwrap_or(0.0),
+            h.send_delay_p99_ms.unwrap_or(0.0)
+        ));
+    }
     Some(format!(
         "client-bound: {}; the figures may describe the client, not the server",
         why.join("; and ")
@@ -253,6 +303,49 @@ pub fn flag(h: &ClientHeadroom) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Finished requests with the given send delays (ms) and 100 ms E2E each.
+    fn sends(delays: &[f64], new_connection: bool) -> Vec<Finished> {
+        delays
+            .iter()
+            .map(|d| {
+                let mut f = crate::load::outcome::a_finished_request(1.0, 100.0);
+                f.record.send_delay_ms = Some(*d);
+                f.record.new_connection = new_connection;
+                f
+            })
+            .collect()
+    }
+
+    #[test]
+    fn requests_held_in_the_client_mark_the_trial() {
+        // 2 ms of 102 ms per request: 2% of the request time, 100 late sends.
+        let mut h = judge(&mut [1.0; 100], 0.3);
+        judge_sends(&mut h, &sends(&[2.0; 100], false));
+        assert!(h.client_bound);
+        assert_eq!(h.late_sends, Some(100));
+        assert!((h.send_delay_share.unwrap() - 2.0 / 102.0).abs() < 1e-9);
+        assert!(flag(&h).unwrap().contains("waited in the client"));
+
+        // 0.5 ms each: under 1%.
+        let mut h = judge(&mut [1.0; 100], 0.3);
+        judge_sends(&mut h, &sends(&[0.5; 100], false));
+        assert!(!h.client_bound);
+        assert_eq!(h.send_delay_p99_ms, Some(0.5));
+
+        // 9 requests 20 ms late: a large share, but too few to be more than a hiccup.
+        let mut h = judge(&mut [1.0; 100], 0.3);
+        let mut few = sends(&[20.0; 9], false);
+        few.extend(sends(&[0.01; 20], false));
+        judge_sends(&mut h, &few);
+        assert!(!h.client_bound);
+
+        // Waits for new connections are the network's handshakes, not the client's.
+        let mut h = judge(&mut [1.0; 100], 0.3);
+        judge_sends(&mut h, &sends(&[30.0; 100], true));
+        assert!(!h.client_bound);
+        assert_eq!(h.send_delay_share, None);
+    }
 
     #[test]
     fn judges_lag_and_cpu() {

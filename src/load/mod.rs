@@ -280,6 +280,7 @@ pub async fn run_bench(
                         &measured,
                     )
                 });
+                headroom::judge_sends(&mut client, &measured);
                 let misses = dialect::length_misses(&measured, &profile.workload);
                 let mut t = summarize_trial(trial, measured);
                 dialect::note_length_misses(&mut t, misses, profile.workload.max_tokens);

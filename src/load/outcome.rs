@@ -79,6 +79,8 @@ pub fn finish(obs: Observed, slot: Slot, workload: &Workload) -> Finished {
             warmup: slot.warmup,
             endpoint: slot.endpoint,
             sent_s: obs.sent_s,
+            send_delay_ms: obs.send_delay_s.map(|d| d * 1000.0),
+            new_connection: obs.new_connection,
             first_byte_s: obs.first_byte_s,
             first_chunk_s: obs.first_chunk_s,
             first_token_s,
@@ -118,6 +120,16 @@ pub fn unreachable(batch: &[Finished]) -> Option<String> {
     ))
 }
 
+/// A successful 10-token request sent at `sent_s` that took `e2e_ms`, for other modules'
+/// tests.
+#[cfg(test)]
+pub(crate) fn a_finished_request(sent_s: f64, e2e_ms: f64) -> Finished {
+    let mut obs = tests::observed(10);
+    obs.sent_s = sent_s;
+    obs.end_s = sent_s + e2e_ms / 1000.0;
+    finish(obs, tests::slot(), &tests::workload(false))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,14 +137,14 @@ mod tests {
     use crate::load::tokens::ChunkLog;
     use crate::record::TokenSource;
 
-    fn workload(require_usage: bool) -> Workload {
+    pub(super) fn workload(require_usage: bool) -> Workload {
         let text = format!(
             "name = \"t\"\n[target]\nendpoints = [\"http://127.0.0.1:1\"]\n[workload]\nmax_tokens = 64\nrequire_usage = {require_usage}\n[sweep]\nconcurrency = [1]\n"
         );
         crate::profile::Profile::parse(&text).unwrap().workload
     }
 
-    fn slot() -> Slot {
+    pub(super) fn slot() -> Slot {
         Slot {
             concurrency: 1,
             trial: 1,
@@ -142,7 +154,7 @@ mod tests {
         }
     }
 
-    fn observed(tokens: u64) -> Observed {
+    pub(super) fn observed(tokens: u64) -> Observed {
         Observed {
             sent_s: 1.0,
             first_byte_s: Some(1.01),

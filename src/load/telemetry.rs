@@ -539,6 +539,8 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
                 warmup: false,
                 endpoint,
                 sent_s: first - 0.1,
+                send_delay_ms: None,
+                new_connection: false,
                 first_byte_s: None,
                 first_chunk_s: None,
                 first_token_s: Some(first),
