@@ -50,16 +50,14 @@ pub fn read_counts() -> (u64, u64) {
 /// each response's extensions): the arrival time of the latest read and how long its data
 /// waited in the socket (known only from kernel stamps), and when the latest request began
 /// to leave.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct WireClock(Arc<Mutex<WireTimes>>);
 
 /// When a read's data arrived, and how long it waited in the socket (kernel stamps only).
 type LatestRead = (Instant, Option<Duration>);
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct WireTimes {
-    /// When the connection was opened.
-    opened: Instant,
     latest_read: Option<LatestRead>,
     /// The first write after the latest read: HTTP/1.1 without pipelining writes a request
     /// only after the previous response was read, so this is when the current request's
@@ -70,20 +68,6 @@ struct WireTimes {
 }
 
 impl WireClock {
-    fn new() -> WireClock {
-        WireClock(Arc::new(Mutex::new(WireTimes {
-            opened: Instant::now(),
-            latest_read: None,
-            write_started: None,
-            writing: false,
-        })))
-    }
-
-    /// When the connection was opened (its TCP handshake done).
-    pub fn opened(&self) -> Instant {
-        self.times().opened
-    }
-
     /// When the data of the latest read arrived.
     pub fn latest(&self) -> Option<Instant> {
         self.latest_read().map(|(at, _)| at)
@@ -132,7 +116,7 @@ impl StampedTcp {
         let kernel_stamps = enable_kernel_stamps(&tcp);
         StampedTcp {
             tcp,
-            clock: WireClock::new(),
+            clock: WireClock::default(),
             kernel_stamps,
         }
     }
@@ -426,7 +410,6 @@ mod tests {
         let mut stamped = StampedTcp::new(client);
         let clock = stamped.clock.clone();
         assert!(clock.write_started().is_none());
-        assert!(clock.opened() <= Instant::now());
 
         let before = Instant::now();
         stamped.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();

@@ -122,8 +122,9 @@ pub async fn send(
         }
         Ok(Ok(r)) => r,
     };
+    let (response, lease) = response;
     let mut arrivals = Arrivals {
-        clock: response.extensions().get::<WireClock>().cloned(),
+        clock: lease.clock().cloned(),
         floor: start,
     };
     // The request was sent when its first bytes left, not when this task began it: with a
@@ -137,13 +138,17 @@ pub async fn send(
         obs.send_delay_s = Some((written - start).as_secs_f64());
         arrivals.floor = written;
     }
-    obs.new_connection = (arrivals.clock.as_ref()).is_some_and(|c| c.opened() >= start);
+    obs.new_connection = lease.new_connection;
     obs.first_byte_s = Some(since(arrivals.latest()));
     let status = response.status();
     obs.http_status = Some(status.as_u16());
     if !status.is_success() {
         let mut text = match timeout_at(deadline, response.into_body().collect()).await {
-            Ok(Ok(body)) => clip(String::from_utf8_lossy(&body.to_bytes()).trim()),
+            Ok(Ok(body)) => {
+                // An error answer read to its end leaves the connection usable.
+                client.release(lease).await;
+                clip(String::from_utf8_lossy(&body.to_bytes()).trim())
+            }
             _ => String::new(),
         };
         if status.is_redirection() {
@@ -158,7 +163,7 @@ pub async fn send(
     }
     let body = response.into_body();
     // A stream read up to `[DONE]` leaves the rest of its body (see below).
-    let unread = if stream {
+    let unread: Option<Option<Incoming>> = if stream {
         let mut body = body;
         let stopped_early = read_stream(
             &mut body,
@@ -169,33 +174,53 @@ pub async fn send(
             &mut arrivals,
         )
         .await;
-        stopped_early.then_some(body)
+        Some(stopped_early.then_some(body))
     } else {
         read_whole(body, &mut obs, deadline, clock, &mut arrivals).await;
-        None
+        Some(None)
     };
     obs.end_s = match obs.failure {
         // A failure ends when it is noticed (a stall or timeout has no data to time it by).
         Some(_) => since(Instant::now()),
         None => since(arrivals.latest()),
     };
-    if let Some(body) = unread.filter(|_| obs.failure.is_none()) {
+    // A failed response leaves its connection in an unknown state: it is closed (the lease
+    // dropped). A successful one goes back to the pool before the caller goes on, so that
+    // a closed-loop worker's next request finds it.
+    if let Some(unread) = unread.filter(|_| obs.failure.is_none()) {
         // `[DONE]` ends the measurement, but the HTTP body has its own end (the last chunk
         // of the chunked encoding), which may come in a later read. A body dropped before it
-        // costs the connection, so it is read to its end (after `end_s` was taken) before
-        // the caller gets the result. Read aside in a task of its own instead, the closed
-        // loop's next request raced it to the pool and mostly lost: at 1,024 workers a
-        // 4,096-request run opened 2,737 connections instead of 1,027, and the extra
-        // connects' CPU made the client late (client-bound, 1.3% of reads late vs 0.4-0.7%).
-        drain(body).await;
+        // costs the connection, so it is read to its end (after `end_s` was taken) first.
+        // Read aside in a task of its own instead, the closed loop's next request raced it
+        // to the pool and mostly lost: at 1,024 workers a 4,096-request run opened 2,737
+        // connections instead of 1,027, and the extra connects' CPU made the client late
+        // (client-bound, 1.3% of reads late vs 0.4-0.7%).
+        let ended = match unread {
+            Some(body) => drain(body).await,
+            None => true,
+        };
+        if ended {
+            client.release(lease).await;
+        }
     }
     obs
 }
 
-/// Reads a finished response's body to its end (for at most a second), then drops it.
-async fn drain(mut body: Incoming) {
-    let rest = async { while let Some(Ok(_)) = body.frame().await {} };
-    let _ = tokio::time::timeout(Duration::from_secs(1), rest).await;
+/// Reads a finished response's body to its end (for at most a second). Returns whether it
+/// got there.
+async fn drain(mut body: Incoming) -> bool {
+    let rest = async {
+        loop {
+            match body.frame().await {
+                Some(Ok(_)) => {}
+                Some(Err(_)) => return false,
+                None => return true,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(1), rest)
+        .await
+        .unwrap_or(false)
 }
 
 /// The arrival times of one response's reads, never earlier than the request was sent nor

@@ -189,13 +189,8 @@ pub async fn run_bench(
         if keeps_connections && concurrency > 0 {
             progress.set_message(format!("{name} opening connections"));
             let per_endpoint = (concurrency as usize).div_ceil(profile.target.endpoints.len());
-            preconnect::open_connections(
-                &shared.client,
-                &profile.target.endpoints,
-                per_endpoint,
-                shared.api_key.as_ref(),
-            )
-            .await;
+            preconnect::open_connections(&shared.client, &profile.target.endpoints, per_endpoint)
+                .await;
         }
         if profile.sweep.warmup_requests > 0 {
             progress.set_message(format!("{name} warmup"));

@@ -1,70 +1,34 @@
 //! Opens a level's connections before its first request.
 //!
-//! Without it, the first request of each of C workers pays a TCP (and TLS) handshake inside
-//! its TTFT, and at C = 1,024 on one core the client spends over 100 ms opening connections
-//! while the first streams' tokens are already arriving: chunks wait unread, some are read
-//! together and timed as one, and the trial's first token gaps are the client's, not the
-//! server's (docs/client-benchmark.md measured it gap by gap). So before a level starts,
-//! one `GET /v1/models` per connection opens them all at once and leaves them in the pool;
-//! the level's requests then start on open connections, as in a server's steady state.
-//! These requests are not part of any trial and are not recorded.
+//! Without it, the first request of each of C workers pays a TCP (and TLS) handshake, and at
+//! C = 1,024 on one core the client spends over 100 ms opening connections while the first
+//! streams' tokens are already arriving: chunks wait unread, some are read together and
+//! timed as one, and the trial's first token gaps are the client's, not the server's
+//! (docs/client-benchmark.md measured it gap by gap). So before a level starts, the client
+//! opens one connection per worker, all at once, and parks them in its pool (http.rs); the
+//! level's requests then start on open connections, as in a server's steady state. Nothing
+//! is sent on them until then: the server sees connections, not requests.
 
-use std::time::Duration;
-
-use http::Request;
-use http_body_util::{BodyExt, Full};
 use hyper::Uri;
-use reqwest::header::{HeaderValue, AUTHORIZATION};
-use tokio::task::JoinSet;
 
 use super::body::base_url;
 use super::http::LoadClient;
 
-/// How long one opening request may take, its handshake included (longer than the
-/// client's own connect timeout, so that a slow connect fails as a connect).
-const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Sends `per_endpoint` concurrent `GET /v1/models` to each endpoint and reads each answer
-/// to its end, so that the pool keeps one open connection per request. Returns how many got
-/// an HTTP answer (any status: the connection is open either way). Failures are left to the
-/// level's own requests, which report them in their classes.
+/// Opens `per_endpoint` connections to each endpoint and keeps them in the client's pool.
+/// Returns how many opened. Failures are left to the level's own requests, which report
+/// them in their classes.
 pub async fn open_connections(
     client: &LoadClient,
     endpoints: &[String],
     per_endpoint: usize,
-    api_key: Option<&HeaderValue>,
 ) -> usize {
-    let mut requests = JoinSet::new();
+    let mut opened = 0;
     for endpoint in endpoints {
-        let Ok(url) = format!("{}/v1/models", base_url(endpoint)).parse::<Uri>() else {
-            continue;
-        };
-        for _ in 0..per_endpoint {
-            let (client, url, key) = (client.clone(), url.clone(), api_key.cloned());
-            requests.spawn(async move {
-                let mut request = Request::get(url);
-                if let Some(key) = key {
-                    request = request.header(AUTHORIZATION, key);
-                }
-                let request = request.body(Full::default()).ok()?;
-                let answered = async {
-                    let response = client.request(request).await.ok()?;
-                    response.into_body().collect().await.ok()
-                };
-                tokio::time::timeout(OPEN_TIMEOUT, answered)
-                    .await
-                    .ok()
-                    .flatten()
-            });
+        if let Ok(uri) = base_url(endpoint).parse::<Uri>() {
+            opened += client.open(&uri, per_endpoint).await;
         }
     }
-    let mut answered = 0;
-    while let Some(done) = requests.join_next().await {
-        if matches!(done, Ok(Some(_))) {
-            answered += 1;
-        }
-    }
-    answered
+    opened
 }
 
 #[cfg(test)]
@@ -74,6 +38,8 @@ mod tests {
     use std::net::TcpListener;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
+
+    use http_body_util::BodyExt;
 
     /// A keep-alive server that counts the connections it accepts and the requests it
     /// answers (each request a head without body, answered with `{}`).
@@ -111,24 +77,59 @@ mod tests {
         (url, connections, requests)
     }
 
-    /// Eight opening requests open eight connections, and the next eight concurrent
-    /// requests find them open: no new connection.
+    /// Eight requests at once, each read to its end and its connection given back.
+    async fn eight_requests(client: &LoadClient, url: &str) {
+        let requests: Vec<_> = (0..8)
+            .map(|_| {
+                let client = client.clone();
+                let request = http::Request::get(format!("{url}/v1/models"))
+                    .body(http_body_util::Full::default())
+                    .unwrap();
+                tokio::spawn(async move {
+                    let (response, lease) = client.request(request).await.unwrap();
+                    response.into_body().collect().await.unwrap();
+                    client.release(lease).await;
+                })
+            })
+            .collect();
+        for r in requests {
+            r.await.unwrap();
+        }
+    }
+
+    /// Eight connections opened, none used: the server sees eight connections and no
+    /// request. Then two rounds of eight concurrent requests run on exactly those.
     #[tokio::test]
-    async fn opens_one_connection_per_request_and_keeps_them() {
+    async fn opens_the_connections_asked_for_and_the_requests_use_them() {
         let (url, connections, requests) = counting_server();
         let client = super::super::http::build_load_client(16).unwrap();
         let endpoints = vec![format!("{url}/v1")];
-        assert_eq!(open_connections(&client, &endpoints, 8, None).await, 8);
+        assert_eq!(open_connections(&client, &endpoints, 8).await, 8);
         assert_eq!(connections.load(Ordering::SeqCst), 8);
-        // The pool takes a connection back once its response is read; give it a moment.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(open_connections(&client, &endpoints, 8, None).await, 8);
-        assert_eq!(requests.load(Ordering::SeqCst), 16);
+        assert_eq!(requests.load(Ordering::SeqCst), 0);
+        for round in 1..=2 {
+            eight_requests(&client, &url).await;
+            assert_eq!(requests.load(Ordering::SeqCst), 8 * round);
+            assert_eq!(
+                connections.load(Ordering::SeqCst),
+                8,
+                "round {round} opened new connections"
+            );
+        }
+    }
+
+    /// The pool keeps no more idle connections than it was built for: of eight opened,
+    /// four stay, and eight requests then open four more.
+    #[tokio::test]
+    async fn the_pool_keeps_at_most_its_bound() {
+        let (url, connections, _) = counting_server();
+        let client = super::super::http::build_load_client(4).unwrap();
         assert_eq!(
-            connections.load(Ordering::SeqCst),
-            8,
-            "the second round opened new connections"
+            open_connections(&client, std::slice::from_ref(&url), 8).await,
+            8
         );
+        eight_requests(&client, &url).await;
+        assert_eq!(connections.load(Ordering::SeqCst), 12);
     }
 
     /// An endpoint nobody listens on: nothing answers, nothing panics.
@@ -141,6 +142,6 @@ mod tests {
             .port();
         let client = super::super::http::build_load_client(4).unwrap();
         let endpoints = vec![format!("http://127.0.0.1:{port}")];
-        assert_eq!(open_connections(&client, &endpoints, 4, None).await, 0);
+        assert_eq!(open_connections(&client, &endpoints, 4).await, 0);
     }
 }
