@@ -53,7 +53,7 @@ pub struct SelfbenchArgs {
     #[arg(long, default_value_t = 100)]
     pub timing_tokens: u32,
     /// Start the timing case's streams on fresh connections, all opened at once, instead of
-    /// sending a one-token request per stream first (as a `bench` level's warmup requests do).
+    /// on connections opened first (as `bench` opens a level's connections before it).
     #[arg(long)]
     pub cold_start: bool,
     /// Let the client and the simulator share all cores (by default, when there are more
@@ -241,7 +241,7 @@ fn print_timing(t: &TimingFigures) {
         if t.cold_start {
             "started cold"
         } else {
-            "after a one-token request per stream"
+            "on connections opened first"
         },
         t.paired_gaps
     );

@@ -30,8 +30,8 @@ use crate::stats::Percentiles;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimingFigures {
     pub streams: u32,
-    /// The streams started cold, on fresh connections (else each sent a one-token request
-    /// first).
+    /// The streams started cold, on fresh connections (else on connections opened first, as
+    /// `bench` does before every level).
     #[serde(default)]
     pub cold_start: bool,
     pub tokens: u32,
@@ -67,13 +67,10 @@ pub struct TimingFigures {
 
 /// Runs the timing case against `url` (a simulator started with `--record-send-times`).
 ///
-/// Unless `cold`, every stream first sends a one-token request, as a `bench` level's warmup
-/// requests do: it opens the stream's connection and grows both programs' memory to what a
-/// thousand streams need. A cold start is a different figure (`--cold-start`): a thousand TCP
-/// handshakes and the heap's growth (page faults, `mprotect`) keep one core busy for over
-/// 100 ms, long enough for the first streams' tokens to wait unread. Opening only the
-/// connections (as `bench` does before every level, preconnect.rs) is not enough: two of
-/// three such runs still had 600 chunks read late together, against none of ten here.
+/// Unless `cold`, the streams' connections are opened first, as `bench` does before every
+/// level (preconnect.rs), and nothing else is sent before the measured streams. A cold start
+/// is a different figure (`--cold-start`): a thousand TCP handshakes keep one core busy for
+/// over 100 ms, long enough for the first streams' tokens to wait unread.
 pub async fn measure_timing(
     url: &str,
     streams: u32,
@@ -91,15 +88,10 @@ pub async fn measure_timing(
     };
     let rss = PeakRss::start();
     if !cold {
-        let warm = start_streams(&client, &target, streams, 1, WARM_USER, limits);
-        for t in warm {
-            let obs = t.await.context("a warmup request panicked")?;
-            if let Some((class, msg)) = obs.failure {
-                bail!("a warmup request failed ({class:?}): {msg}");
-            }
+        let opened = client.open(&target, streams as usize).await;
+        if opened < streams as usize {
+            bail!("opened {opened} of {streams} connections to the simulator");
         }
-        // A connection goes back to the pool a moment after its body was read to the end.
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let cpu0 = process_cpu();
     let monitor = Monitor::start();
@@ -177,10 +169,9 @@ pub async fn measure_timing(
     Ok(figures)
 }
 
-/// The OpenAI `user` names of the measured streams and of the warmup requests: the
-/// simulator records send times by them.
+/// The OpenAI `user` name prefix of the measured streams: the simulator records send times
+/// by user.
 const MEASURED_USER: &str = "selfbench";
-const WARM_USER: &str = "selfbench-warm";
 
 fn user(prefix: &str, i: u32) -> String {
     format!("{prefix}-{i}")
