@@ -359,15 +359,21 @@ mod tests {
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// A stamped client connection and the server's end of it, on loopback.
+    async fn connected_pair() -> (StampedTcp, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (StampedTcp::new(client), server)
+    }
+
     /// Data written, then read 80 ms later: the read's arrival time is the write's, not the
     /// read's (on Linux, where the kernel stamps packets).
     #[tokio::test]
     async fn a_late_read_keeps_the_arrival_time() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let client = TcpStream::connect(addr).await.unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
-        let mut stamped = StampedTcp::new(client);
+        let (mut stamped, mut server) = connected_pair().await;
         let clock = stamped.clock.clone();
         // Linux switches timestamping on for the whole system a moment after the first
         // socket asks; packets before that carry no stamp.
@@ -403,11 +409,7 @@ mod tests {
     /// when each request began to leave, not its later writes.
     #[tokio::test]
     async fn the_write_clock_starts_at_each_requests_first_write() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let client = TcpStream::connect(addr).await.unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
-        let mut stamped = StampedTcp::new(client);
+        let (mut stamped, mut server) = connected_pair().await;
         let clock = stamped.clock.clone();
         assert!(clock.write_started().is_none());
 

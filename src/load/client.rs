@@ -163,7 +163,7 @@ pub async fn send(
     }
     let body = response.into_body();
     // A stream read up to `[DONE]` leaves the rest of its body (see below).
-    let unread: Option<Option<Incoming>> = if stream {
+    let unread = if stream {
         let mut body = body;
         let stopped_early = read_stream(
             &mut body,
@@ -174,10 +174,10 @@ pub async fn send(
             &mut arrivals,
         )
         .await;
-        Some(stopped_early.then_some(body))
+        stopped_early.then_some(body)
     } else {
         read_whole(body, &mut obs, deadline, clock, &mut arrivals).await;
-        Some(None)
+        None
     };
     obs.end_s = match obs.failure {
         // A failure ends when it is noticed (a stall or timeout has no data to time it by).
@@ -187,7 +187,7 @@ pub async fn send(
     // A failed response leaves its connection in an unknown state: it is closed (the lease
     // dropped). A successful one goes back to the pool before the caller goes on, so that
     // a closed-loop worker's next request finds it.
-    if let Some(unread) = unread.filter(|_| obs.failure.is_none()) {
+    if obs.failure.is_none() {
         // `[DONE]` ends the measurement, but the HTTP body has its own end (the last chunk
         // of the chunked encoding), which may come in a later read. A body dropped before it
         // costs the connection, so it is read to its end (after `end_s` was taken) first.

@@ -42,6 +42,10 @@ pub const READ_BUFFER_BYTES: usize = 8 * 1024;
 /// How long a connection may take to open before the request fails as `connect`.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long [`LoadClient::open`] waits for a connection, TLS handshake included (longer than
+/// the TCP connect timeout, so that a slow connect fails as one).
+const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// How long a released connection may take to be ready for its next request (it is once
 /// hyper has read the end of the response); one that is not is closed.
 const RELEASE_WAIT: Duration = Duration::from_secs(1);
@@ -199,7 +203,13 @@ impl LoadClient {
         let mut opening: JoinSet<Option<Conn>> = (0..count)
             .map(|_| {
                 let (client, uri, origin) = (self.clone(), uri.clone(), origin.clone());
-                async move { client.connect(&uri, &origin).await.ok() }
+                async move {
+                    let connecting = client.connect(&uri, &origin);
+                    tokio::time::timeout(OPEN_TIMEOUT, connecting)
+                        .await
+                        .ok()?
+                        .ok()
+                }
             })
             .collect();
         let mut opened = Vec::new();
