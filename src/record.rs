@@ -145,7 +145,8 @@ pub struct TrialResult {
     /// The server's `/metrics` during the trial, when its engine is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<crate::load::telemetry::TrialTelemetry>,
-    /// The load generator's own headroom during the trial (scheduler lag, CPU use).
+    /// The load generator's own headroom during the trial (scheduler lag, CPU use, read
+    /// and send delays).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientHeadroom>,
     /// Open-loop trials: target and achieved rate, send lag, latency from the schedule.
