@@ -352,6 +352,36 @@ mod tests {
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
+    /// A response that says `Connection: close` is not kept: giving its connection back
+    /// neither keeps it nor waits for it.
+    #[tokio::test]
+    async fn a_connection_the_server_closes_is_not_kept() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                let mut buf = [0u8; 512];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(
+                    b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+                );
+                // Closed only later: the client must not wait for it.
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        let client = build_load_client(4).unwrap();
+        let lease = get(&client, &url).await.unwrap();
+        let started = std::time::Instant::now();
+        client.release(lease).await;
+        assert!(
+            started.elapsed() < RELEASE_WAIT / 2,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(client.take_idle(&origin(&url.parse().unwrap())).is_none());
+    }
+
     /// Nobody listening: a connect error that names the origin.
     #[tokio::test]
     async fn a_refused_connection_is_a_connect_error() {
