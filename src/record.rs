@@ -200,11 +200,13 @@ pub struct ClientHeadroom {
     pub send_delay_p50_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_delay_p99_ms: Option<f64>,
-    /// Those waits as a share of the requests' whole time (wait + E2E): how far short of
-    /// the asked concurrency the server's load fell because of the client.
+    /// The time requests were held by the client (closed loop: from the worker's previous
+    /// response's end to the first byte out; else the send delay) as a share of their whole
+    /// time (held + E2E): how far short of the asked concurrency the server's load fell
+    /// because of the client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub send_delay_share: Option<f64>,
-    /// Requests that waited over 1 ms to leave.
+    pub held_share: Option<f64>,
+    /// Requests held over 1 ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_sends: Option<u64>,
     pub client_bound: bool,
@@ -329,6 +331,11 @@ pub struct RequestRecord {
     /// handshakes, network time rather than the client's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub new_connection: bool,
+    /// Closed loop: how long the request's worker had nothing in flight before it, from the
+    /// end of its previous response to this request's first byte out (the send delay
+    /// included); absent for a worker's first request and in open loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_before_ms: Option<f64>,
     pub first_byte_s: Option<f64>,
     /// The first chunk of any kind (a role-only chunk counts here, not for TTFT).
     pub first_chunk_s: Option<f64>,

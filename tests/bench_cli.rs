@@ -107,11 +107,21 @@ request_timeout = "20s"
     assert_eq!(code(&out), 0, "{}", text(&out));
     let journal = std::fs::read_to_string(out_dir.join("requests.jsonl")).unwrap();
     assert_eq!(journal.lines().count(), 128);
+    let mut after_another = 0;
     for line in journal.lines() {
         let r: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(r.get("new_connection").is_none(), "{r}");
-        assert!(r["send_delay_ms"].as_f64().unwrap() >= 0.0, "{r}");
+        let send_delay = r["send_delay_ms"].as_f64().unwrap();
+        assert!(send_delay >= 0.0, "{r}");
+        // A worker's later requests: held from its previous response's end, which includes
+        // the send delay.
+        if let Some(idle) = r.get("idle_before_ms").and_then(|v| v.as_f64()) {
+            assert!(idle >= send_delay - 1e-6, "{r}");
+            after_another += 1;
+        }
     }
+    // Every request but each worker's first of each trial.
+    assert_eq!(after_another, 128 - 2 * 16);
     let connections: u64 = http_get(&format!("{}/sim/connections", sim.urls[0]))
         .trim()
         .parse()

@@ -186,26 +186,37 @@ fn reads_too_late(h: &ClientHeadroom) -> bool {
     }
 }
 
-/// A request slower than this to leave the client was held up by it.
+/// A request held longer than this by the client was held up by it.
 const LATE_SEND_MS: f64 = 1.0;
 
 /// The share of the trial's request time that may pass in the client before requests leave.
-const SEND_DELAY_SHARE: f64 = 0.01;
+const HELD_SHARE: f64 = 0.01;
 
-/// Marks the trial client-bound when its requests spent over 1% of their time waiting in
-/// the client before their first bytes left (and at least 10 waited over 1 ms). TTFT and E2E
-/// count from the first byte out, so the wait distorts no latency; but while a closed-loop
-/// worker's request waits, the server has one request fewer than the level asks for, and
-/// the trial's throughput is that much short. Requests that opened their connection are
-/// left out: their wait is the TCP and TLS handshakes, the network's time.
+/// Marks the trial client-bound when its requests were held by the client for over 1% of
+/// their time (and at least 10 over 1 ms). Held: in a closed loop, from the end of the
+/// worker's previous response to the request's first byte out; otherwise (a worker's first
+/// request, open loop) from the request's start to its first byte out. TTFT and E2E count
+/// from the first byte out, so this distorts no latency; but while a closed-loop worker's
+/// request is held, the server has one request fewer than the level asks for, and the
+/// trial's throughput is that much short. Requests that opened their connection are left
+/// out: their wait is the TCP and TLS handshakes, the network's time.
 pub fn judge_sends(h: &mut ClientHeadroom, finished: &[Finished]) {
     let mut delays = Vec::new();
-    let (mut waited, mut total) = (0.0, 0.0);
-    for r in finished.iter().map(|f| &f.record) {
-        if let Some(d) = r.send_delay_ms.filter(|_| !r.new_connection) {
-            delays.push(d);
-            waited += d;
-            total += d + r.e2e_ms;
+    let (mut held, mut total, mut late) = (0.0, 0.0, 0);
+    for r in finished
+        .iter()
+        .map(|f| &f.record)
+        .filter(|r| !r.new_connection)
+    {
+        let Some(delay) = r.send_delay_ms else {
+            continue;
+        };
+        delays.push(delay);
+        let this = r.idle_before_ms.unwrap_or(delay);
+        held += this;
+        total += this + r.e2e_ms;
+        if this > LATE_SEND_MS {
+            late += 1;
         }
     }
     if delays.is_empty() {
@@ -214,16 +225,15 @@ pub fn judge_sends(h: &mut ClientHeadroom, finished: &[Finished]) {
     delays.sort_by(f64::total_cmp);
     h.send_delay_p50_ms = percentile(&delays, 50.0);
     h.send_delay_p99_ms = percentile(&delays, 99.0);
-    h.send_delay_share = Some(if total > 0.0 { waited / total } else { 0.0 });
-    h.late_sends = Some(delays.iter().filter(|d| **d > LATE_SEND_MS).count() as u64);
-    if sends_too_late(h) {
+    h.held_share = Some(if total > 0.0 { held / total } else { 0.0 });
+    h.late_sends = Some(late);
+    if held_too_long(h) {
         h.client_bound = true;
     }
 }
 
-fn sends_too_late(h: &ClientHeadroom) -> bool {
-    h.late_sends.unwrap_or(0) >= MIN_LATE_READS
-        && h.send_delay_share.unwrap_or(0.0) > SEND_DELAY_SHARE
+fn held_too_long(h: &ClientHeadroom) -> bool {
+    h.late_sends.unwrap_or(0) >= MIN_LATE_READS && h.held_share.unwrap_or(0.0) > HELD_SHARE
 }
 
 /// Summarises lag samples and CPU use and decides whether the client was the bottleneck.
@@ -285,12 +295,12 @@ pub fn flag(h: &ClientHeadroom) -> Option<String> {
             100.0 * merged as f64 / all.max(1) as f64
         ));
     }
-    if sends_too_late(h) {
+    if held_too_long(h) {
         why.push(format!(
-            "requests waited in the client before leaving for {:.1}% of their time (send \
-             delay p99 {:.1} ms), so the server had fewer requests in flight than the level \
-             asks for",
-            100.0 * h.send_delay_share.unwrap_or(0.0),
+            "requests were held in the client for {:.1}% of their time (between a worker's \
+             response and its next request's first byte out; send delay p99 {:.1} ms), so \
+             the server had fewer requests in flight than the level asks for",
+            100.0 * h.held_share.unwrap_or(0.0),
             h.send_delay_p99_ms.unwrap_or(0.0)
         ));
     }
@@ -324,8 +334,8 @@ mod tests {
         judge_sends(&mut h, &sends(&[2.0; 100], false));
         assert!(h.client_bound);
         assert_eq!(h.late_sends, Some(100));
-        assert!((h.send_delay_share.unwrap() - 2.0 / 102.0).abs() < 1e-9);
-        assert!(flag(&h).unwrap().contains("waited in the client"));
+        assert!((h.held_share.unwrap() - 2.0 / 102.0).abs() < 1e-9);
+        assert!(flag(&h).unwrap().contains("held in the client"));
 
         // 0.5 ms each: under 1%.
         let mut h = judge(&mut [1.0; 100], 0.3);
@@ -344,7 +354,19 @@ mod tests {
         let mut h = judge(&mut [1.0; 100], 0.3);
         judge_sends(&mut h, &sends(&[30.0; 100], true));
         assert!(!h.client_bound);
-        assert_eq!(h.send_delay_share, None);
+        assert_eq!(h.held_share, None);
+
+        // Closed loop: sent at once (0.05 ms) but 3 ms after the worker's previous response
+        // ended: held 3 ms of 103.
+        let mut h = judge(&mut [1.0; 100], 0.3);
+        let mut turned = sends(&[0.05; 100], false);
+        for f in &mut turned {
+            f.record.idle_before_ms = Some(3.0);
+        }
+        judge_sends(&mut h, &turned);
+        assert!(h.client_bound);
+        assert_eq!(h.send_delay_p99_ms, Some(0.05));
+        assert!((h.held_share.unwrap() - 3.0 / 103.0).abs() < 1e-9);
     }
 
     #[test]

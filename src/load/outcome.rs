@@ -81,6 +81,7 @@ pub fn finish(obs: Observed, slot: Slot, workload: &Workload) -> Finished {
             sent_s: obs.sent_s,
             send_delay_ms: obs.send_delay_s.map(|d| d * 1000.0),
             new_connection: obs.new_connection,
+            idle_before_ms: None,
             first_byte_s: obs.first_byte_s,
             first_chunk_s: obs.first_chunk_s,
             first_token_s,

@@ -109,6 +109,8 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
         let next = Arc::clone(&next);
         handles.push(tokio::spawn(async move {
             let mut done = Vec::new();
+            // When this worker's previous response ended (seconds on the run's clock).
+            let mut previous_end: Option<f64> = None;
             loop {
                 if shared.interrupt.is_stopping() {
                     break;
@@ -127,7 +129,11 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
                 if index >= limit {
                     break;
                 }
-                let finished = send_one(&shared, batch, index, None, window).await;
+                let mut finished = send_one(&shared, batch, index, None, window).await;
+                let record = &mut finished.record;
+                record.idle_before_ms =
+                    previous_end.map(|end| ((record.sent_s - end) * 1000.0).max(0.0));
+                previous_end = Some(record.end_s);
                 shared.journal(&finished.record)?;
                 shared.progress.inc(1);
                 done.push(finished);

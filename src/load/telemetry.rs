@@ -541,6 +541,7 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
                 sent_s: first - 0.1,
                 send_delay_ms: None,
                 new_connection: false,
+                idle_before_ms: None,
                 first_byte_s: None,
                 first_chunk_s: None,
                 first_token_s: Some(first),
