@@ -56,11 +56,7 @@ fn every_request_is_accounted_for_across_two_replicas() {
     }
 
     // One JSONL line per request sent, warmup included; both endpoints used.
-    let journal = std::fs::read_to_string(out_dir.join("requests.jsonl")).unwrap();
-    let lines: Vec<serde_json::Value> = journal
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = read_journal(&out_dir);
     assert_eq!(lines.len(), 2 * (2 + 2 * 12));
     assert!(lines.iter().any(|l| l["endpoint"] == 0) && lines.iter().any(|l| l["endpoint"] == 1));
     for l in &lines {
@@ -105,11 +101,10 @@ request_timeout = "20s"
     let out_dir = dir.path().join("out");
     let out = run_bench_cli(&profile, &out_dir, &["--no-plots"]);
     assert_eq!(code(&out), 0, "{}", text(&out));
-    let journal = std::fs::read_to_string(out_dir.join("requests.jsonl")).unwrap();
-    assert_eq!(journal.lines().count(), 128);
+    let journal = read_journal(&out_dir);
+    assert_eq!(journal.len(), 128);
     let mut after_another = 0;
-    for line in journal.lines() {
-        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+    for r in &journal {
         assert!(r.get("new_connection").is_none(), "{r}");
         let send_delay = r["send_delay_ms"].as_f64().unwrap();
         assert!(send_delay >= 0.0, "{r}");
@@ -202,9 +197,7 @@ fn multi_token_chunks_are_counted_as_tokens() {
     let out_dir = dir.path().join("out");
     let out = run_bench_cli(&profile, &out_dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));
-    let journal = std::fs::read_to_string(out_dir.join("requests.jsonl")).unwrap();
-    for line in journal.lines() {
-        let l: serde_json::Value = serde_json::from_str(line).unwrap();
+    for l in read_journal(&out_dir) {
         assert_eq!(l["output_tokens"], 24);
         assert!(
             l["chunks"].as_u64().unwrap() < 24,

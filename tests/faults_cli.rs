@@ -62,14 +62,6 @@ impl Run {
     }
 }
 
-fn read_journal(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line {l}: {e}")))
-        .collect()
-}
-
 fn bench(sim: &Sim, body: &str) -> Run {
     let tmp = tempfile::tempdir().unwrap();
     let path = write_profile(tmp.path(), "faults", &sim.urls, body);

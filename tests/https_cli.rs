@@ -62,6 +62,13 @@ fn tls_front(backend: String) -> u16 {
     port
 }
 
+/// A simulator, and the port of a TLS front for it.
+fn simulator_behind_tls() -> (Sim, u16) {
+    let sim = Sim::start(1, &["--preset", "fast"]);
+    let port = tls_front(sim.urls[0].trim_start_matches("http://").to_string());
+    (sim, port)
+}
+
 const PROFILE: &str = r#"
 [workload]
 input_tokens = 16
@@ -91,9 +98,7 @@ fn bench_over_tls(port: u16, ca_file: Option<&Path>, dir: &Path) -> Output {
 
 #[test]
 fn the_load_runs_over_https_trusting_a_ca_from_ssl_cert_file() {
-    let sim = Sim::start(1, &["--preset", "fast"]);
-    let backend = sim.urls[0].trim_start_matches("http://").to_string();
-    let port = tls_front(backend);
+    let (sim, port) = simulator_behind_tls();
     let dir = tempfile::tempdir().unwrap();
     let out = bench_over_tls(port, Some(&fixture("ca.pem")), dir.path());
     assert_eq!(code(&out), 0, "{}", text(&out));
@@ -112,9 +117,7 @@ fn the_load_runs_over_https_trusting_a_ca_from_ssl_cert_file() {
 
 #[test]
 fn an_untrusted_certificate_stops_the_run_and_says_so() {
-    let sim = Sim::start(1, &["--preset", "fast"]);
-    let backend = sim.urls[0].trim_start_matches("http://").to_string();
-    let port = tls_front(backend);
+    let (sim, port) = simulator_behind_tls();
     let dir = tempfile::tempdir().unwrap();
     let out = bench_over_tls(port, None, dir.path());
     assert_ne!(code(&out), 0, "{}", text(&out));

@@ -242,11 +242,7 @@ fn bench_and_gate_against_llama_server() {
     assert!(running.contains(&(SLOTS as f64)), "{running:?}");
 
     // Every request in the journal: 4 levels x (2 warmup + 3 x 32), each exactly 32 tokens.
-    let journal = std::fs::read_to_string(first.join("requests.jsonl")).unwrap();
-    let lines: Vec<serde_json::Value> = journal
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = read_journal(&first);
     assert_eq!(lines.len() as u64, 4 * (2 + TRIALS * REQUESTS));
     for l in &lines {
         assert!(l["error"].is_null(), "{l}");

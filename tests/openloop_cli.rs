@@ -19,14 +19,6 @@ fn ks(mut x: Vec<f64>, cdf: impl Fn(f64) -> f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn records(path: &std::path::Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// Runs `rate` req/s Poisson for `secs` and checks rate, lag, accounting and the gaps.
 fn poisson_run(rate: f64, secs: u32) {
     let _turn = timing_lock();
@@ -61,7 +53,7 @@ fn poisson_run(rate: f64, secs: u32) {
     assert!(ol["e2e_from_schedule_ms"]["p50"].as_f64().unwrap() > 0.0);
     assert!(trial["client"]["lag_p99_ms"].as_f64().is_some(), "{trial}");
 
-    let recs = records(&out_dir.join("requests.jsonl"));
+    let recs = read_journal(&out_dir);
     assert_eq!(recs.len() as u64, expected);
     let mut sends: Vec<f64> = recs.iter().map(|r| r["sent_s"].as_f64().unwrap()).collect();
     for r in &recs {
@@ -110,7 +102,7 @@ fn duration_windows_are_recorded_but_not_counted() {
     let out = run_bench_cli(&profile, &out_dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));
     let result = read_json(&out_dir.join("results.json"));
-    let recs = records(&out_dir.join("requests.jsonl"));
+    let recs = read_journal(&out_dir);
     for trial in result["levels"][0]["trials"].as_array().unwrap() {
         let n = trial["trial"].as_u64().unwrap();
         let count = |w: &str| {

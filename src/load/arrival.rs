@@ -46,10 +46,10 @@ pub fn read_counts() -> (u64, u64) {
     )
 }
 
-/// When bytes crossed a connection, shared with the responses it carries (hyper puts it in
-/// each response's extensions): the arrival time of the latest read and how long its data
-/// waited in the socket (known only from kernel stamps), and when the latest request began
-/// to leave.
+/// When bytes crossed a connection, shared with whoever holds the connection (the load
+/// client's pool takes it from the connector's extras, http.rs): the arrival time of the
+/// latest read and how long its data waited in the socket (known only from kernel stamps),
+/// and when the latest request began to leave.
 #[derive(Debug, Clone, Default)]
 pub struct WireClock(Arc<Mutex<WireTimes>>);
 
@@ -68,11 +68,6 @@ struct WireTimes {
 }
 
 impl WireClock {
-    /// When the data of the latest read arrived.
-    pub fn latest(&self) -> Option<Instant> {
-        self.latest_read().map(|(at, _)| at)
-    }
-
     /// When the data of the latest read arrived, and how long it waited to be read.
     pub fn latest_read(&self) -> Option<LatestRead> {
         self.times().latest_read
@@ -385,7 +380,7 @@ mod tests {
         let n = stamped.read(&mut buf).await.unwrap();
         let read_at = Instant::now();
         assert_eq!(&buf[..n], b"data: 1\n\n");
-        let arrived = clock.latest().expect("a read sets the arrival time");
+        let (arrived, _) = clock.latest_read().expect("a read sets the arrival time");
         assert!(arrived <= read_at);
         if cfg!(target_os = "linux") {
             assert!(stamped.has_kernel_stamps());

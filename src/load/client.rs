@@ -539,7 +539,8 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{Read, Write};
+    use crate::load::test_server::read_request;
+    use std::io::Write;
     use std::net::TcpListener;
 
     /// Accepts one connection, reads one request (head and body), answers `reply`, returns
@@ -652,39 +653,7 @@ mod tests {
         assert!(!format!("{key:?}").contains("sk-redirect-test"));
     }
 
-    /// Reads one request (head and body) from `s` and returns its head; `None` when the
-    /// connection closed first.
-    fn read_request(s: &mut std::net::TcpStream) -> Option<String> {
-        let mut buf = Vec::new();
-        let mut byte = [0u8; 1024];
-        let head_end = loop {
-            match s.read(&mut byte) {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => buf.extend_from_slice(&byte[..n]),
-            }
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-        let length: usize = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("content-length")
-                    .then(|| v.trim().parse().ok())?
-            })
-            .unwrap_or(0);
-        while buf.len() < head_end + length {
-            match s.read(&mut byte) {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => buf.extend_from_slice(&byte[..n]),
-            }
-        }
-        Some(head)
-    }
-
-    /// A server whose chunked body ends 30 ms after `[DONE]`: the client stops measuring at
+    /// A server whose chunked body ends 300 ms after `[DONE]`: the client stops measuring at
     /// `[DONE]`, reads the rest of the body before it returns, and its next request reuses the
     /// connection.
     #[tokio::test]
@@ -790,8 +759,7 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            let mut byte = [0u8; 4096];
-            let _ = s.read(&mut byte);
+            read_request(&mut s);
             let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
             let role = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n";
             let _ = s.write_all(format!("{head}{role}").as_bytes());

@@ -125,9 +125,18 @@ impl Monitor {
 /// Below this, late reads cannot cost the figures a millisecond (see [`judge_reads`]).
 const READ_DELAY_FLOOR_MS: f64 = 1.0;
 
-/// Fewer late reads than this are noise (one descheduling of the process makes a few), even
-/// in a short trial where they are more than 1%.
-const MIN_LATE_READS: u64 = 10;
+/// Fewer late reads, late-merged chunks or held requests than this are noise (one
+/// descheduling of the process makes a few), even in a short trial where they are more than
+/// their share.
+const MIN_LATE: u64 = 10;
+
+/// `late` of `all` is enough to mark a trial: at least [`MIN_LATE`] and over `share` of all.
+fn too_many(late: Option<u64>, all: Option<u64>, share: f64) -> bool {
+    match (late, all) {
+        (Some(late), Some(all)) => late >= MIN_LATE && late as f64 > share * all as f64,
+        _ => false,
+    }
+}
 
 /// Marks the trial client-bound when over 1% of its reads (and at least 10) came more than
 /// half the median inter-token gap (and more than 1 ms) after their data arrived: then a
@@ -168,22 +177,17 @@ pub fn judge_reads(h: &mut ClientHeadroom, reads: &ReadDelays, itl_p50_ms: Optio
 }
 
 fn merged_too_often(h: &ClientHeadroom) -> bool {
-    match (h.late_merged_chunks, h.chunks) {
-        (Some(merged), Some(all)) => {
-            merged >= MIN_LATE_READS && merged as f64 > LATE_MERGED_SHARE * all as f64
-        }
-        _ => false,
-    }
+    too_many(h.late_merged_chunks, h.chunks, LATE_MERGED_SHARE)
 }
 
 /// The share of a trial's chunks that may come in late reads with the chunk before them.
 const LATE_MERGED_SHARE: f64 = 0.005;
 
+/// The share of a trial's reads that may wait past the limit.
+const LATE_READ_SHARE: f64 = 0.01;
+
 fn reads_too_late(h: &ClientHeadroom) -> bool {
-    match (h.late_reads, h.reads) {
-        (Some(late), Some(all)) => late >= MIN_LATE_READS && late as f64 > 0.01 * all as f64,
-        _ => false,
-    }
+    too_many(h.late_reads, h.reads, LATE_READ_SHARE)
 }
 
 /// A request held longer than this by the client was held up by it.
@@ -233,7 +237,7 @@ pub fn judge_sends(h: &mut ClientHeadroom, finished: &[Finished]) {
 }
 
 fn held_too_long(h: &ClientHeadroom) -> bool {
-    h.late_sends.unwrap_or(0) >= MIN_LATE_READS && h.held_share.unwrap_or(0.0) > HELD_SHARE
+    h.late_sends.unwrap_or(0) >= MIN_LATE && h.held_share.unwrap_or(0.0) > HELD_SHARE
 }
 
 /// Summarises lag samples and CPU use and decides whether the client was the bottleneck.

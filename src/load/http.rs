@@ -188,11 +188,7 @@ impl LoadClient {
             return;
         }
         if let Ok(Ok(())) = tokio::time::timeout(RELEASE_WAIT, conn.sender.ready()).await {
-            let mut idle = self.0.idle.lock().unwrap_or_else(|e| e.into_inner());
-            let conns = idle.entry(origin).or_default();
-            if conns.len() < self.0.max_idle {
-                conns.push(conn);
-            }
+            self.park(origin, [conn]);
         }
     }
 
@@ -219,11 +215,24 @@ impl LoadClient {
             }
         }
         let count = opened.len();
-        let mut idle = self.0.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let conns = idle.entry(origin).or_default();
-        let room = self.0.max_idle.saturating_sub(conns.len());
-        conns.extend(opened.into_iter().take(room));
+        self.park(origin, opened);
         count
+    }
+
+    /// Keeps `conns` idle for `origin`, as many as the pool's bound leaves room for; the
+    /// rest are closed.
+    fn park(&self, origin: String, conns: impl IntoIterator<Item = Conn>) {
+        let mut idle = self.0.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = idle.entry(origin).or_default();
+        let room = self.0.max_idle.saturating_sub(kept.len());
+        kept.extend(conns.into_iter().take(room));
+    }
+
+    /// Idle connections kept for `origin`, closed or not.
+    #[cfg(test)]
+    fn idle_count(&self, origin: &str) -> usize {
+        let idle = self.0.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.get(origin).map_or(0, Vec::len)
     }
 
     /// The latest released idle connection to `origin` that the server has not closed.
@@ -295,8 +304,9 @@ pub fn trusted_roots() -> rustls::RootCertStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::test_server::read_request;
     use http_body_util::BodyExt;
-    use std::io::{Read, Write};
+    use std::io::Write;
     use std::net::TcpListener;
 
     /// A server that answers one request per connection and then closes it without saying
@@ -311,14 +321,7 @@ mod tests {
             for stream in listener.incoming() {
                 let Ok(mut s) = stream else { return };
                 counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let mut buf = Vec::new();
-                let mut byte = [0u8; 512];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut byte) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => buf.extend_from_slice(&byte[..n]),
-                    }
-                }
+                read_request(&mut s);
                 let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
                 std::thread::sleep(Duration::from_millis(20));
                 drop(s);
@@ -361,8 +364,7 @@ mod tests {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut s) = stream else { return };
-                let mut buf = [0u8; 512];
-                let _ = s.read(&mut buf);
+                read_request(&mut s);
                 let _ = s.write_all(
                     b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
                 );
@@ -379,7 +381,7 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
-        assert!(client.take_idle(&origin(&url.parse().unwrap())).is_none());
+        assert_eq!(client.idle_count(&origin(&url.parse().unwrap())), 0);
     }
 
     /// Nobody listening: a connect error that names the origin.

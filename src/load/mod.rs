@@ -16,6 +16,8 @@ pub mod read_delay;
 pub mod sse;
 pub mod sweep;
 pub mod telemetry;
+#[cfg(test)]
+mod test_server;
 pub mod tokens;
 pub mod workload;
 

@@ -150,6 +150,15 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// Every line of `out_dir/requests.jsonl`, parsed.
+pub fn read_journal(out_dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out_dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line {l}: {e}")))
+        .collect()
+}
+
 /// A copy of `results` (next to it, as `unflagged.json`) without the client's headroom
 /// figures, its `client-bound` flags and the warnings, so that `baseline bless` takes it.
 /// For tests about something else (locking, secrets) whose tiny runs on a busy CI machine

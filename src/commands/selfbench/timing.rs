@@ -95,7 +95,7 @@ pub async fn measure_timing(
     }
     let cpu0 = process_cpu();
     let monitor = Monitor::start();
-    let tasks = start_streams(&client, &target, streams, tokens, MEASURED_USER, limits);
+    let tasks = start_streams(&client, &target, streams, tokens, limits);
     let mut observed = Vec::with_capacity(tasks.len());
     for t in tasks {
         observed.push(t.await.context("a timing request panicked")?);
@@ -143,7 +143,7 @@ pub async fn measure_timing(
         }
         figures.succeeded += 1;
         collect_gaps(obs, &mut itl);
-        match sent.get(&user(MEASURED_USER, i as u32)) {
+        match sent.get(&user(i as u32)) {
             Some(s) if s.len() == obs.chunks.len() => {
                 pair(obs, s, &mut sim_gaps, &mut errors);
             }
@@ -169,22 +169,18 @@ pub async fn measure_timing(
     Ok(figures)
 }
 
-/// The OpenAI `user` name prefix of the measured streams: the simulator records send times
-/// by user.
-const MEASURED_USER: &str = "selfbench";
-
-fn user(prefix: &str, i: u32) -> String {
-    format!("{prefix}-{i}")
+/// The OpenAI `user` of stream i: the simulator records send times by user.
+fn user(i: u32) -> String {
+    format!("selfbench-{i}")
 }
 
 /// Starts one streaming request of `tokens` tokens per stream, all at once, stream i as the
-/// OpenAI `user` named [`user`]`(prefix, i)`.
+/// OpenAI `user` named [`user`]`(i)`.
 fn start_streams(
     client: &LoadClient,
     target: &hyper::Uri,
     streams: u32,
     tokens: u32,
-    prefix: &str,
     limits: Limits,
 ) -> Vec<tokio::task::JoinHandle<Observed>> {
     let clock = Instant::now();
@@ -198,7 +194,7 @@ fn start_streams(
                 "ignore_eos": true,
                 "stream": true,
                 "stream_options": {"include_usage": true, "continuous_usage_stats": true},
-                "user": user(prefix, i),
+                "user": user(i),
             });
             let body = bytes::Bytes::from(body.to_string());
             tokio::spawn(

@@ -1,0 +1,35 @@
+//! Pieces shared by the load modules' tests: their little HTTP servers on loopback.
+
+use std::io::Read;
+
+/// Reads one request (head and body) from `s` and returns its head; `None` when the
+/// connection closed first.
+pub fn read_request(s: &mut std::net::TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1024];
+    let head_end = loop {
+        match s.read(&mut byte) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&byte[..n]),
+        }
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        match s.read(&mut byte) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&byte[..n]),
+        }
+    }
+    Some(head)
+}
