@@ -539,7 +539,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::test_server::read_request;
+    use crate::load::test_server::{read_request, sse_server};
     use std::io::Write;
     use std::net::TcpListener;
 
@@ -755,14 +755,9 @@ mod tests {
     /// stalled: keep-alives must not reset the stall clock.
     #[tokio::test]
     async fn keep_alive_comments_do_not_hide_a_stall() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            read_request(&mut s);
-            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+        let (port, server) = sse_server(|s| {
             let role = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n";
-            let _ = s.write_all(format!("{head}{role}").as_bytes());
+            let _ = s.write_all(role.as_bytes());
             for _ in 0..30 {
                 std::thread::sleep(Duration::from_millis(50));
                 if s.write_all(b": ping\n\n").is_err() {
@@ -770,24 +765,12 @@ mod tests {
                 }
             }
         });
-        let client = super::super::http::build_load_client(1).unwrap();
         let limits = Limits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(400),
         };
         let started = Instant::now();
-        let obs = send(
-            &client,
-            &format!("http://127.0.0.1:{port}/v1/chat/completions")
-                .parse()
-                .unwrap(),
-            bytes::Bytes::from_static(b"{}"),
-            None,
-            true,
-            limits,
-            Instant::now(),
-        )
-        .await;
+        let obs = send_with(port, limits).await;
         let waited = started.elapsed();
         let (class, msg) = obs.failure.expect("a stall");
         assert_eq!(class, ErrorClass::Stall, "{msg}");
@@ -817,13 +800,7 @@ mod tests {
 
     /// A server sending a token every 100 ms for `tokens` tokens, then `[DONE]`.
     fn steady_server(tokens: usize) -> (u16, std::thread::JoinHandle<()>) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            read_request(&mut s);
-            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
-            let _ = s.write_all(head.as_bytes());
+        sse_server(move |s| {
             for _ in 0..tokens {
                 std::thread::sleep(Duration::from_millis(100));
                 let token = "data: {\"choices\":[{\"delta\":{\"content\":\"a \"}}]}\n\n";
@@ -832,10 +809,10 @@ mod tests {
                 }
             }
             let _ = s.write_all(b"data: [DONE]\n\n");
-        });
-        (port, server)
+        })
     }
 
+    /// One streamed request to the test server on `port`, on a fresh client.
     async fn send_with(port: u16, limits: Limits) -> Observed {
         let client = super::super::http::build_load_client(1).unwrap();
         let url: Uri = format!("http://127.0.0.1:{port}/v1/chat/completions")

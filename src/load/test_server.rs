@@ -1,10 +1,29 @@
 //! Pieces shared by the load modules' tests: their little HTTP servers on loopback.
 
-use std::io::Read;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread::JoinHandle;
+
+/// A server for one streamed request on a port of its own: it reads the request, sends an
+/// SSE response head (no length: the body ends when the connection closes), then lets
+/// `body` write the rest.
+pub fn sse_server(body: impl FnOnce(&mut TcpStream) + Send + 'static) -> (u16, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        read_request(&mut s);
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+        if s.write_all(head.as_bytes()).is_ok() {
+            body(&mut s);
+        }
+    });
+    (port, server)
+}
 
 /// Reads one request (head and body) from `s` and returns its head; `None` when the
 /// connection closed first.
-pub fn read_request(s: &mut std::net::TcpStream) -> Option<String> {
+pub fn read_request(s: &mut TcpStream) -> Option<String> {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1024];
     let head_end = loop {
