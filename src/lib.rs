@@ -2,13 +2,11 @@
 //! and capacity plans. The modules follow the data flow:
 //! profile -> load generator -> record -> (gate | report | plan).
 
-pub mod baseline;
 pub mod cli;
 pub mod commands;
 pub mod exit;
 pub mod fsutil;
 pub mod gate;
-pub mod gitref;
 pub mod load;
 pub mod plan;
 pub mod profile;

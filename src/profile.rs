@@ -13,6 +13,16 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// Engine names `target.engine` accepts (besides "auto"), as the probe names them.
+pub const ENGINES: [&str; 6] = [
+    "vllm",
+    "sglang",
+    "llama.cpp",
+    "tgi",
+    "throughline-sim",
+    "openai",
+];
+
 /// The whole profile file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -442,12 +452,10 @@ impl Profile {
             }
         }
         let engine = self.target.engine.as_str();
-        if engine != "auto" && !crate::load::dialect::ENGINES.contains(&engine) {
+        if engine != "auto" && !ENGINES.contains(&engine) {
             bail!(
                 "field `target.engine`: {engine:?} is not one of \"auto\", {}",
-                crate::load::dialect::ENGINES
-                    .map(|e| format!("{e:?}"))
-                    .join(", ")
+                ENGINES.map(|e| format!("{e:?}")).join(", ")
             );
         }
         if self.target.model.trim().is_empty() {

@@ -28,7 +28,7 @@ fn every_request_is_accounted_for_across_two_replicas() {
     assert_eq!(code(&out), 0, "{}", text(&out));
 
     let result = read_json(&out_dir.join("results.json"));
-    assert_eq!(result["schema_version"], 1);
+    assert_eq!(result["schema_version"], 2);
     assert_eq!(result["environment"]["engine"], "throughline-sim");
     assert_eq!(result["environment"]["endpoints"], 2);
     let mut counted_tokens = 0u64;

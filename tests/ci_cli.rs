@@ -115,7 +115,9 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
             "baseline",
             "bless",
             "--results",
-            first.join("results.json").to_str().unwrap(),
+            without_client_flags(&first.join("results.json"))
+                .to_str()
+                .unwrap(),
             "--baseline",
             "baselines/gate.toml",
             "--profile",

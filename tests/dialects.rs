@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use throughline::load::client::{Observed, StreamReader};
 use throughline::load::outcome::{finish, Finished, Slot};
-use throughline::load::sweep::summarize_trial;
+use throughline::load::trial::summarize_trial;
 
 /// (arrival in seconds, bytes) for each write of a fixture.
 fn writes(name: &str) -> Vec<(f64, Vec<u8>)> {

@@ -56,7 +56,7 @@ fn same_speed_passes_and_ten_percent_slower_fails() {
         let sim = Sim::start(1, &FIXED_10MS);
         bench(&sim, d, "base")
     };
-    let o = bless(&base_run, &baseline, &[]);
+    let o = bless(&without_client_flags(&base_run), &baseline, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
 
     for attempt in ["same1", "same2"] {
@@ -120,7 +120,7 @@ fn baseline_edited_in_the_working_tree_is_ignored_at_a_ref() {
     let sim = Sim::start(1, &FIXED_10MS);
     let first = bench(&sim, d, "first");
     let baseline = d.join("baselines").join("gated.toml");
-    let o = bless(&first, &baseline, &[]);
+    let o = bless(&without_client_flags(&first), &baseline, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     git(d, &["init", "-q"]);
     git(d, &["add", "baselines"]);
@@ -165,7 +165,7 @@ fn bad_baselines_give_their_exit_code_and_name_the_problem() {
     let sim = Sim::start(1, &FIXED_10MS);
     let results = bench(&sim, d, "run");
     let good = d.join("good.toml");
-    let o = bless(&results, &good, &[]);
+    let o = bless(&without_client_flags(&results), &good, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     let text_good = std::fs::read_to_string(&good).unwrap();
 
@@ -219,7 +219,7 @@ fn github_outputs_summary_and_annotations() {
     let sim = Sim::start(1, &FIXED_10MS);
     let results = bench(&sim, d, "run");
     let baseline = d.join("b.toml");
-    let o = bless(&results, &baseline, &[]);
+    let o = bless(&without_client_flags(&results), &baseline, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     let summary = d.join("summary.md");
     let outputs = d.join("outputs.txt");

@@ -9,6 +9,7 @@ use std::time::Duration;
 use common::*;
 use throughline::load::{run_bench, BenchSetup};
 use throughline::profile::Profile;
+use throughline::record::flags::FlagKind;
 
 const BODY: &str = "[workload]\ninput_tokens = 16\nmax_tokens = 16\nignore_eos = true\n\
                     [sweep]\nconcurrency = [2]\nrequests_per_level = 12\ntrials = 2\n\
@@ -46,7 +47,7 @@ fn a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed() {
         let h = t.client.as_ref().expect("headroom measured");
         assert!(h.client_bound && h.lag_p50_ms > 3.0, "{h:?}");
         assert!(
-            t.flags.iter().any(|f| f.contains("client-bound")),
+            t.flags.iter().any(|f| f.kind == FlagKind::ClientBound),
             "{:?}",
             t.flags
         );

@@ -1,12 +1,51 @@
 //! `throughline baseline bless`: write a baseline from run results (never from a PR job:
 //! see the README's workflows).
 
-use anyhow::Result;
+use std::path::PathBuf;
 
-use crate::baseline::{bless, Baseline, BaselineLock, BlessMode};
-use crate::cli::{BaselineArgs, BaselineCommand};
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
 use crate::exit::Exit;
+use crate::gate::baseline::{bless, Baseline, BaselineLock, BlessMode};
 use crate::record::RunResult;
+
+#[derive(Debug, Args)]
+pub struct BaselineArgs {
+    #[command(subcommand)]
+    pub command: BaselineCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BaselineCommand {
+    /// Write a baseline from run results, one session per results file.
+    Bless(BlessArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BlessArgs {
+    /// results.json of a run (repeat for several runs; each becomes a session).
+    #[arg(long, required = true)]
+    pub results: Vec<PathBuf>,
+    /// The baseline file to write, e.g. baselines/NAME.toml.
+    #[arg(long)]
+    pub baseline: PathBuf,
+    /// Start over instead of appending a session.
+    #[arg(long)]
+    pub replace: bool,
+    /// Append a session to the baseline (the default; say it to be explicit).
+    #[arg(long, conflicts_with = "replace")]
+    pub append: bool,
+    /// Baseline name (default: the file name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The profile file, relative to the baseline, to record beside it.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// The commit measured (default: $GITHUB_SHA, else the work tree's HEAD).
+    #[arg(long)]
+    pub commit: Option<String>,
+}
 
 pub async fn run(args: BaselineArgs) -> Result<Exit> {
     match args.command {
@@ -32,7 +71,7 @@ pub async fn run(args: BaselineArgs) -> Result<Exit> {
                 .commit
                 .clone()
                 .or_else(|| std::env::var("GITHUB_SHA").ok())
-                .or_else(|| crate::gitref::head_commit(&b.baseline));
+                .or_else(|| crate::gate::gitref::head_commit(&b.baseline));
             let mode = if b.replace {
                 BlessMode::Replace
             } else {

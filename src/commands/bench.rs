@@ -1,15 +1,38 @@
 //! `throughline bench`: run a profile and report.
 
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use clap::Args;
 
-use crate::cli::BenchArgs;
+use super::environment::EnvironmentArgs;
 use crate::exit::Exit;
-use crate::load::{run_bench, BenchOutcome, BenchSetup, RESULTS_FILE};
+use crate::load::{run_bench, BenchOutcome, BenchSetup};
 use crate::profile::Profile;
+use crate::record::files::RESULTS_FILE;
 use crate::report::console;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The benchmark profile (TOML).
+    #[arg(long, short = 'p')]
+    pub profile: PathBuf,
+    /// Folder for results.json, requests.jsonl and summary.csv.
+    #[arg(long, short = 'o', default_value = "throughline-results")]
+    pub out: PathBuf,
+    /// Replace the profile's endpoints (repeat for several replicas).
+    #[arg(long = "endpoint")]
+    pub endpoints: Vec<String>,
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
+    /// Never draw a progress bar (it is drawn only on a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Skip the PNG plots and report.md.
+    #[arg(long)]
+    pub no_plots: bool,
+}
 
 pub async fn run(args: BenchArgs) -> Result<Exit> {
     let mut profile = Profile::load(&args.profile)?;
@@ -89,14 +112,7 @@ pub fn write_plots(
     baseline: Option<&[(u32, Vec<f64>)]>,
     out: &Path,
 ) {
-    let fit = super::plot::usl_of(result);
-    let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
-    match super::plot::write_plots_and_report(
-        result,
-        baseline,
-        curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
-        out,
-    ) {
+    match crate::report::run::write_run_files(result, baseline, out) {
         Ok(paths) => println!(
             "plots: {}",
             paths

@@ -11,27 +11,23 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::baseline::{fingerprint_differences, Baseline};
-use crate::cli::{EnvironmentArgs, GateArgs};
+use super::environment::EnvironmentArgs;
 use crate::exit::{exit_for, not_comparable, Exit};
 use crate::fsutil::write_atomic;
+use crate::gate::baseline::{fingerprint_differences, Baseline};
 use crate::gate::{evaluate, Outcome, Verdict};
-use crate::load::body::base_url;
-use crate::load::client::error_chain;
-use crate::load::{probe, BenchSetup};
+use crate::load::probe::{self, wait_healthy};
+use crate::load::BenchSetup;
 use crate::profile::Profile;
+use crate::record::files::{JUNIT_XML, VERDICT_JSON, VERDICT_MD};
 use crate::record::{Environment, RunResult};
 use crate::report::github;
-
-/// Files `throughline ci` writes beside the run's results.json, requests.jsonl and summary.csv.
-pub const VERDICT_JSON: &str = "verdict.json";
-pub const VERDICT_MD: &str = "verdict.md";
-pub const JUNIT_XML: &str = "junit.xml";
+use crate::report::run::{publish_verdict, write_run_files, VerdictFiles};
 
 /// Run the profile beside a baseline, gate it against the baseline on the target branch,
 /// and report for GitHub Actions (job summary, outputs, annotations, artifacts folder).
@@ -129,7 +125,7 @@ fn profile_at_ref(
     };
     let dir = baseline_path.parent().unwrap_or_else(|| Path::new(""));
     let path = dir.join(relative);
-    let text = crate::gitref::read_at_ref(&path, reference)
+    let text = crate::gate::gitref::read_at_ref(&path, reference)
         .with_context(|| format!("the profile named by baseline {}", baseline_path.display()))?;
     let mut profile = Profile::parse(&text)
         .with_context(|| format!("invalid profile {} at {reference}", path.display()))?;
@@ -217,15 +213,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     }
     let result = &outcome.result;
 
-    let trials = baseline.trials_by_level();
-    let fit = super::plot::usl_of(result);
-    let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
-    let written = super::plot::write_plots_and_report(
-        result,
-        Some(&trials),
-        curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
-        &args.out,
-    )?;
+    let written = write_run_files(result, Some(&baseline.trials_by_level()), &args.out)?;
     let images = image_links(&written, args.image_base_url.as_deref());
 
     let mut verdict = evaluate(&baseline, result, &settings)?;
@@ -233,19 +221,12 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     // Ours first: annotations show only the first few warnings.
     warnings.append(&mut verdict.warnings);
     verdict.warnings = warnings;
-    let gate_args = GateArgs {
-        results: args.out.join(crate::load::RESULTS_FILE),
-        baseline: args.baseline.clone(),
-        baseline_ref: verdict.baseline_ref.clone(),
-        alpha: args.alpha,
-        min_effect: args.min_effect,
-        min_trials: args.min_trials,
+    let files = VerdictFiles {
         json: Some(args.out.join(VERDICT_JSON)),
         junit: Some(args.out.join(JUNIT_XML)),
         markdown: Some(args.out.join(VERDICT_MD)),
-        out: None,
     };
-    super::gate::publish(&verdict, &gate_args, &images)?;
+    publish_verdict(&verdict, &files, &images)?;
     github::append_step_summary(&footer(result, &args.out))?;
     println!("files: {}", args.out.display());
     Ok(verdict.outcome.exit())
@@ -335,85 +316,6 @@ async fn precheck_environment(
     Ok(())
 }
 
-/// Polls every endpoint until it answers `GET /health` with a success (or, where the server
-/// has no `/health`, `GET /v1/models`), or until `timeout` has passed since the start.
-pub async fn wait_healthy(endpoints: &[String], timeout: Duration) -> Result<()> {
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .context("cannot build the HTTP client")?;
-    let start = Instant::now();
-    let deadline = start + timeout;
-    for endpoint in endpoints {
-        let mut delay = Duration::from_millis(200);
-        let mut last_said = Instant::now();
-        let mut said_once = false;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let limit = left.clamp(Duration::from_secs(1), Duration::from_secs(10));
-            let why = match health(&client, endpoint, limit).await {
-                Ok(()) => break,
-                Err(why) => why,
-            };
-            if Instant::now() >= deadline {
-                bail!(
-                    "the server at {endpoint} was not healthy after {} (--wait-healthy): {why}. \
-                     Is it started, on this port, and done loading the model?",
-                    humantime::format_duration(Duration::from_secs(start.elapsed().as_secs()))
-                );
-            }
-            if !said_once || last_said.elapsed() >= Duration::from_secs(30) {
-                eprintln!(
-                    "waiting for {endpoint} to be healthy ({why}); giving up after {}",
-                    humantime::format_duration(timeout)
-                );
-                said_once = true;
-                last_said = Instant::now();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            tokio::time::sleep(delay.min(left)).await;
-            delay = (delay * 2).min(Duration::from_secs(5));
-        }
-    }
-    Ok(())
-}
-
-/// One health check; `Err` says why the server is not (yet) healthy.
-async fn health(
-    client: &reqwest::Client,
-    endpoint: &str,
-    limit: Duration,
-) -> std::result::Result<(), String> {
-    let base = base_url(endpoint);
-    let get = |path: &str| {
-        let url = format!("{base}{path}");
-        let request = client.get(&url).timeout(limit);
-        async move {
-            request
-                .send()
-                .await
-                .map(|r| r.status())
-                .map_err(|e| format!("GET {url}: {}", error_chain(&e)))
-        }
-    };
-    let status = get("/health").await?;
-    if status.is_success() {
-        return Ok(());
-    }
-    if status != reqwest::StatusCode::NOT_FOUND && status != reqwest::StatusCode::METHOD_NOT_ALLOWED
-    {
-        return Err(format!("GET {base}/health answered {status}"));
-    }
-    let status = get("/v1/models").await?;
-    if status.is_success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "no /health, and GET {base}/v1/models answered {status}"
-        ))
-    }
-}
-
 /// The job summary, outputs, annotations and files for a check that stopped without a
 /// verdict: not comparable (exit 3) or could not measure (exit 2).
 fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
@@ -442,9 +344,9 @@ fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
     };
     let markdown = format!("## {heading}\n\n```text\n{message}\n```\n\n{advice}\n\n");
     github::append_step_summary(&markdown)?;
-    write_output(word)?;
+    github::write_verdict_outputs(word, None)?;
     if github::in_actions() {
-        println!("::error title={title}::{}", escape_data(&message));
+        println!("{}", github::error_annotation(title, &message));
     }
     if std::fs::create_dir_all(&args.out).is_ok() {
         write_atomic(&args.out.join(VERDICT_MD), markdown.as_bytes())?;
@@ -489,27 +391,6 @@ fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
     }
 }
 
-fn write_output(word: &str) -> Result<()> {
-    let Some(path) = std::env::var_os("GITHUB_OUTPUT") else {
-        return Ok(());
-    };
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| anyhow!("cannot open $GITHUB_OUTPUT: {e}"))?;
-    file.write_all(format!("verdict={word}\n").as_bytes())
-        .context("cannot write $GITHUB_OUTPUT")
-}
-
-/// Escapes workflow-command data (`%`, CR, LF).
-fn escape_data(text: &str) -> String {
-    text.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -534,25 +415,5 @@ mod tests {
             image_links(&written, Some("https://x/y/")),
             vec!["https://x/y/throughput.png"]
         );
-    }
-
-    #[tokio::test]
-    async fn waiting_for_a_server_that_is_not_there_ends() {
-        // A port that was just free: nothing listens there.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let started = Instant::now();
-        let err = wait_healthy(
-            &[format!("http://127.0.0.1:{port}")],
-            Duration::from_millis(600),
-        )
-        .await
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("not healthy after"), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }

@@ -3,14 +3,14 @@
 //! against the shipped demo baseline.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::Parser;
+use clap::{Args, Parser};
 
-use crate::baseline::Baseline;
-use crate::cli::{DemoArgs, EnvironmentArgs};
+use super::environment::EnvironmentArgs;
 use crate::exit::Exit;
+use crate::gate::baseline::Baseline;
 use crate::gate::evaluate;
 use crate::load::BenchSetup;
 use crate::profile::Profile;
@@ -20,6 +20,13 @@ use crate::sim::{SimCluster, SimConfig};
 /// The demo profile and baseline, embedded so the demo runs from any folder.
 pub const DEMO_PROFILE: &str = include_str!("../../baselines/demo.profile.toml");
 pub const DEMO_BASELINE: &str = include_str!("../../baselines/demo.toml");
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Folder for the demo's files.
+    #[arg(long, short = 'o', default_value = "throughline-results/demo")]
+    pub out: PathBuf,
+}
 
 /// The simulator the demo measures: the `fast` preset with ~5 ms decode steps at batch 1,
 /// slow enough that timer jitter on a busy machine stays well under the gate's 3%.
@@ -75,7 +82,7 @@ async fn run_against(endpoints: &[String], out: &Path) -> Result<Exit> {
     // The seeds' question, asked of this (simulated) node: how long would 902,087
     // completions of ~1,818 output tokens take?
     println!("\ndemo: how many days for the seeds' job (902,087 completions x 1,818 tokens) at this node's measured curve?");
-    let results = out.join(crate::load::RESULTS_FILE);
+    let results = out.join(crate::record::files::RESULTS_FILE);
     let results = results.to_string_lossy();
     let plan_args = [
         "throughline",

@@ -1,16 +1,50 @@
 //! `throughline gate`: compare a run with a baseline and decide.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use clap::Args;
 
-use crate::baseline::Baseline;
-use crate::cli::GateArgs;
 use crate::exit::Exit;
-use crate::fsutil::write_atomic;
-use crate::gate::{evaluate, Verdict};
+use crate::gate::baseline::Baseline;
+use crate::gate::evaluate;
 use crate::record::RunResult;
-use crate::report::{github, junit, verdict as text};
+use crate::report::run::{publish_verdict, write_run_files, VerdictFiles};
+
+#[derive(Debug, Args, Clone)]
+pub struct GateArgs {
+    /// The candidate run's results.json.
+    #[arg(long)]
+    pub results: PathBuf,
+    /// The baseline file (TOML), e.g. baselines/NAME.toml.
+    #[arg(long)]
+    pub baseline: PathBuf,
+    /// Read the baseline as it is at this git ref (e.g. origin/main), not from the working tree.
+    #[arg(long)]
+    pub baseline_ref: Option<String>,
+    /// Family-wise significance level (default: the baseline's, 0.01).
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Smallest relative drop that may fail the gate, e.g. 0.03 (default: the baseline's).
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// Trials needed on each side to fail a level (default: the baseline's).
+    #[arg(long)]
+    pub min_trials: Option<u32>,
+    /// Write the verdict as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write JUnit XML (one test case per level).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Write the Markdown summary.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Also draw the run against the baseline: PNGs and report.md in this folder, with the
+    /// charts linked from the Markdown summary.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
 
 pub async fn run(args: GateArgs) -> Result<Exit> {
     let candidate = RunResult::load(&args.results)?;
@@ -27,7 +61,12 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         Some(out) => draw(&candidate, &baseline, out, args.markdown.as_deref())?,
         None => Vec::new(),
     };
-    publish(&verdict, &args, &images)?;
+    let files = VerdictFiles {
+        json: args.json.clone(),
+        junit: args.junit.clone(),
+        markdown: args.markdown.clone(),
+    };
+    publish_verdict(&verdict, &files, &images)?;
     Ok(verdict.outcome.exit())
 }
 
@@ -40,15 +79,7 @@ fn draw(
     out: &Path,
     markdown: Option<&Path>,
 ) -> Result<Vec<String>> {
-    let trials = baseline.trials_by_level();
-    let fit = super::plot::usl_of(run);
-    let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
-    let written = super::plot::write_plots_and_report(
-        run,
-        Some(&trials),
-        curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
-        out,
-    )?;
+    let written = write_run_files(run, Some(&baseline.trials_by_level()), out)?;
     let same_dir = markdown
         .and_then(|m| m.parent())
         .map(|p| {
@@ -74,27 +105,4 @@ fn draw(
             }
         })
         .collect())
-}
-
-/// Prints the verdict and writes every requested or expected output.
-pub fn publish(verdict: &Verdict, args: &GateArgs, images: &[String]) -> Result<()> {
-    print!("{}", text::console(verdict));
-    if let Some(path) = &args.json {
-        write_atomic(path, serde_json::to_string_pretty(verdict)?.as_bytes())?;
-    }
-    if let Some(path) = &args.junit {
-        write_atomic(path, junit::junit(verdict).as_bytes())?;
-    }
-    let markdown = text::markdown(verdict, images);
-    if let Some(path) = &args.markdown {
-        write_atomic(path, markdown.as_bytes())?;
-    }
-    github::append_step_summary(&markdown)?;
-    github::write_outputs(verdict)?;
-    if github::in_actions() {
-        for line in github::annotations(verdict) {
-            println!("{line}");
-        }
-    }
-    Ok(())
 }

@@ -8,13 +8,12 @@ use clap::Args;
 
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
+use crate::gate::merge::{combine, Check};
 use crate::gate::Verdict;
+use crate::record::files::{REPORT_MD, RESULTS_FILE, VERDICT_JSON};
 use crate::record::RunResult;
 use crate::report::github;
-use crate::report::merge::{combine, markdown, run_label, Check};
-
-/// The combined report's file name.
-pub const MERGED_MD: &str = "report.md";
+use crate::report::merge::{markdown, run_label};
 
 /// Combine results files into one report (one table per run) and verdict files into one
 /// verdict, the worst outcome winning: regression > not comparable > pass.
@@ -51,8 +50,8 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         let before = (results.len(), verdicts.len());
         for path in found {
             match path.file_name().and_then(|n| n.to_str()) {
-                Some(crate::load::RESULTS_FILE) => results.push(path),
-                Some(super::ci::VERDICT_JSON) => verdicts.push(path),
+                Some(RESULTS_FILE) => results.push(path),
+                Some(VERDICT_JSON) => verdicts.push(path),
                 _ => {}
             }
         }
@@ -90,7 +89,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     let merged = combine(checks);
 
     let text = markdown(&runs, merged.as_ref());
-    write_atomic(&args.out.join(MERGED_MD), text.as_bytes())?;
+    write_atomic(&args.out.join(REPORT_MD), text.as_bytes())?;
     for (file, run) in &runs {
         println!("run: {} ({file})", run_label(run));
     }
@@ -98,7 +97,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     let exit = match &merged {
         Some(m) => {
             write_atomic(
-                &args.out.join(super::ci::VERDICT_JSON),
+                &args.out.join(VERDICT_JSON),
                 serde_json::to_string_pretty(m)?.as_bytes(),
             )?;
             for c in &m.checks {
@@ -117,16 +116,12 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
                 m.outcome.word(),
                 m.checks.len()
             );
-            let mut outputs = format!("verdict={}\n", m.outcome.word());
-            if let Some(r) = m.worst_ratio {
-                outputs.push_str(&format!("worst_ratio={r:.4}\n"));
-            }
-            append_output(&outputs)?;
+            github::write_verdict_outputs(m.outcome.word(), m.worst_ratio)?;
             m.outcome.exit()
         }
         None => Exit::Pass,
     };
-    println!("report: {}", args.out.join(MERGED_MD).display());
+    println!("report: {}", args.out.join(REPORT_MD).display());
     Ok(exit)
 }
 
@@ -147,17 +142,4 @@ fn find(dir: &Path, depth: usize) -> Result<Vec<PathBuf>> {
     }
     out.sort();
     Ok(out)
-}
-
-fn append_output(text: &str) -> Result<()> {
-    use std::io::Write;
-    let Some(path) = std::env::var_os("GITHUB_OUTPUT") else {
-        return Ok(());
-    };
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .with_context(|| format!("cannot write $GITHUB_OUTPUT ({})", path.to_string_lossy()))
 }

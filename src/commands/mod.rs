@@ -4,6 +4,7 @@ pub mod baseline;
 pub mod bench;
 pub mod ci;
 pub mod demo;
+pub mod environment;
 pub mod gate;
 pub mod merge;
 pub mod plan;

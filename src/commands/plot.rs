@@ -6,12 +6,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::baseline::Baseline;
 use crate::exit::Exit;
-use crate::fsutil::write_atomic;
+use crate::gate::baseline::Baseline;
 use crate::record::RunResult;
-use crate::report::markdown::{run_report_markdown, REPORT_MD};
-use crate::report::plots::write_run_plots;
+use crate::report::run::write_run_files;
 
 #[derive(Debug, Args)]
 pub struct PlotArgs {
@@ -37,51 +35,11 @@ pub fn run(args: PlotArgs) -> Result<Exit> {
         (None, Some(path)) => Some(Baseline::load(path)?.trials_by_level()),
         (None, None) => None,
     };
-    let fit = usl_of(&result);
-    let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
-    let written = write_plots_and_report(
-        &result,
-        baseline.as_deref(),
-        curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
-        &args.out,
-    )?;
+    let written = write_run_files(&result, baseline.as_deref(), &args.out)?;
     for path in &written {
         println!("{}", path.display());
     }
     Ok(Exit::Pass)
-}
-
-/// The Universal Scalability Law fitted to a run's trials, when it has the 3 levels a fit
-/// needs and the fit converges (the curve drawn through the throughput plot). Not for an
-/// open-loop run: its levels are rates, and the law is about concurrency.
-pub fn usl_of(result: &RunResult) -> Option<crate::stats::usl::UslFit> {
-    if result.levels.iter().any(|l| l.rate.is_some()) {
-        return None;
-    }
-    let levels = result
-        .levels
-        .iter()
-        .filter(|l| !l.throughputs().is_empty())
-        .count();
-    if levels < 3 {
-        return None;
-    }
-    crate::stats::fit_usl(&result.throughput_points()).ok()
-}
-
-/// Writes the PNGs and `report.md` into `out`; returns every path written, the report last.
-/// For other commands (bench, gate) that want the same files.
-pub fn write_plots_and_report(
-    result: &RunResult,
-    baseline: Option<&[(u32, Vec<f64>)]>,
-    fit: Option<&dyn Fn(f64) -> f64>,
-    out: &Path,
-) -> Result<Vec<PathBuf>> {
-    let mut written = write_run_plots(result, baseline, fit, out)?;
-    let report = out.join(REPORT_MD);
-    write_atomic(&report, run_report_markdown(result, &written).as_bytes())?;
-    written.push(report);
-    Ok(written)
 }
 
 /// Reads (concurrency, trial tok/s) pairs from a results.json or a per-trial CSV.

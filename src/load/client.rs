@@ -10,12 +10,12 @@ use hyper::Uri;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::timeout_at;
 
-use super::arrival::WireClock;
 use super::chunk::{clip, parse_chunk, parse_response, Usage};
 use super::http::LoadClient;
 use super::read_delay;
 use super::sse::{SseDecoder, SseError};
 use super::tokens::ChunkLog;
+use super::wire_clock::WireClock;
 use crate::record::ErrorClass;
 
 /// The HTTP client of the probe (`/v1/models`, `/health`, `/metrics`): reqwest, rustls TLS
@@ -70,7 +70,7 @@ pub struct Observed {
 
 /// Sends `body` to `url` and observes the response. `clock` is the run's time origin. The
 /// first byte, each chunk and the end are timed by when their data reached this machine
-/// (arrival.rs), not by when this task parsed them.
+/// (wire_clock.rs), not by when this task parsed them.
 pub async fn send(
     client: &LoadClient,
     url: &Uri,
@@ -191,10 +191,9 @@ pub async fn send(
         // `[DONE]` ends the measurement, but the HTTP body has its own end (the last chunk
         // of the chunked encoding), which may come in a later read. A body dropped before it
         // costs the connection, so it is read to its end (after `end_s` was taken) first.
-        // Read aside in a task of its own instead, the closed loop's next request raced it
-        // to the pool and mostly lost: at 1,024 workers a 4,096-request run opened 2,737
-        // connections instead of 1,027, and the extra connects' CPU made the client late
-        // (client-bound, 1.3% of reads late vs 0.4-0.7%).
+        // Read aside in a task of its own instead, the closed loop's next request would race
+        // it to the pool and open a connection of its own (docs/client-benchmark.md has the
+        // counts).
         let ended = match unread {
             Some(body) => drain(body).await,
             None => true,

@@ -10,17 +10,8 @@ use serde_json::{json, Map, Value};
 
 use super::outcome::Finished;
 use crate::profile::Workload;
+use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::TrialResult;
-
-/// Engine names `target.engine` accepts (besides "auto"), as the probe names them.
-pub const ENGINES: [&str; 6] = [
-    "vllm",
-    "sglang",
-    "llama.cpp",
-    "tgi",
-    "throughline-sim",
-    "openai",
-];
 
 /// The share of requests that may miss the requested length before a run-level warning.
 pub const LENGTH_MISS_WARN: f64 = 0.05;
@@ -110,10 +101,13 @@ pub fn length_misses(finished: &[Finished], workload: &Workload) -> u64 {
 pub fn note_length_misses(trial: &mut TrialResult, misses: u64, max_tokens: u32) {
     trial.length_misses = misses;
     if misses > 0 {
-        trial.flags.push(format!(
-            "{misses} of {} successful requests did not generate the requested {max_tokens} \
-             output tokens (ignore_eos not honoured?)",
-            trial.succeeded
+        trial.flags.push(TrialFlag::new(
+            FlagKind::LengthMisses,
+            format!(
+                "{misses} of {} successful requests did not generate the requested {max_tokens} \
+                 output tokens (ignore_eos not honoured?)",
+                trial.succeeded
+            ),
         ));
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::outcome::Finished;
 use super::read_delay::ReadDelays;
+use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::ClientHeadroom;
 use crate::stats::percentile;
 
@@ -265,7 +266,7 @@ fn lagging(h: &ClientHeadroom) -> bool {
 
 /// The trial flag for a client-bound trial (it contains "client-bound": `baseline bless`
 /// refuses such runs and the gate repeats the warning).
-pub fn flag(h: &ClientHeadroom) -> Option<String> {
+pub fn flag(h: &ClientHeadroom) -> Option<TrialFlag> {
     if !h.client_bound {
         return None;
     }
@@ -308,9 +309,12 @@ pub fn flag(h: &ClientHeadroom) -> Option<String> {
             h.send_delay_p99_ms.unwrap_or(0.0)
         ));
     }
-    Some(format!(
-        "client-bound: {}; the figures may describe the client, not the server",
-        why.join("; and ")
+    Some(TrialFlag::new(
+        FlagKind::ClientBound,
+        format!(
+            "client-bound: {}; the figures may describe the client, not the server",
+            why.join("; and ")
+        ),
     ))
 }
 
@@ -339,7 +343,7 @@ mod tests {
         assert!(h.client_bound);
         assert_eq!(h.late_sends, Some(100));
         assert!((h.held_share.unwrap() - 2.0 / 102.0).abs() < 1e-9);
-        assert!(flag(&h).unwrap().contains("held in the client"));
+        assert!(flag(&h).unwrap().message.contains("held in the client"));
 
         // 0.5 ms each: under 1%.
         let mut h = judge(&mut [1.0; 100], 0.3);
@@ -386,8 +390,8 @@ mod tests {
         lagging[99] = 40.0;
         lagging[98] = 30.0;
         let h = judge(&mut lagging, 0.3);
-        assert!(h.client_bound && h.lag_max_ms == 40.0, "{h:?}");
-        assert!(flag(&h).unwrap().contains("client-bound"));
+        let bound = flag(&h).unwrap();
+        assert!(bound.kind == FlagKind::ClientBound && bound.message.contains("client-bound"));
         let mut backlog = vec![4.0; 100];
         assert!(judge(&mut backlog, 0.3).client_bound);
         assert!(judge(&mut calm, 0.95).client_bound);
@@ -414,7 +418,7 @@ mod tests {
             Some(20.0),
         );
         assert!(h.client_bound && h.late_reads == Some(30));
-        let msg = flag(&h).unwrap();
+        let msg = flag(&h).unwrap().message;
         assert!(
             msg.contains("30 of 2000 reads") && !msg.contains("scheduler"),
             "{msg}"
@@ -466,7 +470,7 @@ mod tests {
         let mut h = calm();
         judge_reads(&mut h, &reads(2000, 11), Some(20.0));
         assert!(h.client_bound && h.late_reads == Some(0), "{h:?}");
-        let msg = flag(&h).unwrap();
+        let msg = flag(&h).unwrap().message;
         assert!(
             msg.contains("11 of 2000 chunks (0.55%)") && !msg.contains("reads ("),
             "{msg}"

@@ -10,9 +10,9 @@
 //! - **Exactly the connections asked for.** hyper-util's pool takes a connection back in a
 //!   task of its own once the response is read, and a request that finds the pool empty in
 //!   the meantime opens another; it also lets concurrent openers share whichever connection
-//!   frees first. At 1,024 workers, one request per worker opened only 267 connections, and
-//!   the first trial's requests then opened the other 757 while the trial ran. Here a
-//!   connection goes back to the pool before the request's caller goes on, and
+//!   frees first, so a level's first trial opened most of its connections while it ran
+//!   (docs/client-benchmark.md has the counts). Here a connection goes back to the pool
+//!   before the request's caller goes on, and
 //!   [`LoadClient::open`] opens each connection it is asked for.
 //!
 //! The probe and the telemetry scrapes keep using reqwest: they are few and not timed.
@@ -34,7 +34,7 @@ use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use tokio::task::JoinSet;
 use tower_service::Service;
 
-use super::arrival::{StampingConnector, WireClock};
+use super::wire_clock::{StampingConnector, WireClock};
 
 /// The most bytes one connection buffers while reading (hyper's minimum is 8 KiB).
 pub const READ_BUFFER_BYTES: usize = 8 * 1024;
@@ -51,7 +51,7 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(15);
 const RELEASE_WAIT: Duration = Duration::from_secs(1);
 
 /// A pooled HTTP/1.1 client (http and https, rustls, no OpenSSL; see [`trusted_roots`]) with
-/// TCP_NODELAY, a bounded read buffer and kernel arrival times (arrival.rs). It does not
+/// TCP_NODELAY, a bounded read buffer and kernel arrival times (wire_clock.rs). It does not
 /// follow redirects: a benchmark that silently timed two servers would not be measuring the
 /// endpoint it names. Cloning it shares the pool.
 #[derive(Clone)]
@@ -81,7 +81,7 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// When bytes crossed this connection (arrival.rs).
+    /// When bytes crossed this connection (wire_clock.rs).
     pub fn clock(&self) -> Option<&WireClock> {
         self.conn.clock.as_ref()
     }

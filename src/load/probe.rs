@@ -1,11 +1,12 @@
-//! Looking at the server(s) before measuring: reachable, which model, which engine.
+//! Looking at the server(s) before measuring: healthy (waiting while a model loads),
+//! reachable, which model, which engine.
 //!
 //! A sweep against a server that is not there would only produce a table of connection
 //! errors; the probe stops it up front with a message that says which endpoint and why.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 use super::body::base_url;
@@ -130,6 +131,85 @@ pub fn engine_from_metrics(text: &str) -> Option<&'static str> {
     .map(|(_, name)| name)
 }
 
+/// Polls every endpoint until it answers `GET /health` with a success (or, where the server
+/// has no `/health`, `GET /v1/models`), or until `timeout` has passed since the start.
+pub async fn wait_healthy(endpoints: &[String], timeout: Duration) -> Result<()> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .context("cannot build the HTTP client")?;
+    let start = Instant::now();
+    let deadline = start + timeout;
+    for endpoint in endpoints {
+        let mut delay = Duration::from_millis(200);
+        let mut last_said = Instant::now();
+        let mut said_once = false;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let limit = left.clamp(Duration::from_secs(1), Duration::from_secs(10));
+            let why = match health(&client, endpoint, limit).await {
+                Ok(()) => break,
+                Err(why) => why,
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "the server at {endpoint} was not healthy after {} (--wait-healthy): {why}. \
+                     Is it started, on this port, and done loading the model?",
+                    humantime::format_duration(Duration::from_secs(start.elapsed().as_secs()))
+                );
+            }
+            if !said_once || last_said.elapsed() >= Duration::from_secs(30) {
+                eprintln!(
+                    "waiting for {endpoint} to be healthy ({why}); giving up after {}",
+                    humantime::format_duration(timeout)
+                );
+                said_once = true;
+                last_said = Instant::now();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            tokio::time::sleep(delay.min(left)).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+    Ok(())
+}
+
+/// One health check; `Err` says why the server is not (yet) healthy.
+async fn health(
+    client: &reqwest::Client,
+    endpoint: &str,
+    limit: Duration,
+) -> std::result::Result<(), String> {
+    let base = base_url(endpoint);
+    let get = |path: &str| {
+        let url = format!("{base}{path}");
+        let request = client.get(&url).timeout(limit);
+        async move {
+            request
+                .send()
+                .await
+                .map(|r| r.status())
+                .map_err(|e| format!("GET {url}: {}", error_chain(&e)))
+        }
+    };
+    let status = get("/health").await?;
+    if status.is_success() {
+        return Ok(());
+    }
+    if status != reqwest::StatusCode::NOT_FOUND && status != reqwest::StatusCode::METHOD_NOT_ALLOWED
+    {
+        return Err(format!("GET {base}/health answered {status}"));
+    }
+    let status = get("/v1/models").await?;
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "no /health, and GET {base}/v1/models answered {status}"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,5 +228,25 @@ mod tests {
             engine_from_metrics("# vllm: only in a comment\nfoo 1"),
             None
         );
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_server_that_is_not_there_ends() {
+        // A port that was just free: nothing listens there.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let started = Instant::now();
+        let err = wait_healthy(
+            &[format!("http://127.0.0.1:{port}")],
+            Duration::from_millis(600),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("not healthy after"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }

@@ -1,5 +1,5 @@
 //! How long response data waited in the socket before the client read it: the kernel's
-//! receive time (arrival.rs) to the read. It is the direct measure of a client falling
+//! receive time (wire_clock.rs) to the read. It is the direct measure of a client falling
 //! behind; `headroom::judge_reads` compares a trial's p99 with its token gap.
 //!
 //! With it, the count of chunks the client could have mistimed: a content chunk that came

@@ -13,12 +13,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::body::base_url;
 use super::outcome::Finished;
+use crate::record::flags::{FlagKind, TrialFlag};
+pub use crate::record::telemetry::{Counting, EndpointSeries, Sample, TrialTelemetry};
 use crate::record::TrialResult;
 
 /// How often `/metrics` is read during a trial.
@@ -27,16 +28,6 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 pub const AGREEMENT: f64 = 0.02;
 /// Cache usage at or above this counts as "near full".
 pub const CACHE_NEAR_FULL: f64 = 0.95;
-
-/// When an engine's generated-token counter moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Counting {
-    /// As each token is produced (vLLM, SGLang, the simulator).
-    PerToken,
-    /// When the request finishes, all its tokens at once (llama.cpp, TGI).
-    AtCompletion,
-}
 
 /// The metric names of one engine.
 #[derive(Debug, Clone, Copy)]
@@ -121,19 +112,6 @@ pub fn missing_counter_warning(engine: Option<&str>, present: &[&str]) -> Option
     ))
 }
 
-/// One scrape of one endpoint. Absent metrics are `None`, never zero.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    /// Seconds since the run started (the middle of the GET).
-    pub t: f64,
-    pub running: Option<f64>,
-    pub waiting: Option<f64>,
-    pub cache_usage: Option<f64>,
-    pub generated_tokens_total: Option<f64>,
-    #[serde(default)]
-    pub preemptions_total: Option<f64>,
-}
-
 /// Sums of every series of each metric family in Prometheus text (labels summed over: DP
 /// ranks and model names add up). Histograms and summaries keep their `_sum`/`_count` names.
 pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
@@ -195,35 +173,6 @@ impl Adapter {
         .copied()
         .collect()
     }
-}
-
-/// The telemetry of one trial, kept in the results.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrialTelemetry {
-    pub engine: String,
-    pub counting: Counting,
-    /// One series per endpoint, in the profile's order.
-    pub endpoints: Vec<EndpointSeries>,
-    /// Tokens the server's counters moved by, first to last scrape of each endpoint.
-    pub server_tokens: Option<f64>,
-    /// Tokens the client received over the same windows, counted the way the server counts.
-    pub client_tokens: Option<f64>,
-    /// Mean length of the endpoints' windows, seconds.
-    pub window_s: Option<f64>,
-    /// client_tokens / server_tokens - 1.
-    pub disagreement: Option<f64>,
-    /// Why the server looked saturated (empty: it did not, as far as its metrics say).
-    pub saturation: Vec<String>,
-}
-
-/// The samples of one endpoint during one trial.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EndpointSeries {
-    pub endpoint: usize,
-    pub samples: Vec<Sample>,
-    /// Scrapes that failed (unreachable, non-2xx); their samples are missing.
-    #[serde(default)]
-    pub failed_scrapes: u32,
 }
 
 /// One endpoint's scraper: the stop signal and the task that returns its samples and the
@@ -446,51 +395,19 @@ pub fn attach(trial: &mut TrialResult, telemetry: Option<TrialTelemetry>) {
     if let Some(t) = &telemetry {
         if let (Some(d), Some(c), Some(s)) = (t.disagreement, t.client_tokens, t.server_tokens) {
             if d.abs() > AGREEMENT {
-                trial.flags.push(format!(
-                    "client counted {c:.0} output tokens but the server's counter moved {s:.0} over \
-                     the same {:.1} s ({:+.1}%): one of them is wrong",
-                    t.window_s.unwrap_or(0.0),
-                    d * 100.0
+                trial.flags.push(TrialFlag::new(
+                    FlagKind::CountersDisagree,
+                    format!(
+                        "client counted {c:.0} output tokens but the server's counter moved \
+                         {s:.0} over the same {:.1} s ({:+.1}%): one of them is wrong",
+                        t.window_s.unwrap_or(0.0),
+                        d * 100.0
+                    ),
                 ));
             }
         }
     }
     trial.telemetry = telemetry;
-}
-
-/// One line on what the server's metrics said at a level, for the console.
-pub fn level_note(trials: &[TrialResult]) -> Option<String> {
-    let tele: Vec<&TrialTelemetry> = trials.iter().filter_map(|t| t.telemetry.as_ref()).collect();
-    if tele.is_empty() {
-        return None;
-    }
-    let mut reasons: Vec<String> = Vec::new();
-    for t in &tele {
-        for r in &t.saturation {
-            let kind = r.split(" (").next().unwrap_or(r);
-            if !reasons.iter().any(|x| x.starts_with(kind)) {
-                reasons.push(r.clone());
-            }
-        }
-    }
-    let d: Vec<f64> = tele.iter().filter_map(|t| t.disagreement).collect();
-    let check = if d.is_empty() {
-        "no token cross-check (too few scrapes)".to_string()
-    } else {
-        let worst = d
-            .iter()
-            .fold(0.0f64, |m, v| if v.abs() > m.abs() { *v } else { m });
-        format!(
-            "client vs server tokens {:+.2}% (worst trial)",
-            worst * 100.0
-        )
-    };
-    let state = if reasons.is_empty() {
-        "not saturated".to_string()
-    } else {
-        format!("saturated: {}", reasons.join(", "))
-    };
-    Some(format!("server: {state}; {check}"))
 }
 
 #[cfg(test)]
@@ -595,7 +512,7 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
         let mut trial = crate::record::fake::trial(1, 10.0);
         attach(&mut trial, Some(t));
         assert!(
-            trial.flags[0].contains("one of them is wrong"),
+            trial.flags[0].message.contains("one of them is wrong"),
             "{:?}",
             trial.flags
         );

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::profile::Profile;
+use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::{
     Environment, LevelResult, RunResult, TokenSource, TrialResult, SCHEMA_VERSION,
 };
@@ -41,7 +42,10 @@ fn trial(succeeded: u64, tokens: u64, tok_s: f64, per_req: Option<f64>, input: u
         tpot_ms: None,
         e2e_ms: None,
         token_sources: BTreeMap::from([(TokenSource::Usage, succeeded)]),
-        flags: vec!["transcribed from a report; single trial".to_string()],
+        flags: vec![TrialFlag::new(
+            FlagKind::Transcribed,
+            "transcribed from a report; single trial",
+        )],
         length_misses: 0,
         telemetry: None,
         client: None,

@@ -1,7 +1,8 @@
 //! The console table of a run: one row per concurrency level, with the mean and spread
 //! across trials (statistics are across trials, never across requests).
 
-use crate::record::LevelResult;
+use crate::record::telemetry::TrialTelemetry;
+use crate::record::{LevelResult, TrialResult};
 use crate::stats::Spread;
 
 /// The table header.
@@ -30,14 +31,7 @@ pub fn level_row(level: &LevelResult) -> String {
         Some(s) => format!("{:.1} (1x)", s.mean),
         None => "no success".to_string(),
     };
-    let mean = |f: &dyn Fn(&crate::record::TrialResult) -> Option<f64>| {
-        let v: Vec<f64> = trials.iter().filter_map(f).collect();
-        if v.is_empty() {
-            None
-        } else {
-            Some(v.iter().sum::<f64>() / v.len() as f64)
-        }
-    };
+    let mean = |f: &dyn Fn(&TrialResult) -> Option<f64>| level.trial_mean(f);
     let show = |v: Option<f64>, digits: usize, unit: &str| match v {
         Some(x) => format!("{x:.digits$}{unit}"),
         None => "-".to_string(),
@@ -65,7 +59,42 @@ pub fn level_row(level: &LevelResult) -> String {
 /// What the server's own metrics said at a level (saturation, token cross-check), indented
 /// under its row; None when no telemetry was collected.
 pub fn server_note(level: &LevelResult) -> Option<String> {
-    crate::load::telemetry::level_note(&level.trials).map(|n| format!("{:>6}   {n}", ""))
+    level_note(&level.trials).map(|n| format!("{:>6}   {n}", ""))
+}
+
+/// One line on what the server's metrics said at a level, for the console.
+fn level_note(trials: &[TrialResult]) -> Option<String> {
+    let tele: Vec<&TrialTelemetry> = trials.iter().filter_map(|t| t.telemetry.as_ref()).collect();
+    if tele.is_empty() {
+        return None;
+    }
+    let mut reasons: Vec<String> = Vec::new();
+    for t in &tele {
+        for r in &t.saturation {
+            let kind = r.split(" (").next().unwrap_or(r);
+            if !reasons.iter().any(|x| x.starts_with(kind)) {
+                reasons.push(r.clone());
+            }
+        }
+    }
+    let d: Vec<f64> = tele.iter().filter_map(|t| t.disagreement).collect();
+    let check = if d.is_empty() {
+        "no token cross-check (too few scrapes)".to_string()
+    } else {
+        let worst = d
+            .iter()
+            .fold(0.0f64, |m, v| if v.abs() > m.abs() { *v } else { m });
+        format!(
+            "client vs server tokens {:+.2}% (worst trial)",
+            worst * 100.0
+        )
+    };
+    let state = if reasons.is_empty() {
+        "not saturated".to_string()
+    } else {
+        format!("saturated: {}", reasons.join(", "))
+    };
+    Some(format!("server: {state}; {check}"))
 }
 
 #[cfg(test)]

@@ -14,11 +14,22 @@ pub fn append_step_summary(markdown: &str) -> Result<()> {
 
 /// Writes `verdict=` and `worst_ratio=` to `$GITHUB_OUTPUT` when it is set.
 pub fn write_outputs(verdict: &Verdict) -> Result<()> {
-    let mut text = format!("verdict={}\n", verdict.outcome.word());
-    if let Some(r) = verdict.worst_ratio {
+    write_verdict_outputs(verdict.outcome.word(), verdict.worst_ratio)
+}
+
+/// Writes `verdict=WORD` and, when known, `worst_ratio=` to `$GITHUB_OUTPUT` when it is set:
+/// the one writer of step outputs (`gate`, `ci` and `merge` all come here).
+pub fn write_verdict_outputs(word: &str, worst_ratio: Option<f64>) -> Result<()> {
+    let mut text = format!("verdict={word}\n");
+    if let Some(r) = worst_ratio {
         text.push_str(&format!("worst_ratio={r:.4}\n"));
     }
     append_to_env_file("GITHUB_OUTPUT", &text)
+}
+
+/// An `::error` workflow command with its data escaped.
+pub fn error_annotation(title: &str, message: &str) -> String {
+    format!("::error title={title}::{}", escape_data(message))
 }
 
 /// `::error` / `::warning` workflow commands, aggregated: one per outcome and at most a few

@@ -9,9 +9,6 @@ use std::path::PathBuf;
 use crate::record::{ErrorClass, LevelResult, RunResult, TrialResult};
 use crate::stats::Spread;
 
-/// The file name of the report.
-pub const REPORT_MD: &str = "report.md";
-
 /// The whole report. `images` are linked by file name (they sit beside the report).
 pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
     let mut out = String::new();
@@ -178,24 +175,7 @@ fn level_row(level: &LevelResult) -> String {
         Some(s) => format!("{:.1} (n=1)", s.mean),
         None => "no success".to_string(),
     };
-    let mean = |f: &dyn Fn(&TrialResult) -> Option<f64>| -> String {
-        let v: Vec<f64> = trials
-            .iter()
-            .filter(|t| t.succeeded > 0)
-            .filter_map(f)
-            .filter(|x| x.is_finite())
-            .collect();
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            let m = v.iter().sum::<f64>() / v.len() as f64;
-            if m.abs() >= 100.0 {
-                format!("{m:.0}")
-            } else {
-                format!("{m:.1}")
-            }
-        }
-    };
+    let mean = |f: &dyn Fn(&TrialResult) -> Option<f64>| mean_cell(level.trial_mean(f));
     let ok: u64 = trials.iter().map(|t| t.succeeded).sum();
     let mut by_class: BTreeMap<ErrorClass, u64> = BTreeMap::new();
     for t in trials {
@@ -232,6 +212,16 @@ fn level_row(level: &LevelResult) -> String {
     )
 }
 
+/// A mean over trials in a table cell: whole numbers from 100 up, one decimal below, "-"
+/// when no trial measured it.
+pub fn mean_cell(mean: Option<f64>) -> String {
+    match mean {
+        None => "-".to_string(),
+        Some(m) if m.abs() >= 100.0 => format!("{m:.0}"),
+        Some(m) => format!("{m:.1}"),
+    }
+}
+
 /// The run's warnings, each trial's flags, and the first error message of each failure class.
 fn warnings(result: &RunResult) -> Vec<String> {
     let mut out: Vec<String> = result.warnings.iter().map(|w| cell(w)).collect();
@@ -249,7 +239,7 @@ fn warnings(result: &RunResult) -> Vec<String> {
                     "level {} trial {}: {}",
                     level.label(),
                     t.trial,
-                    cell(flag)
+                    cell(&flag.message)
                 ));
             }
             for (class, msg) in &t.error_examples {

@@ -1,58 +1,14 @@
 //! Several runs in one report: one table per run (e.g. one per GPU runner of a workflow
-//! matrix), keyed by profile and environment, and the gate verdicts combined into one, the
-//! worst outcome winning (regression > not comparable > pass).
+//! matrix), keyed by profile and environment, with the combined verdict (`gate::merge`).
 
 use std::fmt::Write;
 
-use serde::{Deserialize, Serialize};
-
-use crate::gate::{Outcome, Verdict};
-use crate::record::{LevelResult, RunResult, TrialResult};
+use crate::gate::merge::MergedVerdict;
+use crate::gate::Outcome;
+use crate::record::{LevelResult, RunResult};
+use crate::report::markdown::mean_cell;
 use crate::report::verdict;
 use crate::stats::Spread;
-
-/// The combined verdict (`verdict.json` of `throughline merge`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct MergedVerdict {
-    pub outcome: Outcome,
-    /// The lowest candidate/baseline ratio over every check.
-    pub worst_ratio: Option<f64>,
-    pub checks: Vec<Check>,
-}
-
-/// One check that went into the combined verdict.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Check {
-    /// The verdict file it was read from.
-    pub file: String,
-    pub verdict: Verdict,
-}
-
-/// How bad an outcome is: the worst one decides the combined verdict.
-fn severity(o: Outcome) -> u8 {
-    match o {
-        Outcome::Pass => 0,
-        Outcome::NotComparable => 1,
-        Outcome::Regression => 2,
-    }
-}
-
-/// Combines verdicts; `None` when there are none.
-pub fn combine(checks: Vec<Check>) -> Option<MergedVerdict> {
-    let outcome = checks
-        .iter()
-        .map(|c| c.verdict.outcome)
-        .max_by_key(|o| severity(*o))?;
-    let worst_ratio = checks
-        .iter()
-        .filter_map(|c| c.verdict.worst_ratio)
-        .min_by(f64::total_cmp);
-    Some(MergedVerdict {
-        outcome,
-        worst_ratio,
-        checks,
-    })
-}
 
 /// The key a run is shown under: profile and environment.
 pub fn run_label(run: &RunResult) -> String {
@@ -82,26 +38,7 @@ fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\r', '\n'], " ")
 }
 
-fn mean_of(trials: &[TrialResult], f: impl Fn(&TrialResult) -> Option<f64>) -> String {
-    let v: Vec<f64> = trials
-        .iter()
-        .filter(|t| t.succeeded > 0)
-        .filter_map(f)
-        .filter(|x| x.is_finite())
-        .collect();
-    if v.is_empty() {
-        return "-".into();
-    }
-    let m = v.iter().sum::<f64>() / v.len() as f64;
-    if m.abs() >= 100.0 {
-        format!("{m:.0}")
-    } else {
-        format!("{m:.1}")
-    }
-}
-
 fn level_row(level: &LevelResult) -> String {
-    let t = &level.trials;
     let tput = match Spread::of(&level.throughputs()) {
         Some(s) if s.n > 1 => format!("{:.1} ± {:.1}", s.mean, s.sd),
         Some(s) => format!("{:.1}", s.mean),
@@ -112,10 +49,10 @@ fn level_row(level: &LevelResult) -> String {
         level.concurrency,
         level.throughputs().len(),
         tput,
-        mean_of(t, |t| Some(t.requests_per_s)),
-        mean_of(t, |t| t.ttft_ms.as_ref().map(|p| p.p50)),
-        mean_of(t, |t| t.itl_ms.as_ref().map(|p| p.p50)),
-        mean_of(t, |t| t.e2e_ms.as_ref().map(|p| p.p50)),
+        mean_cell(level.trial_mean(|t| Some(t.requests_per_s))),
+        mean_cell(level.trial_mean(|t| t.ttft_ms.as_ref().map(|p| p.p50))),
+        mean_cell(level.trial_mean(|t| t.itl_ms.as_ref().map(|p| p.p50))),
+        mean_cell(level.trial_mean(|t| t.e2e_ms.as_ref().map(|p| p.p50))),
         level.error_rate() * 100.0
     )
 }
@@ -192,6 +129,8 @@ pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::merge::{combine, Check};
+    use crate::gate::Verdict;
     use crate::profile::GateSettings;
 
     fn v(outcome: Outcome, worst: Option<f64>) -> Check {

@@ -7,4 +7,5 @@ pub mod junit;
 pub mod markdown;
 pub mod merge;
 pub mod plots;
+pub mod run;
 pub mod verdict;

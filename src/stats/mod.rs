@@ -8,7 +8,7 @@
 //!   pools several sessions), [`holm`] across levels, [`level_fails`] for the verdict,
 //!   [`min_detectable_drop`] for the power warning.
 //! * Plan: [`fit_usl`] and [`bootstrap_throughput_at`].
-//! * Reports: [`Percentiles`], [`Spread`].
+//! * Reports: [`Percentiles`], [`Spread`], [`mean_ci95`] (the interval drawn on the charts).
 //!
 //! Reference values for the tests were computed with SciPy/NumPy/statsmodels; the scripts
 //! that produced them live in `src/stats/reference/`.
@@ -26,6 +26,6 @@ pub use sessions::{
     between_session_variance, pooled_log_mean_variance, session_components, session_extra_variance,
     SessionComponents,
 };
-pub use summary::{percentile, Percentiles, Spread};
+pub use summary::{mean_ci95, percentile, MeanCi, Percentiles, Spread};
 pub use usl::{bootstrap_throughput_at, fit_usl, UslFit};
 pub use welch::{compare_log_ratio, holm, level_fails, min_detectable_drop, LogRatioComparison};

@@ -1,6 +1,7 @@
 //! Descriptive summaries: percentiles of per-request latencies, spread of per-trial figures.
 
 use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// The `q`-th percentile (`q` in `[0, 100]`) of an ascending-sorted slice, with linear
 /// interpolation between the closest ranks: the same definition as NumPy's default
@@ -137,6 +138,32 @@ impl Spread {
     }
 }
 
+/// The mean and its 95% t-interval across trials (no interval for a single trial).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeanCi {
+    pub mean: f64,
+    pub ci: Option<(f64, f64)>,
+}
+
+/// Mean and two-sided 95% Student-t interval of the finite values given.
+pub fn mean_ci95(values: &[f64]) -> Option<MeanCi> {
+    let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    let n = v.len();
+    if n == 0 {
+        return None;
+    }
+    let mean = v.iter().sum::<f64>() / n as f64;
+    if n < 2 {
+        return Some(MeanCi { mean, ci: None });
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let ci = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok().map(|t| {
+        let half = t.inverse_cdf(0.975) * var.sqrt() / (n as f64).sqrt();
+        (mean - half, mean + half)
+    });
+    Some(MeanCi { mean, ci })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +279,18 @@ mod tests {
             let p = Percentiles::from_values(&mut v.clone()).unwrap();
             proptest::prop_assert!(p.min <= p.p50 && p.p50 <= p.p90 && p.p90 <= p.p99 && p.p99 <= p.max);
         }
+    }
+
+    #[test]
+    fn t_interval_matches_tables() {
+        let m = mean_ci95(&[10.0, 12.0, 14.0]).unwrap();
+        assert_eq!(m.mean, 12.0);
+        let (lo, hi) = m.ci.unwrap();
+        // t(0.975, 2) = 4.303, sd = 2, n = 3.
+        assert!((hi - 12.0 - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-2, "{hi}");
+        assert!((12.0 - lo - (hi - 12.0)).abs() < 1e-9);
+        assert_eq!(mean_ci95(&[5.0]).unwrap().ci, None);
+        assert!(mean_ci95(&[]).is_none());
+        assert!(mean_ci95(&[f64::NAN]).is_none());
     }
 }

@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::exit::Exit;
 use crate::load::headroom::process_cpu;
-use crate::load::{run_bench, BenchSetup, REQUESTS_FILE};
+use crate::load::{run_bench, BenchSetup};
 use crate::profile::Profile;
+use crate::record::files::REQUESTS_FILE;
 use crate::record::{ClientHeadroom, Environment};
 
 mod process;

@@ -105,7 +105,7 @@ pub async fn measure_timing(
     let (idle, peak) = rss.finish();
     let bytes_per_stream = (peak - idle) as f64 / f64::from(streams.max(1));
 
-    let (kernel_stamped_reads, read_time_reads) = crate::load::arrival::read_counts();
+    let (kernel_stamped_reads, read_time_reads) = crate::load::wire_clock::read_counts();
     let sent = fetch_send_times(url).await?;
     let mut figures = TimingFigures {
         streams,

@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::fsutil::write_atomic;
 use crate::record::{LevelResult, RunResult, TrialResult};
+pub(crate) use crate::stats::summary::{mean_ci95, MeanCi};
 use axis::LogTicks;
 
 pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries};
@@ -32,10 +32,7 @@ pub const WIDTH: u32 = 1200;
 /// Height of every chart, in pixels.
 pub const HEIGHT: u32 = 750;
 
-pub const THROUGHPUT_PNG: &str = "throughput.png";
-pub const PER_REQUEST_PNG: &str = "per_request.png";
-pub const LATENCY_PNG: &str = "latency.png";
-pub const CAPACITY_PNG: &str = "capacity.png";
+pub use crate::record::files::{CAPACITY_PNG, LATENCY_PNG, PER_REQUEST_PNG, THROUGHPUT_PNG};
 
 /// Writes `throughput.png`, `per_request.png` and `latency.png` into `out_dir` and returns
 /// their paths in that order.
@@ -186,32 +183,6 @@ impl Levels {
 pub(crate) struct LevelSamples {
     pub x: f64,
     pub values: Vec<f64>,
-}
-
-/// The mean and its 95% t-interval across trials (no interval for a single trial).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct MeanCi {
-    pub mean: f64,
-    pub ci: Option<(f64, f64)>,
-}
-
-/// Mean and two-sided 95% Student-t interval of the finite values given.
-pub(crate) fn mean_ci95(values: &[f64]) -> Option<MeanCi> {
-    let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    let n = v.len();
-    if n == 0 {
-        return None;
-    }
-    let mean = v.iter().sum::<f64>() / n as f64;
-    if n < 2 {
-        return Some(MeanCi { mean, ci: None });
-    }
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let ci = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok().map(|t| {
-        let half = t.inverse_cdf(0.975) * var.sqrt() / (n as f64).sqrt();
-        (mean - half, mean + half)
-    });
-    Some(MeanCi { mean, ci })
 }
 
 /// The values of `metric` for each level, in the order of the levels; only positive finite
@@ -409,19 +380,6 @@ concurrency = [1]
             })
             .collect();
         run(levels)
-    }
-
-    #[test]
-    fn t_interval_matches_tables() {
-        let m = mean_ci95(&[10.0, 12.0, 14.0]).unwrap();
-        assert_eq!(m.mean, 12.0);
-        let (lo, hi) = m.ci.unwrap();
-        // t(0.975, 2) = 4.303, sd = 2, n = 3.
-        assert!((hi - 12.0 - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-2, "{hi}");
-        assert!((12.0 - lo - (hi - 12.0)).abs() < 1e-9);
-        assert_eq!(mean_ci95(&[5.0]).unwrap().ci, None);
-        assert!(mean_ci95(&[]).is_none());
-        assert!(mean_ci95(&[f64::NAN]).is_none());
     }
 
     #[test]

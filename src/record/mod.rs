@@ -12,12 +12,20 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub mod checks;
+pub mod files;
+pub mod flags;
+pub mod telemetry;
+
 use crate::fsutil::write_atomic;
 use crate::profile::Profile;
-use crate::stats::Percentiles;
+use crate::stats::{Percentiles, Spread};
+use flags::TrialFlag;
 
 /// Version of the result JSON schema written by this build.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+/// The oldest schema this build still reads (version 1 stored trial flags as bare sentences).
+pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 
 /// One benchmark run: a sweep of concurrency levels, several trials each.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -88,6 +96,19 @@ impl LevelResult {
             .collect()
     }
 
+    /// The mean of a per-trial figure over the trials that measured something (at least one
+    /// success), finite values only; `None` when there are none. The one definition of every
+    /// report's "mean over trials" column.
+    pub fn trial_mean(&self, figure: impl Fn(&TrialResult) -> Option<f64>) -> Option<f64> {
+        let values: Vec<f64> = self
+            .trials
+            .iter()
+            .filter(|t| t.succeeded > 0)
+            .filter_map(figure)
+            .collect();
+        Spread::of(&values).map(|s| s.mean)
+    }
+
     /// Requests sent and failed over all trials.
     pub fn error_rate(&self) -> f64 {
         let sent: u64 = self.trials.iter().map(|t| t.requests_sent).sum();
@@ -135,16 +156,16 @@ pub struct TrialResult {
     pub e2e_ms: Option<Percentiles>,
     /// Where the output token counts of successful requests came from.
     pub token_sources: BTreeMap<TokenSource, u64>,
-    /// Anything that makes this trial's figures less trustworthy, in words.
+    /// Anything that makes this trial's figures less trustworthy: a kind and a sentence.
     #[serde(default)]
-    pub flags: Vec<String>,
+    pub flags: Vec<TrialFlag>,
     /// Successful requests that did not generate the requested length although the profile
     /// asked for fixed lengths (`ignore_eos`). Written only when non-zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub length_misses: u64,
     /// The server's `/metrics` during the trial, when its engine is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<crate::load::telemetry::TrialTelemetry>,
+    pub telemetry: Option<telemetry::TrialTelemetry>,
     /// The load generator's own headroom during the trial (scheduler lag, CPU use, read
     /// and send delays).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +181,19 @@ pub struct TrialResult {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// Every trial flag of `kind` (all kinds when `None`) in `levels`, as "C=8 trial 2: message".
+pub fn flag_lines(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for level in levels {
+        for t in &level.trials {
+            for flag in t.flags.iter().filter(|f| kind.is_none_or(|k| f.kind == k)) {
+                lines.push(format!("{} trial {}: {flag}", level.label(), t.trial));
+            }
+        }
+    }
+    lines
 }
 
 /// How much the client itself lagged during a trial. When the client is the bottleneck the
@@ -375,6 +409,12 @@ pub enum Window {
 }
 
 impl RunResult {
+    /// Every trial flag of `kind` (all kinds when `None`), as "C=8 trial 2: message": the
+    /// form the run's warnings and the gate's report use.
+    pub fn flag_lines(&self, kind: Option<flags::FlagKind>) -> Vec<String> {
+        flag_lines(&self.levels, kind)
+    }
+
     /// (concurrency, output tok/s) of every trial that measured something: the points a
     /// scaling curve is fitted to (one per trial, never per request).
     pub fn throughput_points(&self) -> Vec<(f64, f64)> {
@@ -395,10 +435,10 @@ impl RunResult {
         let value: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("results {} is not valid JSON", path.display()))?;
         match value.get("schema_version").and_then(|v| v.as_u64()) {
-            Some(v) if v == SCHEMA_VERSION as u64 => {}
+            Some(v) if (OLDEST_SCHEMA_VERSION as u64..=SCHEMA_VERSION as u64).contains(&v) => {}
             Some(v) => bail!(
-                "results {}: field `schema_version` is {v}, this build reads version {SCHEMA_VERSION}; \
-                 use a matching throughline version",
+                "results {}: field `schema_version` is {v}, this build reads versions \
+                 {OLDEST_SCHEMA_VERSION} to {SCHEMA_VERSION}; use a matching throughline version",
                 path.display()
             ),
             None => bail!(
@@ -407,7 +447,7 @@ impl RunResult {
             ),
         }
         let mut de = serde_json::Deserializer::from_str(&text);
-        let result: RunResult = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let mut result: RunResult = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             anyhow::anyhow!(
                 "results {}: field `{}`: {}",
                 path.display(),
@@ -430,6 +470,8 @@ impl RunResult {
                 }
             }
         }
+        // Read into this version's types: saved again, it is a file of this version.
+        result.schema_version = SCHEMA_VERSION;
         Ok(result)
     }
 
@@ -565,5 +607,5 @@ pub mod fake {
 }
 
 #[cfg(test)]
-#[path = "record_props.rs"]
+#[path = "props.rs"]
 mod props;

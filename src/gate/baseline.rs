@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::exit::not_comparable;
 use crate::fsutil::write_atomic;
-use crate::load::level_problems;
 use crate::profile::GateSettings;
+use crate::record::checks::level_problems;
+use crate::record::flags::FlagKind;
 use crate::record::{Environment, RunResult};
 
 /// Version of the baseline schema written by this build.
@@ -77,9 +78,9 @@ impl Baseline {
         Baseline::parse(&text, &path.display().to_string())
     }
 
-    /// Reads a baseline as it is at a git ref (see [`crate::gitref`]).
+    /// Reads a baseline as it is at a git ref (see [`crate::gate::gitref`]).
     pub fn load_at_ref(path: &Path, reference: &str) -> Result<Baseline> {
-        let text = crate::gitref::read_at_ref(path, reference)?;
+        let text = crate::gate::gitref::read_at_ref(path, reference)?;
         Baseline::parse(&text, &format!("{} at {reference}", path.display()))
     }
 
@@ -266,7 +267,7 @@ pub fn bless(
         if run.levels.iter().any(|l| l.rate.is_some()) {
             bail!("{which} is open loop (levels keyed by request rate); baselines hold closed-loop concurrency levels only");
         }
-        if let Some(flag) = run.warnings.iter().find(|w| w.contains("client-bound")) {
+        if let Some(flag) = run.flag_lines(Some(FlagKind::ClientBound)).first() {
             bail!("{which} was limited by the client, not the server: {flag}");
         }
         if run.profile_hash != first.profile_hash {

@@ -6,13 +6,18 @@
 //! alpha, the estimated drop is at least the minimum effect, and both sides have enough
 //! trials. Runs that measured something else are refused (exit 3) rather than compared.
 
+pub mod baseline;
+pub mod gitref;
+pub mod merge;
+
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::baseline::{fingerprint_differences, Baseline};
 use crate::exit::{not_comparable, Exit};
-use crate::load::level_problems;
+use crate::gate::baseline::{fingerprint_differences, Baseline};
 use crate::profile::GateSettings;
+use crate::record::checks::level_problems;
+use crate::record::flags::FlagKind;
 use crate::record::RunResult;
 use crate::stats::{
     compare_log_ratio, holm, level_fails, min_detectable_drop, session_extra_variance, Spread,
@@ -145,10 +150,8 @@ pub fn evaluate(
     if candidate.levels.iter().any(|l| l.rate.is_some()) {
         bail!("the run is open loop (levels keyed by request rate); the gate compares closed-loop concurrency levels only");
     }
-    for w in &candidate.warnings {
-        if w.contains("client-bound") {
-            warnings.push(format!("candidate: {w}"));
-        }
+    for line in candidate.flag_lines(Some(FlagKind::ClientBound)) {
+        warnings.push(format!("candidate: {line}"));
     }
 
     let mut levels = Vec::new();
@@ -316,8 +319,8 @@ pub fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::baseline::{bless, BlessMode};
     use crate::exit::{exit_for, Exit};
+    use crate::gate::baseline::{bless, BlessMode};
     use crate::record::fake;
 
     const BASE: [f64; 5] = [100.0, 101.0, 99.5, 100.4, 99.8];

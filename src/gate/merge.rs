@@ -1,0 +1,49 @@
+//! Verdicts of several checks (e.g. one per GPU runner of a workflow matrix) combined into
+//! one, the worst outcome winning (regression > not comparable > pass).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Outcome, Verdict};
+
+/// The combined verdict (`verdict.json` of `throughline merge`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MergedVerdict {
+    pub outcome: Outcome,
+    /// The lowest candidate/baseline ratio over every check.
+    pub worst_ratio: Option<f64>,
+    pub checks: Vec<Check>,
+}
+
+/// One check that went into the combined verdict.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Check {
+    /// The verdict file it was read from.
+    pub file: String,
+    pub verdict: Verdict,
+}
+
+/// How bad an outcome is: the worst one decides the combined verdict.
+fn severity(o: Outcome) -> u8 {
+    match o {
+        Outcome::Pass => 0,
+        Outcome::NotComparable => 1,
+        Outcome::Regression => 2,
+    }
+}
+
+/// Combines verdicts; `None` when there are none.
+pub fn combine(checks: Vec<Check>) -> Option<MergedVerdict> {
+    let outcome = checks
+        .iter()
+        .map(|c| c.verdict.outcome)
+        .max_by_key(|o| severity(*o))?;
+    let worst_ratio = checks
+        .iter()
+        .filter_map(|c| c.verdict.worst_ratio)
+        .min_by(f64::total_cmp);
+    Some(MergedVerdict {
+        outcome,
+        worst_ratio,
+        checks,
+    })
+}

@@ -1,0 +1,22 @@
+//! The names of every file throughline writes into an output folder, in one place: the
+//! commands, the reports and the tests name files through these.
+
+/// The run result (JSON): what `gate`, `plot`, `plan` and `baseline bless` read.
+pub const RESULTS_FILE: &str = "results.json";
+/// One line per request sent, in send order (JSONL).
+pub const REQUESTS_FILE: &str = "requests.jsonl";
+/// One row per trial (CSV), for spreadsheets.
+pub const SUMMARY_FILE: &str = "summary.csv";
+/// The Markdown report of a run (`plot`, `bench`, `ci`) or of several (`merge`).
+pub const REPORT_MD: &str = "report.md";
+/// The gate's verdict: JSON (what `merge` reads), Markdown and JUnit XML.
+pub const VERDICT_JSON: &str = "verdict.json";
+pub const VERDICT_MD: &str = "verdict.md";
+pub const JUNIT_XML: &str = "junit.xml";
+/// The charts.
+pub const THROUGHPUT_PNG: &str = "throughput.png";
+pub const PER_REQUEST_PNG: &str = "per_request.png";
+pub const LATENCY_PNG: &str = "latency.png";
+pub const CAPACITY_PNG: &str = "capacity.png";
+/// The capacity plan (JSON).
+pub const PLAN_JSON: &str = "plan.json";

@@ -1,0 +1,298 @@
+//! The house follows the data flow (design.md): a module uses only modules on the floors
+//! below its own, and no two modules use each other, at the top level or inside one.
+//! Read from the sources' own `crate::` and `super::` paths (test code left out).
+//!
+//! Floors, top down: cli (the parser) -> commands -> report -> gate | plan | load ->
+//! record -> stats, profile, sim, exit, fsutil.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Each top-level module's floor; a module may use only lower floors.
+const FLOORS: &[(&str, u8)] = &[
+    ("cli", 6),
+    ("commands", 5),
+    ("report", 4),
+    ("gate", 3),
+    ("plan", 3),
+    ("load", 3),
+    ("record", 2),
+    ("stats", 1),
+    ("profile", 1),
+    ("sim", 1),
+    ("exit", 1),
+    ("fsutil", 1),
+];
+
+/// Leaves that use another leaf, each with its reason (none today).
+const LEAF_EDGES: &[(&str, &str)] = &[];
+
+fn floor(module: &str) -> Option<u8> {
+    FLOORS.iter().find(|(m, _)| *m == module).map(|(_, f)| *f)
+}
+
+/// Every .rs file under src/, with its module path (e.g. ["plan", "curve"]).
+fn sources() -> Vec<(Vec<String>, PathBuf)> {
+    fn walk(dir: &Path, prefix: &[String], out: &mut Vec<(Vec<String>, PathBuf)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                let mut p = prefix.to_vec();
+                p.push(name);
+                walk(&path, &p, out);
+            } else if let Some(stem) = name.strip_suffix(".rs") {
+                let mut p = prefix.to_vec();
+                if stem != "mod" && stem != "lib" && stem != "main" {
+                    p.push(stem.to_string());
+                }
+                out.push((p, path));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &[],
+        &mut out,
+    );
+    out
+}
+
+/// The source without its tests (everything from the first `#[cfg(test)]` on) and comments.
+fn code(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = text.split("#[cfg(test)]").next().unwrap_or("");
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Module paths a file names: `crate::a::b` and `super::b` (resolved), including the
+/// members of grouped imports such as `crate::{a, b::c}`.
+fn references(module: &[String], text: &str) -> BTreeSet<Vec<String>> {
+    let mut out = BTreeSet::new();
+    let bytes = text.as_bytes();
+    for (root, start) in [("crate::", 0usize), ("super::", 1)] {
+        let mut from = 0;
+        while let Some(i) = text[from..].find(root) {
+            let at = from + i;
+            from = at + root.len();
+            if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+                continue;
+            }
+            let base: Vec<String> = if start == 0 {
+                Vec::new()
+            } else {
+                // `super` of a file module is its folder (mod.rs is the folder itself).
+                module[..module.len().saturating_sub(1)].to_vec()
+            };
+            let rest = &text[from..];
+            for path in expand(rest) {
+                let mut full = base.clone();
+                full.extend(path);
+                out.insert(full);
+            }
+        }
+    }
+    out
+}
+
+/// `a::b::{c, d::e}` -> [[a, b, c], [a, b, d, e]]; `a::b` -> [[a, b]].
+fn expand(rest: &str) -> Vec<Vec<String>> {
+    let mut path = Vec::new();
+    let mut s = rest;
+    loop {
+        if let Some(inner) = s.strip_prefix('{') {
+            let mut depth = 1;
+            let mut end = 0;
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = i;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let mut out = Vec::new();
+            let mut depth = 0;
+            let mut item = String::new();
+            for c in inner[..end].chars().chain([',']) {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                if c == ',' && depth == 0 {
+                    let item_trim = item.trim().to_string();
+                    if !item_trim.is_empty() {
+                        for tail in expand(&item_trim) {
+                            let mut p = path.clone();
+                            p.extend(tail);
+                            out.push(p);
+                        }
+                    }
+                    item.clear();
+                } else {
+                    item.push(c);
+                }
+            }
+            return out;
+        }
+        let ident: String = s
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if ident.is_empty() || ident == "self" {
+            return vec![path];
+        }
+        path.push(ident.clone());
+        s = &s[ident.len()..];
+        match s.strip_prefix("::") {
+            Some(next) => s = next,
+            None => return vec![path],
+        }
+    }
+}
+
+/// The module (file) among `known` that `path` lands in: its longest known prefix.
+fn owner(path: &[String], known: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|p| known.contains(p))
+}
+
+fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let files = sources();
+    let known: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut edges = BTreeMap::new();
+    for (module, path) in &files {
+        if module.last().is_some_and(|m| m.ends_with("props")) {
+            continue; // property tests: test code
+        }
+        let mut used = BTreeSet::new();
+        for r in references(module, &code(path)) {
+            if let Some(target) = owner(&r, &known) {
+                if &target != module && !target.is_empty() {
+                    used.insert(target);
+                }
+            }
+        }
+        edges.insert(module.clone(), used);
+    }
+    edges
+}
+
+#[test]
+fn top_level_modules_use_only_the_floors_below_them() {
+    let mut wrong = Vec::new();
+    for (module, used) in graph() {
+        let Some(me) = module.first() else { continue };
+        let Some(my_floor) = floor(me) else {
+            wrong.push(format!("src/{me}: not on any floor (add it to FLOORS)"));
+            continue;
+        };
+        for target in used {
+            let other = &target[0];
+            if other == me {
+                continue;
+            }
+            let Some(their_floor) = floor(other) else {
+                wrong.push(format!(
+                    "{}: uses {other}, which is on no floor",
+                    module.join("::")
+                ));
+                continue;
+            };
+            let allowed = their_floor < my_floor && !(their_floor == 1 && my_floor == 1)
+                || LEAF_EDGES.contains(&(me.as_str(), other.as_str()));
+            if !allowed {
+                wrong.push(format!(
+                    "{} (floor {my_floor}) uses {} (floor {their_floor})",
+                    module.join("::"),
+                    target.join("::")
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the floors:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Nodes of `edges` that can reach themselves, each with one path back.
+fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut found = Vec::new();
+    for start in edges.keys() {
+        // Depth-first from `start`, keeping the path, until `start` comes round again.
+        let mut stack = vec![(start.clone(), vec![start.clone()])];
+        let mut seen = BTreeSet::new();
+        while let Some((node, path)) = stack.pop() {
+            for next in edges.get(&node).into_iter().flatten() {
+                if next == start {
+                    found.push(format!("{} -> {start}", path.join(" -> ")));
+                } else if seen.insert(next.clone()) {
+                    let mut p = path.clone();
+                    p.push(next.clone());
+                    stack.push((next.clone(), p));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_modules_use_each_other() {
+    let g = graph();
+    // Across the top level: a module's files together.
+    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // Inside one top-level module: its files, a folder's mod.rs apart from its own files.
+    let mut inner: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, used) in &g {
+        let Some(ta) = a.first() else { continue };
+        top.entry(ta.clone()).or_default();
+        for b in used {
+            if b[0] != *ta {
+                top.entry(ta.clone()).or_default().insert(b[0].clone());
+            } else if !a.starts_with(b) && !b.starts_with(a) {
+                inner.entry(a.join("::")).or_default().insert(b.join("::"));
+            }
+        }
+    }
+    let mut found = cycles(&top);
+    found.extend(cycles(&inner));
+    assert!(
+        found.is_empty(),
+        "modules that use each other:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_reader_sees_grouped_and_relative_imports() {
+    let module = vec!["plan".to_string(), "curve".to_string()];
+    let refs = references(
+        &module,
+        "use crate::{record::RunResult, stats::{fit_usl, Spread}};\nuse super::figures::Basis;",
+    );
+    let want: BTreeSet<Vec<String>> = [
+        vec!["record", "RunResult"],
+        vec!["stats", "fit_usl"],
+        vec!["stats", "Spread"],
+        vec!["plan", "figures", "Basis"],
+    ]
+    .iter()
+    .map(|p| p.iter().map(|s| s.to_string()).collect())
+    .collect();
+    assert_eq!(refs, want);
+}
