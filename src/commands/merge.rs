@@ -12,8 +12,8 @@ use crate::gate::merge::{combine, Check};
 use crate::gate::Verdict;
 use crate::record::files::{REPORT_MD, RESULTS_FILE, VERDICT_JSON};
 use crate::record::RunResult;
+use crate::report::combined::{markdown, run_label};
 use crate::report::github;
-use crate::report::merge::{markdown, run_label};
 
 /// Combine results files into one report (one table per run) and verdict files into one
 /// verdict, the worst outcome winning: regression > not comparable > pass.

@@ -37,9 +37,9 @@ pub fn build_probe_client(api_key: Option<&HeaderValue>) -> anyhow::Result<reqwe
         .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))
 }
 
-/// Limits on one request.
+/// Limits on one request: its whole time and the longest silence.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct RequestLimits {
     /// The whole request, from send to the last byte.
     pub request_timeout: Duration,
     /// The longest wait for the next piece of the response once it has started.
@@ -77,7 +77,7 @@ pub async fn send(
     body: bytes::Bytes,
     api_key: Option<&HeaderValue>,
     stream: bool,
-    limits: Limits,
+    limits: RequestLimits,
     clock: Instant,
 ) -> Observed {
     let since = |t: Instant| t.duration_since(clock).as_secs_f64();
@@ -563,8 +563,8 @@ mod tests {
         key
     }
 
-    fn limits() -> Limits {
-        Limits {
+    fn limits() -> RequestLimits {
+        RequestLimits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(10),
         }
@@ -764,7 +764,7 @@ mod tests {
                 }
             }
         });
-        let limits = Limits {
+        let limits = RequestLimits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(400),
         };
@@ -812,7 +812,7 @@ mod tests {
     }
 
     /// One streamed request to the test server on `port`, on a fresh client.
-    async fn send_with(port: u16, limits: Limits) -> Observed {
+    async fn send_with(port: u16, limits: RequestLimits) -> Observed {
         let client = super::super::http::build_load_client(1).unwrap();
         let url: Uri = format!("http://127.0.0.1:{port}/v1/chat/completions")
             .parse()
@@ -826,7 +826,7 @@ mod tests {
     #[tokio::test]
     async fn steady_tokens_never_stall() {
         let (port, server) = steady_server(10);
-        let limits = Limits {
+        let limits = RequestLimits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(250),
         };
@@ -840,7 +840,7 @@ mod tests {
     #[tokio::test]
     async fn a_flowing_stream_ends_at_the_request_timeout() {
         let (port, server) = steady_server(20);
-        let limits = Limits {
+        let limits = RequestLimits {
             request_timeout: Duration::from_millis(550),
             stall_timeout: Duration::from_millis(250),
         };

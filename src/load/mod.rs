@@ -11,6 +11,7 @@ pub mod openloop;
 pub mod outcome;
 pub mod preconnect;
 pub mod probe;
+pub mod prompts;
 pub mod read_delay;
 mod run;
 pub mod sse;
@@ -21,7 +22,6 @@ mod test_server;
 pub mod tokens;
 pub mod trial;
 pub mod wire_clock;
-pub mod workload;
 
 use std::path::{Path, PathBuf};
 

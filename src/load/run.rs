@@ -9,10 +9,10 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use reqwest::header::HeaderValue;
 
-use super::client::{self, Limits};
+use super::client::{self, RequestLimits};
+use super::prompts::Prompts;
 use super::sweep::{measured_only, run_batch, urls_for, Batch, Shared, Windows};
 use super::trial::summarize_trial;
-use super::workload::Prompts;
 use super::{
     dialect, headroom, http, interrupt, now_rfc3339, openloop, outcome, preconnect, probe,
     telemetry, write_results, BenchOutcome, BenchSetup,
@@ -194,7 +194,7 @@ impl<'a> Prepared<'a> {
             extra_fields,
             prompts,
             api_key,
-            limits: Limits {
+            limits: RequestLimits {
                 request_timeout: profile.sweep.request_timeout,
                 stall_timeout: profile.sweep.stall_timeout,
             },

@@ -11,10 +11,10 @@ use anyhow::{Context, Result};
 use reqwest::header::HeaderValue;
 
 use super::body::{api_url, request_body};
-use super::client::{send, Limits, Observed};
+use super::client::{send, Observed, RequestLimits};
 use super::interrupt::Interrupt;
 use super::outcome::{finish, Finished, Slot};
-use super::workload::Prompts;
+use super::prompts::Prompts;
 use crate::profile::{Api, Workload};
 use crate::record::{ErrorClass, RequestRecord, Window};
 
@@ -30,7 +30,7 @@ pub struct Shared {
     pub extra_fields: serde_json::Map<String, serde_json::Value>,
     pub prompts: Prompts,
     pub api_key: Option<HeaderValue>,
-    pub limits: Limits,
+    pub limits: RequestLimits,
     /// The run's time origin.
     pub clock: Instant,
     /// Where every finished request is written, one JSON line each, as it finishes.

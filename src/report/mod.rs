@@ -1,11 +1,11 @@
 //! Turning results into things people read: console tables, Markdown, JSON, JUnit,
 //! GitHub Actions annotations and PNG plots.
 
+pub mod combined;
 pub mod console;
 pub mod github;
 pub mod junit;
 pub mod markdown;
-pub mod merge;
 pub mod plots;
 pub mod run;
 pub mod verdict;

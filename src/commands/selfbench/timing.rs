@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::process::PeakRss;
-use crate::load::client::{build_probe_client, send, Limits, Observed};
+use crate::load::client::{build_probe_client, send, Observed, RequestLimits};
 use crate::load::headroom::{process_cpu, Monitor};
 use crate::load::http::{build_load_client, LoadClient};
 use crate::load::tokens::{attribute_tokens, inter_token_gaps_ms};
@@ -82,7 +82,7 @@ pub async fn measure_timing(
     let target: hyper::Uri = format!("{url}/v1/chat/completions")
         .parse()
         .context("bad simulator URL")?;
-    let limits = Limits {
+    let limits = RequestLimits {
         request_timeout: Duration::from_secs(600),
         stall_timeout: Duration::from_secs(60),
     };
@@ -181,7 +181,7 @@ fn start_streams(
     target: &hyper::Uri,
     streams: u32,
     tokens: u32,
-    limits: Limits,
+    limits: RequestLimits,
 ) -> Vec<tokio::task::JoinHandle<Observed>> {
     let clock = Instant::now();
     (0..streams)
