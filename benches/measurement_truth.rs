@@ -61,6 +61,7 @@ fn main() {
             environment: EnvironmentArgs::default().to_environment(),
             out_dir: out.path().to_path_buf(),
             show_progress: false,
+            base_endpoints: Vec::new(),
         };
         let before = counter();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -77,7 +78,7 @@ fn main() {
             })
         };
         let t0 = Instant::now();
-        let outcome = rt.block_on(run_bench(setup, |_| {})).unwrap();
+        let outcome = rt.block_on(run_bench(setup, |_, _| {})).unwrap();
         let wall = t0.elapsed().as_secs_f64();
         std::thread::sleep(std::time::Duration::from_millis(50));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -142,7 +142,8 @@ pub struct Sweep {
     /// Open loop, `arrival = "gamma"`: the shape k (1 = Poisson, < 1 burstier, > 1 smoother).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gamma_shape: Option<f64>,
-    /// Open loop: seed of the arrival schedule (default 0), so every run sends on the same schedule.
+    /// Seed of the open-loop arrival schedule and of the interleaved level order (default 0),
+    /// so every run sends on the same schedule in the same order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Measured window of each trial, e.g. "30s", instead of a request count.
@@ -187,6 +188,26 @@ pub struct Sweep {
     /// The largest error rate (failed / sent) a level may have and still count as measured.
     #[serde(default = "default_max_error_rate")]
     pub max_error_rate: f64,
+    /// The order trials run in: "interleaved" (default: round r runs trial r of every level,
+    /// levels in a seeded order, so a server that drifts during the run does not pile its
+    /// drift onto one level) or "sequential" (every trial of a level, then the next level).
+    #[serde(default, skip_serializing_if = "TrialOrder::is_interleaved")]
+    pub order: TrialOrder,
+}
+
+/// The order trials run in (see `Sweep::order`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialOrder {
+    #[default]
+    Interleaved,
+    Sequential,
+}
+
+impl TrialOrder {
+    fn is_interleaved(&self) -> bool {
+        *self == TrialOrder::Interleaved
+    }
 }
 
 fn default_trials() -> u32 {

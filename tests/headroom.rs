@@ -26,6 +26,7 @@ fn a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed() {
         environment: Default::default(),
         out_dir: out_dir.clone(),
         show_progress: false,
+        base_endpoints: Vec::new(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -39,7 +40,7 @@ fn a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed() {
                 tokio::task::yield_now().await;
             }
         });
-        let outcome = run_bench(setup, |_| {}).await.unwrap();
+        let outcome = run_bench(setup, |_, _| {}).await.unwrap();
         hog.abort();
         outcome
     });

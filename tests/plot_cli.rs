@@ -58,6 +58,7 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
         client: None,
         open_loop: None,
         excluded_requests: 0,
+        round: None,
     }
 }
 
@@ -94,6 +95,7 @@ trials = 3
         complete: true,
         levels,
         warnings: vec![],
+        base: None,
     }
 }
 

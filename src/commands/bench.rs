@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 
 use super::environment::EnvironmentArgs;
@@ -24,6 +24,11 @@ pub struct BenchArgs {
     /// Replace the profile's endpoints (repeat for several replicas).
     #[arg(long = "endpoint")]
     pub endpoints: Vec<String>,
+    /// A relative (A/B) run: also measure this server (the target branch's, "base"; repeat
+    /// for several replicas) in the same job, its trials interleaved with the profile's
+    /// server's ("head"), so that `gate` compares the two arms of one session.
+    #[arg(long = "base-endpoint", value_name = "URL")]
+    pub base_endpoints: Vec<String>,
     #[command(flatten)]
     pub environment: EnvironmentArgs,
     /// Never draw a progress bar (it is drawn only on a terminal anyway).
@@ -40,34 +45,61 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
         profile.target.endpoints = args.endpoints.clone();
         profile.validate()?;
     }
+    check_base_endpoints(&profile, &args.base_endpoints)?;
     let setup = BenchSetup {
         profile,
         environment: args.environment.to_environment(),
         out_dir: args.out.clone(),
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+        base_endpoints: args.base_endpoints.clone(),
     };
     let outcome = measure(setup).await?;
     let exit = conclude(&outcome, &args.out);
     // An interrupted run exits promptly (SIGTERM usually has a kill deadline behind it).
     if !args.no_plots && outcome.interrupted.is_none() {
-        write_plots(&outcome.result, None, &args.out);
+        let base = outcome
+            .result
+            .base
+            .as_ref()
+            .map(|b| crate::record::trials_by_level(&b.levels));
+        write_plots(&outcome.result, base.as_deref(), &args.out);
     }
     Ok(exit)
+}
+
+/// Checks base endpoints as the profile's own are checked (errors name the flag).
+pub fn check_base_endpoints(profile: &Profile, base: &[String]) -> Result<()> {
+    if base.is_empty() {
+        return Ok(());
+    }
+    let mut probe = profile.clone();
+    probe.target.endpoints = base.to_vec();
+    probe.validate().context("--base-endpoint")?;
+    Ok(())
 }
 
 /// Runs the sweep, printing each level's row as it finishes.
 pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
     let p = &setup.profile;
     println!(
-        "throughline bench: profile {:?}, {} level(s) x {} trial(s), {} endpoint(s)",
+        "throughline bench: profile {:?}, {} level(s) x {} trial(s), {} endpoint(s){}",
         p.name,
         p.sweep.concurrency.len() + p.sweep.rates.len(),
         p.sweep.trials,
-        p.target.endpoints.len()
+        p.target.endpoints.len(),
+        match setup.base_endpoints.len() {
+            0 => String::new(),
+            n => format!("; relative run against {n} base endpoint(s), trials interleaved (ABBA)"),
+        }
     );
     println!("{}", console::level_header());
     println!("{}", "-".repeat(console::level_header().len()));
-    run_bench(setup, |level| {
+    let mut last_arm = None;
+    run_bench(setup, |arm, level| {
+        if arm.is_some() && arm != last_arm {
+            last_arm = arm;
+            println!("{}", console::arm_heading(arm));
+        }
         println!("{}", console::level_row(level));
         if let Some(note) = console::server_note(level) {
             println!("{}", note);

@@ -203,6 +203,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         environment,
         out_dir: args.out.clone(),
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+        base_endpoints: Vec::new(),
     };
     let outcome = super::bench::measure(setup).await?;
     if super::bench::conclude(&outcome, &args.out) != Exit::Pass {

@@ -57,6 +57,7 @@ async fn run_against(endpoints: &[String], out: &Path) -> Result<Exit> {
         environment: EnvironmentArgs::default().to_environment(),
         out_dir: out.to_path_buf(),
         show_progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        base_endpoints: Vec::new(),
     };
     let outcome = super::bench::measure(setup).await?;
     let exit = super::bench::conclude(&outcome, out);

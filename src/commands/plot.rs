@@ -47,12 +47,9 @@ pub fn load_baseline_trials(path: &Path) -> Result<Vec<(u32, Vec<f64>)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read baseline trials {}", path.display()))?;
     if text.trim_start().starts_with('{') {
-        let result = RunResult::load(path)?;
-        return Ok(result
-            .levels
-            .iter()
-            .map(|l| (l.concurrency, l.throughputs()))
-            .collect());
+        return Ok(crate::record::trials_by_level(
+            &RunResult::load(path)?.levels,
+        ));
     }
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let headers = reader

@@ -40,6 +40,9 @@ pub struct BenchSetup {
     pub environment: Environment,
     pub out_dir: PathBuf,
     pub show_progress: bool,
+    /// Relative (A/B) runs: the base server's endpoints (the target branch's), measured in
+    /// the same job as the profile's (the head's), trials interleaved. Empty: one server.
+    pub base_endpoints: Vec<String>,
 }
 
 /// A finished (or stopped) run and what makes it unusable, if anything.

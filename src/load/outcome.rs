@@ -100,6 +100,7 @@ pub fn finish(obs: Observed, slot: Slot, workload: &Workload) -> Finished {
             rate: None,
             scheduled_s: None,
             window: None,
+            arm: None,
         },
     }
 }

@@ -7,6 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use reqwest::header::HeaderValue;
 
 use super::client::{self, RequestLimits};
@@ -17,76 +20,115 @@ use super::{
     dialect, headroom, http, interrupt, now_rfc3339, openloop, outcome, preconnect, probe,
     telemetry, write_results, BenchOutcome, BenchSetup,
 };
-use crate::profile::{Arrival, Profile};
+use crate::profile::{Arrival, Profile, TrialOrder};
 use crate::record::checks::level_problems;
 use crate::record::files::REQUESTS_FILE;
 use crate::record::SCHEMA_VERSION;
-use crate::record::{flag_lines, Environment, LevelResult, RunResult, TrialResult};
+use crate::record::{flag_lines, Arm, BaseArm, Environment, LevelResult, RunResult, TrialResult};
 
 /// Runs the profile's sweep, writing `requests.jsonl` as requests finish and the result files
-/// at the end. `on_level` sees each level as soon as its trials are done.
+/// at the end. `on_level` sees each level once its trials are done (in a relative run, with
+/// the arm it belongs to).
 pub async fn run_bench(
     setup: BenchSetup,
-    mut on_level: impl FnMut(&LevelResult),
+    mut on_level: impl FnMut(Option<Arm>, &LevelResult),
 ) -> Result<BenchOutcome> {
     let profile = &setup.profile;
     let profile_hash = profile.canonical_hash()?;
     let mut run = Prepared::new(&setup).await?;
     let started_at = now_rfc3339();
-    let mut results = Vec::new();
-    // Why the sweep stopped before its end (the server went away), if it did.
-    let mut stopped: Option<String> = None;
-    for &(concurrency, rate) in &run.levels.clone() {
-        let mut level = LevelResult {
+    let arms = run.arms();
+    let slots = schedule(
+        run.levels.len(),
+        profile.sweep.trials,
+        arms.len(),
+        profile.sweep.order,
+        profile.sweep.seed.unwrap_or(0),
+    );
+    // Each arm's levels, in the profile's order, filled as their trials run.
+    let empty: Vec<LevelResult> = (run.levels.iter())
+        .map(|&(concurrency, rate)| LevelResult {
             concurrency,
             rate,
             trials: Vec::new(),
-        };
-        let name = level.label();
-        if let Some(why) = run.open_and_warm(&level).await? {
-            stopped = why;
-            break;
-        }
-        let mut stop = None;
-        for trial in 1..=profile.sweep.trials {
-            let (t, unreachable) = run.trial(&level, trial).await?;
-            level.trials.extend(t);
-            if run.shared.interrupt.signal().is_some() || unreachable.is_some() {
-                stop = Some(unreachable.map(|why| format!("{name} trial {trial}: {why}")));
+        })
+        .collect();
+    let mut measured = vec![empty; arms.len()];
+    let mut warmed = vec![vec![false; run.levels.len()]; arms.len()];
+    let mut shown = warmed.clone();
+    let last_slot =
+        |arm: usize, level: usize| slots.iter().rposition(|s| s.arm == arm && s.level == level);
+    // Why the sweep stopped before its end (the server went away), if it did.
+    let mut stopped: Option<String> = None;
+    for (at, slot) in slots.iter().enumerate() {
+        let arm = arms[slot.arm];
+        let (concurrency, rate) = run.levels[slot.level];
+        let name = arm_label(arm, &measured[slot.arm][slot.level].label());
+        run.open_connections(arm, concurrency).await;
+        if !std::mem::replace(&mut warmed[slot.arm][slot.level], true) {
+            if let Some(why) = run.warm(arm, concurrency, rate, &name).await? {
+                stopped = why;
                 break;
             }
         }
-        let stopping = stop.is_some();
-        if !stopping || !level.trials.is_empty() {
-            run.shared.progress.suspend(|| on_level(&level));
-            results.push(level);
-        }
-        if let Some(why) = stop {
-            stopped = why;
+        let (t, unreachable) = run.trial(arm, concurrency, rate, slot, &name).await?;
+        measured[slot.arm][slot.level].trials.extend(t);
+        if run.shared.interrupt.signal().is_some() || unreachable.is_some() {
+            stopped = unreachable.map(|why| format!("{name} trial {}: {why}", slot.round));
             break;
+        }
+        if last_slot(slot.arm, slot.level) == Some(at) {
+            shown[slot.arm][slot.level] = true;
+            let level = &measured[slot.arm][slot.level];
+            run.shared.progress.suspend(|| on_level(arm, level));
         }
     }
     run.shared.progress.finish_and_clear();
     let interrupted = run.shared.interrupt.signal();
-    let mut problems = level_problems(&results, profile.sweep.max_error_rate);
+    let complete = interrupted.is_none() && stopped.is_none();
+    // A stopped run keeps the levels that measured something, and shows those it had not.
+    for (a, levels) in measured.iter_mut().enumerate() {
+        for (l, level) in levels.iter().enumerate() {
+            if !shown[a][l] && !level.trials.is_empty() {
+                run.shared.progress.suspend(|| on_level(arms[a], level));
+            }
+        }
+        if !complete {
+            levels.retain(|l| !l.trials.is_empty());
+        }
+    }
+    let (head, base) = split_arms(&arms, measured);
+    let mut problems = level_problems(&head, profile.sweep.max_error_rate);
+    if let Some(base) = &base {
+        problems.extend(
+            level_problems(base, profile.sweep.max_error_rate)
+                .into_iter()
+                .map(|p| format!("base arm: {p}")),
+        );
+    }
     if let Some(why) = &stopped {
         problems.push(format!(
-            "the run stopped early: {why}; the levels after it were not measured (results marked incomplete)"
+            "the run stopped early: {why}; the trials after it were not run (results marked incomplete)"
         ));
     }
-    let warnings = run.warnings(&results);
+    let warnings = run.warnings(&head, base.as_deref());
     let result = RunResult {
         schema_version: SCHEMA_VERSION,
         tool: format!("throughline {}", env!("CARGO_PKG_VERSION")),
         profile_name: profile.name.clone(),
         profile_hash,
         profile: profile.clone(),
-        environment: run.environment,
+        environment: run.environment.clone(),
         started_at,
         finished_at: now_rfc3339(),
-        complete: interrupted.is_none() && stopped.is_none(),
-        levels: results,
+        complete,
+        levels: head,
         warnings,
+        base: base.map(|levels| BaseArm {
+            endpoints: setup.base_endpoints.len(),
+            model: run.base_model.clone(),
+            levels,
+        }),
     };
     write_results(&result, &setup.out_dir)?;
     Ok(BenchOutcome {
@@ -94,6 +136,83 @@ pub async fn run_bench(
         problems,
         interrupted,
     })
+}
+
+/// One trial's place in the run: its round (1-based), the arm (an index into the run's arms)
+/// and the level (an index into the profile's levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub round: u32,
+    pub arm: usize,
+    pub level: usize,
+}
+
+/// The order of a run's trials. Interleaved: round r runs trial r of every level, the levels
+/// in an order drawn for the round from `seed`; with two arms, one arm's half of the round
+/// and then the other's, the first arm alternating from round to round (AB, BA: ABBA
+/// blocks), so drift and a warming server fall on both arms and every level alike.
+/// Sequential: every trial of a level (arms alternating the same way), then the next level.
+pub(crate) fn schedule(
+    levels: usize,
+    trials: u32,
+    arms: usize,
+    order: TrialOrder,
+    seed: u64,
+) -> Vec<Slot> {
+    let arm_order = |round: u32| -> Vec<usize> {
+        let mut a: Vec<usize> = (0..arms).collect();
+        if round % 2 == 0 {
+            a.reverse();
+        }
+        a
+    };
+    let mut slots = Vec::new();
+    match order {
+        TrialOrder::Sequential => {
+            for level in 0..levels {
+                for round in 1..=trials {
+                    for arm in arm_order(round) {
+                        slots.push(Slot { round, arm, level });
+                    }
+                }
+            }
+        }
+        TrialOrder::Interleaved => {
+            for round in 1..=trials {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ u64::from(round).rotate_left(32));
+                let mut perm: Vec<usize> = (0..levels).collect();
+                perm.shuffle(&mut rng);
+                for arm in arm_order(round) {
+                    for &level in &perm {
+                        slots.push(Slot { round, arm, level });
+                    }
+                }
+            }
+        }
+    }
+    slots
+}
+
+/// "C=8" in a one-server run, "base C=8" or "head C=8" in a relative one.
+fn arm_label(arm: Option<Arm>, level: &str) -> String {
+    match arm {
+        Some(a) => format!("{} {level}", a.name()),
+        None => level.to_string(),
+    }
+}
+
+/// The head's levels (or the one server's) and, in a relative run, the base's.
+fn split_arms(
+    arms: &[Option<Arm>],
+    mut measured: Vec<Vec<LevelResult>>,
+) -> (Vec<LevelResult>, Option<Vec<LevelResult>>) {
+    match arms.iter().position(|a| *a == Some(Arm::Base)) {
+        Some(b) => {
+            let base = measured.remove(b);
+            (measured.remove(0), Some(base))
+        }
+        None => (measured.remove(0), None),
+    }
 }
 
 /// What every trial of a run shares, fixed before its first request.
@@ -113,6 +232,9 @@ struct Prepared<'a> {
     /// (concurrency, rate) of each level: closed-loop levels are concurrencies; open-loop
     /// levels are rates (with the cap, if any, as their concurrency).
     levels: Vec<(u32, Option<f64>)>,
+    /// Relative runs: the base arm's endpoints and the model its server reported.
+    base_endpoints: &'a [String],
+    base_model: Option<String>,
     next_prompt: u64,
 }
 
@@ -138,6 +260,10 @@ impl<'a> Prepared<'a> {
             }
         } else {
             profile.target.model.clone()
+        };
+        let base_model = match setup.base_endpoints.is_empty() {
+            true => None,
+            false => Some(base_model(&probe_client, profile, &setup.base_endpoints, &model).await?),
         };
         let mut environment = setup.environment.clone();
         environment.model = Some(model.clone());
@@ -184,10 +310,17 @@ impl<'a> Prepared<'a> {
         } else {
             sweep.concurrency.iter().map(|&c| (c, None)).collect()
         };
-        let progress = progress_bar(profile, &levels, setup.show_progress);
+        let arms = if setup.base_endpoints.is_empty() {
+            1
+        } else {
+            2
+        };
+        let progress = progress_bar(profile, &levels, arms, setup.show_progress);
         let shared = Arc::new(Shared {
             client,
             urls: urls_for(&profile.target.endpoints, profile.target.api)?,
+            base_urls: urls_for(&setup.base_endpoints, profile.target.api)?,
+            base_model: base_model.clone().unwrap_or_else(|| model.clone()),
             model,
             api: profile.target.api,
             workload: profile.workload.clone(),
@@ -214,25 +347,51 @@ impl<'a> Prepared<'a> {
             dialect_warning,
             windows,
             levels,
+            base_endpoints: &setup.base_endpoints,
+            base_model,
             next_prompt: 0,
         })
     }
 
-    /// Opens the level's connections and runs its warmup requests. `Some` when the run must
-    /// stop there: `Some(None)` interrupted, `Some(Some(why))` the server went away.
-    async fn open_and_warm(&mut self, level: &LevelResult) -> Result<Option<Option<String>>> {
-        let (profile, shared) = (self.profile, &self.shared);
-        let (concurrency, rate, name) = (level.concurrency, level.rate, level.label());
-        // The level's requests start on open connections (preconnect.rs). An open-loop
-        // level without a cap has no number of connections to open.
-        if self.keeps_connections && concurrency > 0 {
-            shared
-                .progress
-                .set_message(format!("{name} opening connections"));
-            let per_endpoint = (concurrency as usize).div_ceil(profile.target.endpoints.len());
-            preconnect::open_connections(&shared.client, &profile.target.endpoints, per_endpoint)
-                .await;
+    /// The run's arms, the base first (round 1 runs base then head): `[None]` for one server.
+    fn arms(&self) -> Vec<Option<Arm>> {
+        if self.base_endpoints.is_empty() {
+            vec![None]
+        } else {
+            vec![Some(Arm::Base), Some(Arm::Head)]
         }
+    }
+
+    /// The endpoints an arm's requests go to.
+    fn endpoints(&self, arm: Option<Arm>) -> &[String] {
+        match arm {
+            Some(Arm::Base) => self.base_endpoints,
+            _ => &self.profile.target.endpoints,
+        }
+    }
+
+    /// Opens the connections a trial of `concurrency` streams needs on the arm's endpoints
+    /// that the pool does not hold yet (preconnect.rs): its requests start on open
+    /// connections. An open-loop level without a cap has no number of connections to open.
+    async fn open_connections(&self, arm: Option<Arm>, concurrency: u32) {
+        if !self.keeps_connections || concurrency == 0 {
+            return;
+        }
+        let endpoints = self.endpoints(arm);
+        let per_endpoint = (concurrency as usize).div_ceil(endpoints.len());
+        preconnect::open_connections(&self.shared.client, endpoints, per_endpoint).await;
+    }
+
+    /// Runs a level's warmup requests on one arm. `Some` when the run must stop there:
+    /// `Some(None)` interrupted, `Some(Some(why))` the server went away.
+    async fn warm(
+        &mut self,
+        arm: Option<Arm>,
+        concurrency: u32,
+        rate: Option<f64>,
+        name: &str,
+    ) -> Result<Option<Option<String>>> {
+        let (profile, shared) = (self.profile, &self.shared);
         if profile.sweep.warmup_requests == 0 {
             return Ok(None);
         }
@@ -248,6 +407,7 @@ impl<'a> Prepared<'a> {
             first_prompt: self.next_prompt,
             windows: None,
             rate,
+            arm,
         };
         let finished = run_batch(shared, batch).await?;
         self.next_prompt += u64::from(batch.requests);
@@ -257,20 +417,21 @@ impl<'a> Prepared<'a> {
         Ok(outcome::unreachable(&finished).map(|why| Some(format!("{name} warmup: {why}"))))
     }
 
-    /// Runs one trial of `level`: its result (`None` when nothing was sent), and why the
+    /// Runs the trial of `slot`: its result (`None` when nothing was sent), and why the
     /// server looks gone when every request of it failed to connect.
     async fn trial(
         &mut self,
-        level: &LevelResult,
-        trial: u32,
+        arm: Option<Arm>,
+        concurrency: u32,
+        rate: Option<f64>,
+        slot: &Slot,
+        name: &str,
     ) -> Result<(Option<TrialResult>, Option<String>)> {
         let (profile, shared) = (self.profile, &self.shared);
-        let (concurrency, rate) = (level.concurrency, level.rate);
-        shared.progress.set_message(format!(
-            "{} trial {trial}/{}",
-            level.label(),
-            profile.sweep.trials
-        ));
+        let trial = slot.round;
+        shared
+            .progress
+            .set_message(format!("{name} trial {trial}/{}", profile.sweep.trials));
         let batch = Batch {
             concurrency,
             trial,
@@ -278,10 +439,11 @@ impl<'a> Prepared<'a> {
             first_prompt: self.next_prompt,
             windows: self.windows,
             rate,
+            arm,
         };
         let watch = telemetry::Watch::start(
             &self.scrape_client,
-            &profile.target.endpoints,
+            self.endpoints(arm),
             self.engine.as_deref(),
             shared.clock,
         )
@@ -335,12 +497,14 @@ impl<'a> Prepared<'a> {
         headroom::judge_reads(&mut client, &reads, t.itl_ms.as_ref().map(|p| p.p50));
         t.flags.extend(headroom::flag(&client));
         t.client = Some(client);
+        // The round places the trial in the run's time order; sequential runs have none.
+        t.round = (profile.sweep.order == TrialOrder::Interleaved).then_some(slot.round);
         Ok((Some(t), unreachable))
     }
 
     /// The run's warnings: the dialect's, a missing token counter, length misses, and every
-    /// trial's flags.
-    fn warnings(&self, results: &[LevelResult]) -> Vec<String> {
+    /// trial's flags (the base arm's named so).
+    fn warnings(&self, results: &[LevelResult], base: Option<&[LevelResult]>) -> Vec<String> {
         let mut warnings: Vec<String> = self.dialect_warning.iter().cloned().collect();
         if self.profile.target.engine == "auto" {
             warnings.extend(telemetry::missing_counter_warning(
@@ -350,7 +514,42 @@ impl<'a> Prepared<'a> {
         }
         warnings.extend(dialect::length_miss_warning(results));
         warnings.extend(flag_lines(results, None));
+        if let Some(base) = base {
+            warnings.extend(dialect::length_miss_warning(base).map(|w| format!("base arm: {w}")));
+            warnings.extend(
+                flag_lines(base, None)
+                    .into_iter()
+                    .map(|w| format!("base arm: {w}")),
+            );
+        }
         warnings
+    }
+}
+
+/// The model the base arm's requests name: the profile's, or (for "auto") the first the base
+/// server lists. A base server that does not serve the head's model is refused: the two arms
+/// would measure different things.
+async fn base_model(
+    client: &reqwest::Client,
+    profile: &Profile,
+    endpoints: &[String],
+    head_model: &str,
+) -> Result<String> {
+    let report = probe::probe(client, endpoints).await?;
+    if profile.target.model != "auto" {
+        return Ok(profile.target.model.clone());
+    }
+    match report.models.first() {
+        Some(m) if m == head_model => Ok(m.clone()),
+        Some(m) => bail!(
+            "the base server {} serves {m:?} but the head serves {head_model:?}: a relative run \
+             compares one model on two servers (set target.model to name it)",
+            endpoints[0]
+        ),
+        None => bail!(
+            "target.model is \"auto\" but the base server {} lists no models at /v1/models",
+            endpoints[0]
+        ),
     }
 }
 
@@ -359,6 +558,7 @@ impl<'a> Prepared<'a> {
 fn progress_bar(
     profile: &Profile,
     levels: &[(u32, Option<f64>)],
+    arms: u64,
     show: bool,
 ) -> indicatif::ProgressBar {
     let sweep = &profile.sweep;
@@ -372,7 +572,8 @@ fn progress_bar(
             };
             u64::from(sweep.warmup_requests) + per_trial * u64::from(sweep.trials)
         })
-        .sum();
+        .sum::<u64>()
+        * arms;
     let progress = if show {
         indicatif::ProgressBar::new(total)
     } else {
@@ -406,4 +607,45 @@ fn api_key_header(profile: &Profile) -> Result<Option<HeaderValue>> {
     })?;
     value.set_sensitive(true);
     Ok(Some(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaved_rounds_run_every_level_once_per_arm_in_abba_order() {
+        let slots = schedule(4, 6, 2, TrialOrder::Interleaved, 7);
+        assert_eq!(slots.len(), 4 * 6 * 2);
+        for round in 1..=6 {
+            let r: Vec<&Slot> = slots.iter().filter(|s| s.round == round).collect();
+            assert_eq!(r.len(), 8);
+            // One arm's half, then the other's; the first arm alternates (AB, BA, AB...).
+            let first = if round % 2 == 1 { 0 } else { 1 };
+            assert!(
+                r[..4].iter().all(|s| s.arm == first),
+                "round {round}: {r:?}"
+            );
+            assert!(r[4..].iter().all(|s| s.arm == 1 - first));
+            // Both halves run the levels in the round's order, each level once.
+            let order: Vec<usize> = r[..4].iter().map(|s| s.level).collect();
+            assert_eq!(order, r[4..].iter().map(|s| s.level).collect::<Vec<_>>());
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, vec![0, 1, 2, 3]);
+        }
+        // The order is drawn per round from the seed: reproducible, and not always the same.
+        assert_eq!(slots, schedule(4, 6, 2, TrialOrder::Interleaved, 7));
+        let firsts: std::collections::BTreeSet<usize> = (1..=6)
+            .map(|r| slots.iter().find(|s| s.round == r).unwrap().level)
+            .collect();
+        assert!(firsts.len() > 1, "{slots:?}");
+    }
+
+    #[test]
+    fn sequential_runs_a_level_to_its_end_first() {
+        let slots = schedule(2, 3, 1, TrialOrder::Sequential, 0);
+        let got: Vec<(usize, u32)> = slots.iter().map(|s| (s.level, s.round)).collect();
+        assert_eq!(got, vec![(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)]);
+    }
 }

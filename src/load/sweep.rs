@@ -16,14 +16,18 @@ use super::interrupt::Interrupt;
 use super::outcome::{finish, Finished, Slot};
 use super::prompts::Prompts;
 use crate::profile::{Api, Workload};
-use crate::record::{ErrorClass, RequestRecord, Window};
+use crate::record::{Arm, ErrorClass, RequestRecord, Window};
 
 /// Everything the workers share during a run.
 pub struct Shared {
     pub client: super::http::LoadClient,
-    /// The API URL on each endpoint.
+    /// The API URL on each endpoint (of the head, in a relative run).
     pub urls: Vec<hyper::Uri>,
+    /// Relative (A/B) runs: the API URL on each endpoint of the base arm.
+    pub base_urls: Vec<hyper::Uri>,
     pub model: String,
+    /// Relative (A/B) runs: the model the base arm's requests name.
+    pub base_model: String,
     pub api: Api,
     pub workload: Workload,
     /// Per-engine request fields (dialect.rs), applied over the generic body.
@@ -67,6 +71,8 @@ pub struct Batch {
     pub windows: Option<Windows>,
     /// Open loop: the level's target rate, recorded on every request.
     pub rate: Option<f64>,
+    /// Relative (A/B) runs: the server the batch goes to, recorded on every request.
+    pub arm: Option<Arm>,
 }
 
 /// The windows of a duration trial: warmup, measured, cooldown, back to back.
@@ -157,15 +163,19 @@ pub(crate) async fn send_one(
     scheduled_s: Option<f64>,
     window: Option<Window>,
 ) -> Finished {
-    let endpoint = index as usize % shared.urls.len();
+    let (urls, model) = match batch.arm {
+        Some(Arm::Base) => (&shared.base_urls, &shared.base_model),
+        _ => (&shared.urls, &shared.model),
+    };
+    let endpoint = index as usize % urls.len();
     let prompt = shared.prompts.get(batch.first_prompt + u64::from(index));
-    let mut body = request_body(shared.api, &shared.model, &shared.workload, &prompt);
+    let mut body = request_body(shared.api, model, &shared.workload, &prompt);
     super::dialect::merge_fields(&mut body, &shared.extra_fields);
     let body = bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
     let sent_s = shared.clock.elapsed().as_secs_f64();
     let request = send(
         &shared.client,
-        &shared.urls[endpoint],
+        &urls[endpoint],
         body,
         shared.api_key.as_ref(),
         shared.workload.stream,
@@ -197,6 +207,7 @@ pub(crate) async fn send_one(
     finished.record.rate = batch.rate;
     finished.record.scheduled_s = scheduled_s;
     finished.record.window = window;
+    finished.record.arm = batch.arm;
     finished
 }
 

@@ -477,6 +477,7 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
                 rate: None,
                 scheduled_s: None,
                 window: None,
+                arm: None,
             },
         }
     }

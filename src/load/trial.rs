@@ -35,6 +35,7 @@ pub fn summarize_trial(trial: u32, finished: Vec<Finished>) -> TrialResult {
         client: None,
         open_loop: None,
         excluded_requests: 0,
+        round: None,
     };
     if finished.is_empty() {
         return result;

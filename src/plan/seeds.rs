@@ -51,6 +51,7 @@ fn trial(succeeded: u64, tokens: u64, tok_s: f64, per_req: Option<f64>, input: u
         client: None,
         open_loop: None,
         excluded_requests: 0,
+        round: None,
     }
 }
 
@@ -83,6 +84,7 @@ fn transcribed(
             .chain(warnings.iter().copied())
             .map(str::to_string)
             .collect(),
+        base: None,
     }
 }
 

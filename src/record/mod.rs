@@ -46,6 +46,9 @@ pub struct RunResult {
     pub levels: Vec<LevelResult>,
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Relative (A/B) runs: the base arm (`levels` above are the head's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseArm>,
 }
 
 /// Where the numbers were measured: the fingerprint a baseline is compared on.
@@ -177,10 +180,24 @@ pub struct TrialResult {
     /// `sweep.cooldown`): recorded in requests.jsonl, not counted in these figures.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub excluded_requests: u64,
+    /// The round (1-based) the trial ran in: its place in the run's time order (round r
+    /// runs trial r of every level, and of both arms in a relative run). Absent in files of
+    /// runs that did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// (concurrency, tok/s of each trial that measured something) of each level: what the charts
+/// draw beside a run as its baseline.
+pub fn trials_by_level(levels: &[LevelResult]) -> Vec<(u32, Vec<f64>)> {
+    levels
+        .iter()
+        .map(|l| (l.concurrency, l.throughputs()))
+        .collect()
 }
 
 /// Every trial flag of `kind` (all kinds when `None`) in `levels`, as "C=8 trial 2: message".
@@ -397,6 +414,38 @@ pub struct RequestRecord {
     /// Duration sweeps: the window the request was sent in; only `measure` counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
+    /// Relative (A/B) runs: which server the request went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm: Option<Arm>,
+}
+
+/// Which server a relative (A/B) run measured: the pull request's (head) or the target
+/// branch's (base), both in the same job.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Arm {
+    Head,
+    Base,
+}
+
+impl Arm {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arm::Head => "head",
+            Arm::Base => "base",
+        }
+    }
+}
+
+/// The base arm of a relative (A/B) run: the target branch's server, measured in the same
+/// job as the head (the run's own levels), trials interleaved with the head's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BaseArm {
+    /// How many endpoints (replicas) the base arm's requests went to.
+    pub endpoints: usize,
+    /// The model the base server reported (after resolving "auto").
+    pub model: Option<String>,
+    pub levels: Vec<LevelResult>,
 }
 
 /// The part of a duration-based trial a request was sent in.
@@ -567,6 +616,7 @@ pub mod fake {
             client: None,
             open_loop: None,
             excluded_requests: 0,
+            round: None,
         }
     }
 
@@ -602,6 +652,7 @@ pub mod fake {
                 })
                 .collect(),
             warnings: vec![],
+            base: None,
         }
     }
 }

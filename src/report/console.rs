@@ -2,7 +2,7 @@
 //! across trials (statistics are across trials, never across requests).
 
 use crate::record::telemetry::TrialTelemetry;
-use crate::record::{LevelResult, TrialResult};
+use crate::record::{Arm, LevelResult, TrialResult};
 use crate::stats::Spread;
 
 /// The table header.
@@ -20,6 +20,15 @@ pub fn level_header() -> String {
         "TTFT p50",
         "ITL p50"
     )
+}
+
+/// The line above an arm's rows in a relative run.
+pub fn arm_heading(arm: Option<Arm>) -> String {
+    match arm {
+        Some(Arm::Base) => "base (the target branch's server):".to_string(),
+        Some(Arm::Head) => "head (this change's server):".to_string(),
+        None => String::new(),
+    }
 }
 
 /// One row for a level. Means are over trials; ok and failed are totals over trials.

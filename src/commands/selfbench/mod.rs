@@ -365,12 +365,13 @@ async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Re
         environment: Environment::default(),
         out_dir: dir.path().to_path_buf(),
         show_progress: false,
+        base_endpoints: Vec::new(),
     };
 
     let rss = PeakRss::start();
     let cpu0 = process_cpu();
     let wall0 = Instant::now();
-    let outcome = run_bench(setup, |_| {}).await;
+    let outcome = run_bench(setup, |_, _| {}).await;
     let cpu_s = process_cpu().saturating_sub(cpu0).as_secs_f64();
     let _wall = wall0.elapsed();
     let (idle, rss_peak) = rss.finish();

@@ -330,6 +330,7 @@ pub(crate) mod tests {
             client: None,
             open_loop: None,
             excluded_requests: 0,
+            round: None,
         }
     }
 
@@ -362,6 +363,7 @@ concurrency = [1]
             complete: true,
             levels,
             warnings: vec![],
+            base: None,
         }
     }
 
