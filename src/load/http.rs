@@ -192,11 +192,13 @@ impl LoadClient {
         }
     }
 
-    /// Opens `count` connections to the origin of `uri` at once and keeps them idle (no more
-    /// than the pool keeps). Returns how many opened.
+    /// Opens connections to the origin of `uri` at once until the pool holds `count` idle
+    /// ones (no more than it keeps), so that a level that comes round again finds its
+    /// connections and opens none. Returns how many opened.
     pub async fn open(&self, uri: &Uri, count: usize) -> usize {
         let origin = origin(uri);
-        let mut opening: JoinSet<Option<Conn>> = (0..count)
+        let missing = count.saturating_sub(self.idle_count(&origin));
+        let mut opening: JoinSet<Option<Conn>> = (0..missing)
             .map(|_| {
                 let (client, uri, origin) = (self.clone(), uri.clone(), origin.clone());
                 async move {
@@ -229,7 +231,6 @@ impl LoadClient {
     }
 
     /// Idle connections kept for `origin`, closed or not.
-    #[cfg(test)]
     fn idle_count(&self, origin: &str) -> usize {
         let idle = self.0.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.get(origin).map_or(0, Vec::len)

@@ -118,6 +118,11 @@ mod tests {
                 "round {round} opened new connections"
             );
         }
+        // A level that comes round again (interleaved trials) finds its connections open;
+        // a larger one opens only the difference.
+        assert_eq!(open_connections(&client, &endpoints, 8).await, 0);
+        assert_eq!(open_connections(&client, &endpoints, 12).await, 4);
+        assert_eq!(accepted(&connections, 12).await, 12);
     }
 
     /// The pool keeps no more idle connections than it was built for: of eight opened,
