@@ -12,6 +12,7 @@ pub mod output;
 pub mod project;
 pub mod roofline;
 pub mod seeds;
+pub mod toml_error;
 pub mod workload;
 
 pub use catalog::Catalog;
