@@ -355,11 +355,7 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
             }
         }
         let replicas = node.replicas_per_node.max(1);
-        let speculative = run
-            .warnings
-            .iter()
-            .any(|w| w.contains("speculative") || w.contains("MTP"))
-            || run.profile.description.contains("MTP");
+        let speculative = run.environment.speculative == Some(true);
         rows.push(RowInput {
             node: node.name.clone(),
             gpu: node.gpu.clone(),

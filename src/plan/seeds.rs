@@ -126,6 +126,7 @@ warmup_requests = 1
             precision: Some("bf16".to_string()),
             runner: None,
             endpoints: 1,
+            speculative: Some(true),
         },
         levels,
         &[
@@ -170,6 +171,7 @@ requests_per_level = 8
             precision: Some("bf16".to_string()),
             runner: None,
             endpoints: 8,
+            speculative: None,
         },
         vec![LevelResult {
             concurrency: 8,
