@@ -5,7 +5,8 @@ use std::fmt::Write;
 
 use crate::report::plots::{CapacityPoint, CapacitySeries};
 
-use super::project::{NodePlan, Plan};
+use super::answer::{NodePlan, Plan};
+use super::figures::SECONDS_PER_DAY;
 use super::workload::human_duration;
 
 /// `1234567.8` as `1,234,568`.
@@ -140,7 +141,7 @@ pub fn render_table(plan: &Plan) -> String {
             n.node,
             n.basis.name(),
             thousands(n.tok_s_per_node.p50),
-            human_duration(n.days.p50 * 86_400.0),
+            human_duration(n.days.p50 * SECONDS_PER_DAY),
             days_range(n),
             nodes,
             thousands(n.gpu_hours),
@@ -314,7 +315,7 @@ pub fn capacity_series(plan: &Plan) -> Vec<CapacitySeries> {
     plan.nodes
         .iter()
         .map(|n| CapacitySeries {
-            name: format!("{} ({})", n.node, n.basis.name()),
+            name: n.label(),
             points: counts
                 .iter()
                 .map(|&k| CapacityPoint {
