@@ -8,11 +8,11 @@ use clap::{Args, ValueEnum};
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::plan::facts::{model_from_hf_config, ModelFacts};
-use crate::plan::output::{capacity_series, render_json, render_table};
 use crate::plan::request::{Limits, RunNode};
 use crate::plan::workload::{human_duration, parse_count, parse_duration};
 use crate::plan::{plan, Catalog, Facts, PlanRequest, Workload};
 use crate::record::RunResult;
+use crate::report::plan::{capacity_series, render_json, render_table};
 use crate::report::plots::{capacity_chart, CAPACITY_PNG};
 
 /// Console table or JSON on standard output.

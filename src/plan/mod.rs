@@ -7,7 +7,7 @@
 //! model facts ([`finish`], [`facts`], [`roofline`]); the comparison with the user's estimate
 //! ([`compare`]) and the answers in words ([`summary`]) close the plan ([`answer`]).
 //! [`project`] runs that sequence; [`figures`] holds the small value types and the day
-//! arithmetic. [`output`] prints the plan.
+//! arithmetic. `report::plan` prints the plan.
 
 pub mod answer;
 pub mod catalog;
@@ -16,7 +16,6 @@ pub mod curve;
 pub mod facts;
 pub mod figures;
 pub mod finish;
-pub mod output;
 pub mod project;
 pub mod request;
 pub mod roofline;

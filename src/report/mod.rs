@@ -6,5 +6,6 @@ pub mod github;
 pub mod junit;
 pub mod markdown;
 pub mod merge;
+pub mod plan;
 pub mod plots;
 pub mod verdict;

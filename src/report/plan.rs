@@ -3,11 +3,11 @@
 
 use std::fmt::Write;
 
-use crate::report::plots::{CapacityPoint, CapacitySeries};
+use crate::plan::answer::{NodePlan, Plan};
+use crate::plan::figures::SECONDS_PER_DAY;
+use crate::plan::workload::human_duration;
 
-use super::answer::{NodePlan, Plan};
-use super::figures::SECONDS_PER_DAY;
-use super::workload::human_duration;
+use super::plots::{CapacityPoint, CapacitySeries};
 
 /// `1234567.8` as `1,234,568`.
 pub fn thousands(x: f64) -> String {
