@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::{Args, Parser};
+use clap::Args;
 
 use super::environment::EnvironmentArgs;
 use crate::exit::Exit;
@@ -83,32 +83,18 @@ async fn run_against(endpoints: &[String], out: &Path) -> Result<Exit> {
     // The seeds' question, asked of this (simulated) node: how long would 902,087
     // completions of ~1,818 output tokens take?
     println!("\ndemo: how many days for the seeds' job (902,087 completions x 1,818 tokens) at this node's measured curve?");
-    let results = out.join(crate::record::files::RESULTS_FILE);
-    let results = results.to_string_lossy();
-    let plan_args = [
-        "throughline",
-        "plan",
-        "--results",
-        results.as_ref(),
-        "--completions",
-        "902087",
-        "--avg-output-tokens",
-        "1818",
-        "--deadline",
-        "2d",
+    let plan_args = super::plan::PlanArgs {
+        results: Some(out.join(crate::record::files::RESULTS_FILE)),
+        completions: Some("902087".to_string()),
+        avg_output_tokens: Some("1818".to_string()),
+        deadline: Some("2d".to_string()),
         // The simulated node: two replicas, counted as one "GPU" each.
-        "--replicas-per-node",
-        "2",
-        "--gpus-per-node",
-        "2",
-    ];
-    match crate::cli::Cli::try_parse_from(plan_args).map(|c| c.command) {
-        Ok(crate::cli::Command::Plan(args)) => {
-            if let Err(e) = super::plan::run(args) {
-                println!("demo: plan not run: {e:#}");
-            }
-        }
-        _ => println!("demo: plan not run: internal argument error"),
+        replicas_per_node: Some(2),
+        gpus_per_node: Some(2),
+        ..Default::default()
+    };
+    if let Err(e) = super::plan::run(plan_args) {
+        println!("demo: plan not run: {e:#}");
     }
     println!("\ndemo: files in {}", out.display());
     Ok(Exit::Pass)

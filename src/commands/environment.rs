@@ -45,6 +45,7 @@ impl EnvironmentArgs {
                 .clone()
                 .or_else(|| std::env::var("RUNNER_NAME").ok()),
             endpoints: 0,
+            speculative: None,
         }
     }
 }

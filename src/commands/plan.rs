@@ -8,11 +8,11 @@ use clap::{Args, ValueEnum};
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::plan::facts::{model_from_hf_config, ModelFacts};
-use crate::plan::output::{capacity_series, render_json, render_table};
-use crate::plan::project::{Limits, RunNode};
+use crate::plan::request::{Limits, RunNode};
 use crate::plan::workload::{human_duration, parse_count, parse_duration};
 use crate::plan::{plan, Catalog, Facts, PlanRequest, Workload};
 use crate::record::RunResult;
+use crate::report::plan::{capacity_series, render_json, render_table};
 use crate::report::plots::{capacity_chart, CAPACITY_PNG};
 
 /// Console table or JSON on standard output.
@@ -21,6 +21,11 @@ pub enum PlanFormat {
     Table,
     Json,
 }
+
+/// Bootstrap resamples for P10/P90 unless `--resamples` says otherwise.
+const DEFAULT_RESAMPLES: usize = 1000;
+/// Bootstrap seed unless `--seed` says otherwise.
+const DEFAULT_SEED: u64 = 20261129;
 
 /// Project days, nodes and cost for a token budget, from a run's measured scaling curve or
 /// the node catalog, checked against the memory-bandwidth roofline.
@@ -99,11 +104,45 @@ pub struct PlanArgs {
     #[arg(long, short = 'o', value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Bootstrap resamples for P10/P90.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = DEFAULT_RESAMPLES)]
     pub resamples: usize,
     /// Bootstrap seed (the same seed gives the same plan).
-    #[arg(long, default_value_t = 20261129)]
+    #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,
+}
+
+/// `plan` with no flags: what callers in the code (the demo) start from.
+impl Default for PlanArgs {
+    fn default() -> Self {
+        PlanArgs {
+            completions: None,
+            avg_output_tokens: None,
+            output_tokens: None,
+            avg_input_tokens: None,
+            deadline: None,
+            budget: None,
+            results: None,
+            node: None,
+            gpu: None,
+            gpus_per_node: None,
+            replicas_per_node: None,
+            usd_per_node_hour: None,
+            max_concurrency: None,
+            max_latency: None,
+            catalog: None,
+            model: None,
+            model_config: None,
+            params: None,
+            active_params: None,
+            sustained: 1.0,
+            compare_days: None,
+            format: PlanFormat::Table,
+            json: None,
+            out: None,
+            resamples: DEFAULT_RESAMPLES,
+            seed: DEFAULT_SEED,
+        }
+    }
 }
 
 fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>> {
@@ -345,4 +384,25 @@ fn write_outputs(plan: &crate::plan::Plan, json: &str, dir: &Path) -> Result<()>
             .unwrap_or_default()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// The flags alone, as the top-level parser sees them.
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        args: PlanArgs,
+    }
+
+    /// The code's default is what `throughline plan` with no flags parses to.
+    #[test]
+    fn default_args_are_the_flags_defaults() {
+        let parsed = Flags::try_parse_from(["plan"]).unwrap().args;
+        assert_eq!(format!("{:?}", PlanArgs::default()), format!("{parsed:?}"));
+    }
 }

@@ -10,6 +10,7 @@ use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::facts::Facts;
+use super::toml_error::toml_error;
 
 /// The built-in catalog's text.
 pub const BUILTIN_CATALOG: &str = include_str!("../../fixtures/catalog.toml");
@@ -104,12 +105,6 @@ pub struct Catalog {
     /// Where it came from (a path, or the built-in name).
     pub origin: String,
     pub nodes: Vec<Node>,
-}
-
-/// A TOML parse error as a message that names the file (the parser's text carries the line,
-/// the column and the field).
-pub fn toml_error(origin: &str, e: toml::de::Error) -> anyhow::Error {
-    anyhow!("{origin}: {}", e.to_string().trim_end())
 }
 
 fn line_of(text: &str, offset: usize) -> usize {

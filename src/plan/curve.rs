@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::record::RunResult;
 use crate::stats::{bootstrap_throughput_at, fit_usl, percentile};
 
-use super::project::{Basis, Spread3};
+use super::figures::{Basis, Spread3};
 
 /// The limits the concurrency must meet.
 #[derive(Debug, Clone, Default)]

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::catalog::toml_error;
+use super::toml_error::toml_error;
 
 const GPUS_TOML: &str = include_str!("../../fixtures/gpus.toml");
 const MODELS_TOML: &str = include_str!("../../fixtures/models.toml");

@@ -1,20 +1,33 @@
 //! The capacity planner: how many days, how many nodes, what cost, for a token budget.
 //!
-//! The data flow: a workload (token budget and limits, [`workload`]) and throughput from a
-//! run result (USL fit and bootstrap, [`curve`]) or from the node catalog ([`catalog`]) go
-//! into the projection ([`project`]), which checks every figure against the physical bound
-//! computed from GPU and model facts ([`facts`], [`roofline`]); [`output`] prints it.
+//! The data flow: a request ([`request`]: the workload from [`workload`], the limits, the
+//! facts and the catalog) and throughput from a run result (USL fit and bootstrap, [`curve`])
+//! or from the node catalog ([`catalog`]) become rows ([`rows`]); each row is finished into
+//! time, nodes, money, latency and a check against the physical bound computed from GPU and
+//! model facts ([`finish`], [`facts`], [`roofline`]); the comparison with the user's estimate
+//! ([`compare`]) and the answers in words ([`summary`]) close the plan ([`answer`]).
+//! [`project`] runs that sequence; [`figures`] holds the small value types and the day
+//! arithmetic. `report::plan` prints the plan.
 
+pub mod answer;
 pub mod catalog;
+pub mod compare;
 pub mod curve;
 pub mod facts;
-pub mod output;
+pub mod figures;
+pub mod finish;
 pub mod project;
+pub mod request;
 pub mod roofline;
+pub mod rows;
 pub mod seeds;
+pub mod summary;
+pub mod toml_error;
 pub mod workload;
 
+pub use answer::Plan;
 pub use catalog::Catalog;
 pub use facts::Facts;
-pub use project::{plan, Plan, PlanRequest};
+pub use project::plan;
+pub use request::PlanRequest;
 pub use workload::Workload;

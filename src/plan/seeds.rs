@@ -132,6 +132,7 @@ warmup_requests = 1
             precision: Some("bf16".to_string()),
             runner: None,
             endpoints: 1,
+            speculative: Some(true),
         },
         levels,
         &[
@@ -176,6 +177,7 @@ requests_per_level = 8
             precision: Some("bf16".to_string()),
             runner: None,
             endpoints: 8,
+            speculative: None,
         },
         vec![LevelResult {
             concurrency: 8,

@@ -67,6 +67,10 @@ pub struct Environment {
     pub runner: Option<String>,
     /// How many endpoints (replicas) received requests.
     pub endpoints: usize,
+    /// Speculative decoding (MTP, draft model) was on, so more than one token per decode step
+    /// is possible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<bool>,
 }
 
 /// All trials at one concurrency level.

@@ -6,6 +6,7 @@ pub mod console;
 pub mod github;
 pub mod junit;
 pub mod markdown;
+pub mod plan;
 pub mod plots;
 pub mod run;
 pub mod verdict;

@@ -3,10 +3,11 @@
 
 use std::fmt::Write;
 
-use crate::report::plots::{CapacityPoint, CapacitySeries};
+use crate::plan::answer::{NodePlan, Plan};
+use crate::plan::figures::SECONDS_PER_DAY;
+use crate::plan::workload::human_duration;
 
-use super::project::{NodePlan, Plan};
-use super::workload::human_duration;
+use super::plots::{CapacityPoint, CapacitySeries};
 
 /// `1234567.8` as `1,234,568`.
 pub fn thousands(x: f64) -> String {
@@ -140,7 +141,7 @@ pub fn render_table(plan: &Plan) -> String {
             n.node,
             n.basis.name(),
             thousands(n.tok_s_per_node.p50),
-            human_duration(n.days.p50 * 86_400.0),
+            human_duration(n.days.p50 * SECONDS_PER_DAY),
             days_range(n),
             nodes,
             thousands(n.gpu_hours),
@@ -314,7 +315,7 @@ pub fn capacity_series(plan: &Plan) -> Vec<CapacitySeries> {
     plan.nodes
         .iter()
         .map(|n| CapacitySeries {
-            name: format!("{} ({})", n.node, n.basis.name()),
+            name: n.label(),
             points: counts
                 .iter()
                 .map(|&k| CapacityPoint {

@@ -1,0 +1,138 @@
+//! What a plan says: one row per node type (time, nodes, money, latency, roofline), the
+//! comparison with the user's own estimate, and the answers in words.
+
+use serde::Serialize;
+
+use super::curve::FitReport;
+use super::facts::ModelFacts;
+use super::figures::{Basis, Spread3};
+use super::request::Limits;
+use super::roofline::RooflineCheck;
+use super::workload::Workload;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelSummary {
+    pub name: String,
+    pub params_b: f64,
+    pub active_params_b: f64,
+    pub bytes_per_param: f64,
+    pub kv_bytes_per_token: f64,
+    pub state_mb_per_seq: f64,
+    pub source: String,
+}
+
+impl ModelSummary {
+    pub fn of(m: &ModelFacts) -> ModelSummary {
+        ModelSummary {
+            name: m.name.clone(),
+            params_b: m.params_b,
+            active_params_b: m.active_params_b(),
+            bytes_per_param: m.bytes_per_param,
+            kv_bytes_per_token: m.kv_bytes_per_token(),
+            state_mb_per_seq: m.state_mb_per_seq,
+            source: m.source.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeadlinePlan {
+    pub deadline_s: f64,
+    /// Nodes to finish by the deadline at the median throughput.
+    pub nodes_p50: u32,
+    /// Nodes to finish by the deadline with 90% confidence (at the P10 throughput).
+    pub nodes_p90: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RooflineReport {
+    /// Batch-1 decode bound per replica, tok/s.
+    pub batch1_bound: f64,
+    /// Bound per replica at `batch` concurrent sequences, tok/s (None when no batch is known).
+    pub bound: Option<f64>,
+    pub batch: Option<f64>,
+    /// False when the figure's batch size is unknown and `batch` is the most that fits.
+    pub batch_known: bool,
+    /// Throughput used per replica / bound.
+    pub efficiency: Option<f64>,
+    pub bandwidth_tb_s_per_replica: f64,
+    pub weight_gb_per_step: f64,
+    pub seq_mb_per_step: f64,
+    pub context_tokens: f64,
+    /// Sequences that fit in one replica's memory at the job's full context.
+    pub memory_max_concurrency: Option<u32>,
+    pub checks: Vec<RooflineCheck>,
+}
+
+/// One node type's projection.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodePlan {
+    pub node: String,
+    pub gpu: Option<String>,
+    pub gpus_per_node: u32,
+    pub replicas_per_node: u32,
+    pub model: Option<String>,
+    pub basis: Basis,
+    pub how: String,
+    pub source: String,
+    pub date: Option<String>,
+    pub concurrency_per_replica: Option<f64>,
+    /// Throughput per node after the sustained fraction: P10 (low) / P50 / P90 (high).
+    pub tok_s_per_node: Spread3,
+    /// Days on one node: P10 (fast) / P50 / P90 (slow).
+    pub days: Spread3,
+    pub deadline: Option<DeadlinePlan>,
+    /// GPU-hours at the median.
+    pub gpu_hours: f64,
+    pub usd_per_node_hour: Option<f64>,
+    pub price_note: Option<String>,
+    pub cost_usd: Option<Spread3>,
+    pub usd_per_million_tokens: Option<f64>,
+    pub within_budget: Option<bool>,
+    /// Per-request latency by Little's law at the concurrency used.
+    pub latency_s: Option<f64>,
+    pub roofline: Option<RooflineReport>,
+    pub warnings: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl NodePlan {
+    /// How the summary, the warnings and the chart name a row: "b200-7x (stated)".
+    pub fn label(&self) -> String {
+        label(&self.node, self.basis)
+    }
+}
+
+/// A row's name with the basis of its figure: "b200-7x (stated)".
+pub fn label(node: &str, basis: Basis) -> String {
+    format!("{node} ({})", basis.name())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub node: String,
+    pub your_days: f64,
+    pub implied_tok_s: f64,
+    pub plan_days_p50: f64,
+    pub plan_tok_s_p50: f64,
+    /// implied / plan throughput.
+    pub ratio: f64,
+    pub explanation: Vec<String>,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub workload: Workload,
+    pub limits: Limits,
+    pub model: Option<ModelSummary>,
+    pub catalog: String,
+    pub results: Option<String>,
+    pub fit: Option<FitReport>,
+    pub nodes: Vec<NodePlan>,
+    pub comparison: Option<Comparison>,
+    /// The answers in words: fastest, fewest nodes for the deadline, cheapest, budget.
+    pub summary: Vec<String>,
+    pub notes: Vec<String>,
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,114 @@
+//! The planner's small value types and the one home of its time arithmetic: how a figure was
+//! obtained ([`Basis`]), three quantiles of one ([`Spread3`]), and days from tokens and
+//! throughput ([`days_for`]) and back ([`tok_s_for`]).
+
+use serde::Serialize;
+
+/// Seconds in a day.
+pub const SECONDS_PER_DAY: f64 = 86_400.0;
+
+/// How a throughput figure was obtained.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    /// Measured at this configuration.
+    Measured,
+    /// From the USL fitted to a measured curve.
+    Fitted,
+    /// Scaled from another GPU's measurement by memory bandwidth.
+    Scaled,
+    /// Claimed on a spec sheet or in an estimate: not a measurement.
+    Stated,
+}
+
+impl Basis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::Measured => "measured",
+            Basis::Fitted => "fitted",
+            Basis::Scaled => "scaled",
+            Basis::Stated => "stated",
+        }
+    }
+
+    /// Measured or fitted: a figure from a measurement of this configuration, not a claim or
+    /// a scaling.
+    pub fn is_measured(self) -> bool {
+        matches!(self, Basis::Measured | Basis::Fitted)
+    }
+}
+
+/// Three quantiles. For throughput, p10 is the low (pessimistic) end; for days and cost, p10
+/// is the short (optimistic) end.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Spread3 {
+    pub p10: f64,
+    pub p50: f64,
+    pub p90: f64,
+}
+
+impl Spread3 {
+    pub fn single(x: f64) -> Spread3 {
+        Spread3 {
+            p10: x,
+            p50: x,
+            p90: x,
+        }
+    }
+    pub fn scale(self, k: f64) -> Spread3 {
+        Spread3 {
+            p10: self.p10 * k,
+            p50: self.p50 * k,
+            p90: self.p90 * k,
+        }
+    }
+    /// Days to generate `tokens` at each quantile of this throughput, swapping the ends (the
+    /// low throughput gives the long time).
+    pub fn days_for(self, tokens: f64) -> Spread3 {
+        Spread3 {
+            p10: days_for(tokens, self.p90),
+            p50: days_for(tokens, self.p50),
+            p90: days_for(tokens, self.p10),
+        }
+    }
+}
+
+/// Days to generate `tokens` at `tok_s`: every day figure of the plan comes from here.
+pub fn days_for(tokens: f64, tok_s: f64) -> f64 {
+    tokens / SECONDS_PER_DAY / tok_s
+}
+
+/// The throughput that generates `tokens` in `days`: the inverse of [`days_for`].
+pub fn tok_s_for(tokens: f64, days: f64) -> f64 {
+    tokens / (days * SECONDS_PER_DAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_arithmetic() {
+        // 1.64e9 tokens at 1,600 tok/s: 11.9 days; the seeds' 16.5 days implies ~1,150 tok/s.
+        assert!((days_for(1.64e9, 1600.0) - 11.86).abs() < 0.01);
+        assert!((tok_s_for(1.64e9, 16.5) - 1150.4).abs() < 0.1);
+        // 523 million tokens at 9,440 tok/s: 15.4 hours.
+        assert!((days_for(523e6, 9440.0) * 24.0 - 15.39).abs() < 0.01);
+        // 1.64e9 at 15,000 tok/s: 1.27 days.
+        assert!((days_for(1.64e9, 15_000.0) - 1.265).abs() < 0.001);
+    }
+
+    #[test]
+    fn days_spread_swaps_the_ends() {
+        let days = Spread3 {
+            p10: 1000.0,
+            p50: 1600.0,
+            p90: 2000.0,
+        }
+        .days_for(1.64e9);
+        assert_eq!(days.p10, days_for(1.64e9, 2000.0));
+        assert_eq!(days.p50, days_for(1.64e9, 1600.0));
+        assert_eq!(days.p90, days_for(1.64e9, 1000.0));
+        assert!((tok_s_for(1.64e9, days.p50) - 1600.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,210 @@
+//! Time, nodes, money, latency and the roofline for one row: what turns a throughput figure
+//! into a node type's projection.
+
+use super::answer::{label, DeadlinePlan, NodePlan, RooflineReport};
+use super::curve;
+use super::facts::{GpuFacts, ModelFacts};
+use super::request::PlanRequest;
+use super::roofline::{MemoryFit, Roofline, RooflineCheck, Verdict, LOW_EFFICIENCY};
+use super::rows::Row;
+
+/// Nodes that generate `tokens` within `deadline_s` at `tok_s` per node (at least one).
+fn nodes_for(tokens: f64, tok_s: f64, deadline_s: f64) -> u32 {
+    (tokens / (tok_s * deadline_s)).ceil().max(1.0) as u32
+}
+
+/// A row's projection: days at P10/P50/P90, nodes for the deadline, GPU-hours, cost, $ per
+/// million tokens, latency by Little's law, and the roofline check.
+pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
+    let tokens = req.workload.output_tokens;
+    let tok_s = r.tok_s_per_node.scale(req.limits.sustained_fraction);
+    let days = tok_s.days_for(tokens);
+    let node_hours_p50 = days.p50 * 24.0;
+    let gpu_hours = node_hours_p50 * r.gpus_per_node as f64;
+    let deadline = req.limits.deadline_s.map(|d| DeadlinePlan {
+        deadline_s: d,
+        nodes_p50: nodes_for(tokens, tok_s.p50, d),
+        nodes_p90: nodes_for(tokens, tok_s.p10, d),
+    });
+    let cost = r.usd_per_node_hour.map(|p| days.scale(24.0 * p));
+    let usd_per_mtok = r.usd_per_node_hour.map(|p| p / (tok_s.p50 * 3600.0) * 1e6);
+    let within_budget = match (req.limits.budget_usd, cost) {
+        (Some(b), Some(c)) => Some(c.p50 <= b),
+        _ => None,
+    };
+    let replicas = r.replicas_per_node.max(1) as f64;
+    let per_replica = tok_s.p50 / replicas;
+    let latency = match (r.concurrency_per_replica, req.workload.avg_output_tokens) {
+        (Some(n), Some(t)) => Some(curve::little_latency_s(n, t, per_replica)),
+        _ => None,
+    };
+    let mut warnings = Vec::new();
+    let mut notes = std::mem::take(&mut r.notes);
+    if let (Some(l), Some(max)) = (latency, req.limits.max_latency_s) {
+        if l > max {
+            warnings.push(format!(
+                "{}: {l:.0} s per request at concurrency {:.0} per replica exceeds --max-latency \
+                 {max:.0}s (Little's law); the figure was obtained at that concurrency",
+                r.node,
+                r.concurrency_per_replica.unwrap_or(0.0)
+            ));
+        }
+    }
+    let model = req.model_for(r.model.as_deref());
+    let gpu = r.gpu.as_deref().and_then(|g| req.facts.gpu(g));
+    let roofline = match (&model, gpu) {
+        (Some(m), Some(g)) => Some(roofline(req, &r, m, g, &mut warnings, &mut notes)),
+        (None, _) => {
+            notes.push(format!(
+                "{}: no model facts{}: roofline not checked",
+                r.node,
+                r.model
+                    .as_deref()
+                    .map(|m| format!(" for {m}"))
+                    .unwrap_or_default()
+            ));
+            None
+        }
+        (_, None) => {
+            notes.push(format!("{}: GPU unknown: roofline not checked", r.node));
+            None
+        }
+    };
+    NodePlan {
+        node: r.node,
+        gpu: gpu.map(|g| g.name.clone()).or(r.gpu),
+        gpus_per_node: r.gpus_per_node,
+        replicas_per_node: r.replicas_per_node,
+        model: r.model,
+        basis: r.basis,
+        how: r.how,
+        source: r.source,
+        date: r.date,
+        concurrency_per_replica: r.concurrency_per_replica,
+        tok_s_per_node: tok_s,
+        days,
+        deadline,
+        gpu_hours,
+        usd_per_node_hour: r.usd_per_node_hour,
+        price_note: r.price_note,
+        cost_usd: cost,
+        usd_per_million_tokens: usd_per_mtok,
+        within_budget,
+        latency_s: latency,
+        roofline,
+        warnings,
+        notes,
+    }
+}
+
+/// The row's figures against the memory-bandwidth roofline of its GPU and model: the batch-1
+/// check, the check at the figure's batch (or the most that fits), and what fits in memory.
+fn roofline(
+    req: &PlanRequest,
+    r: &Row,
+    m: &ModelFacts,
+    g: &GpuFacts,
+    warnings: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> RooflineReport {
+    let (mean_ctx, full_ctx) = req.context_tokens();
+    let gpr = (r.gpus_per_node / r.replicas_per_node.max(1)).max(1);
+    let roof = Roofline::new(m, g, gpr, mean_ctx);
+    let mem = MemoryFit::new(m, g, gpr, full_ctx);
+    let memory_max = if mem.weights_fit() {
+        Some(mem.max_concurrency)
+    } else {
+        warnings.push(format!(
+            "{}: {} ({:.0} GB of weights) does not fit in {gpr} x {} ({:.0} GB usable) per replica",
+            r.node,
+            m.name,
+            mem.weight_bytes / 1e9,
+            g.name,
+            mem.usable_bytes / 1e9
+        ));
+        None
+    };
+    let subject = label(&r.node, r.basis);
+    let mut checks = Vec::new();
+    if let Some(b1) = r.batch1_tok_s_per_replica {
+        checks.push(RooflineCheck::new(
+            "batch-1 tok/s per replica",
+            b1,
+            roof.batch1(),
+            1.0,
+            r.speculative,
+        ));
+    }
+    // The batched check needs a batch size: the figure's own, else the most that fits
+    // in memory (the loosest bound).
+    let batch_known = r.concurrency_per_replica.is_some();
+    let batch = r
+        .concurrency_per_replica
+        .or(memory_max.filter(|m| *m > 0).map(f64::from));
+    let replicas = r.replicas_per_node.max(1) as f64;
+    let raw_per_replica = r.tok_s_per_node.p50 / replicas;
+    let (bound, efficiency) = match batch {
+        // At batch 1 the batch-1 check above already says it.
+        Some(b) if b <= 1.0 && r.batch1_tok_s_per_replica.is_some() => {
+            (Some(roof.batch1()), checks.last().map(|c| c.efficiency))
+        }
+        Some(b) => {
+            let bound = roof.bound(b);
+            let mut check = RooflineCheck::new(
+                "tok/s per replica",
+                raw_per_replica,
+                bound,
+                b,
+                r.speculative,
+            );
+            // MoE: a batched step reads between the active weights and all of them;
+            // call a figure far below only if it is far below the all-experts bound too.
+            if m.active_params_b() < m.params_b && b > 1.0 && check.verdict == Verdict::FarBelow {
+                let read = (m.active_weight_bytes() * b).min(m.weight_bytes());
+                let all = b * roof.bandwidth_bytes_s / (read + b * roof.seq_bytes_per_step);
+                if raw_per_replica >= LOW_EFFICIENCY * all {
+                    check.verdict = Verdict::Plausible;
+                    notes.push(format!(
+                        "MoE: {:.0}% of the active-weights roofline at batch {b:.0}, {:.0}% of the bound \
+                         with every expert read ({all:.0} tok/s); the truth lies between",
+                        check.efficiency * 100.0,
+                        raw_per_replica / all * 100.0
+                    ));
+                }
+            }
+            // Without the figure's own batch size the bound is the one at the most
+            // that fits in memory, the loosest: good for "above", not for "far below".
+            if !batch_known && check.verdict == Verdict::FarBelow {
+                check.verdict = Verdict::Plausible;
+                notes.push(format!(
+                    "concurrency of the figure unknown: checked against the bound at the \
+                     {b:.0} sequences that fit in memory, so {:.0}% is a lower bound on its \
+                     efficiency",
+                    check.efficiency * 100.0
+                ));
+            }
+            let eff = check.efficiency;
+            checks.push(check);
+            (Some(bound), Some(eff))
+        }
+        None => (None, None),
+    };
+    for c in &checks {
+        if let Some(w) = c.warning(&subject) {
+            warnings.push(w);
+        }
+    }
+    RooflineReport {
+        batch1_bound: roof.batch1(),
+        bound,
+        batch,
+        batch_known,
+        efficiency,
+        bandwidth_tb_s_per_replica: roof.bandwidth_bytes_s / 1e12,
+        weight_gb_per_step: roof.weight_bytes_per_step / 1e9,
+        seq_mb_per_step: roof.seq_bytes_per_step / 1e6,
+        context_tokens: mean_ctx,
+        memory_max_concurrency: memory_max,
+        checks,
+    }
+}

@@ -1,0 +1,328 @@
+//! The rows of a plan before any arithmetic on time and money: one from the run (its USL fit
+//! or best measured level), one per catalog figure for the plan's model, and scaled rows for
+//! catalog nodes without a figure.
+
+use anyhow::Result;
+
+use super::catalog::{FigureBasis, Node};
+use super::curve::{self, ConcurrencyLimits, CurveEstimate, FitReport};
+use super::facts::{GpuFacts, ModelFacts};
+use super::figures::{Basis, Spread3};
+use super::request::PlanRequest;
+use super::roofline::MemoryFit;
+
+/// The notes and warnings of the whole plan, in the order they arise.
+#[derive(Debug, Default)]
+pub(super) struct Remarks {
+    pub notes: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// The basic facts of one row before the money and time arithmetic.
+pub(super) struct Row {
+    pub node: String,
+    pub gpu: Option<String>,
+    pub gpus_per_node: u32,
+    pub replicas_per_node: u32,
+    pub model: Option<String>,
+    pub basis: Basis,
+    pub how: String,
+    pub source: String,
+    pub date: Option<String>,
+    pub concurrency_per_replica: Option<f64>,
+    pub tok_s_per_node: Spread3,
+    pub usd_per_node_hour: Option<f64>,
+    pub price_note: Option<String>,
+    pub speculative: bool,
+    pub batch1_tok_s_per_replica: Option<f64>,
+    pub notes: Vec<String>,
+}
+
+/// The run's row and its USL fit, when there is a run.
+pub(super) fn from_run(
+    req: &PlanRequest,
+    said: &mut Remarks,
+) -> Result<Option<(Row, Option<FitReport>)>> {
+    let Some((run, origin, node)) = &req.run else {
+        return Ok(None);
+    };
+    let plan_model = req.plan_model_name();
+    let (_, full_context) = req.context_tokens();
+    let gpu = node.gpu.as_deref().and_then(|g| req.facts.gpu(g));
+    let memory = match (&req.model, gpu) {
+        (Some(m), Some(g)) if req.workload.avg_output_tokens.is_some() => {
+            let fit = MemoryFit::new(m, g, node.gpus_per_replica(), full_context);
+            if !fit.weights_fit() {
+                said.warnings.push(format!(
+                    "{}: {} ({:.0} GB of weights) does not fit in {} x {} ({:.0} GB usable): \
+                     check --gpus-per-node and --replicas-per-node",
+                    node.name,
+                    m.name,
+                    fit.weight_bytes / 1e9,
+                    node.gpus_per_replica(),
+                    g.name,
+                    fit.usable_bytes / 1e9
+                ));
+                None
+            } else {
+                Some(fit.max_concurrency.max(1))
+            }
+        }
+        _ => None,
+    };
+    let limits = ConcurrencyLimits {
+        max_concurrency: req.limits.max_concurrency,
+        memory,
+        max_latency_s: req.limits.max_latency_s,
+        avg_output_tokens: req.workload.avg_output_tokens,
+    };
+    let est: CurveEstimate = curve::estimate(run, origin, &limits, req.resamples, req.seed)?;
+    said.notes.extend(est.notes.iter().cloned());
+    for w in &run.warnings {
+        said.notes.push(format!("{origin}: {w}"));
+    }
+    let run_model = run.environment.model.clone();
+    if let (Some(pm), Some(rm)) = (&plan_model, &run_model) {
+        if !req.same_model(pm, rm) {
+            said.warnings.push(format!(
+                "the run measured {rm} but the plan is for {pm}: the run's throughput is used as is"
+            ));
+        }
+    }
+    let replicas = node.replicas_per_node.max(1);
+    let row = Row {
+        node: node.name.clone(),
+        gpu: node.gpu.clone(),
+        gpus_per_node: node.gpus_per_node,
+        replicas_per_node: replicas,
+        model: plan_model.or(run_model),
+        basis: est.basis,
+        how: format!(
+            "{}; x {replicas} replica(s) per node; concurrency limited by {}",
+            est.how, est.limited_by
+        ),
+        source: format!("{origin} ({})", run.tool),
+        date: Some(run.started_at.clone()),
+        concurrency_per_replica: Some(est.concurrency as f64),
+        tok_s_per_node: est.tok_s.scale(replicas as f64),
+        usd_per_node_hour: node.usd_per_node_hour,
+        price_note: node.price_note.clone(),
+        speculative: run.environment.speculative == Some(true),
+        batch1_tok_s_per_replica: est.batch1_tok_s,
+        notes: Vec::new(),
+    };
+    Ok(Some((row, est.fit)))
+}
+
+/// The catalog nodes the plan looks at: the `--node` one alone when there is no run, else all.
+pub(super) fn selected_nodes<'a>(req: &PlanRequest<'a>) -> Result<Vec<&'a Node>> {
+    Ok(match (&req.only_node, &req.run) {
+        (Some(name), None) => vec![req.catalog.node(name)?],
+        _ => req.catalog.nodes.iter().collect(),
+    })
+}
+
+/// A row per catalog figure for the plan's model; the run's node keeps the run's figure.
+pub(super) fn from_catalog(
+    req: &PlanRequest,
+    selected: &[&Node],
+    run_node: Option<&str>,
+    said: &mut Remarks,
+) -> Vec<Row> {
+    let plan_model = req.plan_model_name();
+    let mut rows = Vec::new();
+    let mut skipped_models: Vec<String> = Vec::new();
+    for node in selected {
+        if run_node == Some(node.name.as_str()) {
+            if node.tok_s().is_some() {
+                said.notes.push(format!(
+                    "the catalog's own figure for {} is replaced by the run's",
+                    node.name
+                ));
+            }
+            continue;
+        }
+        let Some(tok_s) = node.tok_s() else { continue };
+        let node_model = node.model.clone().unwrap_or_default();
+        if let Some(pm) = &plan_model {
+            if !req.same_model(pm, &node_model) {
+                skipped_models.push(format!("{} ({node_model})", node.name));
+                continue;
+            }
+        }
+        let basis = match node.basis {
+            Some(FigureBasis::Measured) => Basis::Measured,
+            _ => Basis::Stated,
+        };
+        let high = node.tok_s_high.unwrap_or(tok_s);
+        let how = match (basis, node.tok_s_high) {
+            (Basis::Stated, Some(h)) => format!(
+                "stated range {tok_s:.0}-{h:.0} tok/s per node (an estimate, not a measurement): \
+                 P50 and P90 at the low end, P10 at the high end"
+            ),
+            (Basis::Stated, None) => {
+                format!("stated {tok_s:.0} tok/s per node: a claim, not a measurement")
+            }
+            _ => format!("catalog figure, {tok_s:.0} tok/s per node"),
+        };
+        rows.push(Row {
+            node: node.name.clone(),
+            gpu: Some(node.gpu.clone()),
+            gpus_per_node: node.gpus_per_node,
+            replicas_per_node: node.replicas_per_node,
+            model: node.model.clone(),
+            basis,
+            how,
+            source: node.source.clone(),
+            date: node.date.clone(),
+            concurrency_per_replica: node.concurrency_per_replica.map(f64::from),
+            tok_s_per_node: Spread3 {
+                p10: tok_s,
+                p50: tok_s,
+                p90: high,
+            },
+            usd_per_node_hour: node.usd_per_node_hour,
+            price_note: node.price_note.clone(),
+            speculative: node.speculative,
+            batch1_tok_s_per_replica: node.batch1_tok_s_per_replica,
+            notes: Vec::new(),
+        });
+    }
+    if !skipped_models.is_empty() {
+        said.notes.push(format!(
+            "catalog figures for other models left out: {}",
+            skipped_models.join(", ")
+        ));
+    }
+    rows
+}
+
+/// Without a model to plan for, rows for different models are not comparable: say so.
+pub(super) fn warn_mixed_models(req: &PlanRequest, rows: &[Row], said: &mut Remarks) {
+    if req.plan_model_name().is_some() {
+        return;
+    }
+    let mut models: Vec<String> = rows.iter().filter_map(|r| r.model.clone()).collect();
+    models.sort();
+    models.dedup();
+    if models.len() > 1 {
+        said.warnings.push(format!(
+            "the rows are for different models ({}): pass --model to compare like with like",
+            models.join(", ")
+        ));
+    }
+}
+
+/// Scaled rows: catalog nodes without a figure, from the first measured reference for the
+/// plan's model (the run's row when there is one), by memory bandwidth per GPU.
+pub(super) fn scaled(
+    req: &PlanRequest,
+    selected: &[&Node],
+    run_node: Option<&str>,
+    rows: &[Row],
+    said: &mut Remarks,
+) -> Vec<Row> {
+    let mut scaled = Vec::new();
+    let plan_model = req.plan_model_name();
+    let reference = rows
+        .iter()
+        .find(|r| r.basis.is_measured() && r.gpu.is_some())
+        .map(|r| {
+            (
+                r.node.clone(),
+                r.gpu.clone().unwrap_or_default(),
+                r.tok_s_per_node.scale(1.0 / r.gpus_per_node as f64),
+            )
+        });
+    let (Some((ref_name, ref_gpu, per_gpu)), Some(_)) = (&reference, &plan_model) else {
+        return scaled;
+    };
+    let ref_facts = req.facts.gpu(ref_gpu);
+    for node in selected {
+        if node.tok_s().is_some() || run_node == Some(node.name.as_str()) {
+            continue;
+        }
+        let (Some(rf), Some(tf)) = (ref_facts, req.facts.gpu(&node.gpu)) else {
+            continue;
+        };
+        let mut row_notes = Vec::new();
+        let mut replicas = node.replicas_per_node;
+        if let Some(m) = &req.model {
+            match replicas_that_fit(m, tf, node.gpus_per_node, replicas) {
+                Some(r) if r != replicas => {
+                    row_notes.push(format!(
+                        "{} does not fit {} per replica: planned as {r} replica(s) of {} GPU(s)",
+                        m.name,
+                        if node.gpus_per_replica() == 1 {
+                            "on one GPU".to_string()
+                        } else {
+                            format!("on {} GPUs", node.gpus_per_replica())
+                        },
+                        node.gpus_per_node / r
+                    ));
+                    replicas = r;
+                }
+                Some(_) => {}
+                None => {
+                    said.notes.push(format!(
+                        "{}: {} ({:.0} GB of weights) does not fit in {} x {}: not projected",
+                        node.name,
+                        m.name,
+                        m.weight_bytes() / 1e9,
+                        node.gpus_per_node,
+                        tf.name
+                    ));
+                    continue;
+                }
+            }
+        }
+        let ratio = tf.bandwidth_tb_s / rf.bandwidth_tb_s;
+        scaled.push(Row {
+            node: node.name.clone(),
+            gpu: Some(node.gpu.clone()),
+            gpus_per_node: node.gpus_per_node,
+            replicas_per_node: replicas,
+            model: plan_model.clone(),
+            basis: Basis::Scaled,
+            how: format!(
+                "scaled from {ref_name}: {:.0} tok/s per GPU x bandwidth ratio {:.2} ({} {} TB/s \
+                 / {} {} TB/s) x {} GPUs; assumes the same efficiency per GPU, ignores \
+                 interconnect and compute differences",
+                per_gpu.p50,
+                ratio,
+                tf.name,
+                tf.bandwidth_tb_s,
+                rf.name,
+                rf.bandwidth_tb_s,
+                node.gpus_per_node
+            ),
+            source: node.source.clone(),
+            date: None,
+            concurrency_per_replica: None,
+            tok_s_per_node: per_gpu.scale(ratio * node.gpus_per_node as f64),
+            usd_per_node_hour: node.usd_per_node_hour,
+            price_note: node.price_note.clone(),
+            speculative: false,
+            batch1_tok_s_per_replica: None,
+            notes: row_notes,
+        });
+    }
+    scaled
+}
+
+/// Replicas per node such that the model's weights take at most 80% of a replica's usable
+/// memory (room for the KV cache): the catalog's layout when it fits, else fewer, larger
+/// replicas. None when not even the whole node holds the model.
+fn replicas_that_fit(m: &ModelFacts, g: &GpuFacts, gpus: u32, preferred: u32) -> Option<u32> {
+    let fits = |r: u32| {
+        let fit = MemoryFit::new(m, g, gpus / r, 0.0);
+        fit.weight_bytes <= 0.8 * fit.usable_bytes
+    };
+    if preferred > 0 && gpus % preferred == 0 && fits(preferred) {
+        return Some(preferred);
+    }
+    (1..=gpus)
+        .rev()
+        .filter(|r| gpus % r == 0 && (gpus / r).is_power_of_two())
+        .find(|r| fits(*r))
+}

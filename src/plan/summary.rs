@@ -1,0 +1,124 @@
+//! The plan's answers in words: fastest on one node, fewest nodes for the deadline, cheapest,
+//! and what the budget buys.
+
+use super::answer::NodePlan;
+use super::figures::SECONDS_PER_DAY;
+use super::request::PlanRequest;
+use super::workload::human_duration;
+
+/// The answers in a few lines: each question answered from measured or fitted figures, and
+/// again from all figures where a stated or scaled one would answer differently.
+pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
+    let mut out = Vec::new();
+    let trusted = |n: &&NodePlan| n.basis.is_measured();
+    let best = |all: bool, f: &dyn Fn(&NodePlan) -> Option<f64>| {
+        nodes
+            .iter()
+            .filter(|n| all || trusted(n))
+            .filter_map(|n| f(n).map(|v| (n, v)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    let both = |f: &dyn Fn(&NodePlan) -> Option<f64>| {
+        let t = best(false, f);
+        let a = best(true, f).filter(|a| t.is_none_or(|t| t.0.node != a.0.node));
+        (t, a)
+    };
+    let range = |n: &NodePlan| {
+        if n.days.p10 == n.days.p90 {
+            "no spread".to_string()
+        } else {
+            format!(
+                "P10-P90 {} to {}",
+                human_duration(n.days.p10 * SECONDS_PER_DAY),
+                human_duration(n.days.p90 * SECONDS_PER_DAY)
+            )
+        }
+    };
+    let (t, a) = both(&|n| Some(n.days.p50));
+    for (head, pick) in [
+        ("fastest on one node", t),
+        ("  counting stated and scaled figures", a),
+    ] {
+        if let Some((n, d)) = pick {
+            out.push(format!(
+                "{head}: {}, {} ({})",
+                n.label(),
+                human_duration(d * SECONDS_PER_DAY),
+                range(n)
+            ));
+        }
+    }
+    if let Some(deadline) = req.limits.deadline_s {
+        let one: Vec<String> = nodes
+            .iter()
+            .filter(|n| n.deadline.as_ref().is_some_and(|d| d.nodes_p90 == 1))
+            .map(NodePlan::label)
+            .collect();
+        out.push(format!(
+            "within {} on one node (at 90% confidence): {}",
+            human_duration(deadline),
+            if one.is_empty() {
+                "none".to_string()
+            } else {
+                one.join(", ")
+            }
+        ));
+        let (t, a) = both(&|n| n.deadline.as_ref().map(|d| d.nodes_p90 as f64));
+        for (head, pick) in [
+            ("fewest nodes for the deadline", t),
+            ("  counting stated and scaled figures", a),
+        ] {
+            if let Some((n, k)) = pick {
+                out.push(format!(
+                    "{head}: {k} x {} ({} at P50)",
+                    n.label(),
+                    n.deadline.as_ref().map_or(0, |d| d.nodes_p50)
+                ));
+            }
+        }
+    }
+    let (t, a) = both(&|n| n.cost_usd.map(|c| c.p50));
+    for (head, pick) in [("cheapest", t), ("  counting stated and scaled figures", a)] {
+        if let Some((n, c)) = pick {
+            out.push(format!(
+                "{head}: {}, ${c:.0}, ${:.2} per million tokens (illustrative prices)",
+                n.label(),
+                n.usd_per_million_tokens.unwrap_or(0.0)
+            ));
+        }
+    }
+    if let Some(budget) = req.limits.budget_usd {
+        let (within, over): (Vec<&NodePlan>, Vec<&NodePlan>) = nodes
+            .iter()
+            .filter(|n| n.within_budget.is_some())
+            .partition(|n| n.within_budget == Some(true));
+        out.push(format!(
+            "budget ${budget:.0}: within for {}; over for {}",
+            if within.is_empty() {
+                "none".to_string()
+            } else {
+                within
+                    .iter()
+                    .map(|n| n.node.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+            if over.is_empty() {
+                "none".to_string()
+            } else {
+                over.iter()
+                    .map(|n| {
+                        format!(
+                            "{} (buys {:.3e} of the {:.3e} tokens)",
+                            n.node,
+                            budget / n.usd_per_million_tokens.unwrap_or(f64::INFINITY) * 1e6,
+                            req.workload.output_tokens
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ));
+    }
+    out
+}
