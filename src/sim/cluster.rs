@@ -10,11 +10,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::config::SimConfig;
+use super::draw::mix_seed;
 use super::engine;
 use super::faults::{FaultArgs, FaultState};
 use super::http::{router, AppState};
 use super::metrics::Metrics;
-use super::sched::mix_seed;
 
 struct Replica {
     addr: SocketAddr,

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 
-use super::sched::session_factor;
+use super::draw::session_factor;
 
 /// Everything that shapes one simulated engine. Rates are in tokens per second of real
 /// (wall-clock) time: there is deliberately no time-scale knob, so a figure the simulator
@@ -112,12 +112,8 @@ impl SimConfig {
         // Each knob in range can still multiply into an absurd step (slow lambda, huge batch,
         // large slowdown): the slowest decode step must stay a sensible duration. The USL
         // denominator is convex in the batch (kappa >= 0), so the slowest step is at one end.
-        let slowest = super::sched::step_seconds(self, 1, 0).max(super::sched::step_seconds(
-            self,
-            self.max_running,
-            0,
-        ));
-        if !(slowest <= MAX_STEP_S) {
+        let slowest = step_seconds(self, 1, 0).max(step_seconds(self, self.max_running, 0));
+        if !(0.0..=MAX_STEP_S).contains(&slowest) {
             let inputs = match self.token_delay_ms {
                 Some(_) => "--token-delay-ms",
                 None => "lambda, sigma, kappa or --max-running",
@@ -130,6 +126,19 @@ impl SimConfig {
         }
         Ok(())
     }
+}
+
+/// Seconds one step lasts with `batch` requests running, `admitted_prompt_tokens` of which
+/// were admitted (prefilled) in this step.
+pub fn step_seconds(cfg: &SimConfig, batch: usize, admitted_prompt_tokens: u64) -> f64 {
+    let base = match cfg.token_delay_ms {
+        Some(ms) => ms / 1000.0,
+        None => {
+            cfg.tokens_per_step_mean / cfg.lambda * cfg.usl_denominator(batch)
+                + cfg.prefill_s_per_token * admitted_prompt_tokens as f64
+        }
+    };
+    base * cfg.slowdown
 }
 
 /// The longest a decode step may last (without prefill) in a valid configuration.
@@ -201,24 +210,6 @@ const L_LAMBDA: Limit = limit("lambda", None, 1e-3, 1e9);
 const L_SIGMA: Limit = limit("sigma", None, -1.0, 1.0);
 const L_KAPPA: Limit = limit("kappa", None, 0.0, 1.0);
 
-/// Every knob's range, for the table-driven tests.
-#[cfg(test)]
-const LIMITS: &[Limit] = &[
-    L_MAX_RUNNING,
-    L_SLOWDOWN,
-    L_SESSION_JITTER,
-    L_TOKEN_DELAY_MS,
-    L_MTP_MAX,
-    L_TOKENS_PER_STEP_MEAN,
-    L_PREFILL,
-    L_NATURAL_LEN_MEAN,
-    L_NATURAL_LEN_SIGMA,
-    L_DEFAULT_MAX_TOKENS,
-    L_LAMBDA,
-    L_SIGMA,
-    L_KAPPA,
-];
-
 fn check(l: &Limit, v: f64) -> Result<()> {
     if l.contains(v) {
         return Ok(());
@@ -242,6 +233,23 @@ fn show(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every knob's range, for the table-driven tests.
+    const LIMITS: &[Limit] = &[
+        L_MAX_RUNNING,
+        L_SLOWDOWN,
+        L_SESSION_JITTER,
+        L_TOKEN_DELAY_MS,
+        L_MTP_MAX,
+        L_TOKENS_PER_STEP_MEAN,
+        L_PREFILL,
+        L_NATURAL_LEN_MEAN,
+        L_NATURAL_LEN_SIGMA,
+        L_DEFAULT_MAX_TOKENS,
+        L_LAMBDA,
+        L_SIGMA,
+        L_KAPPA,
+    ];
 
     /// A configuration in which every other knob is harmless for the knob under test.
     fn base_for(field: &str) -> SimConfig {
@@ -378,7 +386,7 @@ mod tests {
             (huge_slowdown, "--slowdown"),
             (huge_delay, "--token-delay-ms"),
         ] {
-            let secs = super::super::sched::step_seconds(&cfg, 1, 0);
+            let secs = step_seconds(&cfg, 1, 0);
             let old = std::panic::catch_unwind(|| std::time::Duration::from_secs_f64(secs));
             assert!(old.is_err(), "the old conversion of {secs} s should panic");
             let e = cfg.validate().unwrap_err().to_string();

@@ -9,6 +9,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::config::SimConfig;
+use super::draw::{mix_seed, standard_normal};
+
+pub use super::config::step_seconds;
 
 /// Why a request stopped, as OpenAI's `finish_reason` spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,48 +55,6 @@ struct Job<H> {
     target: u32,
     max_tokens: u32,
     generated: u32,
-}
-
-/// splitmix64: derives independent seeds (per replica, per request) from one seed.
-pub fn mix_seed(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D1_049B_B133_111E);
-    z ^ (z >> 31)
-}
-
-/// Salt of the session-factor stream, so that it is independent of every replica's and
-/// request's stream derived from the same seed.
-const SESSION_SALT: u64 = 0x5E55_10F4_C70A_0001;
-
-/// The speed factor of one session (one process start): `exp(jitter * z)` with
-/// `z ~ N(0, 1)` drawn from `seed`; exactly 1 when `jitter` is 0.
-pub fn session_factor(seed: u64, jitter: f64) -> f64 {
-    if jitter == 0.0 {
-        return 1.0;
-    }
-    let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(seed ^ SESSION_SALT));
-    (jitter * standard_normal(&mut rng)).exp()
-}
-
-/// One N(0, 1) draw (Box-Muller; |z| < 8.6 since u1 >= 2^-53).
-fn standard_normal(rng: &mut ChaCha8Rng) -> f64 {
-    let u1: f64 = 1.0 - rng.gen::<f64>(); // (0, 1]
-    let u2: f64 = rng.gen();
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-}
-
-/// Seconds one step lasts with `batch` requests running, `admitted_prompt_tokens` of which
-/// were admitted (prefilled) in this step.
-pub fn step_seconds(cfg: &SimConfig, batch: usize, admitted_prompt_tokens: u64) -> f64 {
-    let base = match cfg.token_delay_ms {
-        Some(ms) => ms / 1000.0,
-        None => {
-            cfg.tokens_per_step_mean / cfg.lambda * cfg.usl_denominator(batch)
-                + cfg.prefill_s_per_token * admitted_prompt_tokens as f64
-        }
-    };
-    base * cfg.slowdown
 }
 
 /// One engine's queues and random streams; `H` is whatever identifies a request's client.
@@ -232,6 +193,7 @@ fn natural_length(cfg: &SimConfig, rng: &mut ChaCha8Rng) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::draw::session_factor;
     use super::*;
 
     fn params(max: u32, ignore_eos: bool) -> GenParams {

@@ -422,7 +422,7 @@ async fn shutdown_ends_open_streams() {
 #[tokio::test]
 async fn session_factor_is_reported_and_slows_every_replica() {
     let seed = (0..)
-        .find(|&s| super::sched::session_factor(s, 1.0) > 2.0)
+        .find(|&s| super::draw::session_factor(s, 1.0) > 2.0)
         .unwrap();
     let cfg = SimConfig {
         token_delay_ms: Some(10.0),
