@@ -10,11 +10,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::config::SimConfig;
+use super::draw::mix_seed;
 use super::engine;
 use super::faults::{FaultArgs, FaultState};
 use super::http::{router, AppState};
 use super::metrics::Metrics;
-use super::sched::mix_seed;
 
 struct Replica {
     addr: SocketAddr,
@@ -26,14 +26,20 @@ struct Replica {
 pub struct SimCluster {
     replicas: Vec<Replica>,
     stop: watch::Sender<bool>,
+    session_factor: f64,
 }
+
+/// Most replicas one process starts (each is an engine task and a listener).
+pub const MAX_REPLICAS: usize = 1024;
 
 /// How long `shutdown` lets open streams finish before cutting them.
 const DRAIN: Duration = Duration::from_secs(2);
 
 impl SimCluster {
     /// Start `replicas` independent engines+servers on host:port..port+replicas-1 (port 0 =
-    /// ephemeral ports for each). Replica i's random draws are seeded from (seed, i).
+    /// ephemeral ports for each). Replica i's random draws are seeded from (seed, i); the
+    /// session's speed factor (see [`SimConfig::session_jitter`]) is drawn once from the seed
+    /// and slows every replica alike.
     pub async fn start(
         config: &SimConfig,
         host: IpAddr,
@@ -55,8 +61,8 @@ impl SimCluster {
         config
             .validate()
             .context("invalid simulator configuration")?;
-        if replicas == 0 {
-            bail!("replicas must be at least 1");
+        if !(1..=MAX_REPLICAS).contains(&replicas) {
+            bail!("--replicas must lie in [1, {MAX_REPLICAS}], got {replicas}");
         }
         if port != 0 && u32::from(port) + replicas as u32 - 1 > u32::from(u16::MAX) {
             bail!(
@@ -65,18 +71,22 @@ impl SimCluster {
             );
         }
         let (stop, _) = watch::channel(false);
+        let session_factor = config.session_factor();
+        let session = config.session();
         let mut cluster = SimCluster {
             replicas: Vec::with_capacity(replicas),
             stop,
+            session_factor,
         };
         for i in 0..replicas {
             let p = if port == 0 { 0 } else { port + i as u16 };
             let cfg = SimConfig {
                 seed: mix_seed(config.seed ^ mix_seed(i as u64)),
-                ..config.clone()
+                ..session.clone()
             };
             let addr = SocketAddr::new(host, p);
-            match start_replica(cfg, faults.clone(), addr, cluster.stop.subscribe()).await {
+            let stop = cluster.stop.subscribe();
+            match start_replica(cfg, session_factor, faults.clone(), addr, stop).await {
                 Ok(r) => cluster.replicas.push(r),
                 Err(e) => {
                     cluster.shutdown().await;
@@ -85,6 +95,12 @@ impl SimCluster {
             }
         }
         Ok(cluster)
+    }
+
+    /// The speed factor this start drew: every step of every replica lasts this many times
+    /// longer (exactly 1 without session jitter).
+    pub fn session_factor(&self) -> f64 {
+        self.session_factor
     }
 
     /// "http://HOST:PORT" for each replica; a wildcard bind is reported as loopback.
@@ -137,6 +153,7 @@ fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 
 async fn start_replica(
     cfg: SimConfig,
+    session_factor: f64,
     faults: Arc<FaultState>,
     addr: SocketAddr,
     mut stop: watch::Receiver<bool>,
@@ -164,6 +181,7 @@ async fn start_replica(
         seed: cfg.seed,
         send_times: cfg.record_send_times.then(Default::default),
         connections,
+        session_factor,
     });
     let engine = tokio::spawn(engine::run(cfg, rx, metrics));
     let app = router(state);
@@ -188,7 +206,7 @@ pub struct ServeSimArgs {
     /// Engine preset: fast, fixed, instant, rtxpro6000x4-qwen122b, rtxpro6000-27b.
     #[arg(long, default_value = "fast")]
     pub preset: String,
-    /// Independent replicas, on consecutive ports.
+    /// Independent replicas, on consecutive ports; in [1, 1024].
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
     /// First port (0 = an ephemeral port per replica).
@@ -200,13 +218,18 @@ pub struct ServeSimArgs {
     /// Seed for output lengths and MTP draws (each replica derives its own).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Multiply every step's duration (1.10 = 10% slower: fakes a regression).
+    /// Multiply every step's duration (1.10 = 10% slower: fakes a regression), in (0, 1000].
     #[arg(long, default_value_t = 1.0)]
     pub slowdown: f64,
-    /// Override the preset's number of concurrently running requests.
+    /// Session-to-session variation, in [0, 1]: this start draws one speed factor
+    /// exp(X * z), z ~ N(0, 1) from --seed, that multiplies every step like --slowdown (so
+    /// restarts with --seed 1, 2, ... differ by a few percent at 0.05). 0 = factor 1.
+    #[arg(long, default_value_t = 0.0, value_name = "X")]
+    pub session_jitter: f64,
+    /// Override the preset's number of concurrently running requests, in [1, 1000000].
     #[arg(long)]
     pub max_running: Option<usize>,
-    /// Fixed cadence: every decode step lasts this long, whatever the batch.
+    /// Fixed cadence: every decode step lasts this long, whatever the batch; in [0, 60000].
     #[arg(long)]
     pub token_delay_ms: Option<f64>,
     /// Override the model id the server reports.
@@ -231,6 +254,7 @@ impl ServeSimArgs {
         };
         cfg.seed = self.seed;
         cfg.slowdown = self.slowdown;
+        cfg.session_jitter = self.session_jitter;
         if let Some(m) = self.max_running {
             cfg.max_running = m;
         }
@@ -262,6 +286,13 @@ pub async fn run_cli(args: ServeSimArgs) -> Result<()> {
     for url in cluster.base_urls() {
         println!("serving preset {} on {url}", cfg.preset);
     }
+    // After the URL lines (readers take the first lines holding " on " as the URLs).
+    println!(
+        "session speed factor {} (seed {}, --session-jitter {})",
+        cluster.session_factor(),
+        cfg.seed,
+        cfg.session_jitter
+    );
     if let Some(after) = exit_after {
         tokio::spawn(async move {
             tokio::time::sleep(after).await;

@@ -22,6 +22,18 @@ pub struct Submission {
 /// clock from now rather than emitting a burst of catch-up steps.
 const MAX_LAG: Duration = Duration::from_millis(250);
 
+/// The longest one step may sleep. Validation keeps decode steps far shorter; only an
+/// enormous prefill could reach this, and the cap keeps the clock from overflowing.
+const MAX_STEP: Duration = Duration::from_secs(86_400);
+
+/// A step's duration as a [`Duration`], never panicking: `Duration::from_secs_f64` panics on
+/// huge, infinite or NaN values (and adding a huge one to an `Instant` would panic too).
+pub fn step_duration(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs)
+        .unwrap_or(if secs > 0.0 { MAX_STEP } else { Duration::ZERO })
+        .min(MAX_STEP)
+}
+
 /// Runs until every submitter is gone and no request remains.
 pub async fn run(
     cfg: SimConfig,
@@ -58,7 +70,7 @@ pub async fn run(
         metrics.prompt_tokens.fetch_add(prefill, Relaxed);
         publish(&metrics, &sched);
         if secs > 0.0 {
-            deadline += Duration::from_secs_f64(secs);
+            deadline += step_duration(secs);
             let now = Instant::now();
             if now > deadline + MAX_LAG {
                 deadline = now;
@@ -88,4 +100,21 @@ pub async fn run(
 fn publish<H>(metrics: &Metrics, sched: &Scheduler<H>) {
     metrics.running.store(sched.running() as u64, Relaxed);
     metrics.waiting.store(sched.waiting() as u64, Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_duration_never_panics_and_is_capped() {
+        assert_eq!(step_duration(0.25), Duration::from_millis(250));
+        assert_eq!(step_duration(0.0), Duration::ZERO);
+        for huge in [1e300, f64::INFINITY, 1e6] {
+            assert_eq!(step_duration(huge), MAX_STEP, "{huge}");
+        }
+        for bad in [f64::NAN, -1.0, f64::NEG_INFINITY] {
+            assert_eq!(step_duration(bad), Duration::ZERO, "{bad}");
+        }
+    }
 }

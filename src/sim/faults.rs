@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
-use super::sched::mix_seed;
+use super::draw::mix_seed;
 
 /// One kind of injected fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +149,13 @@ mod humantime_serde_opt {
     }
 }
 
+/// The longest stall or late first byte a fault may inject.
+pub const MAX_FAULT_DELAY: Duration = Duration::from_secs(3600);
+/// The latest `exit_after` may fire.
+pub const MAX_EXIT_AFTER: Duration = Duration::from_secs(30 * 86_400);
+/// The most tokens a degenerate answer may have.
+pub const MAX_DEGENERATE_TOKENS: u32 = 1_000_000;
+
 /// A sim config file. Only `[faults]` for now; unknown tables are errors, not ignored.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -185,7 +192,9 @@ impl Faults {
         }
     }
 
-    /// Rates in 0..=1 summing to at most 1, usable statuses, a degenerate answer of 1+ tokens.
+    /// Rates in 0..=1 summing to at most 1, usable statuses, a degenerate answer of
+    /// 1..=[`MAX_DEGENERATE_TOKENS`] tokens, delays of at most [`MAX_FAULT_DELAY`] and an
+    /// exit at most [`MAX_EXIT_AFTER`] after the start. Errors name the file key and the flag.
     pub fn validate(&self) -> Result<()> {
         let mut sum = 0.0;
         for kind in Kind::ALL {
@@ -195,9 +204,33 @@ impl Faults {
                     Kind::Http => "http_error",
                     k => k.name(),
                 };
-                bail!("field `faults.{name}_rate`: {r} is outside 0..=1");
+                let flag = name.replace('_', "-");
+                bail!("field `faults.{name}_rate` (--fault-{flag}-rate): {r} is outside 0..=1");
             }
             sum += r;
+        }
+        for (key, flag, d) in [
+            ("stall", "--fault-stall", self.stall),
+            (
+                "slow_first_byte",
+                "--fault-slow-first-byte",
+                self.slow_first_byte,
+            ),
+        ] {
+            if d > MAX_FAULT_DELAY {
+                bail!(
+                    "field `faults.{key}` ({flag}): {} is longer than the {} allowed",
+                    humantime::format_duration(d),
+                    humantime::format_duration(MAX_FAULT_DELAY)
+                );
+            }
+        }
+        if let Some(d) = self.exit_after.filter(|d| *d > MAX_EXIT_AFTER) {
+            bail!(
+                "field `faults.exit_after` (--exit-after): {} is longer than the {} allowed",
+                humantime::format_duration(d),
+                humantime::format_duration(MAX_EXIT_AFTER)
+            );
         }
         if sum > 1.0 + 1e-9 {
             bail!("the fault rates sum to {sum}; each request draws at most one fault, so the sum must be at most 1");
@@ -212,11 +245,15 @@ impl Faults {
         {
             bail!("field `faults.http_statuses`: {s} is not an HTTP error status (400-599)");
         }
-        if self.degenerate_tokens == 0 {
-            bail!("field `faults.degenerate_tokens`: must be at least 1");
+        if !(1..=MAX_DEGENERATE_TOKENS).contains(&self.degenerate_tokens) {
+            bail!(
+                "field `faults.degenerate_tokens` (--fault-degenerate-tokens): must lie in \
+                 [1, {MAX_DEGENERATE_TOKENS}], got {}",
+                self.degenerate_tokens
+            );
         }
         if self.exit_after_requests == Some(0) {
-            bail!("field `faults.exit_after_requests`: must be at least 1");
+            bail!("field `faults.exit_after_requests` (--exit-after-requests): must be at least 1");
         }
         Ok(())
     }
@@ -491,6 +528,104 @@ mod tests {
         let f = Faults::parse("[faults]\nexit_after = \"5s\"\nhttp_statuses = [429]\n").unwrap();
         assert_eq!(f.exit_after, Some(Duration::from_secs(5)));
         assert_eq!(f.http_statuses, vec![429]);
+    }
+
+    #[test]
+    fn every_fault_setting_is_bounded_and_names_key_and_flag() {
+        let d = Faults::default;
+        let hour = Duration::from_secs(3600);
+        let cases: Vec<(Faults, &str, &str)> = vec![
+            (
+                Faults {
+                    reset_rate: f64::NAN,
+                    ..d()
+                },
+                "faults.reset_rate",
+                "--fault-reset-rate",
+            ),
+            (
+                Faults {
+                    http_error_rate: -0.1,
+                    ..d()
+                },
+                "faults.http_error_rate",
+                "--fault-http-error-rate",
+            ),
+            (
+                Faults {
+                    slow_first_byte_rate: 1.5,
+                    ..d()
+                },
+                "faults.slow_first_byte_rate",
+                "--fault-slow-first-byte-rate",
+            ),
+            (
+                Faults {
+                    stall: hour + Duration::from_nanos(1),
+                    ..d()
+                },
+                "faults.stall",
+                "--fault-stall",
+            ),
+            (
+                Faults {
+                    slow_first_byte: Duration::MAX,
+                    ..d()
+                },
+                "faults.slow_first_byte",
+                "--fault-slow-first-byte",
+            ),
+            (
+                Faults {
+                    exit_after: Some(Duration::MAX),
+                    ..d()
+                },
+                "faults.exit_after",
+                "--exit-after",
+            ),
+            (
+                Faults {
+                    degenerate_tokens: 0,
+                    ..d()
+                },
+                "faults.degenerate_tokens",
+                "--fault-degenerate-tokens",
+            ),
+            (
+                Faults {
+                    degenerate_tokens: u32::MAX,
+                    ..d()
+                },
+                "faults.degenerate_tokens",
+                "--fault-degenerate-tokens",
+            ),
+            (
+                Faults {
+                    exit_after_requests: Some(0),
+                    ..d()
+                },
+                "faults.exit_after_requests",
+                "--exit-after-requests",
+            ),
+        ];
+        for (f, key, flag) in cases {
+            let e = f.validate().unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(flag), "{e}");
+        }
+        let edge = Faults {
+            stall: hour,
+            slow_first_byte: hour,
+            exit_after: Some(MAX_EXIT_AFTER),
+            degenerate_tokens: MAX_DEGENERATE_TOKENS,
+            reset_rate: 1.0,
+            ..d()
+        };
+        edge.validate().unwrap();
+        let e = format!(
+            "{:#}",
+            Faults::parse("[faults]\nstall = \"2h\"\n").unwrap_err()
+        );
+        assert!(e.contains("faults.stall") && e.contains("1h"), "{e}");
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct AppState {
     /// TCP connections this replica accepted (`GET /sim/connections`): tests check with it
     /// that the client reuses its connections.
     pub connections: Arc<AtomicU64>,
+    /// The speed factor this process start drew (`SimConfig::session_factor`).
+    pub session_factor: f64,
 }
 
 /// Send times in nanoseconds since the process's first recorded chunk, per `user`.
@@ -107,7 +109,9 @@ async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response
 }
 
 async fn metrics(State(st): State<Arc<AppState>>) -> Response {
-    let mut text = st.metrics.render(&st.preset, env!("CARGO_PKG_VERSION"));
+    let mut text = st
+        .metrics
+        .render(&st.preset, env!("CARGO_PKG_VERSION"), st.session_factor);
     text.push_str(&st.faults.render());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -22,7 +22,8 @@ pub struct Metrics {
 
 impl Metrics {
     /// Prometheus text exposition (version 0.0.4).
-    pub fn render(&self, preset: &str, version: &str) -> String {
+    /// `session_factor`: the speed factor of this process start (1 without session jitter).
+    pub fn render(&self, preset: &str, version: &str, session_factor: f64) -> String {
         let mut out = String::new();
         let mut put = |name: &str, kind: &str, help: &str, v: &AtomicU64| {
             let _ = writeln!(
@@ -75,6 +76,10 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
+            "# HELP throughline_sim_session_factor Speed factor this process start drew (--session-jitter); every step lasts this much longer.\n# TYPE throughline_sim_session_factor gauge\nthroughline_sim_session_factor {session_factor}"
+        );
+        let _ = writeln!(
+            out,
             "# HELP throughline_sim_info Simulator build and preset.\n# TYPE throughline_sim_info gauge\nthroughline_sim_info{{preset=\"{}\",version=\"{}\"}} 1",
             escape(preset),
             escape(version)
@@ -97,9 +102,12 @@ mod tests {
     fn renders_every_family_with_help_and_type() {
         let m = Metrics::default();
         m.generation_tokens.store(42, Relaxed);
-        let text = m.render("fast", "0.1.0");
+        let text = m.render("fast", "0.1.0", 1.25);
         assert!(text.contains("# TYPE throughline_sim_generation_tokens_total counter\nthroughline_sim_generation_tokens_total 42\n"));
         assert!(text.contains("# TYPE throughline_sim_num_requests_running gauge\n"));
+        assert!(text.contains(
+            "# TYPE throughline_sim_session_factor gauge\nthroughline_sim_session_factor 1.25\n"
+        ));
         assert!(text.contains("throughline_sim_info{preset=\"fast\",version=\"0.1.0\"} 1\n"));
     }
 }

@@ -8,7 +8,9 @@
 //! token admitted in that step; each running request gains 1..=`mtp_max` tokens per step,
 //! sent as one chunk. With `token_delay_ms` every step lasts exactly that (times
 //! `slowdown`), prefill and batch ignored; 0 means no delay at all. Steps run on an
-//! absolute clock, so long runs do not drift.
+//! absolute clock, so long runs do not drift. With `session_jitter`, each start of a
+//! cluster draws one speed factor from its seed that multiplies every step like `slowdown`
+//! (a restarted server's session); `/metrics` reports it.
 //!
 //! HTTP contract: `POST /v1/chat/completions`, `POST /v1/completions` (streaming or not),
 //! `GET /v1/models`, `GET /health`, `GET /metrics`. Prompt tokens = whitespace-separated
@@ -27,6 +29,7 @@
 mod api;
 mod cluster;
 mod config;
+mod draw;
 mod engine;
 pub mod faults;
 mod http;

@@ -27,6 +27,7 @@ fn base(preset: &str, model: &str) -> SimConfig {
         natural_len_sigma: 0.5,
         default_max_tokens: 2048,
         slowdown: 1.0,
+        session_jitter: 0.0,
         seed: 0,
         record_send_times: false,
     }

@@ -11,7 +11,8 @@ use super::sched::{GenParams, Scheduler};
 /// next request as soon as its previous one completes. Throughput is all output tokens /
 /// (last completion - first send), like the benchmark the presets were calibrated against.
 /// A new request joins the engine at the step after the completion that freed its client,
-/// as it does over HTTP.
+/// as it does over HTTP. With `session_jitter`, the replay runs the session `seed` draws
+/// (its speed factor applied), like a server started with that seed.
 pub fn simulated_closed_loop_throughput(
     config: &SimConfig,
     concurrency: usize,
@@ -25,7 +26,7 @@ pub fn simulated_closed_loop_throughput(
         min_tokens: 0,
         ignore_eos: true,
     };
-    let mut sched = Scheduler::new(config.clone());
+    let mut sched = Scheduler::new(config.session());
     let mut sent = 0;
     while sent < requests.min(concurrency) {
         sched.submit((), params);
@@ -119,5 +120,28 @@ mod tests {
         };
         let b = simulated_closed_loop_throughput(&slow, 16, 32, 1000, 1000);
         assert!((a / b - 1.1).abs() < 1e-9, "{a} / {b}");
+    }
+
+    /// A short run's throughput divided by the session's factor: the schedule is the same,
+    /// every step longer by the factor (virtual time, so exact and not timing-dependent).
+    #[test]
+    fn session_jitter_scales_the_measured_throughput_by_its_factor() {
+        for seed in [1, 2, 3] {
+            let steady = SimConfig {
+                seed,
+                ..SimConfig::preset("fast").unwrap()
+            };
+            let jittered = SimConfig {
+                session_jitter: 0.05,
+                ..steady.clone()
+            };
+            let f = jittered.session_factor();
+            let a = simulated_closed_loop_throughput(&steady, 8, 16, 100, 64);
+            let b = simulated_closed_loop_throughput(&jittered, 8, 16, 100, 64);
+            assert!(
+                (a / b / f - 1.0).abs() < 1e-9,
+                "seed {seed}: {a} / {b} vs {f}"
+            );
+        }
     }
 }

@@ -9,6 +9,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::config::SimConfig;
+use super::draw::{mix_seed, standard_normal};
+
+pub use super::config::step_seconds;
 
 /// Why a request stopped, as OpenAI's `finish_reason` spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,27 +55,6 @@ struct Job<H> {
     target: u32,
     max_tokens: u32,
     generated: u32,
-}
-
-/// splitmix64: derives independent seeds (per replica, per request) from one seed.
-pub fn mix_seed(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D1_049B_B133_111E);
-    z ^ (z >> 31)
-}
-
-/// Seconds one step lasts with `batch` requests running, `admitted_prompt_tokens` of which
-/// were admitted (prefilled) in this step.
-pub fn step_seconds(cfg: &SimConfig, batch: usize, admitted_prompt_tokens: u64) -> f64 {
-    let base = match cfg.token_delay_ms {
-        Some(ms) => ms / 1000.0,
-        None => {
-            cfg.tokens_per_step_mean / cfg.lambda * cfg.usl_denominator(batch)
-                + cfg.prefill_s_per_token * admitted_prompt_tokens as f64
-        }
-    };
-    base * cfg.slowdown
 }
 
 /// One engine's queues and random streams; `H` is whatever identifies a request's client.
@@ -205,14 +187,13 @@ impl<H> Scheduler<H> {
 fn natural_length(cfg: &SimConfig, rng: &mut ChaCha8Rng) -> u32 {
     let s = cfg.natural_len_sigma;
     let mu = cfg.natural_len_mean.ln() - s * s / 2.0;
-    let u1: f64 = 1.0 - rng.gen::<f64>(); // (0, 1]
-    let u2: f64 = rng.gen();
-    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    let z = standard_normal(rng);
     (mu + s * z).exp().round().clamp(1.0, u32::MAX as f64) as u32
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::draw::session_factor;
     use super::*;
 
     fn params(max: u32, ignore_eos: bool) -> GenParams {
@@ -301,5 +282,67 @@ mod tests {
             step_seconds(&fixed, 1, 0),
             step_seconds(&fixed, 500, 10_000)
         );
+    }
+
+    #[test]
+    fn no_jitter_means_a_factor_of_exactly_one() {
+        for seed in [0, 1, 2, u64::MAX] {
+            assert_eq!(session_factor(seed, 0.0), 1.0);
+            let cfg = SimConfig {
+                seed,
+                ..SimConfig::preset("fast").unwrap()
+            };
+            assert_eq!(cfg.session(), cfg);
+        }
+    }
+
+    #[test]
+    fn session_factors_are_lognormal_with_the_jitter_as_sd() {
+        let x = 0.05;
+        let logs: Vec<f64> = (0..200u64).map(|s| session_factor(s, x).ln()).collect();
+        let n = logs.len() as f64;
+        let mean = logs.iter().sum::<f64>() / n;
+        let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        assert!((sd / x - 1.0).abs() < 0.2, "sd of ln(factor) {sd}");
+        // The mean's standard error is x / sqrt(200) = 0.0035.
+        assert!(mean.abs() < 0.0106, "mean of ln(factor) {mean}");
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_factor_and_seeds_differ() {
+        let a: Vec<f64> = (1..=20u64).map(|s| session_factor(s, 0.05)).collect();
+        let b: Vec<f64> = (1..=20u64).map(|s| session_factor(s, 0.05)).collect();
+        assert_eq!(a, b);
+        let mut distinct = a.clone();
+        distinct.sort_by(f64::total_cmp);
+        distinct.dedup();
+        assert_eq!(distinct.len(), a.len(), "{a:?}");
+        assert!(a.iter().all(|f| (0.8..1.25).contains(f)), "{a:?}");
+        // The factor scales with the jitter: one z per seed.
+        let z1 = session_factor(7, 0.05).ln() / 0.05;
+        let z2 = session_factor(7, 0.5).ln() / 0.5;
+        assert!((z1 - z2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_session_multiplies_every_step_like_slowdown() {
+        let cfg = SimConfig {
+            session_jitter: 0.05,
+            seed: 3,
+            slowdown: 1.1,
+            ..SimConfig::preset("fast").unwrap()
+        };
+        let f = cfg.session_factor();
+        assert_ne!(f, 1.0);
+        let session = cfg.session();
+        assert_eq!(
+            session.session(),
+            session,
+            "applying a session twice changes nothing"
+        );
+        for (b, prefill) in [(1, 0), (8, 100), (64, 5000)] {
+            let ratio = step_seconds(&session, b, prefill) / step_seconds(&cfg, b, prefill);
+            assert!((ratio - f).abs() < 1e-12, "{ratio} vs {f}");
+        }
     }
 }

@@ -284,6 +284,7 @@ async fn config_errors_are_clear() {
         host: LOCAL,
         seed: 0,
         slowdown,
+        session_jitter: 0.0,
         max_running: None,
         token_delay_ms: None,
         model: None,
@@ -413,4 +414,145 @@ async fn shutdown_ends_open_streams() {
     })
     .await;
     assert!(drained.is_ok(), "stream still open after shutdown");
+}
+
+/// Every replica of one start reports the factor the start drew, and the factor is applied:
+/// a stream of n fixed-cadence steps cannot end sooner than n steps times the factor (the
+/// engine's clock only ever waits, so this lower bound does not depend on machine load).
+#[tokio::test]
+async fn session_factor_is_reported_and_slows_every_replica() {
+    let seed = (0..)
+        .find(|&s| super::draw::session_factor(s, 1.0) > 2.0)
+        .unwrap();
+    let cfg = SimConfig {
+        token_delay_ms: Some(10.0),
+        session_jitter: 1.0,
+        seed,
+        ..SimConfig::preset("fixed").unwrap()
+    };
+    let factor = cfg.session_factor();
+    let c = SimCluster::start(&cfg, LOCAL, 0, 2).await.unwrap();
+    assert_eq!(c.session_factor(), factor);
+    let urls = c.base_urls();
+    for url in &urls {
+        assert_eq!(metric(url, "throughline_sim_session_factor").await, factor);
+    }
+    let body = json!({"prompt": "x", "max_tokens": 20, "ignore_eos": true});
+    let t0 = Instant::now();
+    let v: Value = reqwest::Client::new()
+        .post(format!("{}/v1/completions", urls[1]))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["usage"]["completion_tokens"], 20);
+    let took = t0.elapsed().as_secs_f64();
+    let floor = 20.0 * 0.010 * factor;
+    assert!(
+        took >= floor * 0.99,
+        "{took} s < {floor} s: factor {factor} not applied"
+    );
+    c.shutdown().await;
+
+    let steady = SimCluster::start(&SimConfig::preset("instant").unwrap(), LOCAL, 0, 1)
+        .await
+        .unwrap();
+    assert_eq!(steady.session_factor(), 1.0);
+    let url = steady.base_urls().remove(0);
+    assert_eq!(metric(&url, "throughline_sim_session_factor").await, 1.0);
+    steady.shutdown().await;
+}
+
+/// `--slowdown 1e300` and `--token-delay-ms 1e300` (issue 15) used to start a server whose
+/// engine panicked on the first request; now neither the flags nor a cluster start accept
+/// them, and the error names the flag and its range.
+#[tokio::test]
+async fn out_of_range_flags_are_refused_before_the_engine_runs() {
+    let args = ServeSimArgs {
+        preset: "fast".into(),
+        replicas: 1,
+        port: 0,
+        host: LOCAL,
+        seed: 0,
+        slowdown: 1.0,
+        session_jitter: 0.0,
+        max_running: None,
+        token_delay_ms: None,
+        model: None,
+        record_send_times: false,
+        faults: Default::default(),
+    };
+    let cases = [
+        (
+            ServeSimArgs {
+                slowdown: 1e300,
+                ..args.clone()
+            },
+            "--slowdown",
+            "(0, 1000]",
+        ),
+        (
+            ServeSimArgs {
+                slowdown: f64::NAN,
+                ..args.clone()
+            },
+            "--slowdown",
+            "(0, 1000]",
+        ),
+        (
+            ServeSimArgs {
+                token_delay_ms: Some(1e300),
+                ..args.clone()
+            },
+            "--token-delay-ms",
+            "[0, 60000]",
+        ),
+        (
+            ServeSimArgs {
+                token_delay_ms: Some(-1.0),
+                ..args.clone()
+            },
+            "--token-delay-ms",
+            "[0, 60000]",
+        ),
+        (
+            ServeSimArgs {
+                session_jitter: 2.0,
+                ..args.clone()
+            },
+            "--session-jitter",
+            "[0, 1]",
+        ),
+        (
+            ServeSimArgs {
+                max_running: Some(0),
+                ..args.clone()
+            },
+            "--max-running",
+            "[1, 1000000]",
+        ),
+    ];
+    for (a, flag, range) in cases {
+        let e = a.to_config().unwrap_err().to_string();
+        assert!(e.contains(flag) && e.contains(range), "{e}");
+        // The same values set in a SimConfig directly (as the demo or a test would).
+        let mut cfg = SimConfig::preset(&a.preset).unwrap();
+        cfg.slowdown = a.slowdown;
+        cfg.session_jitter = a.session_jitter;
+        cfg.token_delay_ms = a.token_delay_ms.or(cfg.token_delay_ms);
+        cfg.max_running = a.max_running.unwrap_or(cfg.max_running);
+        let e = SimCluster::start(&cfg, LOCAL, 0, 1)
+            .await
+            .err()
+            .expect(flag);
+        assert!(format!("{e:#}").contains(flag), "{e:#}");
+    }
+    let e = SimCluster::start(&SimConfig::preset("fast").unwrap(), LOCAL, 0, usize::MAX)
+        .await
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("--replicas"), "{e}");
 }
