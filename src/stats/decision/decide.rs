@@ -95,9 +95,61 @@ pub fn decide(levels: &mut [LevelTest], settings: &DecisionSettings) -> LevelOut
     }
     if levels.iter().any(|l| l.outcome == LevelOutcome::Regression) {
         LevelOutcome::Regression
-    } else if levels.iter().all(|l| l.outcome == LevelOutcome::NoRegression) {
+    } else if levels
+        .iter()
+        .all(|l| l.outcome == LevelOutcome::NoRegression)
+    {
         LevelOutcome::NoRegression
     } else {
         LevelOutcome::Inconclusive
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::relative_level;
+    use super::*;
+
+    fn ln(x: &[f64]) -> Vec<f64> {
+        x.iter().map(|v| v.ln()).collect()
+    }
+
+    #[test]
+    fn holm_keeps_two_raw_significant_levels_from_failing() {
+        // reference vector relative_holm: 5 v 5, CV 3%, 5% drop; raw p 0.0032 and 0.0041
+        // (below 0.008, drops >= 3%) but Holm p 0.0096 at both.
+        let base = [
+            [215.8, 214.1, 219.2, 215.7, 211.6],
+            [646.7, 656.0, 646.4, 615.5, 657.6],
+            [1518.6, 1486.5, 1491.4, 1403.4, 1593.8],
+        ];
+        let head = [
+            [197.3, 206.0, 209.1, 207.6, 198.4],
+            [593.8, 572.0, 619.1, 621.7, 602.4],
+            [1461.7, 1530.7, 1476.2, 1388.8, 1409.2],
+        ];
+        let mut levels: Vec<LevelTest> = base
+            .iter()
+            .zip(&head)
+            .map(|(b, h)| relative_level(&ln(b), &ln(h), &[], &[], 0.25))
+            .collect();
+        let s = DecisionSettings::default();
+        let raw_would_fail = levels
+            .iter()
+            .any(|l| l.p < s.main_alpha() && l.ratio.unwrap() <= 1.0 - s.min_effect);
+        assert!(raw_would_fail);
+        assert_eq!(decide(&mut levels, &s), LevelOutcome::Inconclusive);
+        assert!(levels.iter().all(|l| l.p_holm >= s.main_alpha()));
+        // One level alone (m = 1, no correction) fails.
+        let mut first = [levels[0].clone()];
+        assert_eq!(decide(&mut first, &s), LevelOutcome::Regression);
+    }
+
+    #[test]
+    fn settings_split_the_family_alpha() {
+        let s = DecisionSettings::default();
+        assert!((s.main_alpha() - 0.008).abs() < 1e-15);
+        assert!((s.guard_alpha() - 0.001).abs() < 1e-15);
+        assert_eq!(decide(&mut [], &s), LevelOutcome::Inconclusive);
     }
 }

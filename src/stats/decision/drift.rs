@@ -28,7 +28,12 @@ pub struct Drift {
 }
 
 /// [`drift_check_at`] with alpha [`DRIFT_ALPHA`] and minimum size [`DRIFT_MIN_SIZE`].
-pub fn drift_check(cells: &[u32], values: &[f64], rounds: &[u32], sessions: &[u32]) -> Option<Drift> {
+pub fn drift_check(
+    cells: &[u32],
+    values: &[f64],
+    rounds: &[u32],
+    sessions: &[u32],
+) -> Option<Drift> {
     drift_check_at(cells, values, rounds, sessions, DRIFT_ALPHA, DRIFT_MIN_SIZE)
 }
 
@@ -80,7 +85,9 @@ pub fn drift_check_at(
             (f64::from(rounds[idx[0]]), eb, sessions[idx[0]])
         })
         .collect();
-    let per_session = groups(&(0..round_pts.len()).collect::<Vec<_>>(), |j| round_pts[j].2);
+    let per_session = groups(&(0..round_pts.len()).collect::<Vec<_>>(), |j| {
+        round_pts[j].2
+    });
     let df = round_pts.len() as f64 - per_session.len() as f64 - 1.0;
     if df < 1.0 {
         return None;
@@ -136,4 +143,43 @@ fn groups(idx: &[usize], key: impl Fn(usize) -> u32) -> Vec<Vec<usize>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2 cells x `rounds` rounds in one session, ln values = trend * round + wiggle.
+    fn run(rounds: u32, trend: f64) -> (Vec<u32>, Vec<f64>, Vec<u32>, Vec<u32>) {
+        let wiggle = [0.003, -0.002, 0.001, -0.003, 0.002, -0.001];
+        let mut out = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for r in 0..rounds {
+            for c in 0..2u32 {
+                out.0.push(c);
+                out.1.push(
+                    5.0 + f64::from(c)
+                        + trend * f64::from(r)
+                        + wiggle[(r as usize + c as usize) % 6],
+                );
+                out.2.push(r);
+                out.3.push(0);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_falling_server_is_flagged_and_a_steady_one_is_not() {
+        let (c, v, r, s) = run(6, -0.015);
+        let d = drift_check(&c, &v, &r, &s).unwrap();
+        assert!(d.flagged && d.size < -0.05, "{d:?}");
+        let (c, v, r, s) = run(6, 0.0);
+        assert!(!drift_check(&c, &v, &r, &s).unwrap().flagged);
+    }
+
+    #[test]
+    fn too_few_rounds_give_no_check() {
+        let (c, v, r, s) = run(2, -0.015);
+        assert_eq!(drift_check(&c, &v, &r, &s), None);
+    }
 }

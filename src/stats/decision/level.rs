@@ -312,7 +312,11 @@ pub fn history_level(base_sessions: &[Vec<f64>], candidate: &[f64], guard: f64) 
         let c = if coef > 0.0 { coef * s2w } else { 0.0 };
         let v = a + c;
         let df = if v > 0.0 {
-            let within = if c > 0.0 { (c / v).powi(2) / dfw as f64 } else { 0.0 };
+            let within = if c > 0.0 {
+                (c / v).powi(2) / dfw as f64
+            } else {
+                0.0
+            };
             1.0 / ((a / v).powi(2) / (kf - 1.0) + within)
         } else {
             kf - 1.0
@@ -328,4 +332,174 @@ pub fn history_level(base_sessions: &[Vec<f64>], candidate: &[f64], guard: f64) 
         lv.sigma_b_df = Some(0.0);
     }
     lv.finish(guard)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::super::{decide, t_cdf, DecisionSettings};
+    use super::*;
+
+    /// A session of 5 trials around `mean` (within-session sd about 0.3%).
+    fn session(mean: f64) -> Vec<f64> {
+        [-0.004, -0.002, 0.0, 0.002, 0.004]
+            .map(|e| mean + e)
+            .to_vec()
+    }
+
+    #[test]
+    fn the_between_session_term_keeps_a_drop_within_the_session_spread_from_failing() {
+        // k = 4 sessions whose means spread by +-6%; the candidate is 7% below their mean,
+        // inside that spread. Within-session noise alone would call it a certain regression.
+        let base: Vec<Vec<f64>> = [-0.06, -0.02, 0.02, 0.06].map(session).to_vec();
+        let mut lv = [history_level(&base, &session(-0.07), 0.25)];
+        let verdict = decide(&mut lv, &DecisionSettings::default());
+        let lv = &lv[0];
+        assert_eq!(verdict, LevelOutcome::Inconclusive);
+        assert!(
+            lv.sigma_b.unwrap() > 0.04,
+            "sigma_b reported: {:?}",
+            lv.sigma_b
+        );
+        assert!(
+            lv.mdd.unwrap() > 0.2,
+            "the MDD carries sigma_b: {:?}",
+            lv.mdd
+        );
+        // With s_m^2 replaced by 0, only the within-session se remains: a sure failure.
+        let without = t_cdf(lv.d.unwrap() / lv.se_w, lv.df_w);
+        assert!(
+            without < 1e-6 && lv.ratio.unwrap() <= 0.97,
+            "p without s_m^2: {without}"
+        );
+    }
+
+    #[test]
+    fn history_credits_sigma_b_with_k_minus_1_df_not_the_pooled_trials() {
+        // k = 3 sessions (means -1%, 0, +1%), candidate 5% lower: t = -4.3 is significant on
+        // the pooled trials' 16 df, not on the 2 df three session means have.
+        let base: Vec<Vec<f64>> = [-0.01, 0.0, 0.01].map(session).to_vec();
+        let mut lv = [history_level(&base, &session(-0.05), 0.25)];
+        let verdict = decide(&mut lv, &DecisionSettings::default());
+        let lv = &lv[0];
+        assert_eq!(lv.df, 2.0);
+        assert_eq!(lv.sigma_b_df, Some(2.0));
+        assert_eq!(verdict, LevelOutcome::Inconclusive);
+        let t = lv.d.unwrap() / lv.se.unwrap();
+        assert!(
+            t_cdf(t, lv.df_w) < 0.008,
+            "pooled df {} would fail it",
+            lv.df_w
+        );
+        assert!(lv.p > 0.008);
+    }
+
+    #[test]
+    fn one_baseline_session_fails_only_a_gross_drop_through_the_guard() {
+        let base = vec![session(0.0)];
+        let s = DecisionSettings::default();
+        let mut gross = [history_level(&base, &session(0.70_f64.ln()), s.guard)];
+        assert_eq!(decide(&mut gross, &s), LevelOutcome::Regression);
+        assert!(gross[0].guard_tripped);
+        assert_eq!((gross[0].se, gross[0].p, gross[0].mdd), (None, 1.0, None));
+        // 20%: beyond any 6 v 6 noise, but within what one session cannot rule out.
+        let mut big = [history_level(&base, &session(0.80_f64.ln()), s.guard)];
+        assert_eq!(decide(&mut big, &s), LevelOutcome::Inconclusive);
+        assert!(!big[0].guard_tripped);
+    }
+
+    /// 6 v 6 around 215 tok/s with base trial 2 in the slow mode (146 tok/s).
+    fn slow_base() -> (Vec<f64>, Vec<f64>) {
+        let b = [215.0_f64, 214.0, 146.0, 216.0, 213.0, 215.5]
+            .map(f64::ln)
+            .to_vec();
+        let h = [202.0_f64, 203.0, 201.0, 204.0, 202.5, 201.5]
+            .map(f64::ln)
+            .to_vec();
+        (b, h)
+    }
+
+    #[test]
+    fn the_outlier_rule_applies_to_one_session_relative_only() {
+        let (b, h) = slow_base();
+        let one = relative_level(&b, &h, &[], &[], 0.25);
+        assert_eq!((one.dropped_base, one.dropped_head, one.n_base), (1, 0, 5));
+        // The same trials from 3 server starts per arm: sessions are the unit, nothing dropped.
+        let blocks = [0, 0, 1, 1, 2, 2];
+        let restarts = relative_level(&b, &h, &blocks, &blocks, 0.25);
+        assert_eq!((restarts.dropped_base, restarts.sessions_base), (0, 3));
+        assert!(restarts.sigma_b.is_some());
+        // History never drops.
+        let hist = history_level(&[b.clone(), h.clone()], &b, 0.25);
+        assert_eq!((hist.dropped_base, hist.dropped_head), (0, 0));
+    }
+
+    #[test]
+    fn nothing_is_dropped_when_the_mad_is_zero() {
+        let b = [5.0, 5.0, 5.0, 5.0, 5.0, 5.2];
+        let h = [5.0, 5.0, 5.0, 5.0, 5.0, 5.0];
+        let lv = relative_level(&b, &h, &[], &[], 0.25);
+        assert_eq!((lv.dropped_base, lv.dropped_head), (0, 0));
+    }
+
+    #[test]
+    fn too_few_trials_left_and_empty_arms_are_not_estimable() {
+        let lv = relative_level(&[1.0, 1.1], &[1.0, 1.2, 1.1], &[], &[], 0.25);
+        assert!(!lv.estimable());
+        assert_eq!((lv.p, lv.se, lv.df), (1.0, None, 0.0));
+        let empty = relative_level(&[], &[1.0, 1.2, 1.1], &[], &[], 0.25);
+        assert_eq!((empty.d, empty.ratio, empty.p), (None, None, 1.0));
+        let no_base = history_level(&[], &[1.0, 1.1], 0.25);
+        assert_eq!((no_base.d, no_base.p_guard), (None, 1.0));
+    }
+
+    #[test]
+    fn non_finite_values_are_ignored_and_counted() {
+        let b = [5.0, f64::NAN, 5.01, 4.99, f64::NEG_INFINITY];
+        let h = [5.0, 5.02, f64::INFINITY, 4.98];
+        let lv = relative_level(&b, &h, &[0, 0, 0, 0, 0], &[1, 1, 1, 1], 0.25);
+        assert_eq!(
+            (lv.ignored_base, lv.ignored_head, lv.n_base, lv.n_head),
+            (2, 1, 3, 3)
+        );
+        assert!(lv.estimable());
+    }
+
+    #[test]
+    fn a_level_round_trips_through_json_with_its_unbounded_fields() {
+        let mut lv = [history_level(
+            &[vec![5.0, 5.01, 4.99]],
+            &[4.0, 4.01, 3.99],
+            0.25,
+        )];
+        decide(&mut lv, &DecisionSettings::default());
+        let json = serde_json::to_string(&lv[0]).unwrap();
+        assert!(json.contains(r#""mdd":null"#) && json.contains(r#""outcome":"regression""#));
+        let back: LevelTest = serde_json::from_str(&json).unwrap();
+        assert_json_close(&back, &lv[0]);
+    }
+
+    /// Equal up to the last bit of a float: serde_json without its `float_roundtrip` feature
+    /// may read a float back 1 ulp off (seen here), so exact `==` after a round trip needs
+    /// that feature in Cargo.toml.
+    pub(crate) fn assert_json_close(a: &LevelTest, b: &LevelTest) {
+        fn close(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+            use serde_json::Value::*;
+            match (a, b) {
+                (Number(x), Number(y)) => {
+                    let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                    (x - y).abs() <= 4.0 * f64::EPSILON * x.abs().max(y.abs())
+                }
+                (Object(x), Object(y)) => {
+                    x.len() == y.len()
+                        && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| close(v, w)))
+                }
+                _ => a == b,
+            }
+        }
+        let (x, y) = (
+            serde_json::to_value(a).unwrap(),
+            serde_json::to_value(b).unwrap(),
+        );
+        assert!(close(&x, &y), "{x}\n{y}");
+    }
 }

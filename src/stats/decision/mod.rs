@@ -153,3 +153,78 @@ fn usable(values: &[f64], labels: &[u32], side: &str) -> (Vec<f64>, Vec<u32>, us
 fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Finite values of any size (ln values near 5 most of the time) and, where allowed,
+    /// non-finite ones.
+    fn value(non_finite: bool) -> BoxedStrategy<f64> {
+        let finite = prop_oneof![
+            3 => 4.0..6.0_f64,
+            1 => -50.0..50.0_f64,
+            1 => prop::num::f64::NORMAL | prop::num::f64::SUBNORMAL | prop::num::f64::ZERO,
+            1 => Just(5.0),
+        ];
+        if non_finite {
+            prop_oneof![4 => finite, 1 => prop::num::f64::ANY].boxed()
+        } else {
+            finite.boxed()
+        }
+    }
+
+    fn trials(non_finite: bool) -> impl Strategy<Value = (Vec<f64>, Vec<u32>)> {
+        prop::collection::vec((value(non_finite), 0u32..3), 0..=12)
+            .prop_map(|v| v.into_iter().unzip())
+    }
+
+    fn check(levels: &mut [LevelTest]) {
+        let s = DecisionSettings::default();
+        decide(levels, &s);
+        for l in levels.iter() {
+            for p in [l.p, l.p_guard, l.p_holm, l.p_guard_holm] {
+                assert!((0.0..=1.0).contains(&p), "p {p} in {l:?}");
+            }
+            assert!(l.lower >= 0.0 && l.df >= 0.0 && l.se_w >= 0.0);
+            // Every level serializes to valid JSON and reads back (to the last bit or so).
+            let back: LevelTest = serde_json::from_str(&serde_json::to_string(l).unwrap()).unwrap();
+            super::level::tests::assert_json_close(&back, l);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn relative_levels_never_panic((b, bs) in trials(true), (h, hs) in trials(true),
+                                       restarts in any::<bool>()) {
+            let none: &[u32] = &[];
+            let mut lv = if restarts {
+                [relative_level(&b, &h, &bs, &hs, 0.25)]
+            } else {
+                [relative_level(&b, &h, none, none, 0.25)]
+            };
+            check(&mut lv);
+        }
+
+        #[test]
+        fn history_levels_never_panic(base in prop::collection::vec(
+                                          prop::collection::vec(value(true), 0..=12), 0..=6),
+                                      cand in prop::collection::vec(value(true), 0..=12)) {
+            let mut lv = [history_level(&base, &cand, 0.25), history_level(&base, &cand, 0.25)];
+            check(&mut lv);
+        }
+
+        #[test]
+        fn drift_never_panics(rows in prop::collection::vec(
+                                  (0u32..4, value(true), 0u32..8, 0u32..3), 0..=12)) {
+            let cells: Vec<u32> = rows.iter().map(|r| r.0).collect();
+            let vals: Vec<f64> = rows.iter().map(|r| r.1).collect();
+            let rounds: Vec<u32> = rows.iter().map(|r| r.2).collect();
+            let sess: Vec<u32> = rows.iter().map(|r| r.3).collect();
+            if let Some(d) = drift_check(&cells, &vals, &rounds, &sess) {
+                prop_assert!((0.0..=1.0).contains(&d.p) && d.df >= 1.0);
+            }
+        }
+    }
+}

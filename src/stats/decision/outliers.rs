@@ -37,7 +37,10 @@ pub fn outlier_mask_relative(base: &[f64], head: &[f64], z: f64) -> (Vec<bool>, 
         return keep_all;
     }
     let out = |v: &f64| (v - mb).abs().min((v - mh).abs()) > z * s;
-    (base.iter().map(out).collect(), head.iter().map(out).collect())
+    (
+        base.iter().map(out).collect(),
+        head.iter().map(out).collect(),
+    )
 }
 
 #[cfg(test)]

@@ -111,8 +111,14 @@ fn logs(x: &[f64], sign: f64) -> Vec<f64> {
 fn every_reference_vector_is_reproduced() {
     let doc: Value = serde_json::from_str(VECTORS).unwrap();
     let s = DecisionSettings::default();
-    assert_eq!(s.main_alpha(), doc["settings"]["alpha_main"].as_f64().unwrap());
-    assert_eq!(s.guard_alpha(), doc["settings"]["alpha_guard"].as_f64().unwrap());
+    assert_eq!(
+        s.main_alpha(),
+        doc["settings"]["alpha_main"].as_f64().unwrap()
+    );
+    assert_eq!(
+        s.guard_alpha(),
+        doc["settings"]["alpha_guard"].as_f64().unwrap()
+    );
     assert_eq!(OUTLIER_Z, doc["settings"]["outlier_z"].as_f64().unwrap());
     let mut seen = 0;
     for case in doc["cases"].as_array().unwrap() {
@@ -130,7 +136,9 @@ fn every_reference_vector_is_reproduced() {
                 let sess = |k: &str, i: usize| -> Vec<u32> {
                     input
                         .get(k)
-                        .map(|v| serde_json::from_value::<Vec<Vec<u32>>>(v.clone()).unwrap()[i].clone())
+                        .map(|v| {
+                            serde_json::from_value::<Vec<Vec<u32>>>(v.clone()).unwrap()[i].clone()
+                        })
                         .unwrap_or_default()
                 };
                 let mut levels: Vec<LevelTest> = (0..base.len())
