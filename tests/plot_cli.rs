@@ -96,6 +96,7 @@ trials = 3
         levels,
         warnings: vec![],
         base: None,
+        drift: None,
     }
 }
 

@@ -230,7 +230,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     publish_verdict(&verdict, &files, &images)?;
     github::append_step_summary(&footer(result, &args.out))?;
     println!("files: {}", args.out.display());
-    Ok(verdict.outcome.exit())
+    Ok(verdict.exit())
 }
 
 /// The PNGs among `written`, as links for Markdown that sits beside them (or under `base`).
@@ -389,6 +389,8 @@ fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
         levels: Vec::new(),
         worst_ratio: None,
         warnings: vec![message.to_string()],
+        design: None,
+        drift: None,
     }
 }
 

@@ -67,7 +67,7 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         markdown: args.markdown.clone(),
     };
     publish_verdict(&verdict, &files, &images)?;
-    Ok(verdict.outcome.exit())
+    Ok(verdict.exit())
 }
 
 /// Writes the charts (baseline trials beside the run, the USL curve with 3+ levels) and

@@ -117,7 +117,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
                 m.checks.len()
             );
             github::write_verdict_outputs(m.outcome.word(), m.worst_ratio)?;
-            m.outcome.exit()
+            m.exit()
         }
         None => Exit::Pass,
     };

@@ -17,7 +17,7 @@ use crate::fsutil::write_atomic;
 use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
 use crate::record::flags::FlagKind;
-use crate::record::{Environment, RunResult};
+use crate::record::{Environment, RunResult, TrialMetric};
 
 /// Version of the baseline schema written by this build.
 pub const BASELINE_SCHEMA: u32 = 1;
@@ -61,6 +61,26 @@ pub struct BaselineLevel {
     /// Per-request tok/s of each trial (reported, not gated).
     #[serde(default)]
     pub per_request_tok_per_s: Vec<f64>,
+    /// Each trial's p99 TTFT, ITL and E2E (ms), for the latency gates; empty in baselines
+    /// blessed before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ttft_p99_ms: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub itl_p99_ms: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub e2e_p99_ms: Vec<f64>,
+}
+
+impl BaselineLevel {
+    /// The trials' values of `metric`.
+    pub fn values(&self, metric: TrialMetric) -> &[f64] {
+        match metric {
+            TrialMetric::OutputTokPerS => &self.tok_per_s,
+            TrialMetric::TtftP99 => &self.ttft_p99_ms,
+            TrialMetric::ItlP99 => &self.itl_p99_ms,
+            TrialMetric::E2eP99 => &self.e2e_p99_ms,
+        }
+    }
 }
 
 /// Whether `bless` adds a session or starts over.
@@ -107,6 +127,9 @@ impl Baseline {
     }
 
     fn validate(&self, origin: &str) -> Result<()> {
+        self.gate
+            .validate()
+            .with_context(|| format!("baseline {origin}"))?;
         if self.sessions.is_empty() {
             bail!("baseline {origin}: field `sessions`: holds no session");
         }
@@ -149,12 +172,17 @@ impl Baseline {
         levels
     }
 
-    /// Trials at `concurrency`, one vector per session that measured it.
+    /// Trials' tok/s at `concurrency`, one vector per session that measured it.
     pub fn sessions_at(&self, concurrency: u32) -> Vec<Vec<f64>> {
+        self.sessions_of(TrialMetric::OutputTokPerS, concurrency)
+    }
+
+    /// Trials' values of `metric` at `concurrency`, one vector per session that has them.
+    pub fn sessions_of(&self, metric: TrialMetric, concurrency: u32) -> Vec<Vec<f64>> {
         self.sessions
             .iter()
             .filter_map(|s| s.levels.iter().find(|l| l.concurrency == concurrency))
-            .map(|l| l.tok_per_s.clone())
+            .map(|l| l.values(metric).to_vec())
             .filter(|t| !t.is_empty())
             .collect()
     }
@@ -267,6 +295,9 @@ pub fn bless(
         if run.levels.iter().any(|l| l.rate.is_some()) {
             bail!("{which} is open loop (levels keyed by request rate); baselines hold closed-loop concurrency levels only");
         }
+        if run.base.is_some() {
+            bail!("{which} is a relative (A/B) run of two servers; a baseline holds one server's sessions: bless a run of the server alone");
+        }
         if let Some(flag) = run.flag_lines(Some(FlagKind::ClientBound)).first() {
             bail!("{which} was limited by the client, not the server: {flag}");
         }
@@ -332,9 +363,18 @@ pub fn bless(
                         .filter(|t| t.succeeded > 0)
                         .filter_map(|t| t.per_request_tok_per_s)
                         .collect(),
+                    ttft_p99_ms: l.values(TrialMetric::TtftP99),
+                    itl_p99_ms: l.values(TrialMetric::ItlP99),
+                    e2e_p99_ms: l.values(TrialMetric::E2eP99),
                 })
                 .collect(),
         });
+    }
+    // A rolling window of main's history: the newest `max_sessions` sessions.
+    let keep = baseline.gate.max_sessions.max(1) as usize;
+    if baseline.sessions.len() > keep {
+        let drop = baseline.sessions.len() - keep;
+        baseline.sessions.drain(..drop);
     }
     Ok(baseline)
 }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Outcome, Verdict};
+use crate::exit::Exit;
 
 /// The combined verdict (`verdict.json` of `throughline merge`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -26,8 +27,27 @@ pub struct Check {
 fn severity(o: Outcome) -> u8 {
     match o {
         Outcome::Pass => 0,
-        Outcome::NotComparable => 1,
-        Outcome::Regression => 2,
+        Outcome::Inconclusive => 1,
+        Outcome::NotComparable => 2,
+        Outcome::Regression => 3,
+    }
+}
+
+impl MergedVerdict {
+    /// The exit code: the worst of the checks' own (each under its own settings, so an
+    /// inconclusive check fails only where its baseline says so).
+    pub fn exit(&self) -> Exit {
+        let rank = |e: Exit| match e {
+            Exit::Regression => 3,
+            Exit::NotComparable => 2,
+            Exit::Pass => 0,
+            _ => 1,
+        };
+        self.checks
+            .iter()
+            .map(|c| c.verdict.exit())
+            .max_by_key(|e| rank(*e))
+            .unwrap_or(Exit::Pass)
     }
 }
 

@@ -112,7 +112,7 @@ pub async fn run_bench(
         ));
     }
     let warnings = run.warnings(&head, base.as_deref());
-    let result = RunResult {
+    let mut result = RunResult {
         schema_version: SCHEMA_VERSION,
         tool: format!("throughline {}", env!("CARGO_PKG_VERSION")),
         profile_name: profile.name.clone(),
@@ -129,7 +129,12 @@ pub async fn run_bench(
             model: run.base_model.clone(),
             levels,
         }),
+        drift: None,
     };
+    result.drift = result.drift();
+    if let Some(d) = result.drift.as_ref().filter(|d| d.flagged) {
+        result.warnings.push(crate::record::drift_warning(d));
+    }
     write_results(&result, &setup.out_dir)?;
     Ok(BenchOutcome {
         result,

@@ -85,6 +85,7 @@ fn transcribed(
             .map(str::to_string)
             .collect(),
         base: None,
+        drift: None,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod telemetry;
 
 use crate::fsutil::write_atomic;
 use crate::profile::Profile;
+use crate::stats::decision::{drift_check, Drift};
 use crate::stats::{Percentiles, Spread};
 use flags::TrialFlag;
 
@@ -49,6 +50,9 @@ pub struct RunResult {
     /// Relative (A/B) runs: the base arm (`levels` above are the head's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<BaseArm>,
+    /// Interleaved runs: the trend of tok/s across the rounds (`flagged`: the server drifted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
 }
 
 /// Where the numbers were measured: the fingerprint a baseline is compared on.
@@ -94,6 +98,16 @@ impl LevelResult {
         }
     }
 
+    /// A per-trial figure of each trial that measured something (at least one success) and
+    /// has it: what the gate compares.
+    pub fn values(&self, metric: TrialMetric) -> Vec<f64> {
+        self.trials
+            .iter()
+            .filter(|t| t.succeeded > 0)
+            .filter_map(|t| metric.of(t))
+            .collect()
+    }
+
     /// Output tok/s of each trial that measured something (at least one success).
     pub fn throughputs(&self) -> Vec<f64> {
         self.trials
@@ -125,6 +139,49 @@ impl LevelResult {
         } else {
             failed as f64 / sent as f64
         }
+    }
+}
+
+/// A per-trial figure the gate can compare: throughput (higher is better) or a latency
+/// percentile (higher is worse).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialMetric {
+    #[default]
+    OutputTokPerS,
+    TtftP99,
+    ItlP99,
+    E2eP99,
+}
+
+impl TrialMetric {
+    /// The trial's value, when it has one.
+    pub fn of(self, t: &TrialResult) -> Option<f64> {
+        match self {
+            TrialMetric::OutputTokPerS => Some(t.output_tok_per_s),
+            TrialMetric::TtftP99 => t.ttft_ms.as_ref().map(|p| p.p99),
+            TrialMetric::ItlP99 => t.itl_ms.as_ref().map(|p| p.p99),
+            TrialMetric::E2eP99 => t.e2e_ms.as_ref().map(|p| p.p99),
+        }
+    }
+
+    /// Whether a larger value is worse (latency) rather than better (throughput).
+    pub fn higher_is_worse(self) -> bool {
+        self != TrialMetric::OutputTokPerS
+    }
+
+    /// How reports name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            TrialMetric::OutputTokPerS => "tok/s",
+            TrialMetric::TtftP99 => "TTFT p99",
+            TrialMetric::ItlP99 => "ITL p99",
+            TrialMetric::E2eP99 => "E2E p99",
+        }
+    }
+
+    pub fn is_throughput(&self) -> bool {
+        *self == TrialMetric::OutputTokPerS
     }
 }
 
@@ -193,6 +250,17 @@ pub struct TrialResult {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// What a flagged drift says, in results and verdicts alike.
+pub fn drift_warning(d: &Drift) -> String {
+    format!(
+        "server drifted: tok/s moved {:+.1}% from the first round to the last, every level and \
+         arm alike (trend p = {:.4}); trials interleaved across levels spread it evenly, but the \
+         figures depend on when they were taken",
+        (d.size.exp() - 1.0) * 100.0,
+        d.p
+    )
 }
 
 /// (concurrency, tok/s of each trial that measured something) of each level: what the charts
@@ -462,6 +530,28 @@ pub enum Window {
 }
 
 impl RunResult {
+    /// The trend of ln tok/s across the interleaved rounds, over every level and both arms
+    /// (each trial centred on its level and arm, `stats::decision::drift_check`). None when
+    /// the trials carry no round (a sequential or older run) or there are too few rounds.
+    pub fn drift(&self) -> Option<Drift> {
+        let base = self.base.as_ref().map(|b| b.levels.as_slice()).unwrap_or(&[]);
+        let (mut cells, mut values, mut rounds) = (Vec::new(), Vec::new(), Vec::new());
+        for (arm, levels) in [&self.levels[..], base].into_iter().enumerate() {
+            for (i, level) in levels.iter().enumerate() {
+                for t in level.trials.iter().filter(|t| t.succeeded > 0) {
+                    if !(t.output_tok_per_s.is_finite() && t.output_tok_per_s > 0.0) {
+                        continue;
+                    }
+                    cells.push((arm * 100_000 + i) as u32);
+                    values.push(t.output_tok_per_s.ln());
+                    rounds.push(t.round?);
+                }
+            }
+        }
+        let sessions = vec![0; values.len()];
+        drift_check(&cells, &values, &rounds, &sessions)
+    }
+
     /// Every trial flag of `kind` (all kinds when `None`), as "C=8 trial 2: message": the
     /// form the run's warnings and the gate's report use.
     pub fn flag_lines(&self, kind: Option<flags::FlagKind>) -> Vec<String> {
@@ -657,6 +747,7 @@ pub mod fake {
                 .collect(),
             warnings: vec![],
             base: None,
+            drift: None,
         }
     }
 }

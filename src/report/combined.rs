@@ -64,6 +64,7 @@ pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) ->
     if let Some(m) = merged {
         let icon = match m.outcome {
             Outcome::Pass => "✅",
+            Outcome::Inconclusive => "❔",
             Outcome::Regression => "❌",
             Outcome::NotComparable => "⚠️",
         };
@@ -145,6 +146,8 @@ mod tests {
                 levels: vec![],
                 worst_ratio: worst,
                 warnings: vec![],
+                design: None,
+                drift: None,
             },
         }
     }

@@ -60,6 +60,10 @@ pub fn annotations(verdict: &Verdict) -> Vec<String> {
             "::warning title=Throughput not comparable::some levels of {} could not be gated against {}",
             verdict.profile_name, verdict.baseline_name
         )),
+        Outcome::Inconclusive => out.push(format!(
+            "::warning title=Throughput inconclusive::the data cannot tell whether {} is slower than {}: see the job summary for the smallest drop it could see",
+            verdict.profile_name, verdict.baseline_name
+        )),
         Outcome::Pass => {}
     }
     for w in verdict.warnings.iter().take(MAX_WARNINGS) {

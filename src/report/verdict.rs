@@ -1,8 +1,11 @@
-//! The gate's verdict for people: a console table and a Markdown summary.
+//! The gate's verdict for people: a console table and a Markdown summary, each saying what
+//! the decision used (the design, the within- and between-session spread, the bounds at the
+//! decision's own level, the smallest drop the data could see).
 
 use std::fmt::Write;
 
-use crate::gate::{LevelVerdict, Outcome, Verdict};
+use crate::gate::{LevelStatus, LevelVerdict, Outcome, Verdict};
+use crate::stats::decision::Design;
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}"))
@@ -10,9 +13,13 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 }
 
 fn ratio_text(v: &LevelVerdict) -> String {
-    match (v.ratio, v.ci_low, v.ci_high) {
-        (Some(r), Some(lo), Some(hi)) => format!("{r:.3} [{lo:.3}, {hi:.3}]"),
-        _ => "-".into(),
+    let bound = |b: Option<f64>| b.map_or("∞".to_string(), |b| format!("{b:.3}"));
+    match v.ratio {
+        Some(r) if v.p_slower.is_some() => {
+            format!("{r:.3} [{}, {}]", bound(v.ci_low), bound(v.ci_high))
+        }
+        Some(r) => format!("{r:.3}"),
+        None => "-".into(),
     }
 }
 
@@ -24,71 +31,137 @@ fn p_text(p: Option<f64>) -> String {
     }
 }
 
+fn percent(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{:.1}%", x * 100.0))
+}
+
+/// The between-session spread with its degrees of freedom, e.g. "2.1% (3 df)".
+fn sigma_b_text(v: &LevelVerdict) -> String {
+    match v.test.as_ref() {
+        Some(t) => match (t.sigma_b, t.sigma_b_df) {
+            (Some(s), Some(df)) => format!("{:.1}% ({df:.0} df)", s * 100.0),
+            _ if t.design == Design::Relative => "cancels".into(),
+            _ => "unknown".into(),
+        },
+        None => "-".into(),
+    }
+}
+
+/// The level's name: "8" for throughput, "8 TTFT p99" for a latency gate.
+fn level_name(v: &LevelVerdict) -> String {
+    if v.metric.is_throughput() {
+        v.concurrency.to_string()
+    } else {
+        format!("{} {}", v.concurrency, v.metric.label())
+    }
+}
+
+fn note(v: &LevelVerdict) -> String {
+    v.note
+        .as_ref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default()
+}
+
 /// A one-line headline.
 pub fn headline(verdict: &Verdict) -> String {
     let worst = verdict
         .worst_ratio
         .map(|r| format!("; worst ratio {r:.3} ({:+.1}%)", (r - 1.0) * 100.0))
         .unwrap_or_default();
+    let against = match verdict.design {
+        Some(Design::Relative) => "against the base server measured in the same job".to_string(),
+        _ => format!("against baseline {:?}", verdict.baseline_name),
+    };
     let failed: Vec<String> = verdict
         .levels
         .iter()
-        .filter(|l| l.status == crate::gate::LevelStatus::Regression)
-        .map(|l| format!("C={}", l.concurrency))
+        .filter(|l| l.status == LevelStatus::Regression)
+        .map(|l| match l.metric.is_throughput() {
+            true => format!("C={}", l.concurrency),
+            false => format!("C={} {}", l.concurrency, l.metric.label()),
+        })
         .collect();
     match verdict.outcome {
-        Outcome::Pass => format!(
-            "PASS: no throughput regression against baseline {:?}{worst}",
-            verdict.baseline_name
+        Outcome::Pass => format!("PASS: no regression {against}{worst}"),
+        Outcome::Inconclusive => format!(
+            "INCONCLUSIVE: the data cannot tell whether this change is slower {against}{worst}; \
+             not failed{}",
+            if verdict.settings.fail_on_inconclusive {
+                " ... except that gate.fail_on_inconclusive is set: exit 3"
+            } else {
+                ""
+            }
         ),
         Outcome::Regression => format!(
-            "REGRESSION: throughput dropped at {} against baseline {:?}{worst}",
-            failed.join(", "),
-            verdict.baseline_name
+            "REGRESSION: slower at {} {against}{worst}",
+            failed.join(", ")
         ),
-        Outcome::NotComparable => format!(
-            "NOT COMPARABLE: some levels could not be gated against baseline {:?}{worst}",
-            verdict.baseline_name
-        ),
+        Outcome::NotComparable => {
+            format!("NOT COMPARABLE: some levels could not be gated {against}{worst}")
+        }
     }
+}
+
+/// How the decision was made, in one or two lines.
+fn method(verdict: &Verdict) -> String {
+    let s = &verdict.settings;
+    let gated = verdict
+        .levels
+        .iter()
+        .filter(|l| l.p_slower.is_some())
+        .count();
+    let design = match verdict.design {
+        Some(Design::Relative) => {
+            "relative: base and head in one job, trials interleaved; Welch on ln(tok/s) after the \
+             outlier rule (trials 5 MADs from both arms' medians set aside)"
+        }
+        Some(Design::History) => {
+            "history: this run against the baseline's session means, the between-session spread \
+             with k-1 df (a restart is not a regression)"
+        }
+        None => "refused before comparing",
+    };
+    format!(
+        "gate: {design}; Holm across {gated} levels, alpha {} ({} for the test, {} for the {:.0}% \
+         guard); a level fails when significant and at least {:.1}% slower, or beyond the guard; \
+         bounds are one-sided at the decision's own level; at least {} trials a side",
+        s.alpha,
+        s.alpha * 0.8,
+        s.alpha * 0.1,
+        s.guard * 100.0,
+        s.min_effect * 100.0,
+        s.min_trials
+    )
 }
 
 /// The console table.
 pub fn console(verdict: &Verdict) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:>6} | {:>12} | {:>12} | {:>24} | {:>8} | {:>8} | {:>7} | verdict",
-        "C", "baseline", "candidate", "ratio [95% CI]", "p", "p (Holm)", "n b/c"
+    let header = format!(
+        "{:>6} | {:>10} | {:>10} | {:>22} | {:>8} | {:>6} | {:>7} | {:>12} | {:>10} | verdict",
+        "C", "baseline", "candidate", "ratio [bounds]", "p (Holm)", "n b/c", "within", "between", "detectable"
     );
-    let _ = writeln!(out, "{}", "-".repeat(104));
+    let _ = writeln!(out, "{header}");
+    let _ = writeln!(out, "{}", "-".repeat(header.len() + 4));
     for v in &verdict.levels {
         let _ = writeln!(
             out,
-            "{:>6} | {:>12} | {:>12} | {:>24} | {:>8} | {:>8} | {:>7} | {}{}",
-            v.concurrency,
+            "{:>6} | {:>10} | {:>10} | {:>22} | {:>8} | {:>6} | {:>7} | {:>12} | {:>10} | {}{}",
+            level_name(v),
             opt(v.baseline_mean, 1),
             opt(v.candidate_mean, 1),
             ratio_text(v),
-            p_text(v.p_slower),
             p_text(v.p_adjusted),
             format!("{}/{}", v.n_baseline, v.n_candidate),
+            percent(v.test.as_ref().and_then(|t| t.sigma_w)),
+            sigma_b_text(v),
+            percent(v.min_detectable_drop),
             v.status.word(),
-            v.note
-                .as_ref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default(),
+            note(v),
         );
     }
-    let s = &verdict.settings;
-    let _ = writeln!(
-        out,
-        "gate: one-sided Welch t-test on ln(tok/s), Holm across {} levels, alpha {}, minimum effect {:.1}%, at least {} trials to fail",
-        verdict.levels.iter().filter(|l| l.p_slower.is_some()).count(),
-        s.alpha,
-        s.min_effect * 100.0,
-        s.min_trials
-    );
+    let _ = writeln!(out, "{}", method(verdict));
     for w in &verdict.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
@@ -102,6 +175,7 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
     let mut out = String::new();
     let icon = match verdict.outcome {
         Outcome::Pass => "✅",
+        Outcome::Inconclusive => "❔",
         Outcome::Regression => "❌",
         Outcome::NotComparable => "⚠️",
     };
@@ -116,34 +190,33 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
         "Profile `{}`, baseline `{}`{at}.\n",
         verdict.profile_name, verdict.baseline_name
     );
-    let _ = writeln!(out, "| C | baseline tok/s | candidate tok/s | ratio [95% CI] | p (Holm) | trials b/c | verdict |");
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|:---|");
+    let _ = writeln!(out, "| C | baseline | candidate | ratio [bounds] | p (Holm) | trials b/c | sd within | sd between | detectable drop | verdict |");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|");
     for v in &verdict.levels {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {}/{} | {}{} |",
-            v.concurrency,
+            "| {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {}{} |",
+            level_name(v),
             opt(v.baseline_mean, 1),
             opt(v.candidate_mean, 1),
             ratio_text(v),
             p_text(v.p_adjusted),
             v.n_baseline,
             v.n_candidate,
+            percent(v.test.as_ref().and_then(|t| t.sigma_w)),
+            sigma_b_text(v),
+            percent(v.min_detectable_drop),
             v.status.word(),
-            v.note
-                .as_ref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default(),
+            note(v),
         );
     }
-    let s = &verdict.settings;
     let _ = writeln!(
         out,
-        "\nA level fails only when the one-sided Welch test on ln(tok/s), Holm-corrected, is below alpha = {} \
-         **and** the estimated drop is at least {:.1}% **and** both sides have at least {} trials.\n",
-        s.alpha,
-        s.min_effect * 100.0,
-        s.min_trials
+        "\n{}\n\nThree outcomes: **regression** (exit 1), **pass** (no regression: the bound lies \
+         above {:.0}%), **inconclusive** (the data cannot tell; exit 0 unless \
+         `fail_on_inconclusive`).\n",
+        method(verdict),
+        (1.0 - verdict.settings.min_effect) * 100.0
     );
     if !verdict.warnings.is_empty() {
         let _ = writeln!(out, "**Warnings**\n");

@@ -364,6 +364,7 @@ concurrency = [1]
             levels,
             warnings: vec![],
             base: None,
+            drift: None,
         }
     }
 

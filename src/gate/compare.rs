@@ -1,0 +1,389 @@
+//! The comparison itself: refuse what cannot be compared, build one test per gated metric and
+//! level (`stats::decision`), decide across the levels, and say what the decision used.
+
+use anyhow::{bail, Result};
+
+use super::baseline::{fingerprint_differences, Baseline};
+use super::{LevelStatus, LevelVerdict, Outcome, Verdict};
+use crate::exit::not_comparable;
+use crate::profile::GateSettings;
+use crate::record::checks::level_problems;
+use crate::record::flags::FlagKind;
+use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric};
+use crate::stats::decision::{
+    decide, history_level, relative_level, DecisionSettings, Design, LevelOutcome, LevelTest,
+};
+use crate::stats::Spread;
+
+/// Power at which the smallest detectable drop is reported.
+const POWER: f64 = 0.8;
+
+/// Gates a run against a baseline: history mode, or relative mode when the run measured the
+/// base server itself (the baseline then vouches for the profile and the environment, and
+/// gives the settings). Errors: exit 3 when the two measured different things, exit 2 when
+/// the run itself did not measure.
+pub fn evaluate(
+    baseline: &Baseline,
+    candidate: &RunResult,
+    settings: &GateSettings,
+) -> Result<Verdict> {
+    if candidate.profile_hash != baseline.profile_hash {
+        return Err(not_comparable(format!(
+            "the run used profile {} ({}), the baseline was measured with {}: they measured different things",
+            candidate.profile_name, candidate.profile_hash, baseline.profile_hash
+        )));
+    }
+    let (differ, mut warnings) =
+        fingerprint_differences(&baseline.environment, &candidate.environment);
+    if !differ.is_empty() {
+        return Err(not_comparable(format!(
+            "the environment differs from the baseline's: {}",
+            differ.join("; ")
+        )));
+    }
+    let mut verdict = match &candidate.base {
+        Some(_) => evaluate_relative(candidate, settings)?,
+        None => {
+            check_candidate(candidate)?;
+            let sources = |metric: TrialMetric, c: u32| Sides {
+                base: baseline.sessions_of(metric, c),
+                head: candidate_values(&candidate.levels, metric, c),
+            };
+            let mut levels = baseline.levels();
+            levels.extend(candidate.levels.iter().map(|l| l.concurrency));
+            let mut v = gate(candidate, settings, Design::History, levels, &sources);
+            if baseline.sessions.len() == 1 {
+                v.warnings.push(
+                    "the baseline holds one session, so how much runs differ from day to day is \
+                     not known: only a drop beyond the guard can fail; bless runs from other \
+                     days (`baseline bless --append`, or the history workflow on main)"
+                        .into(),
+                );
+            }
+            v
+        }
+    };
+    verdict.baseline_name = baseline.name.clone();
+    warnings.append(&mut verdict.warnings);
+    verdict.warnings = warnings;
+    Ok(verdict)
+}
+
+/// Gates a relative (A/B) run on its own: the head arm (the run's levels) against the base
+/// arm measured in the same job. The settings are the run's profile's unless given.
+pub fn evaluate_relative(candidate: &RunResult, settings: &GateSettings) -> Result<Verdict> {
+    let Some(base) = &candidate.base else {
+        bail!(
+            "the run measured one server; a relative verdict needs a run of two (bench or ci \
+             with --base-endpoint), or a baseline to gate against (--baseline)"
+        );
+    };
+    check_candidate(candidate)?;
+    let problems = level_problems(&base.levels, candidate.profile.sweep.max_error_rate);
+    if !problems.is_empty() {
+        bail!(
+            "the base arm did not measure every level: {}",
+            problems.join("; ")
+        );
+    }
+    // The base arm is one session, shared with the head: the session offset cancels.
+    let sources = |metric: TrialMetric, c: u32| {
+        let base = candidate_values(&base.levels, metric, c);
+        Sides {
+            base: if base.is_empty() { vec![] } else { vec![base] },
+            head: candidate_values(&candidate.levels, metric, c),
+        }
+    };
+    let levels = (candidate.levels.iter().chain(&base.levels))
+        .map(|l| l.concurrency)
+        .collect();
+    let mut verdict = gate(candidate, settings, Design::Relative, levels, &sources);
+    verdict.baseline_name = format!("{} (base arm)", candidate.profile_name);
+    Ok(verdict)
+}
+
+/// A run that did not measure, was stopped, or ran open loop cannot be gated.
+fn check_candidate(candidate: &RunResult) -> Result<()> {
+    if !candidate.complete {
+        bail!("the run is marked incomplete (it was stopped); it cannot be gated");
+    }
+    let problems = level_problems(&candidate.levels, candidate.profile.sweep.max_error_rate);
+    if !problems.is_empty() {
+        bail!(
+            "the run did not measure every level: {}",
+            problems.join("; ")
+        );
+    }
+    if candidate.levels.iter().any(|l| l.rate.is_some()) {
+        bail!("the run is open loop (levels keyed by request rate); the gate compares closed-loop concurrency levels only");
+    }
+    Ok(())
+}
+
+/// The trials' values of `metric` at level `c` of `levels` (empty when the level is absent).
+fn candidate_values(levels: &[LevelResult], metric: TrialMetric, c: u32) -> Vec<f64> {
+    levels
+        .iter()
+        .find(|l| l.concurrency == c)
+        .map(|l| l.values(metric))
+        .unwrap_or_default()
+}
+
+/// One level's raw values: the baseline's by session (relative: one "session", the base
+/// arm), the candidate's (the head's).
+struct Sides {
+    base: Vec<Vec<f64>>,
+    head: Vec<f64>,
+}
+
+/// The gated metrics with their minimum effects on the gate's scale (a latency rise of m is
+/// a drop of 1 - 1/(1 + m) on the inverse scale).
+fn metrics(settings: &GateSettings) -> Vec<(TrialMetric, f64)> {
+    let mut out = vec![(TrialMetric::OutputTokPerS, settings.min_effect)];
+    let l = &settings.latency;
+    for (metric, rise) in [
+        (TrialMetric::TtftP99, l.ttft_p99),
+        (TrialMetric::ItlP99, l.itl_p99),
+        (TrialMetric::E2eP99, l.e2e_p99),
+    ] {
+        if let Some(m) = rise {
+            out.push((metric, 1.0 - 1.0 / (1.0 + m)));
+        }
+    }
+    out
+}
+
+/// The verdict from one test per (metric, level) of `concurrencies`: Holm within each metric, the family alpha
+/// split evenly across the metrics.
+fn gate(
+    candidate: &RunResult,
+    settings: &GateSettings,
+    design: Design,
+    mut concurrencies: Vec<u32>,
+    sources: &dyn Fn(TrialMetric, u32) -> Sides,
+) -> Verdict {
+    concurrencies.sort_unstable();
+    concurrencies.dedup();
+    let metrics = metrics(settings);
+    let mut warnings: Vec<String> = candidate
+        .flag_lines(Some(FlagKind::ClientBound))
+        .into_iter()
+        .map(|line| format!("candidate: {line}"))
+        .collect();
+    let mut levels = Vec::new();
+    for &(metric, min_effect) in &metrics {
+        let decision = DecisionSettings {
+            alpha: settings.alpha / metrics.len() as f64,
+            min_effect,
+            guard: settings.guard,
+            power: POWER,
+        };
+        let mut verdicts = Vec::new();
+        let mut tests = Vec::new();
+        for &c in &concurrencies {
+            let sides = sources(metric, c);
+            let (v, test) = level(c, metric, &sides, design, settings);
+            if let Some(t) = test {
+                tests.push((verdicts.len(), t));
+            }
+            verdicts.push(v);
+        }
+        let mut decided: Vec<LevelTest> = tests.iter().map(|(_, t)| t.clone()).collect();
+        if !decided.is_empty() {
+            decide(&mut decided, &decision);
+        }
+        for ((i, _), test) in tests.iter().zip(decided) {
+            finish_level(&mut verdicts[*i], test, &decision, settings, &mut warnings);
+        }
+        levels.extend(verdicts);
+    }
+    let inconclusive: Vec<String> = levels
+        .iter()
+        .filter(|l| l.status == LevelStatus::Inconclusive)
+        .map(|l| {
+            let seen = match l.min_detectable_drop {
+                Some(d) => format!("{:.1}%", d * 100.0),
+                None => "none".into(),
+            };
+            format!("{} at C={} (smallest detectable: {seen})", l.metric.label(), l.concurrency)
+        })
+        .collect();
+    if !inconclusive.is_empty() {
+        warnings.push(format!(
+            "inconclusive: the data cannot tell a drop of {:.1}% from how much runs differ at {}; \
+             more trials (relative mode) or more baseline sessions narrow it",
+            settings.min_effect * 100.0,
+            inconclusive.join(", ")
+        ));
+    }
+    let drift = candidate.drift();
+    if let Some(d) = drift.as_ref().filter(|d| d.flagged) {
+        warnings.push(drift_warning(d));
+    }
+    let worst_ratio = levels
+        .iter()
+        .filter(|v| v.metric.is_throughput())
+        .filter_map(|v| v.ratio)
+        .reduce(f64::min);
+    let any = |s: &[LevelStatus]| levels.iter().any(|v| s.contains(&v.status));
+    let outcome = if any(&[LevelStatus::Regression]) {
+        Outcome::Regression
+    } else if any(&[LevelStatus::InsufficientTrials, LevelStatus::NotGated]) {
+        Outcome::NotComparable
+    } else if any(&[LevelStatus::Inconclusive]) {
+        Outcome::Inconclusive
+    } else {
+        Outcome::Pass
+    };
+    Verdict {
+        outcome,
+        baseline_name: String::new(),
+        profile_name: candidate.profile_name.clone(),
+        baseline_ref: None,
+        settings: settings.clone(),
+        design: Some(design),
+        levels,
+        worst_ratio,
+        drift,
+        warnings,
+    }
+}
+
+/// One level's verdict before the decision, and its test when the level can be gated.
+fn level(
+    c: u32,
+    metric: TrialMetric,
+    sides: &Sides,
+    design: Design,
+    settings: &GateSettings,
+) -> (LevelVerdict, Option<LevelTest>) {
+    let base: Vec<f64> = sides.base.concat();
+    let head = &sides.head;
+    let mut v = LevelVerdict {
+        concurrency: c,
+        metric,
+        status: LevelStatus::NotGated,
+        baseline_mean: Spread::of(&base).map(|s| s.geo_mean),
+        candidate_mean: Spread::of(head).map(|s| s.geo_mean),
+        ratio: None,
+        ci_low: None,
+        ci_high: None,
+        p_slower: None,
+        p_adjusted: None,
+        n_baseline: base.len(),
+        n_candidate: head.len(),
+        baseline_sessions: sides.base.len(),
+        min_detectable_drop: None,
+        test: None,
+        note: None,
+    };
+    if base.is_empty() || head.is_empty() {
+        v.note = Some(
+            match (base.is_empty(), metric.is_throughput()) {
+                (true, true) => "not in the baseline",
+                (true, false) => "not in the baseline (bless again to record latency per trial)",
+                (false, _) => "not in this run",
+            }
+            .into(),
+        );
+        return (v, None);
+    }
+    let min_trials = settings.min_trials as usize;
+    if base.len() < min_trials.max(2) || head.len() < min_trials.max(2) {
+        v.status = LevelStatus::InsufficientTrials;
+        v.note = Some(format!(
+            "{} baseline and {} candidate trials; the gate needs {min_trials} on each side",
+            base.len(),
+            head.len()
+        ));
+        return (v, None);
+    }
+    // The gate's scale: ln of throughput, -ln of latency (a drop is always "worse").
+    let scale = |x: &f64| if metric.higher_is_worse() { -x.ln() } else { x.ln() };
+    let head_ln: Vec<f64> = head.iter().map(scale).collect();
+    let test = match design {
+        Design::Relative => {
+            let base_ln: Vec<f64> = base.iter().map(scale).collect();
+            relative_level(
+                &base_ln,
+                &head_ln,
+                &vec![0; base_ln.len()],
+                &vec![0; head_ln.len()],
+                settings.guard,
+            )
+        }
+        Design::History => {
+            let sessions: Vec<Vec<f64>> = sides
+                .base
+                .iter()
+                .map(|s| s.iter().map(scale).collect())
+                .collect();
+            history_level(&sessions, &head_ln, settings.guard)
+        }
+    };
+    (v, Some(test))
+}
+
+/// Fills a level's verdict from its decided test.
+fn finish_level(
+    v: &mut LevelVerdict,
+    test: LevelTest,
+    decision: &DecisionSettings,
+    settings: &GateSettings,
+    warnings: &mut Vec<String>,
+) {
+    let latency = v.metric.higher_is_worse();
+    // Throughput: head / base. Latency: the test's ratio is base / head latency; people
+    // read head / base latency, so it and its bounds are inverted.
+    let (ratio, low, high) = match latency {
+        false => (test.ratio, Some(test.lower), test.upper),
+        true => (
+            test.ratio.map(|r| 1.0 / r),
+            test.upper.map(|u| 1.0 / u),
+            (test.lower > 0.0).then(|| 1.0 / test.lower),
+        ),
+    };
+    v.ratio = ratio;
+    v.ci_low = low;
+    v.ci_high = high;
+    v.p_slower = Some(test.p);
+    v.p_adjusted = Some(test.p_holm);
+    v.min_detectable_drop = test.mdd;
+    v.status = match test.outcome {
+        LevelOutcome::Regression => LevelStatus::Regression,
+        LevelOutcome::NoRegression if test.lower >= 1.0 + decision.min_effect => {
+            LevelStatus::Improvement
+        }
+        LevelOutcome::NoRegression => LevelStatus::Pass,
+        LevelOutcome::Inconclusive => LevelStatus::Inconclusive,
+    };
+    let mut notes = Vec::new();
+    if test.guard_tripped && test.outcome == LevelOutcome::Regression {
+        notes.push(format!("beyond the {:.0}% guard", settings.guard * 100.0));
+    }
+    if test.dropped_base + test.dropped_head > 0 {
+        notes.push(format!(
+            "{} base and {} head trial(s) set aside as outliers",
+            test.dropped_base, test.dropped_head
+        ));
+        if test.dropped_head >= test.dropped_base + 2 {
+            warnings.push(format!(
+                "C={}: {} head trials fell far below both arms (set aside as outliers) against {} \
+                 base trials: a server that slows intermittently is itself a regression; look at \
+                 requests.jsonl",
+                v.concurrency, test.dropped_head, test.dropped_base
+            ));
+        }
+    }
+    if test.design == Design::History && test.sessions_base < 2 {
+        notes.push("one baseline session".into());
+    }
+    if !notes.is_empty() {
+        v.note = Some(notes.join("; "));
+    }
+    v.test = Some(test);
+}
+
+#[cfg(test)]
+#[path = "compare_tests.rs"]
+mod tests;
