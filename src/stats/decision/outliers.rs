@@ -33,7 +33,8 @@ pub fn outlier_mask_relative(base: &[f64], head: &[f64], z: f64) -> (Vec<bool>, 
         .chain(head.iter().map(|v| (v - mh).abs()))
         .collect();
     let s = MAD_K * median(&own);
-    if !(s > 0.0) {
+    // s is NaN only for absurd inputs (an overflow); keep everything then too.
+    if s.is_nan() || s <= 0.0 {
         return keep_all;
     }
     let out = |v: &f64| (v - mb).abs().min((v - mh).abs()) > z * s;
