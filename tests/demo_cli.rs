@@ -13,7 +13,12 @@ fn demo_measures_gates_plots_and_plans() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("agg tok/s"), "{stdout}");
     assert!(
-        stdout.contains("gating this run against baselines/demo.toml"),
+        stdout.contains("gating head against base, measured in the same job"),
+        "{stdout}"
+    );
+    // The head is 10% slower than the base: the relative gate catches it at every level.
+    assert!(
+        stdout.contains("REGRESSION: slower at C=1, C=8, C=32, C=64"),
         "{stdout}"
     );
     assert!(stdout.contains("902,087 completions"), "{stdout}");
@@ -29,5 +34,6 @@ fn demo_measures_gates_plots_and_plans() {
     }
     let result = read_json(&out_dir.join("results.json"));
     assert_eq!(result["levels"].as_array().unwrap().len(), 4);
+    assert_eq!(result["base"]["levels"].as_array().unwrap().len(), 4);
     assert_eq!(result["complete"], true);
 }

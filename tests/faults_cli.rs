@@ -380,7 +380,10 @@ fn server_dies(flags: &[&str]) {
         .map(|l| l["trials"].as_array().unwrap().len())
         .sum();
     let planned = 4 * result["profile"]["sweep"]["trials"].as_u64().unwrap() as usize;
-    assert!(ran < planned, "the sweep should stop early: {ran} of {planned} trials");
+    assert!(
+        ran < planned,
+        "the sweep should stop early: {ran} of {planned} trials"
+    );
     let err = String::from_utf8_lossy(&r.out.stderr);
     assert!(
         err.contains("stopped early") && err.contains("failed to connect"),

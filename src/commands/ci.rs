@@ -50,6 +50,17 @@ pub struct CiArgs {
         value_delimiter = ','
     )]
     pub endpoints: Vec<String>,
+    /// Relative mode (the recommended one): the target branch's server, measured in the
+    /// same job as the pull request's (--endpoint), trials interleaved, so that what shifts a
+    /// whole run (a restart, clocks, a neighbour) shifts both and cancels. The baseline
+    /// file then vouches for the profile and the environment and gives the settings.
+    #[arg(
+        long = "base-endpoint",
+        value_name = "URL",
+        env = "THROUGHLINE_BASE_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub base_endpoints: Vec<String>,
     /// Folder for every file of the check (results, PNGs, report.md, verdict.json, junit.xml).
     #[arg(
         long,
@@ -192,7 +203,21 @@ async fn check(args: &CiArgs) -> Result<Exit> {
             baseline.profile_hash
         )));
     }
-    wait_healthy(&profile.target.endpoints, args.wait_healthy).await?;
+    let base_endpoints: Vec<String> = args
+        .base_endpoints
+        .iter()
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty())
+        .collect();
+    super::bench::check_base_endpoints(&profile, &base_endpoints)?;
+    let all: Vec<String> = profile
+        .target
+        .endpoints
+        .iter()
+        .chain(&base_endpoints)
+        .cloned()
+        .collect();
+    wait_healthy(&all, args.wait_healthy).await?;
     let environment = args.environment.to_environment();
     precheck_environment(&baseline, &profile, &environment).await?;
 
@@ -203,7 +228,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         environment,
         out_dir: args.out.clone(),
         show_progress: !args.no_progress && std::io::stderr().is_terminal(),
-        base_endpoints: Vec::new(),
+        base_endpoints,
     };
     let outcome = super::bench::measure(setup).await?;
     if super::bench::conclude(&outcome, &args.out) != Exit::Pass {
@@ -214,7 +239,12 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     }
     let result = &outcome.result;
 
-    let written = write_run_files(result, Some(&baseline.trials_by_level()), &args.out)?;
+    // The charts draw the run beside what it is compared with: the base arm, or the baseline.
+    let beside = match &result.base {
+        Some(base) => crate::record::trials_by_level(&base.levels),
+        None => baseline.trials_by_level(),
+    };
+    let written = write_run_files(result, Some(&beside), &args.out)?;
     let images = image_links(&written, args.image_base_url.as_deref());
 
     let mut verdict = evaluate(&baseline, result, &settings)?;

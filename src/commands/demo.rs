@@ -1,6 +1,8 @@
-//! `throughline demo`: the embedded default. Starts the simulator in-process (two replicas),
-//! runs the shipped demo profile, prints the table, writes the files, and gates the run
-//! against the shipped demo baseline.
+//! `throughline demo`: the embedded default. Starts two simulated servers in-process (two
+//! replicas each): the "base" as shipped and a "head" made 10% slower, as a pull request that
+//! regressed would be. Runs the shipped demo profile against both in one job (relative mode,
+//! trials interleaved), prints the table, writes the files, gates head against base, draws
+//! the charts and plans the seeds' job from the head's curve.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -36,28 +38,47 @@ pub fn demo_sim_config() -> SimConfig {
     config
 }
 
+/// How much slower the demo's head server is than its base: the regression the gate catches.
+pub const DEMO_HEAD_SLOWDOWN: f64 = 1.10;
+
 pub async fn run(args: DemoArgs) -> Result<Exit> {
-    let cluster = SimCluster::start(&demo_sim_config(), IpAddr::V4(Ipv4Addr::LOCALHOST), 0, 2)
+    let localhost = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let base = SimCluster::start(&demo_sim_config(), localhost, 0, 2)
         .await
         .context("cannot start the built-in simulator")?;
+    let mut slowed = demo_sim_config();
+    slowed.slowdown = DEMO_HEAD_SLOWDOWN;
+    let head = match SimCluster::start(&slowed, localhost, 0, 2).await {
+        Ok(h) => h,
+        Err(e) => {
+            base.shutdown().await;
+            return Err(e).context("cannot start the built-in simulator");
+        }
+    };
     println!(
-        "demo: simulator (preset fast, 2 replicas) on {}",
-        cluster.base_urls().join(", ")
+        "demo: base simulator (preset fast, 2 replicas) on {}",
+        base.base_urls().join(", ")
     );
-    let outcome = run_against(&cluster.base_urls(), &args.out).await;
-    cluster.shutdown().await;
+    println!(
+        "demo: head simulator, {:.0}% slower (a change that regressed), on {}",
+        (DEMO_HEAD_SLOWDOWN - 1.0) * 100.0,
+        head.base_urls().join(", ")
+    );
+    let outcome = run_against(&head.base_urls(), &base.base_urls(), &args.out).await;
+    head.shutdown().await;
+    base.shutdown().await;
     outcome
 }
 
-async fn run_against(endpoints: &[String], out: &Path) -> Result<Exit> {
+async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exit> {
     let mut profile = Profile::parse(DEMO_PROFILE).context("the embedded demo profile")?;
-    profile.target.endpoints = endpoints.to_vec();
+    profile.target.endpoints = head.to_vec();
     let setup = BenchSetup {
         profile,
         environment: EnvironmentArgs::default().to_environment(),
         out_dir: out.to_path_buf(),
         show_progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        base_endpoints: Vec::new(),
+        base_endpoints: base.to_vec(),
     };
     let outcome = super::bench::measure(setup).await?;
     let exit = super::bench::conclude(&outcome, out);
@@ -65,20 +86,29 @@ async fn run_against(endpoints: &[String], out: &Path) -> Result<Exit> {
         return Ok(exit);
     }
     let baseline = Baseline::parse(DEMO_BASELINE, "baselines/demo.toml (embedded)")?;
-    println!("\ndemo: gating this run against baselines/demo.toml");
+    println!(
+        "\ndemo: gating head against base, measured in the same job (relative mode; \
+         baselines/demo.toml vouches for the profile and gives the settings)"
+    );
     match evaluate(&baseline, &outcome.result, &baseline.gate) {
         Ok(v) => {
             print!("{}", verdict::console(&v));
             std::fs::write(out.join("verdict.md"), verdict::markdown(&v, &[]))
                 .with_context(|| format!("cannot write {}", out.join("verdict.md").display()))?;
             println!(
-                "\ndemo: the verdict is shown for illustration; the demo's own exit code is 0 when it measured. \
-                 In CI, `throughline gate` exits 1 on a regression."
+                "\ndemo: the verdict is shown for illustration (the head is slowed on purpose); the \
+                 demo's own exit code is 0 when it measured. In CI, `throughline gate` and \
+                 `throughline ci` exit 1 on a regression."
             );
         }
         Err(e) => println!("demo: gate not run: {e:#}"),
     }
-    super::bench::write_plots(&outcome.result, Some(&baseline.trials_by_level()), out);
+    let beside = outcome
+        .result
+        .base
+        .as_ref()
+        .map(|b| crate::record::trials_by_level(&b.levels));
+    super::bench::write_plots(&outcome.result, beside.as_deref(), out);
 
     // The seeds' question, asked of this (simulated) node: how long would 902,087
     // completions of ~1,818 output tokens take?

@@ -2,12 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
 
 use crate::exit::Exit;
 use crate::gate::baseline::Baseline;
-use crate::gate::evaluate;
+use crate::gate::{evaluate, evaluate_relative};
+use crate::record::trials_by_level;
 use crate::record::RunResult;
 use crate::report::run::{publish_verdict, write_run_files, VerdictFiles};
 
@@ -16,9 +17,11 @@ pub struct GateArgs {
     /// The candidate run's results.json.
     #[arg(long)]
     pub results: PathBuf,
-    /// The baseline file (TOML), e.g. baselines/NAME.toml.
+    /// The baseline file (TOML), e.g. baselines/NAME.toml. Optional for a relative run
+    /// (measured with --base-endpoint): its two arms are compared with each other, and a
+    /// baseline given too vouches for the profile and environment and gives the settings.
     #[arg(long)]
-    pub baseline: PathBuf,
+    pub baseline: Option<PathBuf>,
     /// Read the baseline as it is at this git ref (e.g. origin/main), not from the working tree.
     #[arg(long)]
     pub baseline_ref: Option<String>,
@@ -48,17 +51,34 @@ pub struct GateArgs {
 
 pub async fn run(args: GateArgs) -> Result<Exit> {
     let candidate = RunResult::load(&args.results)?;
-    let baseline = match &args.baseline_ref {
-        Some(r) => Baseline::load_at_ref(&args.baseline, r)?,
-        None => Baseline::load(&args.baseline)?,
+    let baseline = match (&args.baseline, &args.baseline_ref) {
+        (Some(path), Some(r)) => Some(Baseline::load_at_ref(path, r)?),
+        (Some(path), None) => Some(Baseline::load(path)?),
+        (None, _) if candidate.base.is_some() => None,
+        (None, _) => bail!(
+            "--baseline is needed: {} measured one server (a relative run, measured with \
+             --base-endpoint, can be gated on its own)",
+            args.results.display()
+        ),
     };
+    // The settings are the baseline's (as on the target branch), else the run's profile's.
     let settings = baseline
-        .gate
+        .as_ref()
+        .map_or(&candidate.profile.gate, |b| &b.gate)
         .overridden(args.alpha, args.min_effect, args.min_trials)?;
-    let mut verdict = evaluate(&baseline, &candidate, &settings)?;
+    let mut verdict = match &baseline {
+        Some(b) => evaluate(b, &candidate, &settings)?,
+        None => evaluate_relative(&candidate, &settings)?,
+    };
     verdict.baseline_ref = args.baseline_ref.clone();
+    // The charts draw the run beside what it was compared with.
+    let beside = match (&candidate.base, &baseline) {
+        (Some(base), _) => trials_by_level(&base.levels),
+        (None, Some(b)) => b.trials_by_level(),
+        (None, None) => Vec::new(),
+    };
     let images = match &args.out {
-        Some(out) => draw(&candidate, &baseline, out, args.markdown.as_deref())?,
+        Some(out) => draw(&candidate, &beside, out, args.markdown.as_deref())?,
         None => Vec::new(),
     };
     let files = VerdictFiles {
@@ -75,11 +95,11 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
 /// the summary is written into `out` too, else paths as given.
 fn draw(
     run: &RunResult,
-    baseline: &Baseline,
+    beside: &[(u32, Vec<f64>)],
     out: &Path,
     markdown: Option<&Path>,
 ) -> Result<Vec<String>> {
-    let written = write_run_files(run, Some(&baseline.trials_by_level()), out)?;
+    let written = write_run_files(run, Some(beside), out)?;
     let same_dir = markdown
         .and_then(|m| m.parent())
         .map(|p| {

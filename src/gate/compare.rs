@@ -205,7 +205,11 @@ fn gate(
                 Some(d) => format!("{:.1}%", d * 100.0),
                 None => "none".into(),
             };
-            format!("{} at C={} (smallest detectable: {seen})", l.metric.label(), l.concurrency)
+            format!(
+                "{} at C={} (smallest detectable: {seen})",
+                l.metric.label(),
+                l.concurrency
+            )
         })
         .collect();
     if !inconclusive.is_empty() {
@@ -299,7 +303,13 @@ fn level(
         return (v, None);
     }
     // The gate's scale: ln of throughput, -ln of latency (a drop is always "worse").
-    let scale = |x: &f64| if metric.higher_is_worse() { -x.ln() } else { x.ln() };
+    let scale = |x: &f64| {
+        if metric.higher_is_worse() {
+            -x.ln()
+        } else {
+            x.ln()
+        }
+    };
     let head_ln: Vec<f64> = head.iter().map(scale).collect();
     let test = match design {
         Design::Relative => {

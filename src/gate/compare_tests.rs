@@ -47,7 +47,11 @@ fn same_speed_against_a_history_of_sessions_passes() {
     assert_eq!(v.design, Some(Design::History));
     assert!(v.levels.iter().all(|l| l.status == LevelStatus::Pass));
     let t = v.levels[0].test.as_ref().unwrap();
-    assert_eq!(t.sigma_b_df, Some(5.0), "k - 1 degrees of freedom for sigma_b");
+    assert_eq!(
+        t.sigma_b_df,
+        Some(5.0),
+        "k - 1 degrees of freedom for sigma_b"
+    );
 }
 
 #[test]
@@ -71,7 +75,11 @@ fn one_session_cannot_tell_a_ten_percent_drop_but_the_guard_fails_a_gross_one() 
     let cand = fake::run(&[(1, &scaled(&BASE, 0.9)), (8, &BASE8)]);
     let v = evaluate(&baseline(1), &cand, &GateSettings::default()).unwrap();
     assert_eq!(v.outcome, Outcome::Inconclusive, "{v:#?}");
-    assert_eq!(v.exit(), Exit::Pass, "inconclusive passes loudly by default");
+    assert_eq!(
+        v.exit(),
+        Exit::Pass,
+        "inconclusive passes loudly by default"
+    );
     assert!(v.warnings.iter().any(|w| w.contains("one session")));
     assert!(v.warnings.iter().any(|w| w.starts_with("inconclusive")));
     assert_eq!(v.levels[0].min_detectable_drop, None);
@@ -230,8 +238,15 @@ fn a_latency_gate_fails_a_rise_in_ttft_p99() {
         .filter(|l| l.metric == TrialMetric::TtftP99)
         .collect();
     assert_eq!(ttft.len(), 2);
-    assert!(ttft.iter().all(|l| l.status == LevelStatus::Regression), "{v:#?}");
-    assert!((ttft[0].ratio.unwrap() - 1.4).abs() < 0.01, "{:?}", ttft[0].ratio);
+    assert!(
+        ttft.iter().all(|l| l.status == LevelStatus::Regression),
+        "{v:#?}"
+    );
+    assert!(
+        (ttft[0].ratio.unwrap() - 1.4).abs() < 0.01,
+        "{:?}",
+        ttft[0].ratio
+    );
     assert_eq!(v.outcome, Outcome::Regression);
     // Throughput itself did not move.
     assert!(v

@@ -77,7 +77,11 @@ pub async fn run_bench(
             stopped = unreachable.map(|why| format!("{name} trial {}: {why}", slot.round));
             break;
         }
-        if last_slot(slot.arm, slot.level) == Some(at) {
+        // Sequential runs finish a level at a time: show it now. Interleaved levels all
+        // finish in the last round and are shown together, in the profile's order.
+        if profile.sweep.order == TrialOrder::Sequential
+            && last_slot(slot.arm, slot.level) == Some(at)
+        {
             shown[slot.arm][slot.level] = true;
             let level = &measured[slot.arm][slot.level];
             run.shared.progress.suspend(|| on_level(arm, level));
@@ -86,7 +90,7 @@ pub async fn run_bench(
     run.shared.progress.finish_and_clear();
     let interrupted = run.shared.interrupt.signal();
     let complete = interrupted.is_none() && stopped.is_none();
-    // A stopped run keeps the levels that measured something, and shows those it had not.
+    // The levels not shown yet, and a stopped run keeps those that measured something.
     for (a, levels) in measured.iter_mut().enumerate() {
         for (l, level) in levels.iter().enumerate() {
             if !shown[a][l] && !level.trials.is_empty() {

@@ -144,7 +144,9 @@ impl LevelResult {
 
 /// A per-trial figure the gate can compare: throughput (higher is better) or a latency
 /// percentile (higher is worse).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TrialMetric {
     #[default]
@@ -534,7 +536,11 @@ impl RunResult {
     /// (each trial centred on its level and arm, `stats::decision::drift_check`). None when
     /// the trials carry no round (a sequential or older run) or there are too few rounds.
     pub fn drift(&self) -> Option<Drift> {
-        let base = self.base.as_ref().map(|b| b.levels.as_slice()).unwrap_or(&[]);
+        let base = self
+            .base
+            .as_ref()
+            .map(|b| b.levels.as_slice())
+            .unwrap_or(&[]);
         let (mut cells, mut values, mut rounds) = (Vec::new(), Vec::new(), Vec::new());
         for (arm, levels) in [&self.levels[..], base].into_iter().enumerate() {
             for (i, level) in levels.iter().enumerate() {

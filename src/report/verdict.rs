@@ -140,7 +140,15 @@ pub fn console(verdict: &Verdict) -> String {
     let mut out = String::new();
     let header = format!(
         "{:>6} | {:>10} | {:>10} | {:>22} | {:>8} | {:>6} | {:>7} | {:>12} | {:>10} | verdict",
-        "C", "baseline", "candidate", "ratio [bounds]", "p (Holm)", "n b/c", "within", "between", "detectable"
+        "C",
+        "baseline",
+        "candidate",
+        "ratio [bounds]",
+        "p (Holm)",
+        "n b/c",
+        "within",
+        "between",
+        "detectable"
     );
     let _ = writeln!(out, "{header}");
     let _ = writeln!(out, "{}", "-".repeat(header.len() + 4));

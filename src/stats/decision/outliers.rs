@@ -6,6 +6,11 @@ use super::median;
 
 /// Robust-z threshold: a trial is dropped beyond 5 robust standard deviations.
 pub const OUTLIER_Z: f64 = 5.0;
+/// The least distance (ln scale, about 5%) from both medians that makes a trial an outlier:
+/// a slow mode is tens of percent, while on a very steady server 5 robust sds can be a few
+/// tenths of a percent, and a trial 0.3% off is no outlier. Does not bind at the calibrated
+/// noise (CV 2% puts 5 robust sds near 10%).
+pub const OUTLIER_MIN_DISTANCE: f64 = 0.05;
 /// 1 / Phi^-1(3/4): turns a median absolute deviation into a normal standard deviation.
 const MAD_K: f64 = 1.482602218505602;
 
@@ -13,7 +18,8 @@ const MAD_K: f64 = 1.482602218505602;
 ///
 /// mb, mh = the arms' medians; s = 1.4826 * median of the 2n own-arm residuals
 /// {|y - mb| : base} U {|y - mh| : head}; a trial is an outlier when its distance to the
-/// *nearer* arm median, min(|y - mb|, |y - mh|), exceeds `z * s`. Nothing is dropped when
+/// *nearer* arm median, min(|y - mb|, |y - mh|), exceeds `z * s` and
+/// [`OUTLIER_MIN_DISTANCE`]. Nothing is dropped when
 /// s = 0 or an arm is empty. Symmetric in the arms, and it never picks a mode inside one arm:
 /// a trial that sits with the other arm's bulk is kept, so an arm whose majority is slow keeps
 /// all its trials (centring on each arm's own median instead gave 8% false failures).
@@ -37,7 +43,8 @@ pub fn outlier_mask_relative(base: &[f64], head: &[f64], z: f64) -> (Vec<bool>, 
     if s.is_nan() || s <= 0.0 {
         return keep_all;
     }
-    let out = |v: &f64| (v - mb).abs().min((v - mh).abs()) > z * s;
+    let limit = (z * s).max(OUTLIER_MIN_DISTANCE);
+    let out = |v: &f64| (v - mb).abs().min((v - mh).abs()) > limit;
     (
         base.iter().map(out).collect(),
         head.iter().map(out).collect(),
@@ -47,6 +54,16 @@ pub fn outlier_mask_relative(base: &[f64], head: &[f64], z: f64) -> (Vec<bool>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_steady_server_has_no_outliers_within_a_few_percent() {
+        // Spread 0.01%: 5 robust sds are 0.05%, but a trial 0.4% off is still kept.
+        let base = [1000.0_f64, 1000.1, 999.9, 1000.05, 996.0].map(f64::ln);
+        let head = [900.0_f64, 900.1, 899.9, 900.05, 899.95].map(f64::ln);
+        let (mb, mh) = outlier_mask_relative(&base, &head, OUTLIER_Z);
+        assert_eq!(mb, [false; 5]);
+        assert_eq!(mh, [false; 5]);
+    }
 
     #[test]
     fn a_slow_mode_trial_is_dropped_and_the_other_arms_bulk_is_kept() {

@@ -1,0 +1,122 @@
+//! The gate stays honest when runs differ from day to day (issue "An honest gate"), end to end
+//! on the simulator with session jitter: every run starts its servers afresh, and each start
+//! draws a speed factor (sd 5%) from its seed, as a restarted real server would.
+//!
+//! - Relative mode (base and head measured in one job, trials interleaved): 20 runs of an
+//!   unchanged server never fail, and 20 runs of a head made 10% slower fail at least 19
+//!   times. The machine's session factor is shared by both arms of a run (both servers start
+//!   with the run's seed), which is what relative mode cancels.
+//! - History mode: a baseline of two sessions (two starts) cannot tell a third unchanged start
+//!   from a regression, and says "inconclusive" instead of failing it.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use throughline::gate::baseline::{bless, BlessMode};
+use throughline::gate::{evaluate, evaluate_relative, Outcome};
+use throughline::load::{run_bench, BenchSetup};
+use throughline::profile::{GateSettings, Profile};
+use throughline::record::RunResult;
+use throughline::sim::{SimCluster, SimConfig};
+
+const RUNS: u64 = 20;
+const JITTER: f64 = 0.05;
+
+/// One level, 6 trials a side of 8 short requests at concurrency 4 (~0.05 s a trial).
+const PROFILE: &str = "name = \"honest\"\n[target]\nendpoints = [\"http://127.0.0.1:1\"]\n\
+    [workload]\ninput_tokens = 8\nmax_tokens = 12\nignore_eos = true\n\
+    [sweep]\nconcurrency = [4]\nrequests_per_level = 8\ntrials = 6\n\
+    request_timeout = \"20s\"\n[gate]\nmin_trials = 5\n";
+
+/// A simulator start: the fixed-cadence engine (2 ms steps) slowed by `slowdown`, its
+/// session factor drawn from `seed`.
+fn config(seed: u64, slowdown: f64) -> SimConfig {
+    let mut c = SimConfig::preset("fixed").unwrap();
+    c.token_delay_ms = Some(2.0);
+    c.session_jitter = JITTER;
+    c.seed = seed;
+    c.slowdown = slowdown;
+    c
+}
+
+/// Measures `head` (and `base`, when given, in the same job) with the profile above.
+async fn measure(head: &SimCluster, base: Option<&SimCluster>) -> RunResult {
+    let dir = tempfile::tempdir().unwrap();
+    let mut profile = Profile::parse(PROFILE).unwrap();
+    profile.target.endpoints = head.base_urls();
+    let setup = BenchSetup {
+        profile,
+        environment: Default::default(),
+        out_dir: dir.path().to_path_buf(),
+        show_progress: false,
+        base_endpoints: base.map(|b| b.base_urls()).unwrap_or_default(),
+    };
+    let outcome = run_bench(setup, |_, _| {}).await.unwrap();
+    assert!(outcome.problems.is_empty(), "{:?}", outcome.problems);
+    outcome.result
+}
+
+async fn start(seed: u64, slowdown: f64) -> SimCluster {
+    SimCluster::start(
+        &config(seed, slowdown),
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        0,
+        1,
+    )
+    .await
+    .unwrap()
+}
+
+/// A relative run on fresh servers started with `seed`; the head slowed by `slowdown`.
+async fn relative_run(seed: u64, slowdown: f64) -> Outcome {
+    let base = start(seed, 1.0).await;
+    let head = start(seed, slowdown).await;
+    let result = measure(&head, Some(&base)).await;
+    head.shutdown().await;
+    base.shutdown().await;
+    // Trials of a busy test machine can be flagged client-bound; the gate only warns then.
+    let verdict = evaluate_relative(&result, &GateSettings::default()).unwrap();
+    verdict.outcome
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdown() {
+    let mut same_failed = 0;
+    let mut slow_caught = 0;
+    let mut outcomes = Vec::new();
+    for seed in 1..=RUNS {
+        let same = relative_run(seed, 1.0).await;
+        let slow = relative_run(1000 + seed, 1.10).await;
+        same_failed += u32::from(same == Outcome::Regression);
+        slow_caught += u32::from(slow == Outcome::Regression);
+        outcomes.push((same, slow));
+    }
+    assert_eq!(same_failed, 0, "A/A runs that failed: {outcomes:?}");
+    assert!(
+        slow_caught >= 19,
+        "10% slower caught {slow_caught} of 20: {outcomes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_of_two_sessions_says_inconclusive_for_an_unchanged_server() {
+    let mut runs = Vec::new();
+    for seed in [11, 12] {
+        let sim = start(seed, 1.0).await;
+        runs.push(measure(&sim, None).await);
+        sim.shutdown().await;
+    }
+    let baseline = bless(None, &runs, BlessMode::Replace, "two", None, None).unwrap();
+    assert_eq!(baseline.sessions.len(), 2);
+    // Starts whose factor differs from both baseline sessions': each alone would look like a
+    // regression or an improvement of a few percent to a test that ignored sessions.
+    for seed in [13, 14, 15] {
+        let sim = start(seed, 1.0).await;
+        let candidate = measure(&sim, None).await;
+        sim.shutdown().await;
+        let verdict = evaluate(&baseline, &candidate, &GateSettings::default()).unwrap();
+        assert_ne!(verdict.outcome, Outcome::Regression, "{verdict:#?}");
+        assert_eq!(verdict.outcome, Outcome::Inconclusive, "{verdict:#?}");
+        let test = verdict.levels[0].test.as_ref().unwrap();
+        assert_eq!(test.sigma_b_df, Some(1.0), "k - 1 = 1 degree of freedom");
+    }
+}
