@@ -21,7 +21,7 @@ max_tokens = 16
 ignore_eos = true
 [sweep]
 concurrency = [1, 4]
-requests_per_level = 4
+requests_per_level = 8
 warmup_requests = 1
 trials = 5
 request_timeout = "20s"
@@ -130,8 +130,9 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     git(&repo, &["commit", "-qm", "profile and baseline"]);
     git(&repo, &["update-ref", "refs/remotes/origin/main", "HEAD"]);
 
-    // 1. Same speed: pass. The baseline ref comes from GITHUB_BASE_REF; the pull request's
-    // own edit of the profile is not what gets measured, and the check says so.
+    // 1. Same speed, relative mode (a second server plays the target branch's): pass. The
+    // baseline ref comes from GITHUB_BASE_REF; the pull request's own edit of the profile is
+    // not what gets measured, and the check says so.
     let committed = std::fs::read_to_string(&profile).unwrap();
     std::fs::write(
         &profile,
@@ -159,7 +160,13 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
-    let args = ci(&pass_dir, &sim.urls[0], "1.0", &[]);
+    let base_sim = Sim::start(1, &SIM);
+    let args = ci(
+        &pass_dir,
+        &sim.urls[0],
+        "1.0",
+        &["--base-endpoint", &base_sim.urls[0]],
+    );
     let out = step.run(
         &args.iter().map(String::as_str).collect::<Vec<_>>(),
         Some("main"),
@@ -167,7 +174,11 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     assert_eq!(code(&out), 0, "same speed must pass: {}", text(&out));
     let summary = step.summary();
     assert!(
-        summary.contains("| C | baseline tok/s | candidate tok/s |"),
+        summary.contains("| C | baseline | candidate | ratio [bounds] |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("relative: base and head in one job"),
         "{summary}"
     );
     assert!(summary.contains("`origin/main`"), "{summary}");
@@ -188,6 +199,13 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     }
     let outputs = step.outputs();
     assert!(outputs.contains("verdict=pass\n"), "{outputs}");
+    assert_eq!(
+        read_json(&pass_dir.join("results.json"))["base"]["levels"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     assert!(outputs.contains("worst_ratio="), "{outputs}");
     let said = stdout(&out);
     assert!(
@@ -200,10 +218,39 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     assert_eq!(result["profile"]["target"]["endpoints"][0], sim.urls[0]);
     std::fs::write(&profile, &committed).unwrap();
 
-    // 2. 15% slower server: regression, exit 1, an error annotation.
+    // 1b. The same server against the baseline's history of one session: the honest answer
+    // is "cannot tell" (exit 0, said loudly), not a pass and not a failure.
+    let history_dir = dir.path().join("history");
+    let args = ci(
+        &history_dir,
+        &sim.urls[0],
+        "1.0",
+        &["--baseline-ref", "main"],
+    );
+    let out = step.run(&args.iter().map(String::as_str).collect::<Vec<_>>(), None);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(step.outputs().contains("verdict=inconclusive\n"));
+    assert!(
+        stdout(&out).contains("::warning title=Throughput inconclusive::"),
+        "{}",
+        text(&out)
+    );
+
+    // 2. A 15% slower head against the base server in the same job: regression, exit 1, an
+    // error annotation.
     let slow = Sim::start(1, &[SIM[0], SIM[1], SIM[2], SIM[3], "--slowdown", "1.15"]);
     let reg_dir = dir.path().join("regression");
-    let args = ci(&reg_dir, &slow.urls[0], "1.0", &["--baseline-ref", "main"]);
+    let args = ci(
+        &reg_dir,
+        &slow.urls[0],
+        "1.0",
+        &[
+            "--baseline-ref",
+            "main",
+            "--base-endpoint",
+            &base_sim.urls[0],
+        ],
+    );
     let out = step.run(&args.iter().map(String::as_str).collect::<Vec<_>>(), None);
     assert_eq!(code(&out), 1, "15% slower must fail: {}", text(&out));
     assert!(

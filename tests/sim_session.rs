@@ -1,5 +1,5 @@
 //! `serve-sim --session-jitter` end to end on the real binary: each start draws one speed
-//! factor from its seed, prints it after the URL lines and reports it in `/metrics`; and
+//! factor from its seed, prints it before the URL lines and reports it in `/metrics`; and
 //! out-of-range numeric flags are refused at startup (exit 2) instead of panicking the
 //! engine on the first request.
 
@@ -34,16 +34,16 @@ fn start(extra: &[&str]) -> Started {
         .spawn()
         .expect("start serve-sim");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a URL line").unwrap();
-    let url = first
+    let first = lines.next().expect("a session line").unwrap();
+    assert!(!first.contains(" on "), "{first}");
+    let second = lines.next().expect("a URL line").unwrap();
+    let url = second
         .split(" on ")
         .nth(1)
-        .expect("the first line names the URL")
+        .expect("the second line names the URL")
         .trim()
         .to_string();
-    let second = lines.next().expect("a session line").unwrap();
-    assert!(!second.contains(" on "), "{second}");
-    let printed = second
+    let printed = first
         .strip_prefix("session speed factor ")
         .and_then(|rest| rest.split(' ').next())
         .unwrap_or_else(|| panic!("no session factor in {second:?}"))

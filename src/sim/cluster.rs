@@ -1,5 +1,6 @@
 //! Starting and stopping replicas, and the `serve-sim` command.
 
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -283,16 +284,22 @@ pub async fn run_cli(args: ServeSimArgs) -> Result<()> {
     ));
     let cluster =
         SimCluster::start_with_faults(&cfg, state, args.host, args.port, args.replicas).await?;
-    for url in cluster.base_urls() {
-        println!("serving preset {} on {url}", cfg.preset);
-    }
-    // After the URL lines (readers take the first lines holding " on " as the URLs).
-    println!(
+    // Before the URL lines, and with no " on " in it: readers take the first lines holding
+    // " on " as the URLs and may close the pipe once they have them. A reader that went away
+    // must not stop the server, so nothing here panics on a closed stdout.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
         "session speed factor {} (seed {}, --session-jitter {})",
         cluster.session_factor(),
         cfg.seed,
         cfg.session_jitter
     );
+    for url in cluster.base_urls() {
+        let _ = writeln!(out, "serving preset {} on {url}", cfg.preset);
+    }
+    let _ = out.flush();
+    drop(out);
     if let Some(after) = exit_after {
         tokio::spawn(async move {
             tokio::time::sleep(after).await;

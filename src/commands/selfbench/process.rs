@@ -137,13 +137,21 @@ impl SimProcess {
             .spawn()
             .context("cannot start the simulator (serve-sim)")?;
         let stdout = child.stdout.take().context("no simulator output")?;
+        // The first line naming an address (" on "); the simulator prints others before it.
+        let mut reader = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .context("cannot read the simulator's address")?;
-        let Some(url) = line.split(" on ").nth(1).map(|u| u.trim().to_string()) else {
-            let _ = child.kill();
-            bail!("the simulator did not say where it listens: {line:?}");
+        let url = loop {
+            line.clear();
+            let read = reader
+                .read_line(&mut line)
+                .context("cannot read the simulator's address")?;
+            if let Some(url) = line.split(" on ").nth(1) {
+                break url.trim().to_string();
+            }
+            if read == 0 {
+                let _ = child.kill();
+                bail!("the simulator did not say where it listens");
+            }
         };
         Ok(SimProcess { child, url })
     }
