@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::level::{LevelOutcome, LevelTest};
 use super::t_ppf;
-use crate::stats::welch::holm;
+use crate::stats::holm::holm;
 
 /// Settings of the decision.
 ///

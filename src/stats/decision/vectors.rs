@@ -212,7 +212,7 @@ fn every_reference_vector_is_reproduced() {
             }
             "holm" => {
                 let p: Vec<f64> = serde_json::from_value(input["p"].clone()).unwrap();
-                let got = crate::stats::welch::holm(&p);
+                let got = crate::stats::holm::holm(&p);
                 let w: Vec<f64> = serde_json::from_value(want["p_holm"].clone()).unwrap();
                 for (o, w) in got.iter().zip(&w) {
                     check_num(name, "p_holm", Some(*o), &Value::from(*w));
