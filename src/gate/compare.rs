@@ -170,6 +170,10 @@ fn gate(
         .into_iter()
         .map(|line| format!("candidate: {line}"))
         .collect();
+    if let Some(base) = &candidate.base {
+        let lines = crate::record::flag_lines(&base.levels, Some(FlagKind::ClientBound));
+        warnings.extend(lines.into_iter().map(|line| format!("base arm: {line}")));
+    }
     let mut levels = Vec::new();
     for &(metric, min_effect) in &metrics {
         let decision = DecisionSettings {
