@@ -90,6 +90,10 @@ async fn relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdo
         slow_caught += u32::from(slow == Outcome::Regression);
         outcomes.push((same, slow));
     }
+    eprintln!(
+        "relative mode over {RUNS} fresh starts each: A/A failed {same_failed}, 10% slower \
+         caught {slow_caught}; outcomes {outcomes:?}"
+    );
     assert_eq!(same_failed, 0, "A/A runs that failed: {outcomes:?}");
     assert!(
         slow_caught >= 19,

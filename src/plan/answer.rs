@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::curve::FitReport;
 use super::facts::ModelFacts;
-use super::figures::{Basis, Spread3};
+use super::figures::{Basis, Quantiles};
 use super::request::Limits;
 use super::roofline::RooflineCheck;
 use super::workload::Workload;
@@ -78,15 +78,15 @@ pub struct NodePlan {
     pub date: Option<String>,
     pub concurrency_per_replica: Option<f64>,
     /// Throughput per node after the sustained fraction: P10 (low) / P50 / P90 (high).
-    pub tok_s_per_node: Spread3,
+    pub tok_s_per_node: Quantiles,
     /// Days on one node: P10 (fast) / P50 / P90 (slow).
-    pub days: Spread3,
+    pub days: Quantiles,
     pub deadline: Option<DeadlinePlan>,
     /// GPU-hours at the median.
     pub gpu_hours: f64,
     pub usd_per_node_hour: Option<f64>,
     pub price_note: Option<String>,
-    pub cost_usd: Option<Spread3>,
+    pub cost_usd: Option<Quantiles>,
     pub usd_per_million_tokens: Option<f64>,
     pub within_budget: Option<bool>,
     /// Per-request latency by Little's law at the concurrency used.

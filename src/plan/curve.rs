@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::record::RunResult;
 use crate::stats::{bootstrap_throughput_at, fit_usl, percentile};
 
-use super::figures::{Basis, Spread3};
+use super::figures::{Basis, Quantiles};
 
 /// The limits the concurrency must meet.
 #[derive(Debug, Clone, Default)]
@@ -50,7 +50,7 @@ pub struct CurveEstimate {
     /// Concurrent requests per replica.
     pub concurrency: u32,
     /// Throughput per replica: P10 (low), P50, P90 (high).
-    pub tok_s: Spread3,
+    pub tok_s: Quantiles,
     /// How it was obtained, in words.
     pub how: String,
     /// What limited the concurrency, in words.
@@ -68,12 +68,12 @@ pub fn little_latency_s(n: f64, tokens: f64, x: f64) -> f64 {
 }
 
 /// P10/P50/P90 of a sample (sorted here).
-fn spread_of(mut values: Vec<f64>, p50: f64) -> Spread3 {
+fn spread_of(mut values: Vec<f64>, p50: f64) -> Quantiles {
     values.retain(|v| v.is_finite());
     values.sort_by(f64::total_cmp);
     let p10 = percentile(&values, 10.0).unwrap_or(p50).min(p50);
     let p90 = percentile(&values, 90.0).unwrap_or(p50).max(p50);
-    Spread3 { p10, p50, p90 }
+    Quantiles { p10, p50, p90 }
 }
 
 /// Per-replica points: (concurrency, tok/s), one per trial that measured something. A run
@@ -357,7 +357,7 @@ pub fn estimate(
             "{origin}: one trial at concurrency {level}: no trial-to-trial spread can be \
              measured, so P10 = P50 = P90; run several trials"
         ));
-        Spread3 {
+        Quantiles {
             p10: x,
             p50: x,
             p90: x,

@@ -1,5 +1,5 @@
 //! The planner's small value types and the one home of its time arithmetic: how a figure was
-//! obtained ([`Basis`]), three quantiles of one ([`Spread3`]), and days from tokens and
+//! obtained ([`Basis`]), three quantiles of one ([`Quantiles`]), and days from tokens and
 //! throughput ([`days_for`]) and back ([`tok_s_for`]).
 
 use serde::Serialize;
@@ -41,22 +41,22 @@ impl Basis {
 /// Three quantiles. For throughput, p10 is the low (pessimistic) end; for days and cost, p10
 /// is the short (optimistic) end.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-pub struct Spread3 {
+pub struct Quantiles {
     pub p10: f64,
     pub p50: f64,
     pub p90: f64,
 }
 
-impl Spread3 {
-    pub fn single(x: f64) -> Spread3 {
-        Spread3 {
+impl Quantiles {
+    pub fn single(x: f64) -> Quantiles {
+        Quantiles {
             p10: x,
             p50: x,
             p90: x,
         }
     }
-    pub fn scale(self, k: f64) -> Spread3 {
-        Spread3 {
+    pub fn scale(self, k: f64) -> Quantiles {
+        Quantiles {
             p10: self.p10 * k,
             p50: self.p50 * k,
             p90: self.p90 * k,
@@ -64,8 +64,8 @@ impl Spread3 {
     }
     /// Days to generate `tokens` at each quantile of this throughput, swapping the ends (the
     /// low throughput gives the long time).
-    pub fn days_for(self, tokens: f64) -> Spread3 {
-        Spread3 {
+    pub fn days_for(self, tokens: f64) -> Quantiles {
+        Quantiles {
             p10: days_for(tokens, self.p90),
             p50: days_for(tokens, self.p50),
             p90: days_for(tokens, self.p10),
@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn days_spread_swaps_the_ends() {
-        let days = Spread3 {
+        let days = Quantiles {
             p10: 1000.0,
             p50: 1600.0,
             p90: 2000.0,

@@ -7,7 +7,7 @@ use anyhow::Result;
 use super::catalog::{FigureBasis, Node};
 use super::curve::{self, ConcurrencyLimits, CurveEstimate, FitReport};
 use super::facts::{GpuFacts, ModelFacts};
-use super::figures::{Basis, Spread3};
+use super::figures::{Basis, Quantiles};
 use super::request::PlanRequest;
 use super::roofline::MemoryFit;
 
@@ -30,7 +30,7 @@ pub(super) struct Row {
     pub source: String,
     pub date: Option<String>,
     pub concurrency_per_replica: Option<f64>,
-    pub tok_s_per_node: Spread3,
+    pub tok_s_per_node: Quantiles,
     pub usd_per_node_hour: Option<f64>,
     pub price_note: Option<String>,
     pub speculative: bool,
@@ -176,7 +176,7 @@ pub(super) fn from_catalog(
             source: node.source.clone(),
             date: node.date.clone(),
             concurrency_per_replica: node.concurrency_per_replica.map(f64::from),
-            tok_s_per_node: Spread3 {
+            tok_s_per_node: Quantiles {
                 p10: tok_s,
                 p50: tok_s,
                 p90: high,
