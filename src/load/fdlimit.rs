@@ -65,7 +65,7 @@ pub fn ensure(need: &Need, open_loop_uncapped: bool) -> Result<()> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Ok(()); // Unknown: nothing to check against.
     }
-    let enough = |v: libc::rlim_t| v == libc::RLIM_INFINITY || v as u64 >= total;
+    let enough = |v: libc::rlim_t| v == libc::RLIM_INFINITY || v >= total;
     if enough(lim.rlim_cur) {
         return Ok(());
     }
