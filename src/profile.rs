@@ -38,8 +38,9 @@ pub mod limits {
     /// `sweep.rates`, requests/s.
     pub const RATE_MIN: f64 = 1e-3;
     pub const RATE_MAX: f64 = 1e6;
-    /// Requests one open-loop duration trial schedules (rate x span), each held in memory.
-    pub const OPEN_LOOP_REQUESTS: f64 = 10_000_000.0;
+    /// Requests one open-loop duration trial schedules (rate x span): every request of a
+    /// trial is held in memory until the trial ends.
+    pub const OPEN_LOOP_REQUESTS: f64 = 1_000_000.0;
     /// `sweep.gamma_shape`: below 0.01 a schedule collapses into one burst.
     pub const GAMMA_SHAPE_MIN: f64 = 0.01;
     pub const GAMMA_SHAPE_MAX: f64 = 100.0;
@@ -49,8 +50,8 @@ pub mod limits {
     pub const MAX_TOKENS: u32 = 10_000_000;
     /// `sweep.concurrency` levels and `sweep.max_concurrency`: each a socket and a task.
     pub const CONCURRENCY: u32 = 65_536;
-    /// `sweep.requests_per_level` and `sweep.warmup_requests`.
-    pub const REQUESTS: u32 = 10_000_000;
+    /// `sweep.requests_per_level` and `sweep.warmup_requests` (held in memory, as above).
+    pub const REQUESTS: u32 = 1_000_000;
     /// `sweep.trials`.
     pub const TRIALS: u32 = 1000;
 }
@@ -984,13 +985,13 @@ request_timeout = "2m"
                 sweep_line.into(),
                 format!("{sweep_line}\nrequests_per_level = 4000000000"),
                 "sweep.requests_per_level",
-                "10000000",
+                "1000000",
             ),
             (
                 sweep_line.into(),
                 format!("{sweep_line}\nwarmup_requests = 4000000000"),
                 "sweep.warmup_requests",
-                "10000000",
+                "1000000",
             ),
             (
                 "trials = 5".into(),
