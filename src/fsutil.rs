@@ -1,37 +1,151 @@
 //! File helpers: atomic writes, so that a crash or a kill never leaves half a result or a
-//! half-written baseline behind.
+//! half-written baseline behind, and bounded reads of input files.
 
-use std::io::Write;
-use std::path::Path;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
-/// Writes `bytes` to `path` through a temporary file in the same folder, synced, then renamed
-/// over the target: readers see the old file or the new one, never a mix.
+/// The mode of a file throughline creates: results, reports and baselines are CI artifacts
+/// and files kept in git, readable by everyone (what `File::create` gives under umask 022).
+pub const NEW_FILE_MODE: u32 = 0o644;
+
+/// Writes `bytes` to `path`.
+///
+/// A regular file (or a new one) is written through a temporary file in the same folder,
+/// synced, then renamed over the target: readers see the old file or the new one, never a
+/// mix. An existing file keeps its mode; a new one gets [`NEW_FILE_MODE`]. A symbolic link is
+/// followed: its target is replaced, the link stays. `-` is standard output; special files
+/// (a FIFO, a character device such as `/dev/null`) and paths under `/dev` or `/proc` (such as
+/// `/dev/stdout`) are written directly, never replaced.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(bytes)
+            .and_then(|_| out.flush())
+            .context("cannot write to standard output");
+    }
+    let target = resolve_links(path)?;
+    let existing = std::fs::metadata(&target).ok();
+    let special = existing.as_ref().is_some_and(|m| {
+        let t = m.file_type();
+        t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket()
+    });
+    if special || [path, &target].iter().any(|p| is_system_path(p)) {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&target)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        return file
+            .write_all(bytes)
+            .and_then(|_| file.flush())
+            .with_context(|| format!("cannot write {}", path.display()));
+    }
+    if existing.as_ref().is_some_and(|m| m.is_dir()) {
+        bail!("cannot write {}: it is a folder", path.display());
+    }
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(dir)
+    std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create folder {}", dir.display()))?;
+    let mode = existing.map_or(NEW_FILE_MODE, |m| m.permissions().mode() & 0o7777);
     let mut tmp = tempfile::Builder::new()
         .prefix(".throughline-")
         .suffix(".tmp")
-        .tempfile_in(dir)
+        .tempfile_in(&dir)
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
     tmp.write_all(bytes)
+        .and_then(|_| {
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(mode))
+        })
         .and_then(|_| tmp.as_file().sync_all())
         .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
+    tmp.persist(&target)
         .map_err(|e| e.error)
-        .with_context(|| format!("cannot replace {}", path.display()))?;
+        .with_context(|| format!("cannot replace {}", target.display()))?;
     Ok(())
+}
+
+/// `path` with every symbolic link along its last component followed (a link to a link
+/// too, relative links against their own folder); a dangling link gives the path it names.
+fn resolve_links(path: &Path) -> Result<PathBuf> {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&at)
+                    .with_context(|| format!("cannot read link {}", at.display()))?;
+                at = match at.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+            }
+            _ => return Ok(at),
+        }
+    }
+    bail!(
+        "cannot write {}: too many levels of symbolic links",
+        path.display()
+    )
+}
+
+/// Removes the file at `path`, or the file a symbolic link there points to (the link stays,
+/// so the next [`write_atomic`] writes where it always did). Nothing there is fine; a
+/// special file or a folder is left alone.
+pub fn remove_output(path: &Path) -> Result<()> {
+    let target = resolve_links(path)?;
+    match std::fs::symlink_metadata(&target) {
+        Ok(m) if m.is_file() => std::fs::remove_file(&target)
+            .with_context(|| format!("cannot remove {}", target.display())),
+        _ => Ok(()),
+    }
+}
+
+/// Paths no atomic replacement may touch: device nodes and the process's own descriptors.
+fn is_system_path(path: &Path) -> bool {
+    path.starts_with("/dev") || path.starts_with("/proc")
+}
+
+/// Reads a text file of at most `limit` bytes. Refuses anything but a regular file (a FIFO
+/// or `/dev/zero` would be read forever) and a larger file, naming the path and the limit.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", path.display());
+    }
+    if meta.len() > limit {
+        bail!(
+            "{} is {} bytes, over the limit of {limit} bytes for this kind of file",
+            path.display(),
+            meta.len()
+        );
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        bail!(
+            "{} grew past the limit of {limit} bytes while being read",
+            path.display()
+        );
+    }
+    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::symlink;
 
     #[test]
     fn replaces_whole_file_and_leaves_no_temporary() {
@@ -45,5 +159,151 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    fn mkfifo(p: &Path) {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+
+    /// Each case prepares the folder, writes "new" through `write_atomic` at `out`, then
+    /// checks what is where.
+    #[test]
+    fn writes_follow_links_keep_modes_and_leave_special_files_alone() {
+        type Setup = fn(&Path);
+        type Check = fn(&Path);
+        let cases: &[(&str, &str, Setup, Check)] = &[
+            (
+                "new file is 0644",
+                "a.json",
+                |_| {},
+                |d| {
+                    assert_eq!(mode(&d.join("a.json")), 0o644);
+                },
+            ),
+            (
+                "existing file keeps its mode",
+                "a.json",
+                |d| {
+                    std::fs::write(d.join("a.json"), "old").unwrap();
+                    std::fs::set_permissions(d.join("a.json"), PermissionsExt::from_mode(0o640))
+                        .unwrap();
+                },
+                |d| assert_eq!(mode(&d.join("a.json")), 0o640),
+            ),
+            (
+                "symlink stays a link, its target is replaced",
+                "link.json",
+                |d| {
+                    std::fs::create_dir(d.join("real")).unwrap();
+                    std::fs::write(d.join("real/a.json"), "old").unwrap();
+                    symlink("real/a.json", d.join("link.json")).unwrap();
+                },
+                |d| {
+                    let m = std::fs::symlink_metadata(d.join("link.json")).unwrap();
+                    assert!(m.file_type().is_symlink());
+                    assert_eq!(std::fs::read(d.join("real/a.json")).unwrap(), b"new");
+                    // The temporary file was made beside the target, and is gone.
+                    assert_eq!(std::fs::read_dir(d.join("real")).unwrap().count(), 1);
+                },
+            ),
+            (
+                "link to a link to a missing file creates the file",
+                "l1",
+                |d| {
+                    symlink("l2", d.join("l1")).unwrap();
+                    symlink(d.join("made.json"), d.join("l2")).unwrap();
+                },
+                |d| {
+                    assert!(std::fs::symlink_metadata(d.join("l1"))
+                        .unwrap()
+                        .file_type()
+                        .is_symlink());
+                    assert_eq!(std::fs::read(d.join("made.json")).unwrap(), b"new");
+                    assert_eq!(mode(&d.join("made.json")), 0o644);
+                },
+            ),
+            (
+                "a FIFO is written, not replaced",
+                "fifo",
+                |d| mkfifo(&d.join("fifo")),
+                |d| {
+                    let m = std::fs::symlink_metadata(d.join("fifo")).unwrap();
+                    assert!(m.file_type().is_fifo());
+                },
+            ),
+            (
+                "a link to a FIFO is written, not replaced",
+                "to-fifo",
+                |d| {
+                    mkfifo(&d.join("fifo"));
+                    symlink("fifo", d.join("to-fifo")).unwrap();
+                },
+                |d| {
+                    assert!(std::fs::symlink_metadata(d.join("to-fifo"))
+                        .unwrap()
+                        .file_type()
+                        .is_symlink());
+                    assert!(std::fs::metadata(d.join("fifo"))
+                        .unwrap()
+                        .file_type()
+                        .is_fifo());
+                },
+            ),
+        ];
+        for (name, out, setup, check) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            setup(dir.path());
+            let path = dir.path().join(out);
+            // A FIFO needs a reader while it is written.
+            let fifo = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo());
+            let reader = fifo.then(|| {
+                let p = path.clone();
+                std::thread::spawn(move || std::fs::read(p).unwrap())
+            });
+            write_atomic(&path, b"new").unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            if let Some(r) = reader {
+                assert_eq!(r.join().unwrap(), b"new", "{name}");
+            }
+            check(dir.path());
+        }
+        // `-` is standard output.
+        write_atomic(Path::new("-"), b"").unwrap();
+    }
+
+    #[test]
+    fn bounded_reads_refuse_special_and_large_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("p.toml");
+        std::fs::write(&small, "name = 1").unwrap();
+        let big = dir.path().join("big.toml");
+        std::fs::write(&big, vec![b'#'; 2048]).unwrap();
+        let fifo = dir.path().join("fifo");
+        mkfifo(&fifo);
+        assert_eq!(read_bounded(&small, 1024).unwrap(), "name = 1");
+        for (path, says) in [
+            (big.as_path(), "over the limit of 1024 bytes"),
+            (Path::new("/dev/zero"), "not a regular file"),
+            (dir.path(), "not a regular file"),
+        ] {
+            let err = format!("{:#}", read_bounded(path, 1024).unwrap_err());
+            assert!(
+                err.contains(says) && err.contains(&*path.to_string_lossy()),
+                "{err}"
+            );
+        }
+        // Opening a FIFO would block until a writer comes: a profile FIFO is refused once it
+        // opens (shown here with a writer).
+        let f = fifo.clone();
+        let writer = std::thread::spawn(move || {
+            let _ = std::fs::OpenOptions::new().write(true).open(f);
+        });
+        let err = format!("{:#}", read_bounded(&fifo, 1024).unwrap_err());
+        writer.join().unwrap();
+        assert!(err.contains("not a regular file"), "{err}");
     }
 }

@@ -23,6 +23,39 @@ pub const ENGINES: [&str; 6] = [
     "openai",
 ];
 
+/// The bounds validation puts on profile numbers: each one sizes memory, a timer or the
+/// sockets a run opens, and a value past it would overflow a clock, exhaust memory or run out
+/// of file descriptors instead of measuring. The README's "Limits on inputs" lists them.
+pub mod limits {
+    use std::time::Duration;
+
+    /// The largest profile file read (bytes): a profile is a few hundred bytes of TOML.
+    pub const PROFILE_FILE_BYTES: u64 = 1024 * 1024;
+    /// `sweep.request_timeout` and `sweep.stall_timeout`: at most a day.
+    pub const TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+    /// `sweep.duration + warmup + cooldown`: at most a week.
+    pub const TRIAL_SPAN: Duration = Duration::from_secs(7 * 24 * 3600);
+    /// `sweep.rates`, requests/s.
+    pub const RATE_MIN: f64 = 1e-3;
+    pub const RATE_MAX: f64 = 1e6;
+    /// Requests one open-loop duration trial schedules (rate x span): every request of a
+    /// trial is held in memory until the trial ends.
+    pub const OPEN_LOOP_REQUESTS: f64 = 1_000_000.0;
+    /// `sweep.gamma_shape`: below 0.01 a schedule collapses into one burst.
+    pub const GAMMA_SHAPE_MIN: f64 = 0.01;
+    pub const GAMMA_SHAPE_MAX: f64 = 100.0;
+    /// `workload.input_tokens` (words of a synthetic prompt, built for every request).
+    pub const INPUT_TOKENS: u32 = 10_000_000;
+    /// `workload.max_tokens` (and so `min_tokens`, `degenerate_below`).
+    pub const MAX_TOKENS: u32 = 10_000_000;
+    /// `sweep.concurrency` levels and `sweep.max_concurrency`: each a socket and a task.
+    pub const CONCURRENCY: u32 = 65_536;
+    /// `sweep.requests_per_level` and `sweep.warmup_requests` (held in memory, as above).
+    pub const REQUESTS: u32 = 1_000_000;
+    /// `sweep.trials`.
+    pub const TRIALS: u32 = 1000;
+}
+
 /// The whole profile file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -253,8 +286,10 @@ impl Sweep {
 
     /// The whole of a duration trial: warmup + duration + cooldown.
     pub fn trial_span(&self) -> Option<Duration> {
-        self.duration
-            .map(|d| d + self.warmup.unwrap_or_default() + self.cooldown.unwrap_or_default())
+        self.duration.map(|d| {
+            d.saturating_add(self.warmup.unwrap_or_default())
+                .saturating_add(self.cooldown.unwrap_or_default())
+        })
     }
 
     /// Checks the open-loop and duration keys (they are alternatives to `concurrency` and
@@ -264,8 +299,12 @@ impl Sweep {
             bail!("field `sweep.rates`: set either `concurrency` (closed loop) or `rates` (open loop), not both");
         }
         for r in &self.rates {
-            if !(r.is_finite() && *r > 0.0) {
-                bail!("field `sweep.rates`: rate {r} must be a positive number of requests/s");
+            if !(r.is_finite() && (limits::RATE_MIN..=limits::RATE_MAX).contains(r)) {
+                bail!(
+                    "field `sweep.rates`: rate {r} is outside [{}, {}] requests/s",
+                    limits::RATE_MIN,
+                    limits::RATE_MAX
+                );
             }
         }
         for (i, a) in self.rates.iter().enumerate() {
@@ -284,15 +323,28 @@ impl Sweep {
                 bail!("field `sweep.{key}`: only means something with `sweep.rates` (open loop)");
             }
         }
-        if self.max_concurrency == Some(0) {
-            bail!("field `sweep.max_concurrency`: must be at least 1");
+        if let Some(c) = self.max_concurrency {
+            if !(1..=limits::CONCURRENCY).contains(&c) {
+                bail!(
+                    "field `sweep.max_concurrency`: {c} is outside [1, {}]",
+                    limits::CONCURRENCY
+                );
+            }
         }
         match (self.arrival, self.gamma_shape) {
             (Some(Arrival::Gamma), None) => {
                 bail!("field `sweep.arrival`: \"gamma\" needs `gamma_shape`")
             }
-            (Some(Arrival::Gamma), Some(k)) if !(k.is_finite() && k > 0.0) => {
-                bail!("field `sweep.gamma_shape`: {k} must be a positive number")
+            (Some(Arrival::Gamma), Some(k))
+                if !(k.is_finite()
+                    && (limits::GAMMA_SHAPE_MIN..=limits::GAMMA_SHAPE_MAX).contains(&k)) =>
+            {
+                bail!(
+                    "field `sweep.gamma_shape`: {k} is outside [{}, {}] (a smaller shape \
+                     collapses the schedule into one burst)",
+                    limits::GAMMA_SHAPE_MIN,
+                    limits::GAMMA_SHAPE_MAX
+                )
             }
             (a, Some(_)) if a != Some(Arrival::Gamma) => {
                 bail!("field `sweep.gamma_shape`: only used with arrival = \"gamma\"")
@@ -306,6 +358,27 @@ impl Sweep {
                 }
                 if self.requests_per_level > 0 {
                     bail!("field `sweep.duration`: set either `duration` or `requests_per_level`, not both");
+                }
+                let span = d
+                    .checked_add(self.warmup.unwrap_or_default())
+                    .and_then(|s| s.checked_add(self.cooldown.unwrap_or_default()))
+                    .filter(|s| *s <= limits::TRIAL_SPAN);
+                let Some(span) = span else {
+                    bail!(
+                        "field `sweep.duration`: duration + warmup + cooldown must be at most {}",
+                        humantime::format_duration(limits::TRIAL_SPAN)
+                    );
+                };
+                for r in &self.rates {
+                    let n = r * span.as_secs_f64();
+                    if n > limits::OPEN_LOOP_REQUESTS {
+                        bail!(
+                            "field `sweep.rates`: rate {r} over {} schedules {n:.0} requests a \
+                             trial; at most {} are allowed (shorten `duration` or lower the rate)",
+                            humantime::format_duration(span),
+                            limits::OPEN_LOOP_REQUESTS
+                        );
+                    }
                 }
             }
             None => {
@@ -513,7 +586,7 @@ impl Profile {
     /// Reads and validates a profile file. Errors name the file and, for syntax and schema
     /// errors, the line and field (from the TOML parser).
     pub fn load(path: &Path) -> Result<Profile> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::fsutil::read_bounded(path, limits::PROFILE_FILE_BYTES)
             .with_context(|| format!("cannot read profile {}", path.display()))?;
         let mut profile =
             Profile::parse(&text).with_context(|| format!("invalid profile {}", path.display()))?;
@@ -564,11 +637,22 @@ impl Profile {
             bail!("field `target.model`: must not be empty (use \"auto\" to ask the server)");
         }
         let w = &self.workload;
-        if w.max_tokens == 0 {
-            bail!("field `workload.max_tokens`: must be at least 1");
+        if !(1..=limits::MAX_TOKENS).contains(&w.max_tokens) {
+            bail!(
+                "field `workload.max_tokens`: {} is outside [1, {}]",
+                w.max_tokens,
+                limits::MAX_TOKENS
+            );
         }
         if w.input_tokens == 0 && w.prompts_file.is_none() {
             bail!("field `workload.input_tokens`: must be at least 1");
+        }
+        if w.input_tokens > limits::INPUT_TOKENS {
+            bail!(
+                "field `workload.input_tokens`: {} is outside [1, {}]",
+                w.input_tokens,
+                limits::INPUT_TOKENS
+            );
         }
         if let Some(min) = w.min_tokens {
             if min > w.max_tokens {
@@ -601,8 +685,23 @@ impl Profile {
         if s.concurrency.is_empty() && s.rates.is_empty() {
             bail!("field `sweep.concurrency`: needs at least one level (or set `sweep.rates`)");
         }
-        if let Some(bad) = s.concurrency.iter().find(|c| **c == 0) {
-            bail!("field `sweep.concurrency`: level {bad} must be at least 1");
+        if let Some(bad) = (s.concurrency.iter()).find(|c| !(1..=limits::CONCURRENCY).contains(*c))
+        {
+            bail!(
+                "field `sweep.concurrency`: level {bad} is outside [1, {}]",
+                limits::CONCURRENCY
+            );
+        }
+        for (key, n) in [
+            ("requests_per_level", s.requests_per_level),
+            ("warmup_requests", s.warmup_requests),
+        ] {
+            if n > limits::REQUESTS {
+                bail!(
+                    "field `sweep.{key}`: {n} is outside [0, {}]",
+                    limits::REQUESTS
+                );
+            }
         }
         let mut sorted = s.concurrency.clone();
         sorted.sort_unstable();
@@ -610,14 +709,24 @@ impl Profile {
         if sorted.len() != s.concurrency.len() {
             bail!("field `sweep.concurrency`: levels must not repeat");
         }
-        if s.trials == 0 {
-            bail!("field `sweep.trials`: must be at least 1");
+        if !(1..=limits::TRIALS).contains(&s.trials) {
+            bail!(
+                "field `sweep.trials`: {} is outside [1, {}]",
+                s.trials,
+                limits::TRIALS
+            );
         }
-        if s.request_timeout.is_zero() {
-            bail!("field `sweep.request_timeout`: must be longer than zero");
-        }
-        if s.stall_timeout.is_zero() {
-            bail!("field `sweep.stall_timeout`: must be longer than zero");
+        for (key, t) in [
+            ("request_timeout", s.request_timeout),
+            ("stall_timeout", s.stall_timeout),
+        ] {
+            if t.is_zero() || t > limits::TIMEOUT {
+                bail!(
+                    "field `sweep.{key}`: {} is outside (0s, {}]",
+                    humantime::format_duration(t),
+                    humantime::format_duration(limits::TIMEOUT)
+                );
+            }
         }
         if !(0.0..=1.0).contains(&s.max_error_rate) {
             bail!(
@@ -796,6 +905,153 @@ request_timeout = "2m"
             let text = GOOD.replace("concurrency = [1, 4, 16, 32, 64]", bad);
             let err = format!("{:#}", Profile::parse(&text).unwrap_err());
             assert!(err.contains(field), "{bad}: {err}");
+        }
+    }
+
+    /// Values that once panicked, aborted, exhausted memory or ran out of sockets: each is
+    /// refused by validation with its field named and the allowed range.
+    #[test]
+    fn values_past_the_limits_are_refused_with_the_field() {
+        let sweep_line = "concurrency = [1, 4, 16, 32, 64]";
+        let open = |extra: &str| format!("rates = [5.0]\nrequests_per_level = 20\n{extra}");
+        let cases: Vec<(String, String, &str, &str)> = vec![
+            (
+                "request_timeout = \"2m\"".into(),
+                "request_timeout = \"1000000h\"".into(),
+                "sweep.request_timeout",
+                "1day",
+            ),
+            (
+                sweep_line.into(),
+                format!("{sweep_line}\nstall_timeout = \"25h\""),
+                "sweep.stall_timeout",
+                "1day",
+            ),
+            (
+                sweep_line.into(),
+                "concurrency = [2]\nduration = \"18446744073709551615s\"\nwarmup = \"10s\"".into(),
+                "sweep.duration",
+                "7days",
+            ),
+            (
+                sweep_line.into(),
+                "concurrency = [2]\nduration = \"6days\"\nwarmup = \"2days\"".into(),
+                "sweep.duration",
+                "7days",
+            ),
+            (
+                sweep_line.into(),
+                open("").replace("5.0", "1e-20"),
+                "sweep.rates",
+                "[0.001, 1000000]",
+            ),
+            (
+                sweep_line.into(),
+                open("").replace("5.0", "1e300"),
+                "sweep.rates",
+                "[0.001, 1000000]",
+            ),
+            (
+                sweep_line.into(),
+                "rates = [100000.0]\nduration = \"7days\"".into(),
+                "sweep.rates",
+                "at most",
+            ),
+            (
+                sweep_line.into(),
+                open("arrival = \"gamma\"\ngamma_shape = 1e-300"),
+                "sweep.gamma_shape",
+                "[0.01, 100]",
+            ),
+            (
+                sweep_line.into(),
+                open("arrival = \"gamma\"\ngamma_shape = 1000.0"),
+                "sweep.gamma_shape",
+                "[0.01, 100]",
+            ),
+            (
+                sweep_line.into(),
+                open("max_concurrency = 1000000"),
+                "sweep.max_concurrency",
+                "[1, 65536]",
+            ),
+            (
+                sweep_line.into(),
+                "concurrency = [1000000]".into(),
+                "sweep.concurrency",
+                "[1, 65536]",
+            ),
+            (
+                sweep_line.into(),
+                format!("{sweep_line}\nrequests_per_level = 4000000000"),
+                "sweep.requests_per_level",
+                "1000000",
+            ),
+            (
+                sweep_line.into(),
+                format!("{sweep_line}\nwarmup_requests = 4000000000"),
+                "sweep.warmup_requests",
+                "1000000",
+            ),
+            (
+                "trials = 5".into(),
+                "trials = 100000".into(),
+                "sweep.trials",
+                "[1, 1000]",
+            ),
+            (
+                "input_tokens = 1000".into(),
+                "input_tokens = 4000000000".into(),
+                "workload.input_tokens",
+                "[1, 10000000]",
+            ),
+            (
+                "max_tokens = 1000".into(),
+                "max_tokens = 4000000000".into(),
+                "workload.max_tokens",
+                "[1, 10000000]",
+            ),
+        ];
+        for (from, to, field, range) in cases {
+            let text = GOOD.replace(&from, &to);
+            assert_ne!(text, GOOD, "{from} not in the profile");
+            let err = format!("{:#}", Profile::parse(&text).unwrap_err());
+            assert!(err.contains(field) && err.contains(range), "{to}: {err}");
+        }
+        // The edges themselves are allowed.
+        for (from, to) in [
+            (sweep_line, "concurrency = [65536]"),
+            ("request_timeout = \"2m\"", "request_timeout = \"24h\""),
+            (
+                sweep_line,
+                "rates = [0.001, 1000000.0]\nrequests_per_level = 20",
+            ),
+            (
+                sweep_line,
+                "concurrency = [2]\nduration = \"6days\"\nwarmup = \"1day\"",
+            ),
+            ("trials = 5", "trials = 1000"),
+        ] {
+            Profile::parse(&GOOD.replace(from, to)).unwrap_or_else(|e| panic!("{to}: {e:#}"));
+        }
+    }
+
+    #[test]
+    fn profile_files_are_read_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.toml");
+        let mut text = GOOD.to_string();
+        text.push_str(&"# padding\n".repeat(120_000));
+        std::fs::write(&big, text).unwrap();
+        for (path, says) in [
+            (big.as_path(), "over the limit"),
+            (Path::new("/dev/zero"), "not a regular file"),
+        ] {
+            let err = format!("{:#}", Profile::load(path).unwrap_err());
+            assert!(
+                err.contains(says) && err.contains(&*path.to_string_lossy()),
+                "{err}"
+            );
         }
     }
 }

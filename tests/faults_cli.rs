@@ -543,23 +543,17 @@ trials = 5
             .spawn()
             .unwrap()
     };
+    // A bless that finds the lock held waits for it: every one of each pair succeeds.
     let mut succeeded = 0;
     for _ in 0..6 {
         let (a, b) = (bless(), bless());
         for child in [a, b] {
             let out = child.wait_with_output().unwrap();
-            match code(&out) {
-                0 => succeeded += 1,
-                _ => {
-                    let err = String::from_utf8_lossy(&out.stderr);
-                    assert!(err.contains("another bless holds"), "{}", text(&out));
-                }
-            }
+            assert_eq!(code(&out), 0, "{}", text(&out));
+            succeeded += 1;
         }
     }
     let text = std::fs::read_to_string(&baseline).unwrap();
     let sessions = text.matches("[[sessions]]").count();
-    assert!(succeeded >= 6, "at least one bless of each pair succeeds");
     assert_eq!(sessions, succeeded, "a bless was lost:\n{text}");
-    assert!(!tmp.path().join("base.toml.lock").exists());
 }

@@ -55,6 +55,7 @@ pub async fn run(args: BaselineArgs) -> Result<Exit> {
                 .iter()
                 .map(|p| RunResult::load(p))
                 .collect::<Result<Vec<_>>>()?;
+            let writing = stop_on_signals_outside_writes();
             let _lock = BaselineLock::acquire(&b.baseline)?;
             let existing = if b.baseline.exists() && !b.replace {
                 Some(Baseline::load(&b.baseline)?)
@@ -79,7 +80,11 @@ pub async fn run(args: BaselineArgs) -> Result<Exit> {
             };
             let sessions_before = existing.as_ref().map_or(0, |e| e.sessions.len());
             let baseline = bless(existing, &runs, mode, &name, b.profile.clone(), commit)?;
-            baseline.save(&b.baseline)?;
+            {
+                // A signal now waits until the file is replaced and its temporary gone.
+                let _writing = writing.lock().unwrap_or_else(|e| e.into_inner());
+                baseline.save(&b.baseline)?;
+            }
             println!(
                 "blessed {} session(s) into {} ({} session(s) now, levels {:?})",
                 baseline.sessions.len() - sessions_before,
@@ -90,4 +95,40 @@ pub async fn run(args: BaselineArgs) -> Result<Exit> {
             Ok(Exit::Pass)
         }
     }
+}
+
+/// SIGINT, SIGTERM and SIGHUP end a bless at once (exit 128 + the signal), except while the
+/// returned lock is held: a write in progress finishes first, so a stopped bless leaves no
+/// temporary file and no half-written baseline (its lock dies with the process).
+fn stop_on_signals_outside_writes() -> std::sync::Arc<std::sync::Mutex<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let writing = std::sync::Arc::new(std::sync::Mutex::new(()));
+    let mut streams = Vec::new();
+    for (kind, number) in [
+        (SignalKind::interrupt(), libc::SIGINT),
+        (SignalKind::terminate(), libc::SIGTERM),
+        (SignalKind::hangup(), libc::SIGHUP),
+    ] {
+        if let Ok(s) = signal(kind) {
+            streams.push((s, number));
+        }
+    }
+    if streams.is_empty() {
+        return writing;
+    }
+    let guard = std::sync::Arc::clone(&writing);
+    tokio::spawn(async move {
+        let waits = streams.iter_mut().map(|(s, n)| {
+            let n = *n;
+            Box::pin(async move {
+                s.recv().await;
+                n
+            })
+        });
+        let (number, _, _) = futures::future::select_all(waits).await;
+        let _writing = guard.lock().unwrap_or_else(|e| e.into_inner());
+        eprintln!("bless stopped by signal {number}");
+        std::process::exit(128 + number);
+    });
+    writing
 }

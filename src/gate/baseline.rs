@@ -19,6 +19,9 @@ use crate::record::checks::level_problems;
 use crate::record::flags::FlagKind;
 use crate::record::{Environment, RunResult, TrialMetric};
 
+/// The largest baseline file read (bytes): a rolling window of sessions of trial values.
+pub const BASELINE_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Version of the baseline schema written by this build.
 pub const BASELINE_SCHEMA: u32 = 1;
 
@@ -93,7 +96,7 @@ pub enum BlessMode {
 impl Baseline {
     /// Reads a baseline from the working tree.
     pub fn load(path: &Path) -> Result<Baseline> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::fsutil::read_bounded(path, BASELINE_FILE_BYTES)
             .with_context(|| format!("cannot read baseline {}", path.display()))?;
         Baseline::parse(&text, &path.display().to_string())
     }
@@ -292,6 +295,20 @@ pub fn bless(
                 );
             }
         }
+        for level in &run.levels {
+            let bad = (level.trials.iter())
+                .filter(|t| t.succeeded > 0)
+                .find(|t| !(t.output_tok_per_s.is_finite() && t.output_tok_per_s > 0.0));
+            if let Some(t) = bad {
+                bail!(
+                    "{which}: level C={} trial {}: field `output_tok_per_s` is {}; a baseline \
+                     holds positive tok/s only",
+                    level.concurrency,
+                    t.trial,
+                    t.output_tok_per_s
+                );
+            }
+        }
         if run.levels.iter().any(|l| l.rate.is_some()) {
             bail!("{which} is open loop (levels keyed by request rate); baselines hold closed-loop concurrency levels only");
         }
@@ -376,17 +393,33 @@ pub fn bless(
         let drop = baseline.sessions.len() - keep;
         baseline.sessions.drain(..drop);
     }
+    // Never write what the loader would refuse.
+    baseline.validate("to be written")?;
     Ok(baseline)
 }
 
 /// An exclusive lock beside a baseline file while it is rewritten, so two blesses cannot
-/// interleave. Released (the lock file removed) on drop.
+/// interleave: an OS lock (`flock`) on `<baseline>.lock`, which dies with the process (a
+/// bless killed by SIGKILL or stopped by SIGTERM never blocks the next one). The lock file
+/// itself stays: deleting it would let a third bless lock a new file while the second still
+/// holds the old one.
 pub struct BaselineLock {
-    path: PathBuf,
+    // Holds the lock while open; closing the file releases it.
+    _file: std::fs::File,
 }
 
+/// How long a bless waits for another to finish before giving up.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl BaselineLock {
+    /// Takes the lock, waiting up to [`LOCK_WAIT`] for another bless to release it.
     pub fn acquire(baseline: &Path) -> Result<BaselineLock> {
+        BaselineLock::acquire_within(baseline, LOCK_WAIT)
+    }
+
+    pub fn acquire_within(baseline: &Path, wait: std::time::Duration) -> Result<BaselineLock> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
         let mut name = baseline.as_os_str().to_owned();
         name.push(".lock");
         let path = PathBuf::from(name);
@@ -394,20 +427,38 @@ impl BaselineLock {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create folder {}", dir.display()))?;
         }
-        match OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(_) => Ok(BaselineLock { path }),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
-                "another bless holds {}; if none is running, delete that file",
-                path.display()
-            ),
-            Err(e) => Err(e).with_context(|| format!("cannot create lock {}", path.display())),
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&path)
+            .with_context(|| format!("cannot open lock {}", path.display()))?;
+        let started = std::time::Instant::now();
+        let mut said = false;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is passed.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(BaselineLock { _file: file });
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(err).with_context(|| format!("cannot lock {}", path.display()));
+            }
+            if started.elapsed() >= wait {
+                bail!(
+                    "another bless holds {} (waited {} s); a stopped bless releases it by itself",
+                    path.display(),
+                    wait.as_secs()
+                );
+            }
+            if !said {
+                eprintln!("waiting for another bless to release {}", path.display());
+                said = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
         }
-    }
-}
-
-impl Drop for BaselineLock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -500,10 +551,12 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
     fn lock_is_exclusive_and_released() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.toml");
+        let short = std::time::Duration::from_millis(100);
         let lock = BaselineLock::acquire(&path).unwrap();
-        assert!(BaselineLock::acquire(&path).is_err());
+        let err = BaselineLock::acquire_within(&path, short).err().unwrap();
+        assert!(err.to_string().contains("another bless holds"), "{err}");
         drop(lock);
-        assert!(BaselineLock::acquire(&path).is_ok());
+        assert!(BaselineLock::acquire_within(&path, short).is_ok());
     }
 }
 

@@ -4,6 +4,7 @@ pub mod body;
 pub mod chunk;
 pub mod client;
 pub mod dialect;
+pub mod fdlimit;
 pub mod headroom;
 pub mod http;
 pub mod interrupt;

@@ -16,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use super::outcome::Finished;
 use super::sweep::{send_one, Batch, Shared};
 use crate::profile::Arrival;
+use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::OpenLoopStats;
 use crate::stats::Percentiles;
 
@@ -162,6 +163,38 @@ pub fn stats(target_rate: f64, arrival: Arrival, measured: &[Finished]) -> OpenL
     }
 }
 
+/// How far the achieved rate may stray from the target, either way, before a trial is
+/// flagged: the schedule is conditioned on its count, so a kept schedule lands within a few
+/// percent (send lag at the ends only).
+pub const RATE_TOLERANCE: f64 = 0.20;
+/// Fewer measured sends than this cannot tell a missed schedule from the ends' jitter.
+pub const MIN_SENDS_TO_JUDGE: usize = 10;
+
+/// Flags a trial whose achieved rate is off its target by more than [`RATE_TOLERANCE`], too
+/// fast (the schedule collapsed into a burst) or too slow (the client or a concurrency cap
+/// could not keep it). `sends` is the number of measured requests.
+pub fn judge_schedule(stats: &OpenLoopStats, sends: usize) -> Option<TrialFlag> {
+    if sends < MIN_SENDS_TO_JUDGE {
+        return None;
+    }
+    let target = stats.target_rate;
+    let (word, achieved) = match stats.achieved_rate {
+        // Every send at the same instant: no rate at all, the worst burst.
+        None => ("all at once", f64::INFINITY),
+        Some(a) if a > target * (1.0 + RATE_TOLERANCE) => ("too fast", a),
+        Some(a) if a < target * (1.0 - RATE_TOLERANCE) => ("too slow", a),
+        Some(_) => return None,
+    };
+    Some(TrialFlag::new(
+        FlagKind::ScheduleMissed,
+        format!(
+            "schedule missed ({word}): achieved {achieved:.3} requests/s against a target of \
+             {target} (more than {:.0}% off); the trial did not measure the asked load",
+            RATE_TOLERANCE * 100.0
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +257,37 @@ mod tests {
         assert_ne!(trial_seed(0, 50.0, 1), trial_seed(0, 50.0, 2));
         assert_ne!(trial_seed(0, 50.0, 1), trial_seed(0, 10.0, 1));
         assert_eq!(trial_seed(3, 50.0, 1), trial_seed(3, 50.0, 1));
+    }
+
+    #[test]
+    fn achieved_rate_is_judged_both_ways() {
+        let stats = |achieved: Option<f64>| OpenLoopStats {
+            target_rate: 5.0,
+            achieved_rate: achieved,
+            arrival: "gamma".into(),
+            send_lag_ms: None,
+            ttft_from_schedule_ms: None,
+            e2e_from_schedule_ms: None,
+        };
+        for (achieved, sends, flagged) in [
+            (Some(5.0), 100, false),
+            (Some(5.9), 100, false),
+            (Some(4.1), 100, false),
+            (Some(17_938.0), 100, true),
+            (Some(6.5), 100, true),
+            (Some(3.0), 100, true),
+            (None, 100, true),
+            (Some(17_938.0), MIN_SENDS_TO_JUDGE - 1, false),
+        ] {
+            let flag = judge_schedule(&stats(achieved), sends);
+            assert_eq!(
+                flag.is_some(),
+                flagged,
+                "{achieved:?} over {sends}: {flag:?}"
+            );
+            if let Some(f) = flag {
+                assert_eq!(f.kind, FlagKind::ScheduleMissed);
+            }
+        }
     }
 }

@@ -17,12 +17,12 @@ use super::prompts::Prompts;
 use super::sweep::{measured_only, run_batch, urls_for, Batch, Shared, Windows};
 use super::trial::summarize_trial;
 use super::{
-    dialect, headroom, http, interrupt, now_rfc3339, openloop, outcome, preconnect, probe,
+    dialect, fdlimit, headroom, http, interrupt, now_rfc3339, openloop, outcome, preconnect, probe,
     telemetry, write_results, BenchOutcome, BenchSetup,
 };
 use crate::profile::{Arrival, Profile, TrialOrder};
 use crate::record::checks::level_problems;
-use crate::record::files::REQUESTS_FILE;
+use crate::record::files::{DERIVED_FILES, REQUESTS_FILE};
 use crate::record::SCHEMA_VERSION;
 use crate::record::{flag_lines, Arm, BaseArm, Environment, LevelResult, RunResult, TrialResult};
 
@@ -255,6 +255,13 @@ impl<'a> Prepared<'a> {
             .chain(profile.sweep.max_concurrency)
             .max()
             .unwrap_or(64) as usize;
+        // Before anything is sent: a run that runs out of descriptors part way loses its
+        // results.
+        let uncapped = profile.sweep.is_open_loop() && profile.sweep.max_concurrency.is_none();
+        fdlimit::ensure(
+            &fdlimit::Need::of(profile, setup.base_endpoints.len()),
+            uncapped,
+        )?;
         let api_key = api_key_header(profile)?;
         let probe_client = client::build_probe_client(api_key.as_ref())?;
 
@@ -303,6 +310,11 @@ impl<'a> Prepared<'a> {
         )?;
         std::fs::create_dir_all(&setup.out_dir)
             .with_context(|| format!("cannot create output folder {}", setup.out_dir.display()))?;
+        // The journal starts over: what was derived from the old one goes first, so no
+        // complete-looking results.json of the run before stays beside the new journal.
+        for name in DERIVED_FILES {
+            crate::fsutil::remove_output(&setup.out_dir.join(name))?;
+        }
         let journal_path = setup.out_dir.join(REQUESTS_FILE);
         let journal = std::fs::File::create(&journal_path)
             .with_context(|| format!("cannot create {}", journal_path.display()))?;
@@ -496,6 +508,8 @@ impl<'a> Prepared<'a> {
                 &measured,
             )
         });
+        let schedule_flag =
+            (open_loop.as_ref()).and_then(|o| openloop::judge_schedule(o, measured.len()));
         headroom::judge_sends(&mut client, &measured);
         let misses = dialect::length_misses(&measured, &profile.workload);
         let mut t = summarize_trial(trial, measured);
@@ -503,6 +517,7 @@ impl<'a> Prepared<'a> {
         telemetry::attach(&mut t, server);
         t.excluded_requests = excluded;
         t.open_loop = open_loop;
+        t.flags.extend(schedule_flag);
         headroom::judge_reads(&mut client, &reads, t.itl_ms.as_ref().map(|p| p.p50));
         t.flags.extend(headroom::flag(&client));
         t.client = Some(client);

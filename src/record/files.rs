@@ -20,3 +20,19 @@ pub const LATENCY_PNG: &str = "latency.png";
 pub const CAPACITY_PNG: &str = "capacity.png";
 /// The capacity plan (JSON).
 pub const PLAN_JSON: &str = "plan.json";
+
+/// What a run's steps write from its journal (everything but the journal itself): a new run
+/// removes these from its output folder before it starts its journal, so a run killed part
+/// way never leaves a complete-looking result of the run before beside a new journal.
+pub const DERIVED_FILES: [&str; 10] = [
+    RESULTS_FILE,
+    SUMMARY_FILE,
+    REPORT_MD,
+    VERDICT_JSON,
+    VERDICT_MD,
+    JUNIT_XML,
+    THROUGHPUT_PNG,
+    PER_REQUEST_PNG,
+    LATENCY_PNG,
+    CAPACITY_PNG,
+];

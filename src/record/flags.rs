@@ -19,6 +19,9 @@ pub enum FlagKind {
     LengthMisses,
     /// The client's token count and the server's counter disagree.
     CountersDisagree,
+    /// Open loop: the achieved request rate missed the target rate (the schedule collapsed
+    /// into a burst, or the client or a concurrency cap could not keep up).
+    ScheduleMissed,
     /// Not measured by throughline: transcribed from someone's report.
     Transcribed,
     /// A flag from an older results file whose kind was not recorded.

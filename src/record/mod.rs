@@ -23,6 +23,9 @@ use crate::stats::decision::{drift_check, Drift};
 use crate::stats::{Percentiles, Spread};
 use flags::TrialFlag;
 
+/// The largest results file read (bytes): per-trial figures, not per-request ones.
+pub const RESULTS_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Version of the result JSON schema written by this build.
 pub const SCHEMA_VERSION: u32 = 2;
 /// The oldest schema this build still reads (version 1 stored trial flags as bare sentences).
@@ -248,6 +251,25 @@ pub struct TrialResult {
     /// runs that did not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round: Option<u32>,
+}
+
+impl TrialResult {
+    /// The first figure that no measurement can give (negative or not finite), with its
+    /// field name: a file edited or written by something else, refused on load.
+    pub fn bad_figure(&self) -> Option<(&'static str, f64)> {
+        [
+            ("window_s", Some(self.window_s)),
+            ("output_tok_per_s", Some(self.output_tok_per_s)),
+            ("requests_per_s", Some(self.requests_per_s)),
+            ("error_rate", Some(self.error_rate)),
+            ("per_request_tok_per_s", self.per_request_tok_per_s),
+        ]
+        .into_iter()
+        .find_map(|(name, v)| {
+            v.filter(|v| !(v.is_finite() && *v >= 0.0))
+                .map(|v| (name, v))
+        })
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -579,7 +601,7 @@ impl RunResult {
 
     /// Reads a result file, refusing schema versions this build does not know.
     pub fn load(path: &Path) -> Result<RunResult> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::fsutil::read_bounded(path, RESULTS_FILE_BYTES)
             .with_context(|| format!("cannot read results {}", path.display()))?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("results {} is not valid JSON", path.display()))?;
@@ -604,6 +626,22 @@ impl RunResult {
                 e.inner()
             )
         })?;
+        let base_levels = result.base.iter().flat_map(|b| &b.levels);
+        for (arm, level) in
+            (result.levels.iter().map(|l| ("", l))).chain(base_levels.map(|l| ("base arm ", l)))
+        {
+            for t in &level.trials {
+                if let Some((field, v)) = t.bad_figure() {
+                    bail!(
+                        "results {}: {arm}level {} trial {}: field `{field}` is {v}, not a \
+                         finite number >= 0",
+                        path.display(),
+                        level.label(),
+                        t.trial
+                    );
+                }
+            }
+        }
         for level in &result.levels {
             for t in &level.trials {
                 if !t.is_accounted() {

@@ -1,0 +1,494 @@
+//! Hostile files and killed runs, end to end through the real binary (issue 15, items 4, 6,
+//! 7, 8, 9, 10, 12): profile values past the limits, a profile that never ends, too few file
+//! descriptors, bad gate settings in a baseline, a killed re-run, outputs that are links or
+//! FIFOs, a bless killed while it holds its lock, a collapsed open-loop schedule. Traffic
+//! stays on 127.0.0.1.
+
+mod common;
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Waits for `child` at most `limit`, killing it (and failing) past that.
+fn wait_with_deadline(child: Child, limit: Duration, what: &str) -> Output {
+    let started = Instant::now();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !waiter.is_finished() {
+        if started.elapsed() > limit {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("{what} did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    waiter.join().unwrap()
+}
+
+fn spawn(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+const QUICK: &str = r#"
+[workload]
+input_tokens = 4
+max_tokens = 10
+ignore_eos = true
+[sweep]
+concurrency = [1]
+requests_per_level = 8
+trials = 5
+"#;
+
+/// A complete run of the instant simulator into `dir/out`, and a copy of its results that
+/// `baseline bless` takes (no client-bound flags).
+fn quick_results(dir: &Path) -> (PathBuf, PathBuf) {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let profile = write_profile(dir, "quick", &sim.urls, QUICK);
+    let out = dir.join("out");
+    let o = run_bench_cli(&profile, &out, &[]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let results = out.join("results.json");
+    let clean = without_client_flags(&results);
+    (results, clean)
+}
+
+/// Item 4: each value once panicked (exit 101), aborted (134), hung or ran out of sockets;
+/// now bench refuses it before sending anything, exit 2, naming the field. The endpoint is a
+/// port nothing listens on: validation must come first.
+#[test]
+fn profile_values_past_the_limits_exit_2_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let workload = "[workload]\ninput_tokens = 4\nmax_tokens = 10\n";
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "huge request_timeout",
+            "[sweep]\nconcurrency = [1]\nrequest_timeout = \"100000000000h\"",
+            "sweep.request_timeout",
+        ),
+        (
+            "duration near u64::MAX plus warmup",
+            "[sweep]\nconcurrency = [1]\nduration = \"18446744073709551615s\"\nwarmup = \"1s\"",
+            "sweep.duration",
+        ),
+        (
+            "rate 1e-20",
+            "[sweep]\nrates = [1e-20]\nduration = \"10s\"",
+            "sweep.rates",
+        ),
+        (
+            "rate 1e300",
+            "[sweep]\nrates = [1e300]\nduration = \"10s\"",
+            "sweep.rates",
+        ),
+        (
+            "gamma_shape 1e-300",
+            "[sweep]\nrates = [5.0]\nrequests_per_level = 20\narrival = \"gamma\"\ngamma_shape = 1e-300",
+            "sweep.gamma_shape",
+        ),
+        (
+            "a million workers",
+            "[sweep]\nconcurrency = [1000000]",
+            "sweep.concurrency",
+        ),
+        (
+            "trials",
+            "[sweep]\nconcurrency = [1]\ntrials = 100000",
+            "sweep.trials",
+        ),
+    ];
+    for (name, sweep, field) in cases {
+        let body = format!("{workload}{sweep}\n");
+        let profile = write_profile(tmp.path(), "bad", &["http://127.0.0.1:9".into()], &body);
+        let child = spawn(&mut bench_command(&profile, &tmp.path().join("out")));
+        let out = wait_with_deadline(child, Duration::from_secs(20), name);
+        assert_eq!(code(&out), 2, "{name}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(field), "{name}: {}", text(&out));
+    }
+    // 4e9 input tokens: the field is first checked against its range.
+    let body =
+        "[workload]\ninput_tokens = 4000000000\nmax_tokens = 10\n[sweep]\nconcurrency = [1]\n";
+    let profile = write_profile(tmp.path(), "bad", &["http://127.0.0.1:9".into()], body);
+    let out = run_bench_cli(&profile, &tmp.path().join("out"), &[]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(
+        text(&out).contains("workload.input_tokens"),
+        "{}",
+        text(&out)
+    );
+
+    // A profile that never ends, and one too large, are refused by name.
+    let big = tmp.path().join("big.toml");
+    std::fs::write(&big, "#".repeat(2 * 1024 * 1024)).unwrap();
+    for (path, says) in [
+        (Path::new("/dev/zero"), "not a regular file"),
+        (big.as_path(), "over the limit"),
+    ] {
+        let child = spawn(&mut bench_command(path, &tmp.path().join("out")));
+        let out = wait_with_deadline(child, Duration::from_secs(20), "bench --profile");
+        assert_eq!(code(&out), 2, "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(says) && err.contains(&*path.to_string_lossy()),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
+/// Item 4: too few file descriptors for the sweep is refused before anything is sent, with
+/// the `ulimit -n` to set.
+#[test]
+fn too_few_file_descriptors_are_refused_before_sending() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let body = "[workload]\ninput_tokens = 4\nmax_tokens = 10\n[sweep]\nconcurrency = [5000]\nrequests_per_level = 5000\ntrials = 1\n";
+    let profile = write_profile(tmp.path(), "fds", &[url], body);
+    let mut cmd = bench_command(&profile, &tmp.path().join("out"));
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 512,
+                rlim_max: 512,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = wait_with_deadline(spawn(&mut cmd), Duration::from_secs(20), "bench");
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ulimit -n 5"), "{}", text(&out));
+    assert!(
+        listener.accept().is_err(),
+        "a connection was opened before the check"
+    );
+}
+
+/// Items 6 and 12: gate settings that would pass anything, and figures no run gives, are
+/// refused on load with the field named: exit 2 through `throughline gate`. Bless refuses
+/// tok/s its own loader would refuse.
+#[test]
+fn bad_gate_settings_and_figures_exit_2_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (results, clean) = quick_results(tmp.path());
+    let baseline = tmp.path().join("base.toml");
+    let o = bless(&clean, &baseline, &["--commit", "abc"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let good = std::fs::read_to_string(&baseline).unwrap();
+    for (from, to, field) in [
+        ("alpha = 0.01", "alpha = nan", "gate.alpha"),
+        ("alpha = 0.01", "alpha = 0.0", "gate.alpha"),
+        ("min_effect = 0.03", "min_effect = 2.0", "gate.min_effect"),
+    ] {
+        assert!(good.contains(from), "{good}");
+        let bad = tmp.path().join("bad.toml");
+        std::fs::write(&bad, good.replace(from, to)).unwrap();
+        let out = run(&[
+            "gate",
+            "--results",
+            results.to_str().unwrap(),
+            "--baseline",
+            bad.to_str().unwrap(),
+        ]);
+        assert_eq!(code(&out), 2, "{to}: {}", text(&out));
+        assert!(text(&out).contains(field), "{to}: {}", text(&out));
+    }
+
+    // A candidate with negative or zero tok/s.
+    let mut value = read_json(&clean);
+    value["levels"][0]["trials"][0]["output_tok_per_s"] = serde_json::json!(-5.0);
+    let negative = tmp.path().join("negative.json");
+    std::fs::write(&negative, value.to_string()).unwrap();
+    let out = run(&[
+        "gate",
+        "--results",
+        negative.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(text(&out).contains("output_tok_per_s"), "{}", text(&out));
+
+    value["levels"][0]["trials"][0]["output_tok_per_s"] = serde_json::json!(0.0);
+    let zero = tmp.path().join("zero.json");
+    std::fs::write(&zero, value.to_string()).unwrap();
+    let fresh = tmp.path().join("fresh.toml");
+    let out = bless(&zero, &fresh, &["--commit", "abc"]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(text(&out).contains("output_tok_per_s"), "{}", text(&out));
+    assert!(!fresh.exists(), "bless wrote a baseline its loader refuses");
+}
+
+/// Item 7: a re-run killed after its first requests leaves no complete-looking result of the
+/// run before beside its new journal.
+#[test]
+fn a_killed_rerun_leaves_no_stale_results() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (results, _) = quick_results(tmp.path());
+    let out_dir = results.parent().unwrap().to_path_buf();
+    assert!(out_dir.join("summary.csv").exists());
+    // What later steps (plot, gate) put beside the first run's results.
+    std::fs::write(out_dir.join("report.md"), "old report").unwrap();
+    std::fs::write(out_dir.join("throughput.png"), "old chart").unwrap();
+    std::fs::write(out_dir.join("verdict.md"), "PASS").unwrap();
+    std::fs::write(out_dir.join("junit.xml"), "<testsuite/>").unwrap();
+
+    // The second run is slow: one token every 100 ms.
+    let slow = Sim::start(1, &["--preset", "instant", "--token-delay-ms", "100"]);
+    let profile = write_profile(tmp.path(), "quick", &slow.urls, QUICK);
+    let child = spawn(&mut bench_command(&profile, &out_dir));
+    let started = Instant::now();
+    let journal = out_dir.join("requests.jsonl");
+    loop {
+        let lines = std::fs::read_to_string(&journal)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        // The old journal had 40 lines; the new one starts empty.
+        if (1..40).contains(&lines) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no requests");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = wait_with_deadline(child, Duration::from_secs(10), "killed bench");
+    let journal = read_journal(&out_dir);
+    for name in [
+        "results.json",
+        "summary.csv",
+        "report.md",
+        "verdict.md",
+        "junit.xml",
+        "throughput.png",
+    ] {
+        assert!(
+            !out_dir.join(name).exists(),
+            "{name} of the run before stays beside a journal of {} requests",
+            journal.len()
+        );
+    }
+}
+
+/// Item 8: outputs that are links, FIFOs or standard output are written, not replaced; new
+/// files are 0644 and existing files keep their mode.
+#[test]
+fn outputs_follow_links_and_special_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (results, clean) = quick_results(tmp.path());
+    assert_eq!(mode(&results), 0o644, "results.json");
+    let d = tmp.path();
+    std::fs::create_dir(d.join("artifacts")).unwrap();
+    std::fs::write(d.join("artifacts/base.toml"), "").unwrap();
+    std::os::unix::fs::symlink("artifacts/base.toml", d.join("base.toml")).unwrap();
+    std::fs::remove_file(d.join("artifacts/base.toml")).unwrap();
+    let o = bless(&clean, &d.join("base.toml"), &["--commit", "abc"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(std::fs::symlink_metadata(d.join("base.toml"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(mode(&d.join("artifacts/base.toml")), 0o644);
+    let baseline = d.join("base.toml");
+
+    type Setup = fn(&Path) -> PathBuf;
+    let cases: &[(&str, Setup)] = &[
+        ("new file", |d| d.join("new.json")),
+        ("existing 0600 file", |d| {
+            let p = d.join("private.json");
+            std::fs::write(&p, "old").unwrap();
+            std::fs::set_permissions(&p, PermissionsExt::from_mode(0o600)).unwrap();
+            p
+        }),
+        ("symlink", |d| {
+            std::fs::create_dir_all(d.join("real")).unwrap();
+            std::fs::write(d.join("real/v.json"), "old").unwrap();
+            std::os::unix::fs::symlink("real/v.json", d.join("link.json")).unwrap();
+            d.join("link.json")
+        }),
+        ("fifo", |d| {
+            mkfifo(&d.join("pipe"));
+            d.join("pipe")
+        }),
+        ("stdout", |_| PathBuf::from("-")),
+    ];
+    for (name, setup) in cases {
+        let case = tempfile::tempdir().unwrap();
+        let path = setup(case.path());
+        let fifo = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo());
+        let reader = fifo.then(|| {
+            let p = path.clone();
+            std::thread::spawn(move || std::fs::read_to_string(p).unwrap())
+        });
+        let mut cmd = Command::new(bin());
+        cmd.args(["gate", "--results", results.to_str().unwrap()])
+            .args(["--baseline", baseline.to_str().unwrap()])
+            .arg("--json")
+            .arg(&path);
+        let out = wait_with_deadline(spawn(&mut cmd), Duration::from_secs(30), name);
+        assert_ne!(code(&out), 2, "{name}: {}", text(&out));
+        let written = match (reader, *name) {
+            (Some(r), _) => r.join().unwrap(),
+            (None, "stdout") => String::from_utf8_lossy(&out.stdout).into_owned(),
+            _ => std::fs::read_to_string(&path).unwrap(),
+        };
+        assert!(written.contains("\"levels\""), "{name}: {written}");
+        let c = case.path();
+        match *name {
+            "new file" => assert_eq!(mode(&path), 0o644),
+            "existing 0600 file" => assert_eq!(mode(&path), 0o600),
+            "symlink" => {
+                let m = std::fs::symlink_metadata(&path).unwrap();
+                assert!(m.file_type().is_symlink(), "the link was replaced");
+                assert!(std::fs::read_to_string(c.join("real/v.json"))
+                    .unwrap()
+                    .contains("\"levels\""));
+            }
+            "fifo" => assert!(std::fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_fifo()),
+            _ => {}
+        }
+    }
+}
+
+/// A child process that holds the flock of `baseline`'s lock file until killed.
+fn lock_holder(baseline: &Path) -> Child {
+    let mut name = baseline.as_os_str().to_owned();
+    name.push(".lock");
+    let lock = std::ffi::CString::new(name.as_encoded_bytes()).unwrap();
+    let mut cmd = Command::new("sleep");
+    cmd.arg("60");
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(lock.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o644);
+            if fd < 0 || libc::flock(fd, libc::LOCK_EX) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap()
+}
+
+/// Item 9: a lock held by a process that was killed does not block the next bless; a bless
+/// that finds the lock held waits for it (two blesses serialize); a bless stopped by SIGTERM
+/// leaves no temporary file.
+#[test]
+fn bless_locks_die_with_their_process_and_serialize() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, clean) = quick_results(tmp.path());
+    let baseline = tmp.path().join("base.toml");
+    let bless_cmd = || {
+        let mut c = Command::new(bin());
+        c.args(["baseline", "bless", "--commit", "abc"])
+            .args(["--results", clean.to_str().unwrap()])
+            .args(["--baseline", baseline.to_str().unwrap()]);
+        c
+    };
+
+    // Killed while holding the lock: the next bless goes ahead.
+    let mut holder = lock_holder(&baseline);
+    std::thread::sleep(Duration::from_millis(200));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let out = wait_with_deadline(
+        spawn(&mut bless_cmd()),
+        Duration::from_secs(30),
+        "bless after a killed holder",
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out));
+
+    // Held by a live process: the bless waits (they overlap), then goes ahead once the
+    // holder is gone.
+    let mut holder = lock_holder(&baseline);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut waiting = spawn(&mut bless_cmd());
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "bless did not wait for the lock"
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let out = wait_with_deadline(waiting, Duration::from_secs(30), "waiting bless");
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("waiting for another bless"),
+        "{}",
+        text(&out)
+    );
+    let text_now = std::fs::read_to_string(&baseline).unwrap();
+    assert_eq!(text_now.matches("[[sessions]]").count(), 2, "{text_now}");
+
+    // Stopped by SIGTERM at any moment: no temporary file stays, and the next bless works.
+    for delay_ms in [0u64, 2, 5, 10, 20, 40] {
+        let child = spawn(&mut bless_cmd());
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let _ = wait_with_deadline(child, Duration::from_secs(30), "stopped bless");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let out = wait_with_deadline(spawn(&mut bless_cmd()), Duration::from_secs(30), "bless");
+    assert_eq!(code(&out), 0, "{}", text(&out));
+}
+
+/// Item 10: an open-loop trial that cannot keep its rate (one slot, slow requests) is flagged
+/// `schedule-missed` and the run warns.
+#[test]
+fn a_missed_open_loop_schedule_is_flagged() {
+    let _turn = timing_lock();
+    let sim = Sim::start(1, &["--preset", "instant", "--token-delay-ms", "20"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "[workload]\ninput_tokens = 4\nmax_tokens = 10\nignore_eos = true\n[sweep]\n\
+                rates = [50.0]\nmax_concurrency = 1\narrival = \"constant\"\n\
+                requests_per_level = 12\ntrials = 1\n";
+    let profile = write_profile(tmp.path(), "open", &sim.urls, body);
+    let out_dir = tmp.path().join("out");
+    let out = run_bench_cli(&profile, &out_dir, &[]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let result = read_json(&out_dir.join("results.json"));
+    let trial = &result["levels"][0]["trials"][0];
+    let achieved = trial["open_loop"]["achieved_rate"].as_f64().unwrap();
+    assert!(
+        achieved < 40.0,
+        "the cap did not slow the sends: {achieved}"
+    );
+    let flags = trial["flags"].as_array().unwrap();
+    assert!(
+        flags.iter().any(|f| f["kind"] == "schedule-missed"),
+        "{flags:?}"
+    );
+    assert!(
+        text(&out).contains("schedule missed"),
+        "no warning: {}",
+        text(&out)
+    );
+}
