@@ -23,10 +23,16 @@ pub enum SseError {
     InvalidUtf8,
     /// A single line longer than the limit (a server that never ends a line).
     LineTooLong,
+    /// One event's `data` lines together longer than the limit (a server that never sends
+    /// the blank line ending an event).
+    EventTooLong,
 }
 
 /// Longest line accepted: far above any real chunk, low enough to bound memory per stream.
-const MAX_LINE: usize = 4 << 20;
+pub const MAX_LINE: usize = 4 << 20;
+/// Longest event accepted (its `data` lines joined): the same bound, so that a stream holds
+/// at most one line and one event of at most 4 MiB each while it is read.
+pub const MAX_EVENT: usize = 4 << 20;
 
 impl SseDecoder {
     pub fn new() -> Self {
@@ -78,6 +84,10 @@ impl SseDecoder {
             if rest.is_empty() || rest.starts_with(':') {
                 let value = rest.strip_prefix(':').unwrap_or("");
                 let value = value.strip_prefix(' ').unwrap_or(value);
+                let held = self.data.as_ref().map_or(0, |d| d.len() + 1);
+                if held + value.len() > MAX_EVENT {
+                    return Err(SseError::EventTooLong);
+                }
                 match &mut self.data {
                     Some(d) => {
                         d.push('\n');
