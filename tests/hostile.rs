@@ -173,7 +173,8 @@ fn serve(
         .unwrap_or(true);
     assert!(stream, "these tests stream");
     let n = requests.fetch_add(1, Ordering::Relaxed);
-    let sse_head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    let sse_head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
     let chunk = r#"data: {"choices":[{"index":0,"delta":{"content":"word "}}]}"#;
     match behaviour {
         Behaviour::Usage { chunks, usage } => {
@@ -201,7 +202,12 @@ fn serve(
                 // The key straddles the 200th character, where error texts are clipped
                 // (its first 10 characters are left before the "...").
                 let pad = "p".repeat(182);
-                reply(&mut s, "400 Bad Request", "text/plain", &format!("{pad} {auth}"));
+                reply(
+                    &mut s,
+                    "400 Bad Request",
+                    "text/plain",
+                    &format!("{pad} {auth}"),
+                );
             }
         },
         Behaviour::EndlessError => {
@@ -220,10 +226,17 @@ fn serve(
 
 /// Writes `piece` until the client goes away, [`ENDLESS_CAP`] bytes were written or the
 /// server's life is over, counting the bytes.
-fn endless(s: &mut TcpStream, piece: &[u8], total: &AtomicU64, stop: &AtomicBool, started: Instant) {
+fn endless(
+    s: &mut TcpStream,
+    piece: &[u8],
+    total: &AtomicU64,
+    stop: &AtomicBool,
+    started: Instant,
+) {
     let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
     let mut written = 0u64;
-    while written < ENDLESS_CAP && started.elapsed() < SERVER_LIFE && !stop.load(Ordering::Relaxed) {
+    while written < ENDLESS_CAP && started.elapsed() < SERVER_LIFE && !stop.load(Ordering::Relaxed)
+    {
         if s.write_all(piece).is_err() {
             break;
         }
@@ -392,7 +405,10 @@ fn an_endless_error_body_is_cut_off() {
     let trial = run.trial();
     assert_eq!(trial["failed"]["http"], 3, "{trial}");
     let msg = trial["error_examples"]["http"].as_str().unwrap();
-    assert!(msg.starts_with("HTTP 500") && msg.contains("ENDLESS-ERROR xxx"), "{msg}");
+    assert!(
+        msg.starts_with("HTTP 500") && msg.contains("ENDLESS-ERROR xxx"),
+        "{msg}"
+    );
     assert!(msg.chars().count() < 260, "{msg}");
     let sent = server.endless_bytes.load(Ordering::Relaxed);
     assert!(
@@ -418,4 +434,21 @@ fn an_endless_event_is_refused_at_its_limit() {
         "the client read {sent} bytes of endless events"
     );
     assert!(run.elapsed < Duration::from_secs(20), "{:?}", run.elapsed);
+}
+
+/// A profile with a key written in (there is no such field: a profile names the variable)
+/// is refused naming the field, without the TOML error quoting the key.
+#[test]
+fn a_profile_error_does_not_echo_a_key_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body = profile_body(16, None).replace(
+        "model = \"hostile\"\n",
+        &format!("model = \"hostile\"\napi_key = \"{KEY}\"\n"),
+    );
+    let profile = write_profile(tmp.path(), "literal", &["http://127.0.0.1:9".into()], &body);
+    let out = run_bench_cli(&profile, &tmp.path().join("out"), &[]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    let all = text(&out);
+    assert!(all.contains("unknown field `api_key`"), "{all}");
+    assert!(!all.contains(&KEY[..8]), "{all}");
 }

@@ -352,7 +352,7 @@ async fn precheck_environment(
 /// The job summary, outputs, annotations and files for a check that stopped without a
 /// verdict: not comparable (exit 3) or could not measure (exit 2).
 fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
-    let message = format!("{error:#}");
+    let message = crate::record::redact::redact_error(&format!("{error:#}"));
     let unmeasured = exit_for(error) != Exit::NotComparable;
     let (word, title, heading) = if unmeasured {
         (

@@ -620,10 +620,9 @@ fn fail(
 fn sse_error(e: SseError) -> String {
     match e {
         SseError::InvalidUtf8 => "stream line is not UTF-8".into(),
-        SseError::LineTooLong => format!(
-            "stream line longer than {} MiB",
-            super::sse::MAX_LINE >> 20
-        ),
+        SseError::LineTooLong => {
+            format!("stream line longer than {} MiB", super::sse::MAX_LINE >> 20)
+        }
         SseError::EventTooLong => format!(
             "stream event longer than {} MiB (data lines without the blank line that ends an \
              event)",

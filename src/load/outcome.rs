@@ -2,7 +2,7 @@
 //! token counts, TTFT, TPOT and the per-token gaps.
 
 use super::client::Observed;
-use super::tokens::{attribute_tokens, inter_token_gaps_ms};
+use super::tokens::{attribute_tokens, inter_token_gaps_ms, one_per_chunk};
 use crate::profile::Workload;
 use crate::record::redact::redact;
 use crate::record::{ErrorClass, RequestRecord, TokenSource};
@@ -64,7 +64,7 @@ pub fn finish(mut obs: Observed, slot: Slot, workload: &Workload) -> Finished {
             failure = Some((ErrorClass::Protocol, why));
         }
         obs.usage = None;
-        attribution = attribute_tokens(&obs.chunks, None);
+        attribution = one_per_chunk(&obs.chunks);
     }
     let output_tokens = attribution.total;
     if failure.is_none() && workload.require_usage && obs.usage.is_none() {
@@ -265,6 +265,25 @@ mod tests {
         let f = finish(obs, slot(), &workload(true));
         assert_eq!(f.record.error, Some(ErrorClass::MissingUsage));
         assert!(f.gaps_ms.is_empty());
+    }
+
+    /// Running counts on every chunk (no final usage) that add up past max_tokens are as
+    /// impossible as a final count would be; the tokens are then counted one per chunk.
+    #[test]
+    fn impossible_running_counts_fail_as_protocol() {
+        let mut obs = observed(10);
+        obs.usage = None;
+        let mut log = ChunkLog::new();
+        for i in 0..10u64 {
+            log.push(1.1 + 0.1 * i as f64, 3, Some(60_000 * (i + 1)));
+        }
+        obs.chunks = log;
+        let f = finish(obs, slot(), &workload(false));
+        assert_eq!(f.record.error, Some(ErrorClass::Protocol));
+        let msg = f.record.error_message.unwrap();
+        assert!(msg.contains("max_tokens = 64"), "{msg}");
+        assert_eq!(f.record.output_tokens, 10);
+        assert_eq!(f.record.token_source, TokenSource::ChunkCount);
     }
 
     #[test]

@@ -32,7 +32,9 @@ pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<Pro
     endpoints.iter().for_each(|e| register_endpoint(e));
     let said = |text: String| anyhow::anyhow!("{}", redact(&text));
     for (i, endpoint) in endpoints.iter().enumerate() {
-        check_health(client, endpoint).await.map_err(|e| said(e.to_string()))?;
+        check_health(client, endpoint)
+            .await
+            .map_err(|e| said(e.to_string()))?;
         let url = format!("{}/v1/models", base_url(endpoint));
         let response = client
             .get(&url)

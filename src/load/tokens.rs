@@ -137,12 +137,18 @@ pub fn attribute_tokens(chunks: &ChunkLog, final_usage: Option<u64>) -> TokenAtt
             source: TokenSource::Usage,
             estimated_split: !chunks.is_empty(),
         },
-        None => TokenAttribution {
-            per_chunk: vec![1; chunks.len()],
-            total: chunks.len() as u64,
-            source: TokenSource::ChunkCount,
-            estimated_split: false,
-        },
+        None => one_per_chunk(chunks),
+    }
+}
+
+/// One token per content chunk, whatever the server reported (a request whose reported
+/// count was impossible is counted this way).
+pub fn one_per_chunk(chunks: &ChunkLog) -> TokenAttribution {
+    TokenAttribution {
+        per_chunk: vec![1; chunks.len()],
+        total: chunks.len() as u64,
+        source: TokenSource::ChunkCount,
+        estimated_split: false,
     }
 }
 

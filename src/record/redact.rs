@@ -81,6 +81,61 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     out
 }
 
+/// An error's whole text fit for the console, a job summary or a file: [`redact`], and the
+/// source lines a TOML error quotes (`4 | api_key = "sk-..."`) masked after the `=` where
+/// the key's name says it may hold a secret (key, token, secret, password, auth). A profile
+/// has no field for a key (it names the variable), but a profile with one written in
+/// must not have its error echo it.
+pub fn redact_error(text: &str) -> String {
+    let text = redact(text);
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&mask_quoted_line(line));
+    }
+    out
+}
+
+/// A TOML error's quoted source line (`NN | text`) with a secret-looking value masked.
+fn mask_quoted_line(line: &str) -> Cow<'_, str> {
+    let Some((number, source)) = line.split_once(" | ") else {
+        return Cow::Borrowed(line);
+    };
+    if number.trim().is_empty() || !number.trim().bytes().all(|b| b.is_ascii_digit()) {
+        return Cow::Borrowed(line);
+    }
+    let Some((name, _)) = source.split_once('=') else {
+        return Cow::Borrowed(line);
+    };
+    let name = name.trim().trim_matches('"').to_ascii_lowercase();
+    let secret_like = name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|word| {
+            [
+                "key",
+                "apikey",
+                "token",
+                "secret",
+                "password",
+                "passwd",
+                "pass",
+                "auth",
+                "authorization",
+                "credential",
+                "credentials",
+                "bearer",
+            ]
+            .contains(&word)
+        });
+    if !secret_like {
+        return Cow::Borrowed(line);
+    }
+    let keep = line.len() - source.len() + source.find('=').unwrap_or(0) + 1;
+    Cow::Owned(format!("{} {MASK}", &line[..keep]))
+}
+
 /// An endpoint URL fit to store or print: its user information replaced by `***`.
 pub fn redact_url(url: &str) -> String {
     mask_url_credentials(url).into_owned()
@@ -130,7 +185,11 @@ fn base64(bytes: &[u8]) -> String {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
         for k in 0..4 {
             if k <= chunk.len() {
@@ -153,7 +212,10 @@ mod tests {
             redact_url("http://user:pa55@10.0.0.1:8000/v1"),
             "http://***@10.0.0.1:8000/v1"
         );
-        assert_eq!(redact_url("http://10.0.0.1:8000/v1"), "http://10.0.0.1:8000/v1");
+        assert_eq!(
+            redact_url("http://10.0.0.1:8000/v1"),
+            "http://10.0.0.1:8000/v1"
+        );
         assert_eq!(
             redact("GET https://a:b@h/x and http://c@d:1 failed"),
             "GET https://***@h/x and http://***@d:1 failed"
@@ -173,9 +235,23 @@ mod tests {
             redact(r#"{"auth":"Bearer sk-redact-unit-Zq81\"x"}"#),
             r#"{"auth":"Bearer ***"}"#
         );
-        assert_eq!(redact("cut at Bearer sk-redact-u..."), "cut at Bearer ***...");
+        assert_eq!(
+            redact("cut at Bearer sk-redact-u..."),
+            "cut at Bearer ***..."
+        );
         assert_eq!(redact("ends in sk-r"), "ends in ***");
         assert_eq!(redact("ends in sk-"), "ends in sk-");
+    }
+
+    #[test]
+    fn toml_errors_do_not_echo_a_key_line() {
+        let err = "invalid profile p.toml: TOML parse error at line 4, column 1\n  |\n4 | api_key = \"sk-lit-Q1\"\n  | ^^^^^^^\nunknown field `api_key`";
+        let shown = redact_error(err);
+        assert!(!shown.contains("sk-lit-Q1"), "{shown}");
+        assert!(shown.contains("4 | api_key = ***"), "{shown}");
+        assert!(shown.contains("unknown field `api_key`"), "{shown}");
+        let other = "  |\n7 | max_tokens = \"x\"\n  | ^^^";
+        assert_eq!(redact_error(other), other);
     }
 
     #[test]
