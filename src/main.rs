@@ -32,7 +32,10 @@ fn main() {
     let exit = match outcome {
         Ok(exit) => exit,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Secrets (the API key, URL credentials, a key line quoted by a TOML error) are
+            // masked in whatever an error chain says (record/redact.rs).
+            let said = throughline::record::redact::redact_error(&format!("{error:#}"));
+            eprintln!("error: {said}");
             exit_for(&error)
         }
     };

@@ -179,3 +179,82 @@ fn a_missing_key_variable_is_named_not_guessed() {
         text(&out)
     );
 }
+
+/// `ci` against a server that guards `/v1` with a key (vLLM `--api-key`): its health and
+/// environment checks send the same key as the load, so it measures and gates (exit 0 or 1)
+/// instead of stopping at "401 Unauthorized to GET .../v1/models" (exit 2).
+#[test]
+fn ci_sends_the_key_to_its_checks() {
+    let sim = Sim::start_env(
+        1,
+        &[
+            "--preset",
+            "instant",
+            "--require-api-key-env",
+            "TL_TEST_SIM_KEY",
+        ],
+        &[("TL_TEST_SIM_KEY", KEY)],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join("baselines")).unwrap();
+    git(&repo, &["init", "-q"]);
+    write_profile(&repo.join("baselines"), "keyed", &sim.urls, BODY);
+    let in_repo = |args: &[&str]| {
+        let mut cmd = Command::new(bin());
+        cmd.args(args)
+            .current_dir(&repo)
+            .env("TL_TEST_BENCH_KEY", KEY);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("THROUGHLINE_") || k.starts_with("GITHUB_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.output().unwrap()
+    };
+    let first = dir.path().join("first");
+    let out = in_repo(&[
+        "bench",
+        "--profile",
+        "baselines/keyed.profile.toml",
+        "--out",
+        first.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let results = without_client_flags(&first.join("results.json"));
+    let out = in_repo(&[
+        "baseline",
+        "bless",
+        "--results",
+        results.to_str().unwrap(),
+        "--baseline",
+        "baselines/keyed.toml",
+        "--profile",
+        "keyed.profile.toml",
+    ]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "profile and baseline"]);
+    let ci_dir = dir.path().join("ci");
+    let out = in_repo(&[
+        "ci",
+        "--baseline",
+        "baselines/keyed.toml",
+        "--baseline-ref",
+        "HEAD",
+        "--endpoint",
+        &sim.urls[0],
+        "--wait-healthy",
+        "20s",
+        "--out",
+        ci_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        [0, 1].contains(&code(&out)),
+        "ci with the key must measure and gate: {}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("401"), "{}", text(&out));
+    assert_no_key_in_output(&out);
+    assert_no_key_in_files(dir.path());
+}

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use reqwest::header::HeaderValue;
 
 use super::environment::EnvironmentArgs;
 use crate::exit::{exit_for, not_comparable, Exit};
@@ -217,9 +218,12 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         .chain(&base_endpoints)
         .cloned()
         .collect();
-    wait_healthy(&all, args.wait_healthy).await?;
+    // The same key header the load sends: a server that guards /v1 (vLLM's --api-key)
+    // answers 401 to a check without it.
+    let api_key = crate::load::client::api_key_header(&profile)?;
+    wait_healthy(&all, args.wait_healthy, api_key.as_ref()).await?;
     let environment = args.environment.to_environment();
-    precheck_environment(&baseline, &profile, &environment).await?;
+    precheck_environment(&baseline, &profile, &environment, api_key.as_ref()).await?;
 
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create folder {}", args.out.display()))?;
@@ -315,11 +319,9 @@ async fn precheck_environment(
     baseline: &Baseline,
     profile: &Profile,
     given: &Environment,
+    api_key: Option<&HeaderValue>,
 ) -> Result<()> {
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .context("cannot build the HTTP client")?;
+    let client = crate::load::client::build_probe_client(api_key)?;
     let report = probe::probe(&client, &profile.target.endpoints).await?;
     let mut env = given.clone();
     env.endpoints = profile.target.endpoints.len();
@@ -350,7 +352,7 @@ async fn precheck_environment(
 /// The job summary, outputs, annotations and files for a check that stopped without a
 /// verdict: not comparable (exit 3) or could not measure (exit 2).
 fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
-    let message = format!("{error:#}");
+    let message = crate::record::redact::redact_error(&format!("{error:#}"));
     let unmeasured = exit_for(error) != Exit::NotComparable;
     let (word, title, heading) = if unmeasured {
         (

@@ -16,7 +16,8 @@ use super::read_delay;
 use super::sse::{SseDecoder, SseError};
 use super::tokens::ChunkLog;
 use super::wire_clock::WireClock;
-use crate::record::ErrorClass;
+use crate::profile::Profile;
+use crate::record::{redact, ErrorClass};
 
 /// The HTTP client of the probe (`/v1/models`, `/health`, `/metrics`): reqwest, rustls TLS
 /// (Cargo.toml: reqwest `rustls-tls`, no OpenSSL). The load has its own client (http.rs). The
@@ -35,6 +36,98 @@ pub fn build_probe_client(api_key: Option<&HeaderValue>) -> anyhow::Result<reqwe
         .default_headers(headers)
         .build()
         .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))
+}
+
+/// The `Authorization` header for the profile's API key (`target.api_key_env` names the
+/// variable), marked sensitive; the key is registered for redaction (record/redact.rs) so a
+/// server that echoes it back cannot put it into a file or the console. The load, the probe
+/// and `ci`'s checks all send this one header.
+pub fn api_key_header(profile: &Profile) -> anyhow::Result<Option<HeaderValue>> {
+    let Some(var) = &profile.target.api_key_env else {
+        return Ok(None);
+    };
+    let key = std::env::var(var).map_err(|_| {
+        anyhow::anyhow!(
+            "target.api_key_env names the environment variable {var}, but it is not set"
+        )
+    })?;
+    redact::register_secret(&key);
+    let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+        anyhow::anyhow!("the API key in {var} holds characters not allowed in an HTTP header")
+    })?;
+    value.set_sensitive(true);
+    Ok(Some(value))
+}
+
+/// The most of an error response's body that is read (its first 200 characters are kept);
+/// the rest is not read and the connection is closed.
+pub const MAX_ERROR_BODY: usize = 64 << 10;
+/// The most of a whole (non-streamed) response that is read: far above any completion of a
+/// few thousand tokens, low enough that a body that never ends cannot take the memory.
+pub const MAX_WHOLE_BODY: usize = 64 << 20;
+/// The most of a `/v1/models` or `/health` answer the probe reads.
+pub const MAX_PROBE_BODY: usize = 4 << 20;
+/// The most of a `/metrics` answer read (the probe's and each telemetry scrape's): an
+/// engine's metrics are some hundreds of KiB.
+pub const MAX_METRICS_BODY: usize = 8 << 20;
+
+/// Why a capped read gave up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CappedReadError {
+    /// The body is longer than the cap; what was read is dropped.
+    TooLong(usize),
+    /// The connection broke.
+    Broken(String),
+}
+
+impl std::fmt::Display for CappedReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CappedReadError::TooLong(cap) => write!(f, "the answer is longer than {cap} bytes"),
+            CappedReadError::Broken(why) => write!(f, "the answer broke off: {why}"),
+        }
+    }
+}
+
+/// Reads a probe or telemetry response's body, at most `cap` bytes (reqwest's `.text()`
+/// would read a body that never ends into memory).
+pub async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+) -> Result<Vec<u8>, CappedReadError> {
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(piece)) => {
+                if body.len() + piece.len() > cap {
+                    return Err(CappedReadError::TooLong(cap));
+                }
+                body.extend_from_slice(&piece);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) => return Err(CappedReadError::Broken(error_chain(&e))),
+        }
+    }
+}
+
+/// Reads a hyper body up to its end or `cap` bytes, whichever comes first. Returns the bytes
+/// read (at most `cap`) and whether the body ended.
+async fn read_body_capped(body: &mut Incoming, cap: usize) -> Result<(Vec<u8>, bool), String> {
+    let mut read = Vec::new();
+    loop {
+        match next_data(body).await {
+            Ok(Some(piece)) => {
+                let room = cap - read.len();
+                if piece.len() > room {
+                    read.extend_from_slice(&piece[..room]);
+                    return Ok((read, false));
+                }
+                read.extend_from_slice(&piece);
+            }
+            Ok(None) => return Ok((read, true)),
+            Err(e) => return Err(error_chain(&e)),
+        }
+    }
 }
 
 /// Limits on one request: its whole time and the longest silence.
@@ -143,11 +236,17 @@ pub async fn send(
     let status = response.status();
     obs.http_status = Some(status.as_u16());
     if !status.is_success() {
-        let mut text = match timeout_at(deadline, response.into_body().collect()).await {
-            Ok(Ok(body)) => {
-                // An error answer read to its end leaves the connection usable.
-                client.release(lease).await;
-                clip(String::from_utf8_lossy(&body.to_bytes()).trim())
+        // At most MAX_ERROR_BODY bytes are read: a server that answers an error with a body
+        // that never ends is cut off there (the connection is closed with the lease).
+        let mut body = response.into_body();
+        let mut text = match timeout_at(deadline, read_body_capped(&mut body, MAX_ERROR_BODY)).await
+        {
+            Ok(Ok((bytes, ended))) => {
+                if ended {
+                    // An error answer read to its end leaves the connection usable.
+                    client.release(lease).await;
+                }
+                clip(String::from_utf8_lossy(&bytes).trim())
             }
             _ => String::new(),
         };
@@ -457,7 +556,8 @@ async fn read_whole(
     clock: Instant,
     arrivals: &mut Arrivals,
 ) {
-    let text = match timeout_at(deadline, body.collect()).await {
+    let mut body = body;
+    let text = match timeout_at(deadline, read_body_capped(&mut body, MAX_WHOLE_BODY)).await {
         Err(_) => {
             obs.failure = Some((
                 ErrorClass::Timeout,
@@ -466,13 +566,17 @@ async fn read_whole(
             return;
         }
         Ok(Err(e)) => {
+            obs.failure = Some((ErrorClass::Reset, format!("connection broke: {e}")));
+            return;
+        }
+        Ok(Ok((_, false))) => {
             obs.failure = Some((
-                ErrorClass::Reset,
-                format!("connection broke: {}", error_chain(&e)),
+                ErrorClass::Protocol,
+                format!("response body longer than {} MiB", MAX_WHOLE_BODY >> 20),
             ));
             return;
         }
-        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Ok((bytes, true))) => bytes,
     };
     let text = match std::str::from_utf8(&text) {
         Ok(t) => t,
@@ -516,7 +620,14 @@ fn fail(
 fn sse_error(e: SseError) -> String {
     match e {
         SseError::InvalidUtf8 => "stream line is not UTF-8".into(),
-        SseError::LineTooLong => "stream line longer than 4 MiB".into(),
+        SseError::LineTooLong => {
+            format!("stream line longer than {} MiB", super::sse::MAX_LINE >> 20)
+        }
+        SseError::EventTooLong => format!(
+            "stream event longer than {} MiB (data lines without the blank line that ends an \
+             event)",
+            super::sse::MAX_EVENT >> 20
+        ),
     }
 }
 

@@ -2,9 +2,10 @@
 //! token counts, TTFT, TPOT and the per-token gaps.
 
 use super::client::Observed;
-use super::tokens::{attribute_tokens, inter_token_gaps_ms};
+use super::tokens::{attribute_tokens, inter_token_gaps_ms, one_per_chunk};
 use crate::profile::Workload;
-use crate::record::{ErrorClass, RequestRecord};
+use crate::record::redact::redact;
+use crate::record::{ErrorClass, RequestRecord, TokenSource};
 
 /// Where a request sits in the run.
 #[derive(Debug, Clone, Copy)]
@@ -30,11 +31,42 @@ pub struct Finished {
 /// usage fails as `missing_usage` when `require_usage` is set (checked before the length, since
 /// without usage the length is only an estimate), one shorter than `degenerate_below` fails as
 /// `degenerate`.
-pub fn finish(obs: Observed, slot: Slot, workload: &Workload) -> Finished {
+///
+/// A token count the server could not have produced (over the request's `max_tokens`, or
+/// more than [`MAX_TOKENS_PER_CHUNK`] per content chunk received) fails the request as
+/// `protocol`, and its tokens are then counted one per chunk: a server number never sizes an
+/// allocation or a sum. Texts that came from the server or an error chain are redacted of
+/// the API key and endpoint credentials here, where they enter the record.
+pub fn finish(mut obs: Observed, slot: Slot, workload: &Workload) -> Finished {
     let (degenerate_below, streamed) = (workload.degenerate_below, workload.stream);
-    let attribution = attribute_tokens(&obs.chunks, obs.usage.map(|u| u.completion_tokens));
-    let output_tokens = attribution.total;
+    if let Some((_, msg)) = &mut obs.failure {
+        if let std::borrow::Cow::Owned(clean) = redact(msg) {
+            *msg = clean;
+        }
+    }
     let mut failure = obs.failure.clone();
+    let impossible = obs
+        .usage
+        .and_then(|u| impossible_count(u.completion_tokens, obs.chunks.len(), workload));
+    if impossible.is_some() {
+        obs.usage = None;
+    }
+    let mut attribution = attribute_tokens(&obs.chunks, obs.usage.map(|u| u.completion_tokens));
+    // Per-chunk running counts (continuous usage) without a final count are checked too.
+    let impossible = impossible.or_else(|| {
+        let reported = attribution.source == TokenSource::Usage;
+        reported
+            .then(|| impossible_count(attribution.total, obs.chunks.len(), workload))
+            .flatten()
+    });
+    if let Some(why) = impossible {
+        if failure.is_none() {
+            failure = Some((ErrorClass::Protocol, why));
+        }
+        obs.usage = None;
+        attribution = one_per_chunk(&obs.chunks);
+    }
+    let output_tokens = attribution.total;
     if failure.is_none() && workload.require_usage && obs.usage.is_none() {
         failure = Some((
             ErrorClass::MissingUsage,
@@ -105,6 +137,33 @@ pub fn finish(obs: Observed, slot: Slot, workload: &Workload) -> Finished {
     }
 }
 
+/// The most tokens one streamed content chunk is believed to carry. Real chunks carry one
+/// token, a few with speculative decoding or MTP (vLLM's deepest drafts are under 16), and
+/// some more where a server batches its writes or holds back tokens that make no text yet;
+/// 64 leaves four times the deepest speculation as room, while a count thousands of times
+/// the chunks received is plainly wrong.
+pub const MAX_TOKENS_PER_CHUNK: u64 = 64;
+
+/// Why a server's `usage.completion_tokens` cannot be true, if it cannot: more than the
+/// request's `max_tokens` (no slack: the server was asked for at most that many), or, for a
+/// streamed response, more than [`MAX_TOKENS_PER_CHUNK`] per content chunk received.
+fn impossible_count(tokens: u64, chunks: usize, workload: &Workload) -> Option<String> {
+    let max = u64::from(workload.max_tokens);
+    if tokens > max {
+        return Some(format!(
+            "usage.completion_tokens = {tokens} is more than the request's max_tokens = {max}"
+        ));
+    }
+    let bound = (chunks as u64).saturating_mul(MAX_TOKENS_PER_CHUNK);
+    if workload.stream && tokens > bound {
+        return Some(format!(
+            "usage.completion_tokens = {tokens} is more than {MAX_TOKENS_PER_CHUNK} per content \
+             chunk received ({chunks} chunks)"
+        ));
+    }
+    None
+}
+
 /// When every request of a batch failed to connect, the server is gone (or was never
 /// there): says so, with the first error, so the run can stop instead of sweeping on.
 pub fn unreachable(batch: &[Finished]) -> Option<String> {
@@ -137,7 +196,6 @@ mod tests {
     use super::*;
     use crate::load::chunk::Usage;
     use crate::load::tokens::ChunkLog;
-    use crate::record::TokenSource;
 
     pub(super) fn workload(require_usage: bool) -> Workload {
         let text = format!(
@@ -207,6 +265,25 @@ mod tests {
         let f = finish(obs, slot(), &workload(true));
         assert_eq!(f.record.error, Some(ErrorClass::MissingUsage));
         assert!(f.gaps_ms.is_empty());
+    }
+
+    /// Running counts on every chunk (no final usage) that add up past max_tokens are as
+    /// impossible as a final count would be; the tokens are then counted one per chunk.
+    #[test]
+    fn impossible_running_counts_fail_as_protocol() {
+        let mut obs = observed(10);
+        obs.usage = None;
+        let mut log = ChunkLog::new();
+        for i in 0..10u64 {
+            log.push(1.1 + 0.1 * i as f64, 3, Some(60_000 * (i + 1)));
+        }
+        obs.chunks = log;
+        let f = finish(obs, slot(), &workload(false));
+        assert_eq!(f.record.error, Some(ErrorClass::Protocol));
+        let msg = f.record.error_message.unwrap();
+        assert!(msg.contains("max_tokens = 64"), "{msg}");
+        assert_eq!(f.record.output_tokens, 10);
+        assert_eq!(f.record.token_source, TokenSource::ChunkCount);
     }
 
     #[test]

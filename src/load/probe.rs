@@ -6,11 +6,14 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde_json::Value;
 
+use reqwest::header::HeaderValue;
+
 use super::body::base_url;
-use super::client::error_chain;
+use super::client::{error_chain, read_capped, MAX_METRICS_BODY, MAX_PROBE_BODY};
+use crate::record::redact::{redact, register_endpoint};
 
 /// What the probe learned.
 #[derive(Debug, Clone, Default)]
@@ -26,8 +29,12 @@ pub struct ProbeReport {
 /// Checks every endpoint answers `/v1/models`; reads the model list and the engine.
 pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<ProbeReport> {
     let mut report = ProbeReport::default();
+    endpoints.iter().for_each(|e| register_endpoint(e));
+    let said = |text: String| anyhow::anyhow!("{}", redact(&text));
     for (i, endpoint) in endpoints.iter().enumerate() {
-        check_health(client, endpoint).await?;
+        check_health(client, endpoint)
+            .await
+            .map_err(|e| said(e.to_string()))?;
         let url = format!("{}/v1/models", base_url(endpoint));
         let response = client
             .get(&url)
@@ -45,17 +52,22 @@ pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<Pro
                 } else {
                     ""
                 };
-                bail!("cannot reach the server at {endpoint} ({url}): {why}{hint}")
+                return Err(said(format!(
+                    "cannot reach the server at {endpoint} ({url}): {why}{hint}"
+                )));
             }
         };
         if !response.status().is_success() {
-            bail!(
+            return Err(said(format!(
                 "the server at {endpoint} answered {} to GET {url}",
                 response.status()
-            );
+            )));
         }
         if i == 0 {
-            let body: Value = response.json().await.unwrap_or(Value::Null);
+            let body = read_capped(response, MAX_PROBE_BODY)
+                .await
+                .map_err(|e| said(format!("GET {url}: {e}")))?;
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             report.models = body
                 .get("data")
                 .and_then(Value::as_array)
@@ -91,7 +103,10 @@ async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
     };
     let status = response.status();
     if status.is_server_error() {
-        let body = response.text().await.unwrap_or_default();
+        let body = read_capped(response, MAX_PROBE_BODY)
+            .await
+            .unwrap_or_default();
+        let body = String::from_utf8_lossy(&body);
         bail!(
             "the server at {endpoint} is not ready: GET {url} answered {status} {}",
             super::chunk::clip(body.trim())
@@ -111,7 +126,8 @@ async fn metrics_text(client: &reqwest::Client, endpoint: &str) -> Option<String
     if !response.status().is_success() {
         return None;
     }
-    response.text().await.ok()
+    let body = read_capped(response, MAX_METRICS_BODY).await.ok()?;
+    String::from_utf8(body).ok()
 }
 
 /// Recognises an engine by the metric names it exports.
@@ -132,12 +148,15 @@ pub fn engine_from_metrics(text: &str) -> Option<&'static str> {
 }
 
 /// Polls every endpoint until it answers `GET /health` with a success (or, where the server
-/// has no `/health`, `GET /v1/models`), or until `timeout` has passed since the start.
-pub async fn wait_healthy(endpoints: &[String], timeout: Duration) -> Result<()> {
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .context("cannot build the HTTP client")?;
+/// has no `/health`, `GET /v1/models`), or until `timeout` has passed since the start. The
+/// API key, when given, goes with every check (a server may guard `/v1/models` with it).
+pub async fn wait_healthy(
+    endpoints: &[String],
+    timeout: Duration,
+    api_key: Option<&HeaderValue>,
+) -> Result<()> {
+    endpoints.iter().for_each(|e| register_endpoint(e));
+    let client = super::client::build_probe_client(api_key)?;
     let start = Instant::now();
     let deadline = start + timeout;
     for endpoint in endpoints {
@@ -151,6 +170,9 @@ pub async fn wait_healthy(endpoints: &[String], timeout: Duration) -> Result<()>
                 Ok(()) => break,
                 Err(why) => why,
             };
+            let why = redact(&why).into_owned();
+            let shown = redact(endpoint).into_owned();
+            let endpoint = &shown;
             if Instant::now() >= deadline {
                 bail!(
                     "the server at {endpoint} was not healthy after {} (--wait-healthy): {why}. \
@@ -242,6 +264,7 @@ mod tests {
         let err = wait_healthy(
             &[format!("http://127.0.0.1:{port}")],
             Duration::from_millis(600),
+            None,
         )
         .await
         .unwrap_err()

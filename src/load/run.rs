@@ -618,19 +618,7 @@ fn open_loop_count(rate: f64, span: std::time::Duration) -> usize {
 }
 
 fn api_key_header(profile: &Profile) -> Result<Option<HeaderValue>> {
-    let Some(var) = &profile.target.api_key_env else {
-        return Ok(None);
-    };
-    let key = std::env::var(var).map_err(|_| {
-        anyhow::anyhow!(
-            "target.api_key_env names the environment variable {var}, but it is not set"
-        )
-    })?;
-    let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-        anyhow::anyhow!("the API key in {var} holds characters not allowed in an HTTP header")
-    })?;
-    value.set_sensitive(true);
-    Ok(Some(value))
+    client::api_key_header(profile)
 }
 
 #[cfg(test)]

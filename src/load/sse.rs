@@ -5,8 +5,9 @@
 //! streams: lines end in LF, CRLF or CR; `data:` lines of one event are joined with LF; a blank
 //! line ends the event; comment lines (`:`) and other fields are ignored.
 
-/// Decodes SSE `data` payloads from a byte stream.
-#[derive(Debug, Default)]
+/// Decodes SSE `data` payloads from a byte stream. It holds at most one unfinished line of
+/// [`MAX_LINE`] bytes and one unfinished event of [`MAX_EVENT`] bytes; more is an error.
+#[derive(Debug)]
 pub struct SseDecoder {
     /// Bytes of the line not yet ended.
     line: Vec<u8>,
@@ -14,6 +15,14 @@ pub struct SseDecoder {
     data: Option<String>,
     /// The previous byte was CR: a following LF belongs to the same line ending.
     after_cr: bool,
+    max_line: usize,
+    max_event: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self::with_limits(MAX_LINE, MAX_EVENT)
+    }
 }
 
 /// A problem in the byte stream itself.
@@ -23,14 +32,36 @@ pub enum SseError {
     InvalidUtf8,
     /// A single line longer than the limit (a server that never ends a line).
     LineTooLong,
+    /// One event's `data` lines together longer than the limit (a server that never sends
+    /// the blank line ending an event).
+    EventTooLong,
 }
 
 /// Longest line accepted: far above any real chunk, low enough to bound memory per stream.
-const MAX_LINE: usize = 4 << 20;
+pub const MAX_LINE: usize = 4 << 20;
+/// Longest event accepted (its `data` lines joined): the same bound, so that a stream holds
+/// at most one line and one event of at most 4 MiB each while it is read.
+pub const MAX_EVENT: usize = 4 << 20;
 
 impl SseDecoder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder with other limits on a line and an event (tests use small ones).
+    pub fn with_limits(max_line: usize, max_event: usize) -> Self {
+        SseDecoder {
+            line: Vec::new(),
+            data: None,
+            after_cr: false,
+            max_line,
+            max_event,
+        }
+    }
+
+    /// Bytes of the unfinished line and event held now.
+    pub fn held(&self) -> usize {
+        self.line.len() + self.data.as_ref().map_or(0, String::len)
     }
 
     /// Feeds bytes; appends every completed event's data to `out`.
@@ -44,7 +75,7 @@ impl SseDecoder {
                 }
                 _ => {
                     self.after_cr = false;
-                    if self.line.len() >= MAX_LINE {
+                    if self.line.len() >= self.max_line {
                         return Err(SseError::LineTooLong);
                     }
                     self.line.push(b);
@@ -78,6 +109,10 @@ impl SseDecoder {
             if rest.is_empty() || rest.starts_with(':') {
                 let value = rest.strip_prefix(':').unwrap_or("");
                 let value = value.strip_prefix(' ').unwrap_or(value);
+                let held = self.data.as_ref().map_or(0, |d| d.len() + 1);
+                if held + value.len() > self.max_event {
+                    return Err(SseError::EventTooLong);
+                }
                 match &mut self.data {
                     Some(d) => {
                         d.push('\n');
@@ -139,6 +174,44 @@ mod tests {
         assert_eq!(out, vec!["a\nb", "last"]);
     }
 
+    /// The real limits: a 5 MiB line is refused, and so are `data:` lines adding up to more
+    /// than 4 MiB without the blank line that ends their event, fed a kilobyte at a time;
+    /// the decoder never holds more than the limits.
+    #[test]
+    fn over_long_lines_and_events_are_refused_at_the_real_limits() {
+        let mut d = SseDecoder::new();
+        let mut out = Vec::new();
+        let piece = [b'a'; 1024];
+        let mut err = None;
+        d.push(b"data: ", &mut out).unwrap();
+        for _ in 0..5 * 1024 {
+            if let Err(e) = d.push(&piece, &mut out) {
+                err = Some(e);
+                break;
+            }
+        }
+        assert_eq!(err, Some(SseError::LineTooLong));
+        assert!(d.held() <= MAX_LINE);
+
+        let mut d = SseDecoder::new();
+        let line = format!("data: {}\n", "b".repeat(1017));
+        let mut err = None;
+        for _ in 0..5 * 1024 {
+            if let Err(e) = d.push(line.as_bytes(), &mut out) {
+                err = Some(e);
+                break;
+            }
+            assert!(d.held() <= MAX_LINE + MAX_EVENT);
+        }
+        assert_eq!(err, Some(SseError::EventTooLong));
+        assert!(out.is_empty());
+        // A line and an event up to the limits pass.
+        let mut d = SseDecoder::new();
+        let big = format!("data: {}\n\n", "c".repeat(MAX_LINE.min(MAX_EVENT) - 6));
+        d.push(big.as_bytes(), &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+    }
+
     #[test]
     fn rejects_invalid_utf8() {
         let mut d = SseDecoder::new();
@@ -181,6 +254,72 @@ mod tests {
             at.sort_unstable();
             let parts: Vec<&[u8]> = at.windows(2).map(|w| &bytes[w[0]..w[1]]).collect();
             prop_assert_eq!(decode_checked(&parts), whole);
+        }
+
+        /// With small limits, so that over-long lines and events are common: however a stream
+        /// is split into reads, the events and the error are the same; every event delivered
+        /// is within the event limit, the decoder never holds more than a line and an event,
+        /// and an error is the answer exactly when a line or an event went over its limit.
+        #[test]
+        fn limits_hold_under_any_split(
+            bytes in prop::collection::vec(prop_oneof![
+                6 => prop::sample::select(b"data: xyz\n".to_vec()),
+                1 => Just(b'\r'),
+                1 => any::<u8>().prop_map(|b| b & 0x7f),
+            ], 0..600),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+            max_line in 1usize..40,
+            max_event in 0usize..80,
+        ) {
+            let decode = |parts: &[&[u8]]| {
+                let mut d = SseDecoder::with_limits(max_line, max_event);
+                let mut out = Vec::new();
+                let mut err = None;
+                for p in parts {
+                    if let Err(e) = d.push(p, &mut out) {
+                        err = Some(e);
+                        break;
+                    }
+                    assert!(d.held() <= max_line + max_event + 1, "held {}", d.held());
+                }
+                if err.is_none() {
+                    err = d.finish(&mut out).err();
+                }
+                (out, err)
+            };
+            let whole = decode(&[&bytes]);
+            let mut at: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+            at.extend([0, bytes.len()]);
+            at.sort_unstable();
+            let parts: Vec<&[u8]> = at.windows(2).map(|w| &bytes[w[0]..w[1]]).collect();
+            let split = decode(&parts);
+            prop_assert_eq!(&split, &whole);
+            for event in &whole.0 {
+                prop_assert!(event.len() <= max_event, "{} > {}", event.len(), max_event);
+            }
+            // The same stream under limits it cannot reach: no error from size, and the
+            // over-long line or event is there.
+            let (free, free_err) = {
+                let mut d = SseDecoder::with_limits(usize::MAX, usize::MAX);
+                let mut out = Vec::new();
+                let err = d.push(&bytes, &mut out).err().or_else(|| d.finish(&mut out).err());
+                (out, err)
+            };
+            let longest_line = bytes
+                .split(|&b| b == b'\n' || b == b'\r')
+                .map(<[u8]>::len)
+                .max()
+                .unwrap_or(0);
+            let longest_event = free.iter().map(String::len).max().unwrap_or(0);
+            match &whole.1 {
+                Some(SseError::LineTooLong) => prop_assert!(longest_line >= max_line),
+                Some(SseError::EventTooLong) => prop_assert!(longest_event > max_event || free_err.is_some()),
+                Some(SseError::InvalidUtf8) => prop_assert_eq!(&free_err, &whole.1),
+                None => {
+                    prop_assert!(longest_line <= max_line);
+                    prop_assert_eq!(free, whole.0);
+                }
+            }
         }
 
         /// Arbitrary bytes never panic.

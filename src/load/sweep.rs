@@ -228,9 +228,13 @@ pub fn urls_for(endpoints: &[String], api: Api) -> Result<Vec<hyper::Uri>> {
     endpoints
         .iter()
         .map(|e| {
+            crate::record::redact::register_endpoint(e);
             let url = api_url(e, api);
-            url.parse::<hyper::Uri>()
-                .with_context(|| format!("endpoint {e:?} does not make a valid URL ({url})"))
+            url.parse::<hyper::Uri>().with_context(|| {
+                let e = crate::record::redact::redact_url(e);
+                let url = crate::record::redact::redact_url(&url);
+                format!("endpoint {e:?} does not make a valid URL ({url})")
+            })
         })
         .collect()
 }

@@ -284,7 +284,10 @@ async fn scrape(
     if !response.status().is_success() {
         return None;
     }
-    let text = response.text().await.ok()?;
+    let body = super::client::read_capped(response, super::client::MAX_METRICS_BODY)
+        .await
+        .ok()?;
+    let text = String::from_utf8(body).ok()?;
     let after = clock.elapsed().as_secs_f64();
     Some(adapter.sample((before + after) / 2.0, &text))
 }

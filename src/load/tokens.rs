@@ -137,12 +137,18 @@ pub fn attribute_tokens(chunks: &ChunkLog, final_usage: Option<u64>) -> TokenAtt
             source: TokenSource::Usage,
             estimated_split: !chunks.is_empty(),
         },
-        None => TokenAttribution {
-            per_chunk: vec![1; chunks.len()],
-            total: chunks.len() as u64,
-            source: TokenSource::ChunkCount,
-            estimated_split: false,
-        },
+        None => one_per_chunk(chunks),
+    }
+}
+
+/// One token per content chunk, whatever the server reported (a request whose reported
+/// count was impossible is counted this way).
+pub fn one_per_chunk(chunks: &ChunkLog) -> TokenAttribution {
+    TokenAttribution {
+        per_chunk: vec![1; chunks.len()],
+        total: chunks.len() as u64,
+        source: TokenSource::ChunkCount,
+        estimated_split: false,
     }
 }
 
@@ -188,8 +194,10 @@ pub fn inter_token_gaps_ms(chunks: &ChunkLog, per_chunk: &[u64], out: &mut Vec<f
     if chunks.is_empty() {
         return;
     }
-    let tokens: u64 = per_chunk.iter().sum();
-    out.reserve_exact(tokens.saturating_sub(1) as usize);
+    // The counts come from the server (checked against max_tokens and the chunks in
+    // outcome.rs): the reservation is capped anyway, never sized from a server number alone.
+    let tokens = per_chunk.iter().fold(0u64, |sum, &k| sum.saturating_add(k));
+    out.reserve(tokens.saturating_sub(1).min(1 << 16) as usize);
     for _ in 1..per_chunk.first().copied().unwrap_or(1) {
         out.push(0.0);
     }

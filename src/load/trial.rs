@@ -58,18 +58,21 @@ pub fn summarize_trial(trial: u32, finished: Vec<Finished>) -> TrialResult {
     let mut estimated_splits = 0u64;
     for f in finished {
         let r = f.record;
-        result.input_tokens += r.input_tokens.unwrap_or(0);
+        result.input_tokens = result
+            .input_tokens
+            .saturating_add(r.input_tokens.unwrap_or(0));
         match r.error {
             Some(class) => {
                 *result.failed.entry(class).or_insert(0) += 1;
                 if let Some(msg) = r.error_message {
                     result.error_examples.entry(class).or_insert(msg);
                 }
-                result.failed_output_tokens += r.output_tokens;
+                result.failed_output_tokens =
+                    result.failed_output_tokens.saturating_add(r.output_tokens);
             }
             None => {
                 result.succeeded += 1;
-                result.output_tokens += r.output_tokens;
+                result.output_tokens = result.output_tokens.saturating_add(r.output_tokens);
                 *result.token_sources.entry(r.token_source).or_insert(0) += 1;
                 estimated_splits += u64::from(f.estimated_split);
                 ttft.extend(r.ttft_ms);

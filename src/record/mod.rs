@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub mod checks;
 pub mod files;
 pub mod flags;
+pub mod redact;
 pub mod telemetry;
 
 use crate::fsutil::write_atomic;
@@ -663,8 +664,17 @@ impl RunResult {
     }
 
     /// Writes the result JSON atomically (temporary file, then rename).
+    /// Endpoints are stored with their credentials masked (redact.rs).
     pub fn save(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_string_pretty(self)?;
+        let endpoints = &self.profile.target.endpoints;
+        let masked: Vec<String> = endpoints.iter().map(|e| redact::redact_url(e)).collect();
+        let text = if masked == *endpoints {
+            serde_json::to_string_pretty(self)?
+        } else {
+            let mut copy = self.clone();
+            copy.profile.target.endpoints = masked;
+            serde_json::to_string_pretty(&copy)?
+        };
         write_atomic(path, text.as_bytes())
     }
 
