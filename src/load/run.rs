@@ -10,7 +10,6 @@ use anyhow::{bail, Context, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use reqwest::header::HeaderValue;
 
 use super::client::{self, RequestLimits};
 use super::prompts::Prompts;
@@ -262,7 +261,7 @@ impl<'a> Prepared<'a> {
             &fdlimit::Need::of(profile, setup.base_endpoints.len()),
             uncapped,
         )?;
-        let api_key = api_key_header(profile)?;
+        let api_key = client::api_key_header(profile)?;
         let probe_client = client::build_probe_client(api_key.as_ref())?;
 
         let report = probe::probe(&probe_client, &profile.target.endpoints).await?;
@@ -615,10 +614,6 @@ fn progress_bar(
 /// Requests in an open-loop duration trial: the rate times the whole span (at least one).
 fn open_loop_count(rate: f64, span: std::time::Duration) -> usize {
     ((rate * span.as_secs_f64()).round() as usize).max(1)
-}
-
-fn api_key_header(profile: &Profile) -> Result<Option<HeaderValue>> {
-    client::api_key_header(profile)
 }
 
 #[cfg(test)]

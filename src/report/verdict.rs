@@ -114,7 +114,7 @@ fn method(verdict: &Verdict) -> String {
     let design = match verdict.design {
         Some(Design::Relative) => {
             "relative: base and head in one job, trials interleaved; Welch on ln(tok/s) after the \
-             outlier rule (trials 5 MADs from both arms' medians set aside)"
+             outlier rule (trials 5 robust sds and 5% from both arms' medians set aside)"
         }
         Some(Design::History) => {
             "history: this run against the baseline's session means, the between-session spread \
