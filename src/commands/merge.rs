@@ -10,7 +10,8 @@ use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::gate::merge::{combine, Check};
 use crate::gate::Verdict;
-use crate::record::files::{REPORT_MD, RESULTS_FILE, VERDICT_JSON};
+use crate::record::checks::level_problems;
+use crate::record::files::{REPORT_MD, RESULTS_FILE, VERDICT_JSON, VERDICT_MD};
 use crate::record::RunResult;
 use crate::report::combined::{markdown, run_label};
 use crate::report::github;
@@ -70,6 +71,14 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     for path in &results {
         runs.push((path.display().to_string(), RunResult::load(path)?));
     }
+    // A leg that did not measure must not disappear into a passing whole.
+    let mut failed_legs: Vec<String> = runs
+        .iter()
+        .filter_map(|(file, run)| leg_failure(run).map(|why| format!("{file}: {why}")))
+        .collect();
+    for dir in &args.from {
+        failed_legs.extend(unmeasured_checks(dir)?);
+    }
     runs.sort_by_key(|(file, run)| (run_label(run), file.clone()));
     let mut checks = Vec::new();
     for path in &verdicts {
@@ -88,7 +97,13 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     }
     let merged = combine(checks);
 
-    let text = markdown(&runs, merged.as_ref());
+    let mut text = markdown(&runs, merged.as_ref());
+    if !failed_legs.is_empty() {
+        text.push_str("\n## ❌ Legs that did not measure\n\n");
+        for leg in &failed_legs {
+            text.push_str(&format!("- {leg}\n"));
+        }
+    }
     write_atomic(&args.out.join(REPORT_MD), text.as_bytes())?;
     for (file, run) in &runs {
         println!("run: {} ({file})", run_label(run));
@@ -122,7 +137,46 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         None => Exit::Pass,
     };
     println!("report: {}", args.out.join(REPORT_MD).display());
+    if !failed_legs.is_empty() {
+        eprintln!("error: {} leg(s) did not measure:", failed_legs.len());
+        for leg in &failed_legs {
+            eprintln!("  {leg}");
+        }
+        github::write_verdict_outputs("error", None)?;
+        return Ok(Exit::Failure);
+    }
     Ok(exit)
+}
+
+/// Why a leg's run cannot count: stopped, a level that did not measure, or nothing measured.
+fn leg_failure(run: &RunResult) -> Option<String> {
+    if !run.complete {
+        return Some("the run is marked incomplete (it was stopped)".into());
+    }
+    let problems = level_problems(&run.levels, run.profile.sweep.max_error_rate);
+    if !problems.is_empty() {
+        return Some(format!("did not measure: {}", problems.join("; ")));
+    }
+    if run.levels.iter().all(|l| l.throughputs().is_empty()) {
+        return Some("measured nothing".into());
+    }
+    None
+}
+
+/// Check folders under `dir` where `throughline ci` could not measure: it leaves its
+/// verdict.md there but no verdict.json.
+fn unmeasured_checks(dir: &Path) -> Result<Vec<String>> {
+    Ok(find(dir, 2)?
+        .into_iter()
+        .filter(|p| p.file_name().and_then(|n| n.to_str()) == Some(VERDICT_MD))
+        .filter(|p| !p.with_file_name(VERDICT_JSON).exists())
+        .map(|p| {
+            format!(
+                "{}: the check could not measure (verdict.md without verdict.json)",
+                p.parent().unwrap_or(dir).display()
+            )
+        })
+        .collect())
 }
 
 /// Files under `dir`, at most `depth` folders down, sorted (so the report's order is stable).
@@ -142,4 +196,54 @@ fn find(dir: &Path, depth: usize) -> Result<Vec<PathBuf>> {
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fake;
+
+    fn merge_from(dir: &Path) -> Exit {
+        run(MergeArgs {
+            results: vec![],
+            verdict: vec![],
+            from: vec![dir.to_path_buf()],
+            out: dir.join("merged"),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_failed_leg_fails_the_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        let leg = |name: &str, run: RunResult| {
+            let d = dir.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            run.save(&d.join(RESULTS_FILE)).unwrap();
+        };
+        std::fs::create_dir_all(dir.path().join("merged")).unwrap();
+        leg("good", fake::run(&[(1, &[100.0, 101.0])]));
+        assert_eq!(merge_from(dir.path()), Exit::Pass);
+
+        let mut stopped = fake::run(&[(1, &[100.0, 101.0])]);
+        stopped.complete = false;
+        leg("stopped", stopped);
+        assert_eq!(merge_from(dir.path()), Exit::Failure);
+        std::fs::remove_dir_all(dir.path().join("stopped")).unwrap();
+
+        let mut empty = fake::run(&[(1, &[100.0])]);
+        empty.levels[0].trials[0].succeeded = 0;
+        empty.levels[0].trials[0].requests_sent = 0;
+        leg("empty", empty);
+        assert_eq!(merge_from(dir.path()), Exit::Failure);
+        std::fs::remove_dir_all(dir.path().join("empty")).unwrap();
+
+        // A ci leg that could not measure: its verdict.md, no verdict.json.
+        let refused = dir.path().join("refused");
+        std::fs::create_dir_all(&refused).unwrap();
+        std::fs::write(refused.join(VERDICT_MD), "could not measure").unwrap();
+        assert_eq!(merge_from(dir.path()), Exit::Failure);
+        let report = std::fs::read_to_string(dir.path().join("merged").join(REPORT_MD)).unwrap();
+        assert!(report.contains("Legs that did not measure") && report.contains("refused"));
+    }
 }
