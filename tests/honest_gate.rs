@@ -21,17 +21,18 @@ use throughline::sim::{SimCluster, SimConfig};
 const RUNS: u64 = 20;
 const JITTER: f64 = 0.05;
 
-/// One level, 6 trials a side of 8 short requests at concurrency 4 (~0.05 s a trial).
+/// One level, 6 trials a side of 8 short requests at concurrency 4 (~0.1 s a trial).
 const PROFILE: &str = "name = \"honest\"\n[target]\nendpoints = [\"http://127.0.0.1:1\"]\n\
     [workload]\ninput_tokens = 8\nmax_tokens = 12\nignore_eos = true\n\
     [sweep]\nconcurrency = [4]\nrequests_per_level = 8\ntrials = 6\n\
     request_timeout = \"20s\"\n[gate]\nmin_trials = 5\n";
 
-/// A simulator start: the fixed-cadence engine (2 ms steps) slowed by `slowdown`, its
-/// session factor drawn from `seed`.
+/// A simulator start: the fixed-cadence engine (4 ms steps: long enough that the timer jitter
+/// of a busy 2-core machine stays small against a step) slowed by `slowdown`, its session
+/// factor drawn from `seed`.
 fn config(seed: u64, slowdown: f64) -> SimConfig {
     let mut c = SimConfig::preset("fixed").unwrap();
-    c.token_delay_ms = Some(2.0);
+    c.token_delay_ms = Some(4.0);
     c.session_jitter = JITTER;
     c.seed = seed;
     c.slowdown = slowdown;
@@ -78,8 +79,12 @@ async fn relative_run(seed: u64, slowdown: f64) -> Outcome {
     verdict.outcome
 }
 
+/// The two tests take turns: side by side on 2 cores, each would be the other's noise.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdown() {
+    let _turn = TURN.lock().await;
     let mut same_failed = 0;
     let mut slow_caught = 0;
     let mut outcomes = Vec::new();
@@ -103,6 +108,7 @@ async fn relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_of_two_sessions_says_inconclusive_for_an_unchanged_server() {
+    let _turn = TURN.lock().await;
     let mut runs = Vec::new();
     for seed in [11, 12] {
         let sim = start(seed, 1.0).await;
