@@ -416,20 +416,6 @@ fn spawn_bench(profile_path: &Path, dir: &Path) -> std::process::Child {
         .unwrap()
 }
 
-fn wait_with_deadline(child: std::process::Child, limit: Duration) -> Output {
-    let started = Instant::now();
-    let pid = child.id();
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
-    while !waiter.is_finished() {
-        if started.elapsed() > limit {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("bench did not exit within {limit:?} of the signal");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    waiter.join().unwrap()
-}
-
 #[test]
 fn sigint_writes_an_incomplete_result_with_every_finished_request() {
     let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "20"]);
@@ -455,7 +441,7 @@ fn sigint_writes_an_incomplete_result_with_every_finished_request() {
         std::thread::sleep(Duration::from_millis(20));
     }
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = wait_with_deadline(child, Duration::from_secs(8));
+    let out = wait_with_deadline(child, Duration::from_secs(8), "bench after the signal");
     assert_eq!(code(&out), 130, "{}", text(&out));
     let result = read_json(&dir.join("results.json"));
     assert_eq!(result["complete"], false);
@@ -498,7 +484,7 @@ fn sigterm_abandons_stalled_requests_as_cancelled() {
     }
     let signalled = Instant::now();
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = wait_with_deadline(child, Duration::from_secs(10));
+    let out = wait_with_deadline(child, Duration::from_secs(10), "bench after the signal");
     assert_eq!(code(&out), 143, "{}", text(&out));
     let waited = signalled.elapsed();
     assert!(

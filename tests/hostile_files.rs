@@ -9,25 +9,10 @@ mod common;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-
-/// Waits for `child` at most `limit`, killing it (and failing) past that.
-fn wait_with_deadline(child: Child, limit: Duration, what: &str) -> Output {
-    let started = Instant::now();
-    let pid = child.id();
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
-    while !waiter.is_finished() {
-        if started.elapsed() > limit {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("{what} did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    waiter.join().unwrap()
-}
 
 fn spawn(cmd: &mut Command) -> Child {
     cmd.stdout(Stdio::piped())

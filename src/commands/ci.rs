@@ -18,6 +18,7 @@ use clap::Args;
 use reqwest::header::HeaderValue;
 
 use super::environment::EnvironmentArgs;
+use super::gate::GateOverrides;
 use crate::exit::{exit_for, not_comparable, Exit};
 use crate::fsutil::write_atomic;
 use crate::gate::baseline::{fingerprint_differences, Baseline};
@@ -74,15 +75,8 @@ pub struct CiArgs {
     /// measuring, e.g. 10m, 90s; 0s checks once.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
     pub wait_healthy: Duration,
-    /// Family-wise significance level (default: the baseline's).
-    #[arg(long)]
-    pub alpha: Option<f64>,
-    /// Smallest relative drop that may fail the check, e.g. 0.03 (default: the baseline's).
-    #[arg(long)]
-    pub min_effect: Option<f64>,
-    /// Trials needed on each side to fail a level (default: the baseline's).
-    #[arg(long)]
-    pub min_trials: Option<u32>,
+    #[command(flatten)]
+    pub overrides: GateOverrides,
     /// Prefix for the chart links in the job summary, e.g. where your workflow publishes
     /// the PNGs (default: the file names, as they sit in the artifacts folder).
     #[arg(long, value_name = "URL")]
@@ -162,9 +156,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         )
     })?;
     // Checked before measuring: a bad flag must not cost a whole run on the GPU.
-    let settings = baseline
-        .gate
-        .overridden(args.alpha, args.min_effect, args.min_trials)?;
+    let settings = args.overrides.apply(&baseline.gate)?;
     let (mut profile, profile_path, profile_text) =
         profile_at_ref(&baseline, &args.baseline, &reference)?;
     let endpoints: Vec<String> = args

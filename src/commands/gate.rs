@@ -8,6 +8,7 @@ use clap::Args;
 use crate::exit::Exit;
 use crate::gate::baseline::Baseline;
 use crate::gate::{evaluate, evaluate_relative};
+use crate::profile::GateSettings;
 use crate::record::trials_by_level;
 use crate::record::RunResult;
 use crate::report::run::{publish_verdict, write_run_files, VerdictFiles};
@@ -25,15 +26,8 @@ pub struct GateArgs {
     /// Read the baseline as it is at this git ref (e.g. origin/main), not from the working tree.
     #[arg(long)]
     pub baseline_ref: Option<String>,
-    /// Family-wise significance level (default: the baseline's, 0.01).
-    #[arg(long)]
-    pub alpha: Option<f64>,
-    /// Smallest relative drop that may fail the gate, e.g. 0.03 (default: the baseline's).
-    #[arg(long)]
-    pub min_effect: Option<f64>,
-    /// Trials needed on each side to fail a level (default: the baseline's).
-    #[arg(long)]
-    pub min_trials: Option<u32>,
+    #[command(flatten)]
+    pub overrides: GateOverrides,
     /// Write the verdict as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -49,6 +43,27 @@ pub struct GateArgs {
     pub out: Option<PathBuf>,
 }
 
+/// Gate settings given on the command line in place of the baseline's (`gate` and `ci`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct GateOverrides {
+    /// Family-wise significance level (default: the baseline's, 0.01).
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Smallest relative drop that may fail the gate, e.g. 0.03 (default: the baseline's).
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// Trials needed on each side to fail a level (default: the baseline's).
+    #[arg(long)]
+    pub min_trials: Option<u32>,
+}
+
+impl GateOverrides {
+    /// `settings` with these flags put in their place, checked (errors name the flag).
+    pub fn apply(&self, settings: &GateSettings) -> Result<GateSettings> {
+        settings.overridden(self.alpha, self.min_effect, self.min_trials)
+    }
+}
+
 pub async fn run(args: GateArgs) -> Result<Exit> {
     let candidate = RunResult::load(&args.results)?;
     let baseline = match (&args.baseline, &args.baseline_ref) {
@@ -62,10 +77,11 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         ),
     };
     // The settings are the baseline's (as on the target branch), else the run's profile's.
-    let settings = baseline
-        .as_ref()
-        .map_or(&candidate.profile.gate, |b| &b.gate)
-        .overridden(args.alpha, args.min_effect, args.min_trials)?;
+    let settings = args.overrides.apply(
+        baseline
+            .as_ref()
+            .map_or(&candidate.profile.gate, |b| &b.gate),
+    )?;
     let mut verdict = match &baseline {
         Some(b) => evaluate(b, &candidate, &settings)?,
         None => evaluate_relative(&candidate, &settings)?,

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::gate::{LevelStatus, LevelVerdict, Outcome, Verdict};
-use crate::stats::decision::Design;
+use crate::stats::decision::{DecisionSettings, Design};
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}"))
@@ -122,13 +122,17 @@ fn method(verdict: &Verdict) -> String {
         }
         None => "refused before comparing",
     };
+    let split = DecisionSettings {
+        alpha: s.alpha,
+        ..DecisionSettings::default()
+    };
     format!(
         "gate: {design}; Holm across {gated} levels, alpha {} ({} for the test, {} for the {:.0}% \
          guard); a level fails when significant and at least {:.1}% slower, or beyond the guard; \
          bounds are one-sided at the decision's own level; at least {} trials a side",
         s.alpha,
-        s.alpha * 0.8,
-        s.alpha * 0.1,
+        split.main_alpha(),
+        split.guard_alpha(),
         s.guard * 100.0,
         s.min_effect * 100.0,
         s.min_trials

@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_throughline")
@@ -217,4 +218,19 @@ pub fn bless(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
     ];
     args.extend_from_slice(extra);
     run(&args)
+}
+
+/// Waits for `child` at most `limit`, killing it (and failing) past that.
+pub fn wait_with_deadline(child: Child, limit: Duration, what: &str) -> Output {
+    let started = Instant::now();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !waiter.is_finished() {
+        if started.elapsed() > limit {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("{what} did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    waiter.join().unwrap()
 }
