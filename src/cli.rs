@@ -32,6 +32,8 @@ pub enum Command {
     Baseline(BaselineArgs),
     /// Draw the charts (PNG) and the Markdown report of a saved run.
     Plot(crate::commands::plot::PlotArgs),
+    /// Main's history of a baseline per level, and whether it shifted (a nightly check).
+    Trend(crate::commands::trend::TrendArgs),
     /// Project days, nodes and cost for a token budget from measured scaling curves or a node catalog.
     Plan(PlanArgs),
     /// Benchmark the load generator itself against the simulator: chunks/s, CPU, memory per

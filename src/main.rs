@@ -24,6 +24,7 @@ fn main() {
             Command::Baseline(args) => commands::baseline::run(args).await,
             Command::Plot(args) => commands::plot::run(args),
             Command::Plan(args) => commands::plan::run(args),
+            Command::Trend(args) => commands::trend::run(args),
             Command::Selfbench(args) => commands::selfbench::run(args),
             Command::Ci(args) => commands::ci::run(args).await,
             Command::Merge(args) => commands::merge::run(args),

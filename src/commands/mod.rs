@@ -10,3 +10,4 @@ pub mod merge;
 pub mod plan;
 pub mod plot;
 pub mod selfbench;
+pub mod trend;

@@ -39,6 +39,50 @@ pub fn head_commit(path: &Path) -> Option<String> {
     Some(head.id().to_string())
 }
 
+/// One committed version of a file.
+pub struct FileVersion {
+    pub commit: String,
+    /// The commit time (seconds since the epoch).
+    pub time: i64,
+    pub text: String,
+}
+
+/// Every distinct committed version of `path` reachable from HEAD, newest first, walking at
+/// most `max_commits` commits (a bound: a long history is read in part, never without end).
+/// Versions that are not UTF-8 or exceed `max_bytes` are skipped.
+pub fn versions_of(path: &Path, max_commits: usize, max_bytes: usize) -> Result<Vec<FileVersion>> {
+    let (repo, relative) = open_repo_for(path)?;
+    let mut walk = repo.revwalk()?;
+    walk.push_head()
+        .with_context(|| format!("{} has no commits", repo_dir(&repo)))?;
+    walk.set_sorting(git2::Sort::TIME)?;
+    let mut versions = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for id in walk.take(max_commits) {
+        let commit = repo.find_commit(id?)?;
+        let Ok(entry) = commit.tree()?.get_path(&relative) else {
+            continue;
+        };
+        if !seen.insert(entry.id()) {
+            continue;
+        }
+        let Ok(blob) = entry.to_object(&repo)?.peel_to_blob() else {
+            continue;
+        };
+        if blob.size() > max_bytes {
+            continue;
+        }
+        if let Ok(text) = std::str::from_utf8(blob.content()) {
+            versions.push(FileVersion {
+                commit: commit.id().to_string(),
+                time: commit.time().seconds(),
+                text: text.to_string(),
+            });
+        }
+    }
+    Ok(versions)
+}
+
 fn open_repo_for(path: &Path) -> Result<(git2::Repository, PathBuf)> {
     let absolute = if path.is_absolute() {
         path.to_path_buf()

@@ -15,6 +15,7 @@ pub mod baseline;
 mod compare;
 pub mod gitref;
 pub mod merge;
+pub mod trend;
 
 use serde::{Deserialize, Serialize};
 

@@ -18,6 +18,10 @@ pub const THROUGHPUT_PNG: &str = "throughput.png";
 pub const PER_REQUEST_PNG: &str = "per_request.png";
 pub const LATENCY_PNG: &str = "latency.png";
 pub const CAPACITY_PNG: &str = "capacity.png";
+/// `trend`: main's history per level, its shifts (JSON, Markdown, chart).
+pub const TREND_JSON: &str = "trend.json";
+pub const TREND_MD: &str = "trend.md";
+pub const TREND_PNG: &str = "trend.png";
 /// The capacity plan (JSON).
 pub const PLAN_JSON: &str = "plan.json";
 

@@ -9,4 +9,5 @@ pub mod markdown;
 pub mod plan;
 pub mod plots;
 pub mod run;
+pub mod trend;
 pub mod verdict;

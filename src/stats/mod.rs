@@ -10,12 +10,14 @@
 //!   the guard, three outcomes: regression / no regression / inconclusive), [`drift_check`].
 //!   Ported from `reference/reference.py`, tested against `reference/vectors.json`, calibrated
 //!   by `benches/gate_calibration.rs`.
+//! * Trend: [`changepoint`] (E-divisive means with a permutation test over main's sessions).
 //! * Plan: [`fit_usl`] and [`bootstrap_throughput_at`].
 //! * Reports: [`Percentiles`], [`Spread`], [`mean_ci95`] (the interval drawn on the charts).
 //!
 //! Reference values for the tests were computed with SciPy/NumPy/statsmodels; the scripts
 //! that produced them live in `src/stats/reference/`.
 
+pub mod changepoint;
 pub mod decision;
 mod error;
 pub mod holm;

@@ -12,6 +12,7 @@ mod capacity;
 mod latency;
 mod style;
 mod throughput;
+mod trend;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub(crate) use crate::stats::summary::{mean_ci95, MeanCi};
 use axis::LogTicks;
 
 pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries};
+pub use trend::trend_chart;
 
 /// Width of every chart, in pixels.
 pub const WIDTH: u32 = 1200;

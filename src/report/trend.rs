@@ -1,0 +1,101 @@
+//! The trend of main's history for people: a Markdown table per level (sessions, first and
+//! latest tok/s, the latest shift) under a one-line answer.
+
+use std::fmt::Write;
+
+use crate::gate::trend::{LevelTrend, Trend};
+use crate::record::files::TREND_PNG;
+
+/// The one-line answer: "no lasting slowdown" or which levels got slower, by how much, since.
+pub fn headline(trend: &Trend) -> String {
+    let slower: Vec<String> = trend
+        .levels
+        .iter()
+        .filter(|l| l.slower)
+        .filter_map(|l| {
+            let s = l.shifts.last()?;
+            Some(format!(
+                "C={} is {:.1}% slower since {}{}",
+                l.concurrency,
+                (1.0 - s.ratio) * 100.0,
+                s.measured_at,
+                commit_text(s.commit.as_deref())
+            ))
+        })
+        .collect();
+    if slower.is_empty() {
+        format!(
+            "TREND OK: no lasting slowdown of {:.0}% or more over {} sessions",
+            trend.min_effect * 100.0,
+            trend.sessions
+        )
+    } else {
+        format!("TREND SLOWER: {}", slower.join("; "))
+    }
+}
+
+fn commit_text(commit: Option<&str>) -> String {
+    commit.map_or(String::new(), |c| {
+        format!(" (commit {})", &c[..c.len().min(10)])
+    })
+}
+
+/// The Markdown report, with the chart linked relative to the report's own folder.
+pub fn markdown(trend: &Trend) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Throughput trend: {}\n", trend.name);
+    let _ = writeln!(md, "**{}**\n", headline(trend));
+    let _ = writeln!(
+        md,
+        "| C | sessions | first tok/s | latest tok/s | latest shift | p | status |\n\
+         |---:|---:|---:|---:|---|---:|---|"
+    );
+    for level in &trend.levels {
+        let _ = writeln!(md, "{}", row(level));
+    }
+    let _ = writeln!(
+        md,
+        "\nEach session is one point: the geometric mean of its trials' tok/s. Shifts are \
+         found by E-divisive means with a permutation test; each level is tested at {:.4}, so \
+         an unchanged history raises a false alarm with probability at most {} over all \
+         levels. A level is SLOWER when its latest shift is a drop of at least the baseline's \
+         minimum effect ({:.0}%).\n",
+        trend.alpha / trend.levels.len().max(1) as f64,
+        trend.alpha,
+        trend.min_effect * 100.0
+    );
+    let _ = writeln!(md, "![throughput trend]({TREND_PNG})");
+    md
+}
+
+fn row(level: &LevelTrend) -> String {
+    let first = level.points.first().map(|p| p.tok_per_s);
+    let latest = level.points.last().map(|p| p.tok_per_s);
+    let tok = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let (shift, p) = match level.shifts.last() {
+        Some(s) => (
+            format!(
+                "{:+.1}% from {}{}",
+                (s.ratio - 1.0) * 100.0,
+                s.measured_at,
+                commit_text(s.commit.as_deref())
+            ),
+            format!("{:.4}", s.p_value),
+        ),
+        None => ("none".to_string(), "-".to_string()),
+    };
+    let status = if level.slower {
+        "SLOWER"
+    } else if level.points.len() < 6 {
+        "too few sessions to tell"
+    } else {
+        "ok"
+    };
+    format!(
+        "| {} | {} | {} | {} | {shift} | {p} | {status} |",
+        level.concurrency,
+        level.points.len(),
+        tok(first),
+        tok(latest)
+    )
+}
