@@ -3,6 +3,7 @@
 pub mod body;
 pub mod chunk;
 pub mod client;
+pub mod dataset;
 pub mod dialect;
 pub mod fdlimit;
 pub mod headroom;
@@ -21,6 +22,7 @@ pub mod telemetry;
 #[cfg(test)]
 mod test_server;
 pub mod tokens;
+pub mod trace;
 pub mod trial;
 pub mod wire_clock;
 
