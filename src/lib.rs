@@ -14,3 +14,4 @@ pub mod record;
 pub mod report;
 pub mod sim;
 pub mod stats;
+pub mod tokenize;

@@ -3,7 +3,7 @@
 //! Read from the sources' own `crate::` and `super::` paths (test code left out).
 //!
 //! Floors, top down: cli (the parser) -> commands -> report -> gate | plan | load ->
-//! record -> stats, profile, sim, exit, fsutil.
+//! record -> stats, profile, sim, exit, fsutil, tokenize.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,12 +22,17 @@ const FLOORS: &[(&str, u8)] = &[
     ("sim", 1),
     ("exit", 1),
     ("fsutil", 1),
+    ("tokenize", 1),
 ];
 
 /// Leaves that use another leaf, each with its reason.
 const LEAF_EDGES: &[(&str, &str)] = &[
     // A profile file is read with the bounded reader (a FIFO or /dev/zero is refused).
     ("profile", "fsutil"),
+    // A tokenizer.json is read with the bounded reader.
+    ("tokenize", "fsutil"),
+    // The simulator counts prompt tokens with a model's tokenizer when given one.
+    ("sim", "tokenize"),
 ];
 
 fn floor(module: &str) -> Option<u8> {
