@@ -104,6 +104,17 @@ impl ModelTokenizer {
     }
 }
 
+/// A tokenizer shared by the tasks of a server, compared by the file it came from (so a
+/// configuration that holds one stays comparable).
+#[derive(Clone, Debug)]
+pub struct SharedTokenizer(pub std::sync::Arc<ModelTokenizer>);
+
+impl PartialEq for SharedTokenizer {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.source == other.0.source
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,12 +2,15 @@
 //!
 //! Prompt tokens are counted as whitespace-separated words of the prompt (or of every
 //! message's text), or as the length of a token-id array: simple and deterministic, so a
-//! test knows the count without a tokenizer. Each output token is one short word followed
+//! test knows the count without a tokenizer. With `--tokenizer`, text is counted with that
+//! tokenizer instead (message contents each, no chat template: the template's few tokens
+//! are the engine's, not the prompt's). Each output token is one short word followed
 //! by a space, so a chunk carrying k tokens carries k words.
 
 use serde_json::{json, Value};
 
 use super::sched::{FinishReason, GenParams};
+use crate::tokenize::ModelTokenizer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -27,12 +30,21 @@ pub struct Parsed {
 }
 
 /// Parses and validates a request body; the error is the message for a 400.
-pub fn parse(kind: Kind, body: &[u8], default_max_tokens: u32) -> Result<Parsed, String> {
+pub fn parse(
+    kind: Kind,
+    body: &[u8],
+    default_max_tokens: u32,
+    tokenizer: Option<&ModelTokenizer>,
+) -> Result<Parsed, String> {
     let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))?;
     let obj = v.as_object().ok_or("request body must be a JSON object")?;
+    let count = |s: &str| match tokenizer {
+        Some(t) => u32::try_from(t.count(s)).unwrap_or(u32::MAX),
+        None => words(s),
+    };
     let prompt_tokens = match kind {
-        Kind::Chat => count_messages(obj.get("messages"))?,
-        Kind::Completion => count_prompt(obj.get("prompt"))?,
+        Kind::Chat => count_messages(obj.get("messages"), &count)?,
+        Kind::Completion => count_prompt(obj.get("prompt"), &count)?,
     };
     let uint = |key: &str| -> Result<Option<u32>, String> {
         match obj.get(key) {
@@ -93,7 +105,7 @@ fn words(s: &str) -> u32 {
     s.split_whitespace().count() as u32
 }
 
-fn count_messages(messages: Option<&Value>) -> Result<u32, String> {
+fn count_messages(messages: Option<&Value>, count: &dyn Fn(&str) -> u32) -> Result<u32, String> {
     let list = match messages {
         Some(Value::Array(l)) if !l.is_empty() => l,
         Some(Value::Array(_)) => return Err("`messages` must not be empty".into()),
@@ -104,12 +116,12 @@ fn count_messages(messages: Option<&Value>) -> Result<u32, String> {
     for m in list {
         match m.get("content") {
             None | Some(Value::Null) => {}
-            Some(Value::String(s)) => n += words(s),
+            Some(Value::String(s)) => n += count(s),
             Some(Value::Array(parts)) => {
                 n += parts
                     .iter()
                     .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .map(words)
+                    .map(count)
                     .sum::<u32>()
             }
             Some(_) => return Err("message `content` must be a string or an array".into()),
@@ -118,11 +130,11 @@ fn count_messages(messages: Option<&Value>) -> Result<u32, String> {
     Ok(n)
 }
 
-fn count_prompt(prompt: Option<&Value>) -> Result<u32, String> {
+fn count_prompt(prompt: Option<&Value>, count: &dyn Fn(&str) -> u32) -> Result<u32, String> {
     match prompt {
-        Some(Value::String(s)) => Ok(words(s)),
+        Some(Value::String(s)) => Ok(count(s)),
         Some(Value::Array(items)) => items.iter().try_fold(0u32, |n, item| match item {
-            Value::String(s) => Ok(n + words(s)),
+            Value::String(s) => Ok(n.saturating_add(count(s))),
             Value::Number(_) => Ok(n + 1), // a token id
             Value::Array(ids) => Ok(n + ids.len() as u32),
             _ => Err("`prompt` array items must be strings or token ids".to_string()),
@@ -249,11 +261,28 @@ mod tests {
             {"role":"user","content":[{"type":"text","text":"hi there you"}]}],
             "max_completion_tokens": 7, "stream": true,
             "stream_options": {"include_usage": true}}"#;
-        let p = parse(Kind::Chat, body, 100).unwrap();
+        let p = parse(Kind::Chat, body, 100, None).unwrap();
         assert_eq!((p.params.prompt_tokens, p.params.max_tokens), (5, 7));
         assert!(p.stream && p.include_usage && !p.continuous_usage);
-        let p = parse(Kind::Completion, br#"{"prompt":[1,2,3]}"#, 100).unwrap();
+        let p = parse(Kind::Completion, br#"{"prompt":[1,2,3]}"#, 100, None).unwrap();
         assert_eq!((p.params.prompt_tokens, p.params.max_tokens), (3, 100));
+    }
+
+    /// With a tokenizer, text is counted in its tokens (the fixture's count of this text is
+    /// 17, from the Python `tokenizers` package); token-id arrays stay one per id.
+    #[test]
+    fn counts_tokens_with_a_tokenizer() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tokenizer");
+        let t = ModelTokenizer::load(&path).unwrap();
+        let text = "Run 1234abcd request 7: the model server token batch memory";
+        let body = serde_json::json!({"prompt": text}).to_string();
+        let p = parse(Kind::Completion, body.as_bytes(), 100, Some(&t)).unwrap();
+        assert_eq!(p.params.prompt_tokens, 17);
+        let body = serde_json::json!({"messages": [{"role": "user", "content": text}]}).to_string();
+        let p = parse(Kind::Chat, body.as_bytes(), 100, Some(&t)).unwrap();
+        assert_eq!(p.params.prompt_tokens, 17);
+        let p = parse(Kind::Completion, br#"{"prompt":[1,2,3]}"#, 100, Some(&t)).unwrap();
+        assert_eq!(p.params.prompt_tokens, 3);
     }
 
     #[test]
@@ -271,7 +300,7 @@ mod tests {
             ),
         ] {
             assert!(
-                parse(kind, body, 16).is_err(),
+                parse(kind, body, 16, None).is_err(),
                 "{}",
                 String::from_utf8_lossy(body)
             );

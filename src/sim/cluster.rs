@@ -175,6 +175,7 @@ async fn start_replica(
         model: cfg.model.clone(),
         preset: cfg.preset.clone(),
         default_max_tokens: cfg.default_max_tokens,
+        tokenizer: cfg.tokenizer.clone(),
         submit,
         metrics: metrics.clone(),
         next_id: AtomicU64::new(0),
@@ -236,6 +237,10 @@ pub struct ServeSimArgs {
     /// Override the model id the server reports.
     #[arg(long)]
     pub model: Option<String>,
+    /// Count prompt tokens (usage.prompt_tokens, prefill time) with this tokenizer.json, as a
+    /// real server does with its model's; without it, one token per word.
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<std::path::PathBuf>,
     /// Keep each streamed chunk's send time per `user` and serve them at GET /sim/send-times
     /// (for `selfbench`).
     #[arg(long, hide = true)]
@@ -266,6 +271,10 @@ impl ServeSimArgs {
             cfg.model = m.clone();
         }
         cfg.record_send_times = self.record_send_times;
+        if let Some(path) = &self.tokenizer {
+            let t = crate::tokenize::ModelTokenizer::load(path).context("--tokenizer")?;
+            cfg.tokenizer = Some(crate::tokenize::SharedTokenizer(Arc::new(t)));
+        }
         cfg.validate()?;
         Ok(cfg)
     }

@@ -50,6 +50,9 @@ pub struct SimConfig {
     /// with the client's arrival times to separate the client's timing error from the
     /// simulator's own lateness.
     pub record_send_times: bool,
+    /// Count prompt tokens with this tokenizer (as a real server does) instead of one per
+    /// whitespace-separated word.
+    pub tokenizer: Option<crate::tokenize::SharedTokenizer>,
 }
 
 impl SimConfig {

@@ -25,6 +25,8 @@ pub struct AppState {
     pub model: String,
     pub preset: String,
     pub default_max_tokens: u32,
+    /// Counts prompt tokens when set (else one per word).
+    pub tokenizer: Option<crate::tokenize::SharedTokenizer>,
     pub submit: mpsc::UnboundedSender<Submission>,
     pub metrics: Arc<Metrics>,
     pub next_id: AtomicU64,
@@ -171,7 +173,12 @@ async fn generate(st: Arc<AppState>, kind: Kind, headers: &HeaderMap, body: &[u8
         Admit::Exit => crash("--exit-after-requests reached"),
         Admit::Serve(f) => f,
     };
-    let mut req = match api::parse(kind, body, st.default_max_tokens) {
+    let mut req = match api::parse(
+        kind,
+        body,
+        st.default_max_tokens,
+        st.tokenizer.as_ref().map(|t| &*t.0),
+    ) {
         Ok(r) => r,
         Err(msg) => return error(StatusCode::BAD_REQUEST, &msg),
     };

@@ -30,6 +30,7 @@ fn base(preset: &str, model: &str) -> SimConfig {
         session_jitter: 0.0,
         seed: 0,
         record_send_times: false,
+        tokenizer: None,
     }
 }
 

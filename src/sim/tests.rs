@@ -289,6 +289,7 @@ async fn config_errors_are_clear() {
         token_delay_ms: None,
         model: None,
         record_send_times: false,
+        tokenizer: None,
         faults: Default::default(),
     };
     let e = args("nope", 1.0).to_config().unwrap_err().to_string();
@@ -483,6 +484,7 @@ async fn out_of_range_flags_are_refused_before_the_engine_runs() {
         token_delay_ms: None,
         model: None,
         record_send_times: false,
+        tokenizer: None,
         faults: Default::default(),
     };
     let cases = [
