@@ -16,6 +16,7 @@ pub mod curve;
 pub mod facts;
 pub mod figures;
 pub mod finish;
+pub mod mix;
 pub mod project;
 pub mod request;
 pub mod roofline;
