@@ -199,7 +199,7 @@ fn incomplete_results_and_bless_refusals_with_their_exit_codes() {
 }
 
 /// Item 5: failed requests never count in throughput. Against a simulator that fails a
-/// quarter of its requests (some after their first tokens), every trial's `output_tokens` is
+/// third or more of its requests (some after their first tokens), every trial's `output_tokens` is
 /// the sum over its successful journal lines, the failed ones' tokens are kept apart, and
 /// `window_s` is the last end minus the first send.
 #[test]
@@ -216,11 +216,11 @@ fn failures_never_count_in_throughput() {
             "--seed",
             "11",
             "--fault-reset-rate",
-            "0.1",
+            "0.15",
             "--fault-degenerate-rate",
-            "0.1",
+            "0.15",
             "--fault-http-error-rate",
-            "0.05",
+            "0.1",
         ],
     );
     let body = "[workload]\ninput_tokens = 16\nmax_tokens = 16\nignore_eos = true\n\
@@ -230,7 +230,9 @@ fn failures_never_count_in_throughput() {
     assert_eq!(rc, 0);
     let result = read_json(&results);
     let journal = read_journal(dir.path().join("failing").as_path());
+    let f = |l: &Value, k: &str| l[k].as_f64().unwrap_or_else(|| panic!("{k} in {l}"));
     let mut failed_tokens_seen = 0;
+    let mut failed_at_an_end = 0;
     for level in result["levels"].as_array().unwrap() {
         let c = level["concurrency"].as_u64().unwrap();
         for t in level["trials"].as_array().unwrap() {
@@ -266,6 +268,21 @@ fn failures_never_count_in_throughput() {
                 .iter()
                 .map(|l| l["end_s"].as_f64().unwrap())
                 .fold(f64::MIN, f64::max);
+            // Count trials where a failed request opened or closed the window, so the
+            // check below decides whether failed requests count in it.
+            let earliest = lines
+                .iter()
+                .min_by(|a, b| f(a, "sent_s").total_cmp(&f(b, "sent_s")));
+            let latest = lines
+                .iter()
+                .max_by(|a, b| f(a, "end_s").total_cmp(&f(b, "end_s")));
+            if [earliest, latest]
+                .iter()
+                .flatten()
+                .any(|l| !l["error"].is_null())
+            {
+                failed_at_an_end += 1;
+            }
             let window = t["window_s"].as_f64().unwrap();
             assert!(
                 (window - (last - first)).abs() < 1e-5,
@@ -282,6 +299,10 @@ fn failures_never_count_in_throughput() {
     }
     // The check had something to catch: failures that carried tokens.
     assert!(failed_tokens_seen > 0, "no failed request carried tokens");
+    assert!(
+        failed_at_an_end > 0,
+        "no trial began or ended with a failed request"
+    );
 }
 
 /// Item 6: open loop. A capped client (`max_concurrency = 1`) against a server that stalls
