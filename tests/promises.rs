@@ -447,6 +447,8 @@ const ATOMIC_BYTES: usize = 8 << 20;
 /// at ten different moments.
 #[test]
 fn an_atomic_write_killed_midway_leaves_the_earlier_file_whole() {
+    // Seconds of 8 MiB writes with fsync: not beside the timed benches.
+    let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("results.json");
     throughline::fsutil::write_atomic(&path, &vec![b'a'; ATOMIC_BYTES]).unwrap();
