@@ -120,7 +120,8 @@ fn an_untrusted_certificate_stops_the_run_and_says_so() {
     let (sim, port) = simulator_behind_tls();
     let dir = tempfile::tempdir().unwrap();
     let out = bench_over_tls(port, None, dir.path());
-    assert_ne!(code(&out), 0, "{}", text(&out));
+    // Exit 2 (an unreachable server, as the README's exit table says).
+    assert_eq!(code(&out), 2, "{}", text(&out));
     let said = text(&out).to_lowercase();
     assert!(said.contains("certificate"), "{said}");
     assert!(said.contains("ssl_cert_file"), "no hint: {said}");

@@ -4,8 +4,9 @@
 //! figures against a server it did not write.
 //!
 //! Needs `THROUGHLINE_LLAMA_SERVER` (the binary) and `THROUGHLINE_LLAMA_MODEL` (the GGUF);
-//! `scripts/llama-server.sh setup` prints both. Without them the test says SKIPPED on stderr
-//! and returns: it never passes as if it had run.
+//! `scripts/llama-server.sh setup` prints both. The test is `#[ignore]`d, so a plain
+//! `cargo test` does not count it; run with `--ignored` (as `THROUGHLINE_LLAMA=1 .ci/run`
+//! does) it fails when the engine is missing: it never passes as if it had run.
 
 mod common;
 
@@ -157,19 +158,11 @@ fn tail(path: &Path) -> String {
 }
 
 #[test]
+#[ignore = "needs llama-server: THROUGHLINE_LLAMA=1 .ci/run, or scripts/llama-server.sh setup and --ignored"]
 fn bench_and_gate_against_llama_server() {
-    let (bin, model) = match engine_paths() {
-        Ok(p) => p,
-        Err(why) => {
-            // Straight to the process's stderr: the test harness captures eprintln! of a
-            // passing test, and a skip must be seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: llama_cpp: no llama-server to test against: {why}"
-            );
-            return;
-        }
-    };
+    let (bin, model) = engine_paths().unwrap_or_else(|why| {
+        panic!("llama_cpp: asked to run (--ignored) but there is no llama-server: {why}")
+    });
     let dir = tempfile::tempdir().unwrap();
     let server = start(&bin, &model, dir.path());
     let first = bench(&server, dir.path(), "first");

@@ -289,10 +289,11 @@ pub fn bless(
         for level in &run.levels {
             let n = level.throughputs().len();
             if n < min_trials {
-                bail!(
+                // Exit 3, as the README's table says for too few trials (every command).
+                return Err(not_comparable(format!(
                     "{which}: level C={} has {n} trials; the gate needs at least {min_trials} (sweep.trials)",
                     level.concurrency
-                );
+                )));
             }
         }
         for level in &run.levels {

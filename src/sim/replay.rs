@@ -69,13 +69,14 @@ mod tests {
                 "{name} C={c:>3}: replay {got:8.1} tok/s, target {target:8.1} ({:+.1}%)",
                 err * 100.0
             );
-            if err.abs() > 0.10 {
+            // The README's promise: within 5% (the largest error today is 4.3%).
+            if err.abs() > 0.05 {
                 failures.push(format!("C={c}: {got:.1} vs {target:.1}"));
             }
         }
         assert!(
             failures.is_empty(),
-            "{name} off by more than 10%: {failures:?}"
+            "{name} off by more than 5%: {failures:?}"
         );
     }
 
