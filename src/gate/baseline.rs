@@ -254,7 +254,44 @@ pub fn fingerprint_differences(
             warn.push(format!("runner: baseline {b:?}, this run {c:?}"));
         }
     }
+    override_differences(baseline, candidate, &mut differ, &mut warn);
     (differ, warn)
+}
+
+/// A typed value that hides a different detected one. Where the engine itself says it is
+/// another engine or version than the baseline's, the comparison would cross engine
+/// versions behind a stale flag: refused. Any other override is said loudly.
+fn override_differences(
+    baseline: &Environment,
+    candidate: &Environment,
+    differ: &mut Vec<String>,
+    warn: &mut Vec<String>,
+) {
+    for o in &candidate.overridden {
+        let recorded = match o.field.as_str() {
+            "engine" => baseline.engine.as_deref(),
+            "engine_version" => baseline.engine_version.as_deref(),
+            _ => None,
+        };
+        match recorded {
+            Some(b) if b != o.detected => differ.push(format!(
+                "{}: the server says {:?} (the typed {:?} was recorded), the baseline ran \
+                 {b:?}: this would compare across engine versions; update the typed value or \
+                 bless a new baseline",
+                o.field, o.detected, o.typed
+            )),
+            _ => warn.push(override_warning(o)),
+        }
+    }
+}
+
+/// The verdict's line for a typed value that hides a different detected one.
+pub fn override_warning(o: &crate::record::Override) -> String {
+    format!(
+        "FINGERPRINT OVERRIDDEN: {} typed {:?} but detected {:?}; the comparison uses the \
+         typed value",
+        o.field, o.typed, o.detected
+    )
 }
 
 /// Builds or extends a baseline from runs, one session per run. Refuses incomplete runs,
@@ -543,6 +580,29 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
         };
         let (differ, _) = fingerprint_differences(&b, &missing);
         assert!(differ[0].contains("--gpu"), "{differ:?}");
+        // A stale typed engine version that matches the baseline while the server says
+        // otherwise is refused, not compared.
+        let base = Environment {
+            engine_version: Some("0.6.3".into()),
+            ..Default::default()
+        };
+        let mut stale = base.clone();
+        stale.take_detected("engine_version", Some("0.7.0".into()));
+        assert_eq!(stale.engine_version.as_deref(), Some("0.6.3"));
+        let (differ, _) = fingerprint_differences(&base, &stale);
+        assert!(
+            differ[0].contains("across engine versions") && differ[0].contains("0.7.0"),
+            "{differ:?}"
+        );
+        // A GPU name typed differently from nvidia-smi's is said loudly, not refused.
+        let mut named = base.clone();
+        named.gpu_model = Some("H200".into());
+        let mut b2 = base.clone();
+        b2.gpu_model = Some("H200".into());
+        named.take_detected("gpu_model", Some("NVIDIA H200".into()));
+        let (differ, warn) = fingerprint_differences(&b2, &named);
+        assert!(differ.is_empty(), "{differ:?}");
+        assert!(warn[0].starts_with("FINGERPRINT OVERRIDDEN"), "{warn:?}");
         let (differ, warn) = fingerprint_differences(&missing, &b);
         assert!(differ.is_empty() && warn.len() == 1);
     }

@@ -5,6 +5,7 @@ pub mod chunk;
 pub mod client;
 pub mod dialect;
 pub mod fdlimit;
+pub mod gpu;
 pub mod headroom;
 pub mod http;
 pub mod interrupt;
