@@ -171,7 +171,10 @@ fn exports_come_out_in_the_published_shapes() {
     // BMF (bencher.dev/bmf.json): benchmark -> measure -> { value, lower_value, upper_value }.
     let v = read_json(&bmf);
     let m = &v["fp C=2"]["output-tokens-per-second"];
-    assert!((m["value"].as_f64().unwrap() - mean).abs() < 1e-9 * mean, "{v}");
+    assert!(
+        (m["value"].as_f64().unwrap() - mean).abs() < 1e-9 * mean,
+        "{v}"
+    );
     let (lo, hi) = (
         m["lower_value"].as_f64().unwrap(),
         m["upper_value"].as_f64().unwrap(),
@@ -179,7 +182,10 @@ fn exports_come_out_in_the_published_shapes() {
     assert!(lo <= mean && mean <= hi, "{m}");
     for (_, measures) in v.as_object().unwrap() {
         for (slug, metric) in measures.as_object().unwrap() {
-            assert!(slug.len() <= 64 && metric["value"].is_number(), "{slug}: {metric}");
+            assert!(
+                slug.len() <= 64 && metric["value"].is_number(),
+                "{slug}: {metric}"
+            );
         }
     }
     assert!(v["fp C=2"]["ttft-p99-ms"]["value"].is_number(), "{v}");

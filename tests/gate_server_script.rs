@@ -76,7 +76,9 @@ fn arguments_are_split_by_the_documented_rule_and_never_run() {
     );
     assert!(!witness.exists(), "an argument was run");
     assert!(split("--gpu 'RTX").unwrap_err().contains("unterminated '"));
-    assert!(split("--gpu \"RTX").unwrap_err().contains("unterminated \""));
+    assert!(split("--gpu \"RTX")
+        .unwrap_err()
+        .contains("unterminated \""));
     assert!(split("trailing \\").unwrap_err().contains("end in a \\"));
     assert_eq!(split("").unwrap(), Vec::<String>::new());
 }
@@ -222,7 +224,11 @@ fn the_sticky_comment_is_updated_in_place_or_posted_once() {
     std::fs::write(&body, "## pass\n").unwrap();
     let out = gate_server(
         &["comment", body.to_str().unwrap()],
-        &[("PATH", &path), ("GITHUB_REPOSITORY", "o/r"), ("PR_NUMBER", "1")],
+        &[
+            ("PATH", &path),
+            ("GITHUB_REPOSITORY", "o/r"),
+            ("PR_NUMBER", "1"),
+        ],
     );
     assert_eq!(common::code(&out), 2, "{}", common::text(&out));
 }

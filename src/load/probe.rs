@@ -111,7 +111,12 @@ async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
     if status == reqwest::StatusCode::NOT_FOUND {
         // NVIDIA NIM answers readiness at /v1/health/ready instead.
         let ready = format!("{}/v1/health/ready", base_url(endpoint));
-        if let Ok(r) = client.get(&ready).timeout(Duration::from_secs(10)).send().await {
+        if let Ok(r) = client
+            .get(&ready)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+        {
             status = r.status();
             response = r;
         }

@@ -113,7 +113,11 @@ fn ratio_of(verdict: Option<&Verdict>, level: &LevelResult) -> Option<(f64, f64,
         l.concurrency == level.concurrency && l.metric.is_throughput() && level.rate.is_none()
     })?;
     let r = v.ratio.filter(|r| r.is_finite())?;
-    Some((r, v.ci_low.unwrap_or(f64::NAN), v.ci_high.unwrap_or(f64::NAN)))
+    Some((
+        r,
+        v.ci_low.unwrap_or(f64::NAN),
+        v.ci_high.unwrap_or(f64::NAN),
+    ))
 }
 
 /// BMF JSON of a run (and of the verdict's throughput ratios, from `gate`).
@@ -170,7 +174,10 @@ pub fn github_benchmark(
     let mut out = Vec::new();
     for level in &run.levels {
         let name = benchmark_name(run, level);
-        for f in FIGURES.iter().filter(|f| f.bigger_is_better == bigger_is_better) {
+        for f in FIGURES
+            .iter()
+            .filter(|f| f.bigger_is_better == bigger_is_better)
+        {
             let Some(s) = stat(level, f) else { continue };
             out.push(GithubBench {
                 name: format!("{name} {}", f.label),
@@ -196,9 +203,8 @@ pub fn github_benchmark(
                     unit: "ratio".into(),
                     value: r,
                     range: None,
-                    extra: bounds.then(|| {
-                        format!("gate's interval {} to {}", short(lo), short(hi))
-                    }),
+                    extra: bounds
+                        .then(|| format!("gate's interval {} to {}", short(lo), short(hi))),
                 });
             }
         }
@@ -264,7 +270,9 @@ mod tests {
             if name.is_empty() || name.len() > 1024 {
                 return Err(format!("benchmark name {name:?} length"));
             }
-            let measures = measures.as_object().ok_or(format!("{name}: not an object"))?;
+            let measures = measures
+                .as_object()
+                .ok_or(format!("{name}: not an object"))?;
             for (slug, metric) in measures {
                 if slug.is_empty() || slug.len() > 64 {
                     return Err(format!("measure {slug:?} length"));
