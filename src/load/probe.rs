@@ -339,11 +339,12 @@ async fn health(
     {
         return Err(format!("GET {base}/health answered {status}"));
     }
+    // NVIDIA NIM: readiness at /v1/health/ready (503 while it loads).
     let status = get("/v1/health/ready").await?;
     if status.is_success() {
         return Ok(());
     }
-    if status != reqwest::StatusCode::NOT_FOUND {
+    if status.is_server_error() {
         return Err(format!("GET {base}/v1/health/ready answered {status}"));
     }
     let status = get("/v1/models").await?;
