@@ -254,35 +254,38 @@ pub fn fingerprint_differences(
             warn.push(format!("runner: baseline {b:?}, this run {c:?}"));
         }
     }
-    override_differences(baseline, candidate, &mut differ, &mut warn);
+    // The recorded values agree, but the engines themselves may not (a typed value can be
+    // stale; the engine's own word cannot): never compare across what the engines said.
+    for name in ["engine", "engine_version"] {
+        if let (Some(b), Some(c)) = (engine_word(baseline, name), engine_word(candidate, name)) {
+            let said = differ.iter().any(|d| d.starts_with(&format!("{name}:")));
+            if b != c && !said {
+                differ.push(format!(
+                    "{name}: the baseline's server said {b:?}, this run's says {c:?} (a typed \
+                     value hides it): this would compare across engine versions; update the \
+                     typed value or bless a new baseline"
+                ));
+            }
+        }
+    }
+    override_differences(candidate, &mut warn);
     (differ, warn)
 }
 
-/// A typed value that hides a different detected one. Where the engine itself says it is
-/// another engine or version than the baseline's, the comparison would cross engine
-/// versions behind a stale flag: refused. Any other override is said loudly.
-fn override_differences(
-    baseline: &Environment,
-    candidate: &Environment,
-    differ: &mut Vec<String>,
-    warn: &mut Vec<String>,
-) {
-    for o in &candidate.overridden {
-        let recorded = match o.field.as_str() {
-            "engine" => baseline.engine.as_deref(),
-            "engine_version" => baseline.engine_version.as_deref(),
-            _ => None,
-        };
-        match recorded {
-            Some(b) if b != o.detected => differ.push(format!(
-                "{}: the server says {:?} (the typed {:?} was recorded), the baseline ran \
-                 {b:?}: this would compare across engine versions; update the typed value or \
-                 bless a new baseline",
-                o.field, o.detected, o.typed
-            )),
-            _ => warn.push(override_warning(o)),
-        }
+/// What an environment's engine said of itself for `field` (engine, engine_version): the
+/// detected value where a typed one overrode it, else the recorded value.
+fn engine_word(env: &Environment, field: &str) -> Option<String> {
+    let detected = env.overridden.iter().find(|o| o.field == field);
+    match (detected, field) {
+        (Some(o), _) => Some(o.detected.clone()),
+        (None, "engine") => env.engine.clone(),
+        (None, _) => env.engine_version.clone(),
     }
+}
+
+/// Every typed value that hides a different detected one is said loudly.
+fn override_differences(candidate: &Environment, warn: &mut Vec<String>) {
+    warn.extend(candidate.overridden.iter().map(override_warning));
 }
 
 /// The verdict's line for a typed value that hides a different detected one.
@@ -603,6 +606,20 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
         let (differ, warn) = fingerprint_differences(&b2, &named);
         assert!(differ.is_empty(), "{differ:?}");
         assert!(warn[0].starts_with("FINGERPRINT OVERRIDDEN"), "{warn:?}");
+        // The same wrong typed value on both sides, the same engine underneath: compared
+        // (said loudly), not refused. A typed value that changed is refused even where the
+        // engine did not change: either side saying "different" is enough.
+        let mut wrong = Environment::default();
+        wrong.engine_version = Some("1.0".into());
+        wrong.take_detected("engine_version", Some("0.1.0".into()));
+        let (differ, warn) = fingerprint_differences(&wrong, &wrong.clone());
+        assert!(differ.is_empty(), "{differ:?}");
+        assert_eq!(warn.len(), 1, "{warn:?}");
+        let mut retyped = Environment::default();
+        retyped.engine_version = Some("2.0".into());
+        retyped.take_detected("engine_version", Some("0.1.0".into()));
+        let (differ, _) = fingerprint_differences(&wrong, &retyped);
+        assert_eq!(differ.len(), 1, "{differ:?}");
         let (differ, warn) = fingerprint_differences(&missing, &b);
         assert!(differ.is_empty() && warn.len() == 1);
     }
