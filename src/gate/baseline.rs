@@ -609,14 +609,18 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
         // The same wrong typed value on both sides, the same engine underneath: compared
         // (said loudly), not refused. A typed value that changed is refused even where the
         // engine did not change: either side saying "different" is enough.
-        let mut wrong = Environment::default();
-        wrong.engine_version = Some("1.0".into());
+        let mut wrong = Environment {
+            engine_version: Some("1.0".into()),
+            ..Default::default()
+        };
         wrong.take_detected("engine_version", Some("0.1.0".into()));
         let (differ, warn) = fingerprint_differences(&wrong, &wrong.clone());
         assert!(differ.is_empty(), "{differ:?}");
         assert_eq!(warn.len(), 1, "{warn:?}");
-        let mut retyped = Environment::default();
-        retyped.engine_version = Some("2.0".into());
+        let mut retyped = Environment {
+            engine_version: Some("2.0".into()),
+            ..Default::default()
+        };
         retyped.take_detected("engine_version", Some("0.1.0".into()));
         let (differ, _) = fingerprint_differences(&wrong, &retyped);
         assert_eq!(differ.len(), 1, "{differ:?}");
