@@ -37,6 +37,43 @@ pub struct BenchArgs {
     /// Skip the PNG plots and report.md.
     #[arg(long)]
     pub no_plots: bool,
+    #[command(flatten)]
+    pub export: ExportArgs,
+}
+
+/// Exports for dashboards (`bench` and `gate`), each written atomically.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ExportArgs {
+    /// Write the per-level means and 95% intervals as Bencher Metric Format JSON.
+    #[arg(long, value_name = "FILE")]
+    pub export_bmf: Option<PathBuf>,
+    /// Write throughputs (and the gate's ratio) as github-action-benchmark
+    /// `customBiggerIsBetter` JSON.
+    #[arg(long, value_name = "FILE")]
+    pub export_github_benchmark_bigger: Option<PathBuf>,
+    /// Write latencies and the error rate as github-action-benchmark `customSmallerIsBetter`
+    /// JSON.
+    #[arg(long, value_name = "FILE")]
+    pub export_github_benchmark_smaller: Option<PathBuf>,
+}
+
+impl ExportArgs {
+    /// Writes the exports asked for; a failure is an error (the job asked for the file).
+    pub fn write(
+        &self,
+        run: &crate::record::RunResult,
+        verdict: Option<&crate::gate::Verdict>,
+    ) -> Result<()> {
+        let files = crate::report::export::ExportFiles {
+            bmf: self.export_bmf.as_deref(),
+            github_bigger: self.export_github_benchmark_bigger.as_deref(),
+            github_smaller: self.export_github_benchmark_smaller.as_deref(),
+        };
+        for p in crate::report::export::write_exports(&files, run, verdict)? {
+            println!("export: {}", p.display());
+        }
+        Ok(())
+    }
 }
 
 pub async fn run(args: BenchArgs) -> Result<Exit> {
@@ -55,6 +92,9 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
     };
     let outcome = measure(setup).await?;
     let exit = conclude(&outcome, &args.out);
+    if outcome.interrupted.is_none() {
+        args.export.write(&outcome.result, None)?;
+    }
     // An interrupted run exits promptly (SIGTERM usually has a kill deadline behind it).
     if !args.no_plots && outcome.interrupted.is_none() {
         let base = outcome

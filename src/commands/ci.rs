@@ -325,9 +325,8 @@ async fn precheck_environment(
     if env.model.is_none() {
         return Ok(()); // the run itself explains this
     }
-    if env.engine.is_none() {
-        env.engine = report.engine.clone();
-    }
+    // What the run will detect (engine, its version, the GPUs), detected the same way.
+    probe::fill_environment(&mut env, &report, &profile.target.endpoints);
     println!("environment: {}", fingerprint_text(&env));
     let (differ, _) = fingerprint_differences(&baseline.environment, &env);
     if !differ.is_empty() {

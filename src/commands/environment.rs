@@ -46,6 +46,7 @@ impl EnvironmentArgs {
                 .or_else(|| std::env::var("RUNNER_NAME").ok()),
             endpoints: 0,
             speculative: None,
+            overridden: Vec::new(),
         }
     }
 }

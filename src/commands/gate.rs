@@ -41,6 +41,8 @@ pub struct GateArgs {
     /// charts linked from the Markdown summary.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub export: super::bench::ExportArgs,
 }
 
 /// Gate settings given on the command line in place of the baseline's (`gate` and `ci`).
@@ -103,6 +105,7 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         markdown: args.markdown.clone(),
     };
     publish_verdict(&verdict, &files, &images)?;
+    args.export.write(&candidate, Some(&verdict))?;
     Ok(verdict.exit())
 }
 

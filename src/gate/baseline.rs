@@ -254,7 +254,47 @@ pub fn fingerprint_differences(
             warn.push(format!("runner: baseline {b:?}, this run {c:?}"));
         }
     }
+    // The recorded values agree, but the engines themselves may not (a typed value can be
+    // stale; the engine's own word cannot): never compare across what the engines said.
+    for name in ["engine", "engine_version"] {
+        if let (Some(b), Some(c)) = (engine_word(baseline, name), engine_word(candidate, name)) {
+            let said = differ.iter().any(|d| d.starts_with(&format!("{name}:")));
+            if b != c && !said {
+                differ.push(format!(
+                    "{name}: the baseline's server said {b:?}, this run's says {c:?} (a typed \
+                     value hides it): this would compare across engine versions; update the \
+                     typed value or bless a new baseline"
+                ));
+            }
+        }
+    }
+    override_differences(candidate, &mut warn);
     (differ, warn)
+}
+
+/// What an environment's engine said of itself for `field` (engine, engine_version): the
+/// detected value where a typed one overrode it, else the recorded value.
+fn engine_word(env: &Environment, field: &str) -> Option<String> {
+    let detected = env.overridden.iter().find(|o| o.field == field);
+    match (detected, field) {
+        (Some(o), _) => Some(o.detected.clone()),
+        (None, "engine") => env.engine.clone(),
+        (None, _) => env.engine_version.clone(),
+    }
+}
+
+/// Every typed value that hides a different detected one is said loudly.
+fn override_differences(candidate: &Environment, warn: &mut Vec<String>) {
+    warn.extend(candidate.overridden.iter().map(override_warning));
+}
+
+/// The verdict's line for a typed value that hides a different detected one.
+pub fn override_warning(o: &crate::record::Override) -> String {
+    format!(
+        "FINGERPRINT OVERRIDDEN: {} typed {:?} but detected {:?}; the comparison uses the \
+         typed value",
+        o.field, o.typed, o.detected
+    )
 }
 
 /// Builds or extends a baseline from runs, one session per run. Refuses incomplete runs,
@@ -544,6 +584,47 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
         };
         let (differ, _) = fingerprint_differences(&b, &missing);
         assert!(differ[0].contains("--gpu"), "{differ:?}");
+        // A stale typed engine version that matches the baseline while the server says
+        // otherwise is refused, not compared.
+        let base = Environment {
+            engine_version: Some("0.6.3".into()),
+            ..Default::default()
+        };
+        let mut stale = base.clone();
+        stale.take_detected("engine_version", Some("0.7.0".into()));
+        assert_eq!(stale.engine_version.as_deref(), Some("0.6.3"));
+        let (differ, _) = fingerprint_differences(&base, &stale);
+        assert!(
+            differ[0].contains("across engine versions") && differ[0].contains("0.7.0"),
+            "{differ:?}"
+        );
+        // A GPU name typed differently from nvidia-smi's is said loudly, not refused.
+        let mut named = base.clone();
+        named.gpu_model = Some("H200".into());
+        let mut b2 = base.clone();
+        b2.gpu_model = Some("H200".into());
+        named.take_detected("gpu_model", Some("NVIDIA H200".into()));
+        let (differ, warn) = fingerprint_differences(&b2, &named);
+        assert!(differ.is_empty(), "{differ:?}");
+        assert!(warn[0].starts_with("FINGERPRINT OVERRIDDEN"), "{warn:?}");
+        // The same wrong typed value on both sides, the same engine underneath: compared
+        // (said loudly), not refused. A typed value that changed is refused even where the
+        // engine did not change: either side saying "different" is enough.
+        let mut wrong = Environment {
+            engine_version: Some("1.0".into()),
+            ..Default::default()
+        };
+        wrong.take_detected("engine_version", Some("0.1.0".into()));
+        let (differ, warn) = fingerprint_differences(&wrong, &wrong.clone());
+        assert!(differ.is_empty(), "{differ:?}");
+        assert_eq!(warn.len(), 1, "{warn:?}");
+        let mut retyped = Environment {
+            engine_version: Some("2.0".into()),
+            ..Default::default()
+        };
+        retyped.take_detected("engine_version", Some("0.1.0".into()));
+        let (differ, _) = fingerprint_differences(&wrong, &retyped);
+        assert_eq!(differ.len(), 1, "{differ:?}");
         let (differ, warn) = fingerprint_differences(&missing, &b);
         assert!(differ.is_empty() && warn.len() == 1);
     }

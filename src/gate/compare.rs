@@ -65,6 +65,9 @@ pub fn evaluate(
     };
     verdict.baseline_name = baseline.name.clone();
     warnings.append(&mut verdict.warnings);
+    // A relative verdict names the overrides too: say each once.
+    let mut seen = std::collections::HashSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
     verdict.warnings = warnings;
     Ok(verdict)
 }
@@ -98,6 +101,10 @@ pub fn evaluate_relative(candidate: &RunResult, settings: &GateSettings) -> Resu
         .map(|l| l.concurrency)
         .collect();
     let mut verdict = gate(candidate, settings, Design::Relative, levels, &sources);
+    let overrides = candidate.environment.overridden.iter();
+    verdict
+        .warnings
+        .extend(overrides.map(super::baseline::override_warning));
     verdict.baseline_name = format!("{} (base arm)", candidate.profile_name);
     Ok(verdict)
 }

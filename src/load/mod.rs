@@ -6,6 +6,7 @@ pub mod client;
 pub mod dataset;
 pub mod dialect;
 pub mod fdlimit;
+pub mod gpu;
 pub mod headroom;
 pub mod http;
 pub mod interrupt;

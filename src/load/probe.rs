@@ -24,6 +24,9 @@ pub struct ProbeReport {
     pub engine: Option<String>,
     /// The telemetry metrics of that engine the first endpoint exports (see telemetry.rs).
     pub metrics: Vec<&'static str>,
+    /// The engine's version as the engine itself reports it (vLLM `/version`, SGLang
+    /// `/get_server_info`, TGI `/info`, llama.cpp `/props`, NIM `/v1/version`).
+    pub engine_version: Option<String>,
 }
 
 /// Checks every endpoint answers `/v1/models`; reads the model list and the engine.
@@ -77,12 +80,14 @@ pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<Pro
                         .collect()
                 })
                 .unwrap_or_default();
-            if let Some(text) = metrics_text(client, endpoint).await {
-                report.engine = engine_from_metrics(&text).map(str::to_string);
-                if let Some(a) = report.engine.as_deref().and_then(super::telemetry::adapter) {
+            if let Some((engine, text)) = find_metrics(client, endpoint).await {
+                report.engine = Some(engine.to_string());
+                if let Some(a) = super::telemetry::adapter(engine) {
                     report.metrics = a.present(&text);
                 }
             }
+            report.engine_version =
+                engine_version(client, endpoint, report.engine.as_deref()).await;
         }
     }
     Ok(report)
@@ -101,7 +106,21 @@ async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
     else {
         return Ok(());
     };
-    let status = response.status();
+    let mut status = response.status();
+    let mut response = response;
+    if status == reqwest::StatusCode::NOT_FOUND {
+        // NVIDIA NIM answers readiness at /v1/health/ready instead.
+        let ready = format!("{}/v1/health/ready", base_url(endpoint));
+        if let Ok(r) = client
+            .get(&ready)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+        {
+            status = r.status();
+            response = r;
+        }
+    }
     if status.is_server_error() {
         let body = read_capped(response, MAX_PROBE_BODY)
             .await
@@ -115,8 +134,8 @@ async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
     Ok(())
 }
 
-async fn metrics_text(client: &reqwest::Client, endpoint: &str) -> Option<String> {
-    let url = format!("{}/metrics", base_url(endpoint));
+async fn metrics_text(client: &reqwest::Client, endpoint: &str, path: &str) -> Option<String> {
+    let url = format!("{}{path}", base_url(endpoint));
     let response = client
         .get(url)
         .timeout(Duration::from_secs(5))
@@ -130,21 +149,119 @@ async fn metrics_text(client: &reqwest::Client, endpoint: &str) -> Option<String
     String::from_utf8(body).ok()
 }
 
-/// Recognises an engine by the metric names it exports.
-pub fn engine_from_metrics(text: &str) -> Option<&'static str> {
-    [
+/// The Prometheus pages engines serve: most at `/metrics`, NVIDIA NIM at `/v1/metrics`,
+/// trtllm-serve at `/prometheus/metrics`. The first page whose metrics name an engine.
+async fn find_metrics(client: &reqwest::Client, endpoint: &str) -> Option<(&'static str, String)> {
+    for path in ["/metrics", "/v1/metrics", "/prometheus/metrics"] {
+        if let Some(text) = metrics_text(client, endpoint, path).await {
+            if let Some(engine) = engine_from_metrics(&text, path) {
+                return Some((engine, text));
+            }
+        }
+    }
+    None
+}
+
+/// Recognises an engine by the metric names it exports (parsed, so a name inside a
+/// comment or a label value does not count) and the page it was read from.
+pub fn engine_from_metrics(text: &str, path: &str) -> Option<&'static str> {
+    let page = super::telemetry::Page::parse(text);
+    let by_prefix = [
         ("vllm:", "vllm"),
         ("sglang:", "sglang"),
         ("llamacpp:", "llama.cpp"),
         ("tgi_", "tgi"),
+        ("nv_trt_llm_", "triton"),
+        ("nv_inference_", "triton"),
+        ("trtllm_", "tensorrt-llm"),
+        ("trtllm:", "tensorrt-llm"),
         ("throughline_sim_", "throughline-sim"),
     ]
     .into_iter()
-    .find(|(prefix, _)| {
-        text.lines()
-            .any(|l| !l.starts_with('#') && l.starts_with(prefix))
+    .find(|(prefix, _)| page.has_prefix(prefix))
+    .map(|(_, name)| name);
+    by_prefix.or_else(|| {
+        // NIM's names carry no prefix; its page is at /v1/metrics.
+        (path == "/v1/metrics" && page.contains("num_requests_running")).then_some("nim")
     })
-    .map(|(_, name)| name)
+}
+
+/// Where each engine says its version, and the JSON field that holds it.
+const VERSION_ROUTES: [(&str, &str, &str); 7] = [
+    ("vllm", "/version", "version"),
+    ("sglang", "/get_server_info", "version"),
+    ("tgi", "/info", "version"),
+    ("llama.cpp", "/props", "build_info"),
+    ("nim", "/v1/version", "release"),
+    ("tensorrt-llm", "/version", "version"),
+    ("throughline-sim", "/version", "version"),
+];
+
+/// The engine's version, asked of the engine (bounded read, short timeout); `None` when it
+/// does not say or says something that is not a short printable string.
+async fn engine_version(
+    client: &reqwest::Client,
+    endpoint: &str,
+    engine: Option<&str>,
+) -> Option<String> {
+    let (_, path, field) = VERSION_ROUTES.iter().find(|(e, _, _)| Some(*e) == engine)?;
+    let url = format!("{}{path}", base_url(endpoint));
+    let response = client
+        .get(url)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let body = read_capped(response, MAX_PROBE_BODY).await.ok()?;
+    version_field(&body, field)
+}
+
+/// The version string in a JSON body's `field`, checked to be short and printable.
+pub fn version_field(body: &[u8], field: &str) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let s = match v.get(field)? {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    (!s.is_empty() && s.len() <= 64 && s.chars().all(|c| !c.is_control())).then_some(s)
+}
+
+/// Fills the run's fingerprint from what was detected: the engine and its version from the
+/// probe, the GPUs from this machine's GPU tool when every endpoint is on this machine.
+/// Typed values are kept; a different detected value is recorded (and warned about).
+pub fn fill_environment(
+    environment: &mut crate::record::Environment,
+    report: &ProbeReport,
+    endpoints: &[String],
+) {
+    environment.take_detected("engine", report.engine.clone());
+    environment.take_detected("engine_version", report.engine_version.clone());
+    if endpoints.iter().all(|e| is_loopback(e)) {
+        if let Some(g) = super::gpu::detect() {
+            environment.take_detected("gpu_model", g.model);
+            environment.take_detected("gpu_count", g.count.map(|c| c.to_string()));
+            environment.take_detected("driver", g.driver);
+        }
+    }
+}
+
+/// Whether an endpoint's host is this machine.
+fn is_loopback(endpoint: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(endpoint) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Polls every endpoint until it answers `GET /health` with a success (or, where the server
@@ -222,6 +339,14 @@ async fn health(
     {
         return Err(format!("GET {base}/health answered {status}"));
     }
+    // NVIDIA NIM: readiness at /v1/health/ready (503 while it loads).
+    let status = get("/v1/health/ready").await?;
+    if status.is_success() {
+        return Ok(());
+    }
+    if status.is_server_error() {
+        return Err(format!("GET {base}/v1/health/ready answered {status}"));
+    }
     let status = get("/v1/models").await?;
     if status.is_success() {
         Ok(())
@@ -238,18 +363,51 @@ mod tests {
 
     #[test]
     fn recognises_engines() {
+        let m = "/metrics";
         assert_eq!(
-            engine_from_metrics("# HELP x\nvllm:num_requests_running 3\n"),
+            engine_from_metrics("# HELP x\nvllm:num_requests_running 3\n", m),
             Some("vllm")
         );
         assert_eq!(
-            engine_from_metrics("sglang:num_queue_reqs 0"),
+            engine_from_metrics("sglang:num_queue_reqs 0", m),
             Some("sglang")
         );
         assert_eq!(
-            engine_from_metrics("# vllm: only in a comment\nfoo 1"),
+            engine_from_metrics("# vllm: only in a comment\nfoo 1", m),
             None
         );
+        assert_eq!(
+            engine_from_metrics("foo{x=\"vllm:y\"} 1", m),
+            None,
+            "a label value is not a metric name"
+        );
+        let nim = "num_requests_running{model_name=\"m\"} 1\n";
+        assert_eq!(engine_from_metrics(nim, "/v1/metrics"), Some("nim"));
+        assert_eq!(engine_from_metrics(nim, m), None);
+        assert_eq!(
+            engine_from_metrics("nv_inference_pending_request_count{model=\"t\"} 0", m),
+            Some("triton")
+        );
+    }
+
+    #[test]
+    fn versions_are_short_printable_strings() {
+        assert_eq!(
+            version_field(br#"{"version":"0.6.3.post1"}"#, "version").as_deref(),
+            Some("0.6.3.post1")
+        );
+        assert_eq!(
+            version_field(br#"{"build_info":"b4567-abcdef"}"#, "build_info").as_deref(),
+            Some("b4567-abcdef")
+        );
+        assert_eq!(version_field(br#"{"version":"a\nb"}"#, "version"), None);
+        assert_eq!(version_field(b"not json", "version"), None);
+        let long = format!(r#"{{"version":"{}"}}"#, "x".repeat(65));
+        assert_eq!(version_field(long.as_bytes(), "version"), None);
+        assert!(is_loopback("http://127.0.0.1:8000"));
+        assert!(is_loopback("http://localhost:8000/v1"));
+        assert!(is_loopback("http://[::1]:8000"));
+        assert!(!is_loopback("http://gpu-box:8000"));
     }
 
     #[tokio::test]

@@ -283,9 +283,7 @@ impl<'a> Prepared<'a> {
         let mut environment = setup.environment.clone();
         environment.model = Some(model.clone());
         environment.endpoints = profile.target.endpoints.len();
-        if environment.engine.is_none() {
-            environment.engine = report.engine.clone();
-        }
+        probe::fill_environment(&mut environment, &report, &profile.target.endpoints);
         let engine = match profile.target.engine.as_str() {
             "auto" => report.engine.clone(),
             named => Some(named.to_string()),
@@ -529,6 +527,7 @@ impl<'a> Prepared<'a> {
     /// trial's flags (the base arm's named so).
     fn warnings(&self, results: &[LevelResult], base: Option<&[LevelResult]>) -> Vec<String> {
         let mut warnings: Vec<String> = self.dialect_warning.iter().cloned().collect();
+        warnings.extend(self.environment.override_lines());
         if self.profile.target.engine == "auto" {
             warnings.extend(telemetry::missing_counter_warning(
                 self.engine.as_deref(),

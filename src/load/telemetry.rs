@@ -29,22 +29,29 @@ pub const AGREEMENT: f64 = 0.02;
 /// Cache usage at or above this counts as "near full".
 pub const CACHE_NEAR_FULL: f64 = 0.95;
 
-/// The metric names of one engine.
+/// The metric names of one engine. A name may select series by one label, written
+/// `name{label=value}` (Triton's TensorRT-LLM backend puts several figures in one family).
 #[derive(Debug, Clone, Copy)]
 pub struct Adapter {
     pub engine: &'static str,
+    /// Where the engine serves its Prometheus page.
+    pub path: &'static str,
+    /// Requests running and waiting: summed over series (ranks, models add up).
     pub running: &'static [&'static str],
     pub waiting: &'static [&'static str],
-    /// KV cache usage as a fraction 0..1 (the first name present is used).
+    /// KV cache usage as a fraction 0..1 (the first name present is used): a utilisation,
+    /// so the fullest series (rank) is taken, never the sum.
     pub cache_usage: &'static [&'static str],
+    /// Counters: summed over series.
     pub preemptions: &'static [&'static str],
     pub generated_tokens: &'static [&'static str],
     pub counting: Counting,
 }
 
-const ADAPTERS: [Adapter; 5] = [
+const ADAPTERS: [Adapter; 8] = [
     Adapter {
         engine: "vllm",
+        path: "/metrics",
         running: &["vllm:num_requests_running"],
         waiting: &["vllm:num_requests_waiting"],
         // Renamed in vLLM V1; older releases export the GPU-only name.
@@ -55,6 +62,7 @@ const ADAPTERS: [Adapter; 5] = [
     },
     Adapter {
         engine: "sglang",
+        path: "/metrics",
         running: &["sglang:num_running_reqs"],
         waiting: &["sglang:num_queue_reqs"],
         cache_usage: &["sglang:token_usage"],
@@ -64,6 +72,7 @@ const ADAPTERS: [Adapter; 5] = [
     },
     Adapter {
         engine: "llama.cpp",
+        path: "/metrics",
         running: &["llamacpp:requests_processing"],
         waiting: &["llamacpp:requests_deferred"],
         // Exported by older llama-server builds only.
@@ -74,6 +83,7 @@ const ADAPTERS: [Adapter; 5] = [
     },
     Adapter {
         engine: "tgi",
+        path: "/metrics",
         running: &["tgi_batch_current_size"],
         waiting: &["tgi_queue_size"],
         cache_usage: &[],
@@ -81,8 +91,47 @@ const ADAPTERS: [Adapter; 5] = [
         generated_tokens: &["tgi_request_generated_tokens_sum"],
         counting: Counting::AtCompletion,
     },
+    // NVIDIA NIM for LLMs: unprefixed names at /v1/metrics (NIM's observability page).
+    Adapter {
+        engine: "nim",
+        path: "/v1/metrics",
+        running: &["num_requests_running"],
+        waiting: &["num_requests_waiting"],
+        cache_usage: &["gpu_cache_usage_perc"],
+        preemptions: &[],
+        generated_tokens: &["generation_tokens_total"],
+        counting: Counting::PerToken,
+    },
+    // Triton with the TensorRT-LLM backend: the backend's families, selected by label, and
+    // Triton's own queue gauge. No generated-token counter, so no cross-check.
+    Adapter {
+        engine: "triton",
+        path: "/metrics",
+        running: &["nv_trt_llm_request_metrics{request_type=active}"],
+        waiting: &[
+            "nv_trt_llm_request_metrics{request_type=waiting}",
+            "nv_inference_pending_request_count",
+        ],
+        cache_usage: &["nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=fraction}"],
+        preemptions: &[],
+        generated_tokens: &[],
+        counting: Counting::AtCompletion,
+    },
+    // trtllm-serve: request histograms only at /prometheus/metrics (recognised, so the run
+    // says which engine it measured; nothing to sample).
+    Adapter {
+        engine: "tensorrt-llm",
+        path: "/prometheus/metrics",
+        running: &[],
+        waiting: &[],
+        cache_usage: &[],
+        preemptions: &[],
+        generated_tokens: &[],
+        counting: Counting::AtCompletion,
+    },
     Adapter {
         engine: "throughline-sim",
+        path: "/metrics",
         running: &["throughline_sim_num_requests_running"],
         waiting: &["throughline_sim_num_requests_waiting"],
         cache_usage: &[],
@@ -104,6 +153,13 @@ pub fn missing_counter_warning(engine: Option<&str>, present: &[&str]) -> Option
     if a.generated_tokens.iter().any(|n| present.contains(n)) {
         return None;
     }
+    if a.generated_tokens.is_empty() {
+        return Some(format!(
+            "server telemetry: {} exports no generated-token counter; the client's token \
+             count is not cross-checked against the server's",
+            a.engine
+        ));
+    }
     Some(format!(
         "server telemetry: the {} /metrics page has no {}; the client's token count is not \
          cross-checked against the server's",
@@ -112,54 +168,126 @@ pub fn missing_counter_warning(engine: Option<&str>, present: &[&str]) -> Option
     ))
 }
 
-/// Sums of every series of each metric family in Prometheus text (labels summed over: DP
-/// ranks and model names add up). Histograms and summaries keep their `_sum`/`_count` names.
-pub fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
-    let mut out = BTreeMap::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
+/// One series of a metric: its labels and value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+/// A Prometheus text page, parsed: every finite series of every sample name. Histograms
+/// and summaries keep their `_bucket`/`_sum`/`_count` names. Parsed by
+/// `prom_text_format_parser` (label values may hold `}`, `,` or escaped quotes); a page with
+/// a malformed line keeps its other lines (they are parsed one by one).
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    series: BTreeMap<String, Vec<Series>>,
+}
+
+impl Page {
+    pub fn parse(text: &str) -> Page {
+        let mut page = Page::default();
+        let (metrics, error) = prom_text_format_parser::parse_scrape(text);
+        if error.is_none() || !metrics.is_empty() {
+            page.add(metrics);
+        } else {
+            for line in text.lines().map(str::trim) {
+                if !line.is_empty() && !line.starts_with('#') {
+                    page.add(prom_text_format_parser::parse_scrape(line).0);
+                }
+            }
         }
-        let (name, rest) = match line.find(['{', ' ']) {
-            Some(i) if line.as_bytes()[i] == b'{' => match line[i..].find('}') {
-                Some(j) => (&line[..i], &line[i + j + 1..]),
-                None => continue,
-            },
-            Some(i) => (&line[..i], &line[i..]),
-            None => continue,
-        };
-        let Some(value) = rest.split_whitespace().next() else {
-            continue;
-        };
-        let Ok(v) = value.parse::<f64>() else {
-            continue;
-        };
-        if v.is_finite() {
-            *out.entry(name.to_string()).or_insert(0.0) += v;
+        page
+    }
+
+    fn add(&mut self, metrics: Vec<prom_text_format_parser::Metric>) {
+        use prom_text_format_parser::{Type, ValueType};
+        for m in metrics {
+            for s in m.samples {
+                let Ok(value) = s.value.value.parse::<f64>() else {
+                    continue;
+                };
+                if !value.is_finite() {
+                    continue;
+                }
+                let labels: Vec<(String, String)> = (s.labels.iter())
+                    .map(|l| (l.key.clone(), l.value.clone()))
+                    .collect();
+                let name = match s.value.value_type {
+                    ValueType::Sum => format!("{}_sum", m.name),
+                    ValueType::Count => format!("{}_count", m.name),
+                    ValueType::Sample
+                        if m.kind == Type::Histogram && labels.iter().any(|(k, _)| k == "le") =>
+                    {
+                        format!("{}_bucket", m.name)
+                    }
+                    ValueType::Sample => m.name.clone(),
+                };
+                self.series
+                    .entry(name)
+                    .or_default()
+                    .push(Series { labels, value });
+            }
         }
     }
-    out
+
+    /// The series a name (optionally `name{label=value}`) selects; empty when absent.
+    pub fn select(&self, selector: &str) -> Vec<&Series> {
+        let (name, filter) = match selector.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}').split_once('=')),
+            None => (selector, None),
+        };
+        let all = self.series.get(name).map(Vec::as_slice).unwrap_or(&[]);
+        all.iter()
+            .filter(|s| {
+                filter.is_none_or(|(k, v)| s.labels.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .collect()
+    }
+
+    /// The sum over the selected series (counters, request counts), `None` when absent.
+    pub fn sum(&self, selector: &str) -> Option<f64> {
+        let s = self.select(selector);
+        (!s.is_empty()).then(|| s.iter().map(|s| s.value).sum())
+    }
+
+    /// The largest selected series and how many there were (utilisations, per rank).
+    pub fn max(&self, selector: &str) -> Option<(f64, usize)> {
+        let s = self.select(selector);
+        let m = s.iter().map(|s| s.value).reduce(f64::max)?;
+        Some((m, s.len()))
+    }
+
+    /// Whether any sample has a name starting with `prefix`.
+    pub fn has_prefix(&self, prefix: &str) -> bool {
+        self.series.keys().any(|k| k.starts_with(prefix))
+    }
+
+    pub fn contains(&self, selector: &str) -> bool {
+        !self.select(selector).is_empty()
+    }
 }
 
 impl Adapter {
-    /// The sample a metrics page gives.
+    /// The sample a metrics page gives, each figure combined by its meaning.
     pub fn sample(&self, t: f64, text: &str) -> Sample {
-        let m = parse_metrics(text);
-        let first = |names: &[&str]| names.iter().find_map(|n| m.get(*n).copied());
+        let page = Page::parse(text);
+        let sum = |names: &[&str]| names.iter().find_map(|n| page.sum(n));
+        let cache = self.cache_usage.iter().find_map(|n| page.max(n));
         Sample {
             t,
-            running: first(self.running),
-            waiting: first(self.waiting),
-            cache_usage: first(self.cache_usage),
-            generated_tokens_total: first(self.generated_tokens),
-            preemptions_total: first(self.preemptions),
+            running: sum(self.running),
+            waiting: sum(self.waiting),
+            cache_usage: cache.map(|(v, _)| v),
+            cache_usage_ranks: cache.and_then(|(_, n)| (n > 1).then_some(n as u32)),
+            generated_tokens_total: sum(self.generated_tokens),
+            preemptions_total: sum(self.preemptions),
         }
     }
 
     /// The names of this adapter's metrics that a page exports.
     pub fn present(&self, text: &str) -> Vec<&'static str> {
-        let m = parse_metrics(text);
+        let page = Page::parse(text);
         [
             self.running,
             self.waiting,
@@ -169,7 +297,7 @@ impl Adapter {
         ]
         .iter()
         .flat_map(|names| names.iter())
-        .filter(|n| m.contains_key(**n))
+        .filter(|n| page.contains(n))
         .copied()
         .collect()
     }
@@ -200,7 +328,7 @@ impl Watch {
         let adapter = adapter(engine?)?;
         let urls: Vec<String> = endpoints
             .iter()
-            .map(|e| format!("{}/metrics", base_url(e)))
+            .map(|e| format!("{}{}", base_url(e), adapter.path))
             .collect();
         let first =
             futures::future::join_all(urls.iter().map(|u| scrape(client, u, adapter, clock))).await;
@@ -365,7 +493,12 @@ pub fn summarize(
         saturation.push(format!("queue non-empty (up to {w:.0} waiting)"));
     }
     if let Some(c) = max(|s| s.cache_usage).filter(|c| *c >= CACHE_NEAR_FULL) {
-        saturation.push(format!("KV cache near full ({:.0}%)", c * 100.0));
+        let ranks = all.iter().filter_map(|s| s.cache_usage_ranks).max();
+        let per = match ranks {
+            Some(n) => format!(", the fullest of {n} ranks"),
+            None => String::new(),
+        };
+        saturation.push(format!("KV cache near full ({:.0}%{per})", c * 100.0));
     }
     let preempted: f64 = endpoints
         .iter()
@@ -447,6 +580,77 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
         assert_eq!(s.running, None, "absent is None, not zero");
     }
 
+    #[test]
+    fn utilisation_is_per_rank_and_counters_are_summed() {
+        // Two data-parallel ranks, each half full: the server is half full, not "near full".
+        let page = r#"# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="org/m{v}2"} 0.5
+vllm:kv_cache_usage_perc{engine="1",model_name="org/m{v}2"} 0.5
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="org/m{v}2"} 100.0
+vllm:generation_tokens_total{engine="1",model_name="org/m{v}2"} 50.0
+vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
+"#;
+        let s = adapter("vllm").unwrap().sample(0.0, page);
+        assert_eq!(s.cache_usage, Some(0.5));
+        assert_eq!(s.cache_usage_ranks, Some(2));
+        assert_eq!(s.generated_tokens_total, Some(150.0));
+        // A label value holding `}` and an escaped quote is read, not cut at the brace.
+        assert_eq!(s.running, Some(3.0));
+        // One rank near full is named as the fullest of two.
+        let full = page.replacen("} 0.5", "} 0.97", 1);
+        let series = vec![EndpointSeries {
+            endpoint: 0,
+            samples: vec![adapter("vllm").unwrap().sample(0.0, &full)],
+            failed_scrapes: 0,
+        }];
+        let t = summarize(adapter("vllm").unwrap(), series, &[]);
+        assert_eq!(
+            t.saturation,
+            vec!["KV cache near full (97%, the fullest of 2 ranks)"]
+        );
+    }
+
+    #[test]
+    fn histograms_keep_their_sample_names_and_a_bad_line_spoils_only_itself() {
+        let tgi = "# TYPE tgi_request_generated_tokens histogram\n\
+                   tgi_request_generated_tokens_bucket{le=\"+Inf\"} 2\n\
+                   tgi_request_generated_tokens_sum 40\n\
+                   tgi_request_generated_tokens_count 2\n\
+                   tgi_queue_size 1\n";
+        let s = adapter("tgi").unwrap().sample(0.0, tgi);
+        assert_eq!(s.generated_tokens_total, Some(40.0));
+        assert_eq!(s.waiting, Some(1.0));
+        let broken = format!("{tgi}this is not a metric line {{\n");
+        let s = adapter("tgi").unwrap().sample(0.0, &broken);
+        assert_eq!(s.waiting, Some(1.0));
+    }
+
+    #[test]
+    fn nim_and_triton_pages_are_read() {
+        let nim = "num_requests_running{model_name=\"m\"} 2\n\
+                   num_requests_waiting{model_name=\"m\"} 0\n\
+                   gpu_cache_usage_perc{model_name=\"m\"} 0.25\n\
+                   generation_tokens_total{model_name=\"m\"} 9\n";
+        let a = adapter("nim").unwrap();
+        assert_eq!(a.path, "/v1/metrics");
+        let s = a.sample(0.0, nim);
+        assert_eq!(
+            (s.running, s.cache_usage, s.generated_tokens_total),
+            (Some(2.0), Some(0.25), Some(9.0))
+        );
+        let triton = "nv_trt_llm_request_metrics{model=\"t\",request_type=\"active\",version=\"1\"} 4\n\
+                      nv_trt_llm_request_metrics{model=\"t\",request_type=\"max\",version=\"1\"} 512\n\
+                      nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\",model=\"t\",version=\"1\"} 0.3\n\
+                      nv_inference_pending_request_count{model=\"t\",version=\"1\"} 6\n";
+        let s = adapter("triton").unwrap().sample(0.0, triton);
+        // Only the "active" series, not active + max.
+        assert_eq!(s.running, Some(4.0));
+        assert_eq!(s.waiting, Some(6.0));
+        assert_eq!(s.cache_usage, Some(0.3));
+        assert!(missing_counter_warning(Some("triton"), &[]).is_some());
+    }
+
     fn done(endpoint: usize, first: f64, gaps: Vec<f64>, end: f64) -> Finished {
         let n = gaps.len() as u64 + 1;
         Finished {
@@ -491,6 +695,7 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
             running: Some(1.0),
             waiting: Some(waiting),
             cache_usage: None,
+            cache_usage_ranks: None,
             generated_tokens_total: Some(tokens),
             preemptions_total: None,
         }

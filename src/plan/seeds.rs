@@ -134,6 +134,7 @@ warmup_requests = 1
             runner: None,
             endpoints: 1,
             speculative: Some(true),
+            overridden: Vec::new(),
         },
         levels,
         &[
@@ -179,6 +180,7 @@ requests_per_level = 8
             runner: None,
             endpoints: 8,
             speculative: None,
+            overridden: Vec::new(),
         },
         vec![LevelResult {
             concurrency: 8,

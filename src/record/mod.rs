@@ -79,6 +79,72 @@ pub struct Environment {
     /// is possible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<bool>,
+    /// Typed values (flags, THROUGHLINE_ variables) that differ from what was detected
+    /// (nvidia-smi, the engine's version endpoint): the typed value was kept, and the gate
+    /// says so in its verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overridden: Vec<Override>,
+}
+
+/// A fingerprint field whose typed value differs from the detected one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Override {
+    pub field: String,
+    pub typed: String,
+    pub detected: String,
+}
+
+impl Environment {
+    /// Fills a field from detection: a missing value takes the detected one; a typed value
+    /// is kept, and a different detected value is recorded in `overridden`.
+    pub fn take_detected(&mut self, field: &str, detected: Option<String>) {
+        let Some(detected) = detected else { return };
+        let typed = match field {
+            "gpu_model" => &mut self.gpu_model,
+            "driver" => &mut self.driver,
+            "engine" => &mut self.engine,
+            "engine_version" => &mut self.engine_version,
+            "gpu_count" => {
+                let n: Option<u32> = detected.parse().ok();
+                match (self.gpu_count, n) {
+                    (None, n) => self.gpu_count = n,
+                    (Some(t), Some(d)) if t != d => self.overridden.push(Override {
+                        field: field.into(),
+                        typed: t.to_string(),
+                        detected,
+                    }),
+                    _ => {}
+                }
+                return;
+            }
+            _ => return,
+        };
+        match typed {
+            None => *typed = Some(detected),
+            Some(t) if *t != detected => {
+                let t = t.clone();
+                self.overridden.push(Override {
+                    field: field.into(),
+                    typed: t,
+                    detected,
+                })
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// One sentence per override, for warnings and the verdict.
+    pub fn override_lines(&self) -> Vec<String> {
+        self.overridden
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}: typed {:?} but detected {:?}; the typed value was recorded",
+                    o.field, o.typed, o.detected
+                )
+            })
+            .collect()
+    }
 }
 
 /// All trials at one concurrency level.

@@ -18,9 +18,14 @@ pub enum Counting {
 pub struct Sample {
     /// Seconds since the run started (the middle of the GET).
     pub t: f64,
+    /// Requests running and waiting, summed over the engine's ranks (they add up).
     pub running: Option<f64>,
     pub waiting: Option<f64>,
+    /// KV cache usage 0..1: the fullest rank's, never a sum (two ranks at 50% are not full).
     pub cache_usage: Option<f64>,
+    /// How many ranks (series) `cache_usage` is the maximum of, when more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_usage_ranks: Option<u32>,
     pub generated_tokens_total: Option<f64>,
     #[serde(default)]
     pub preemptions_total: Option<f64>,

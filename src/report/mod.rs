@@ -3,6 +3,7 @@
 
 pub mod combined;
 pub mod console;
+pub mod export;
 pub mod github;
 pub mod junit;
 pub mod markdown;

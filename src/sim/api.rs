@@ -251,6 +251,12 @@ impl Envelope<'_> {
     }
 }
 
+/// `GET /version`, as vLLM answers it: the simulator's version, so the probe's engine
+/// version detection can be tested against it.
+pub fn version_body() -> Value {
+    json!({ "version": env!("CARGO_PKG_VERSION") })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

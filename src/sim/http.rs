@@ -75,6 +75,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(|| async { StatusCode::OK }))
         .route("/metrics", get(metrics))
+        .route(
+            "/version",
+            get(|| async { axum::Json(api::version_body()) }),
+        )
         .route("/sim/send-times", get(send_times))
         .route(
             "/sim/connections",
