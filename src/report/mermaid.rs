@@ -121,13 +121,13 @@ pub fn ratio_block(verdict: &Verdict) -> Option<String> {
     Some(out)
 }
 
-/// A round axis top: 1, 2 or 5 times a power of ten, at least `v`.
+/// A round axis top: 1, 2, 2.5, 5 or 7.5 times a power of ten, at least `v`.
 fn nice_top(v: f64) -> String {
     if !(v.is_finite() && v > 0.0) {
         return "1".into();
     }
     let p = 10f64.powf(v.log10().floor());
-    let top = [1.0, 2.0, 2.5, 5.0, 10.0]
+    let top = [1.0, 2.0, 2.5, 5.0, 7.5, 10.0]
         .iter()
         .map(|m| m * p)
         .find(|t| *t >= v)
@@ -151,7 +151,7 @@ mod tests {
 xychart-beta
     title "Output tok/s per level: baseline (orange bars) vs candidate (blue line)"
     x-axis "concurrency" ["1", "4", "8", "32", "64"]
-    y-axis "output tok/s" 0 --> 100000
+    y-axis "output tok/s" 0 --> 75000
     bar [1000.0, 4000.0, 8000.0, 32000.0, 64000.0]
     line [910.0, 3648.0, 8016.0, 31520.0, 64640.0]
 ```
@@ -180,7 +180,7 @@ xychart-beta
             l.candidate_mean = None;
         }
         assert!(throughput_block(&v).is_none() && ratio_block(&v).is_none());
-        assert_eq!(nice_top(7150.0), "10000");
+        assert_eq!(nice_top(7150.0), "7500");
         assert_eq!(nice_top(1900.0), "2000");
         assert_eq!(nice_top(f64::NAN), "1");
     }
