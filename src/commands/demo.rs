@@ -125,6 +125,8 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
         // The simulated node: two replicas, counted as one "GPU" each.
         replicas_per_node: Some(2),
         gpus_per_node: Some(2),
+        // plan.json and capacity.png beside the run's files: the demo is a full set.
+        out: Some(out.to_path_buf()),
         ..Default::default()
     };
     if let Err(e) = super::plan::run(plan_args) {

@@ -518,6 +518,7 @@ concurrency = [1]
             ],
             "Days to generate 1.64 B output tokens (902,087 completions)",
             "plan demo · measured 2026-11-29",
+            Some(2.0),
             &dir.join("capacity.png"),
         )
         .unwrap();
@@ -525,10 +526,11 @@ concurrency = [1]
             &[series("4x RTX PRO 6000", 16.0, &[1.0, 2.0, 4.0])],
             "Days to finish: one node type",
             "plan demo",
+            None,
             &dir.join("capacity_narrow.png"),
         )
         .unwrap();
-        let wide: Vec<CapacitySeries> = (0..9)
+        let wide: Vec<CapacitySeries> = (0..12)
             .map(|i| {
                 series(
                     &format!("node type {i}"),
@@ -539,8 +541,9 @@ concurrency = [1]
             .collect();
         capacity_chart(
             &wide,
-            "Nine node types, 1 to 256 nodes",
+            "Twelve node types, 1 to 256 nodes",
             "plan demo",
+            Some(30.0),
             &dir.join("capacity_wide.png"),
         )
         .unwrap();
