@@ -417,5 +417,4 @@ mod tests {
         assert!(err.contains("--baseline-ref"), "{err}");
         assert!(resolve_ref(None, None).is_err());
     }
-
 }

@@ -105,4 +105,3 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
     publish_verdict(&verdict, &files, &charts)?;
     Ok(verdict.exit())
 }
-

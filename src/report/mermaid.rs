@@ -39,11 +39,7 @@ fn header(out: &mut String, palette: &str, title: &str, levels: &[&LevelVerdict]
         .iter()
         .map(|l| format!("\"{}\"", l.concurrency))
         .collect();
-    let _ = writeln!(
-        out,
-        "    x-axis \"concurrency\" [{}]",
-        names.join(", ")
-    );
+    let _ = writeln!(out, "    x-axis \"concurrency\" [{}]", names.join(", "));
 }
 
 fn series(values: impl Iterator<Item = f64>, digits: usize) -> String {

@@ -116,6 +116,9 @@ Profile `demo`, baseline `demo` at `origin/main`.
             "```\n\n<sub>The full verdict (`verdict.md`, with the method), the charts as PNG \
              (`ratio.png`, `throughput.png`) and the raw results are in the job's artifact.</sub>\n"
         ));
-        assert!(!body.contains("]("), "no image or link a comment cannot show: {body}");
+        assert!(
+            !body.contains("]("),
+            "no image or link a comment cannot show: {body}"
+        );
     }
 }

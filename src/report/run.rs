@@ -223,11 +223,17 @@ mod tests {
         assert!(text.contains("(../out/throughput.png)"), "{text}");
         assert!(dir.path().join("reports/ratio.png").is_file());
         let comment = std::fs::read_to_string(dir.path().join("reports/pr-comment.md")).unwrap();
-        assert!(comment.starts_with("<!-- throughline-verdict -->\n"), "{comment}");
+        assert!(
+            comment.starts_with("<!-- throughline-verdict -->\n"),
+            "{comment}"
+        );
         let summary = step_summary(&v, &charts);
         assert!(!summary.contains(".png)"), "{summary}");
         assert!(summary.contains("```mermaid\n"), "{summary}");
-        assert!(summary.contains("`ratio.png`, `throughput.png`"), "{summary}");
+        assert!(
+            summary.contains("`ratio.png`, `throughput.png`"),
+            "{summary}"
+        );
         let remote = VerdictCharts {
             base_url: Some("https://example.com/run/1".into()),
             ..charts

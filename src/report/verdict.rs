@@ -208,7 +208,12 @@ pub(super) fn against_line(verdict: &Verdict) -> String {
 /// relative to where the Markdown will be read.
 pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "## {} throughline gate: {}\n", icon(verdict), headline(verdict));
+    let _ = writeln!(
+        out,
+        "## {} throughline gate: {}\n",
+        icon(verdict),
+        headline(verdict)
+    );
     let _ = writeln!(out, "{}\n", against_line(verdict));
     let _ = writeln!(out, "| C | baseline | candidate | ratio [bounds] | p (Holm) | trials b/c | sd within | sd between | detectable drop | verdict |");
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|");

@@ -92,7 +92,9 @@ pub fn capacity_chart(
     let footer = footer.to_string();
     let title = title.to_string();
     let deadline = deadline_days.filter(|d| d.is_finite() && *d > 0.0);
-    render_png(path, |root| draw(root, &clean, &title, &footer, deadline, notes))
+    render_png(path, |root| {
+        draw(root, &clean, &title, &footer, deadline, notes)
+    })
 }
 
 /// The widest relative P10-P90 spread of a series.
@@ -180,7 +182,9 @@ fn bars(
         "Days on {on}: P50 {}, P10-P90 whisker",
         if log_x { "dot" } else { "bar" }
     );
-    let n = firsts.len().max(1);
+    let n = firsts.len();
+    // At least four rows, so that one node type is a bar, not a block.
+    let rows = n.max(4);
     let names: Vec<String> = firsts
         .iter()
         .map(|(_, name, _)| shorten(name, 22))
@@ -191,7 +195,7 @@ fn bars(
             return String::new();
         }
         // The first node type at the top.
-        let idx = n as i64 - 1 - i as i64;
+        let idx = rows as i64 - 1 - i as i64;
         usize::try_from(idx)
             .ok()
             .and_then(|k| names.get(k).cloned())
@@ -206,12 +210,8 @@ fn bars(
         .margin_bottom(6)
         .x_label_area_size(56)
         .y_label_area_size(180);
-    let y_range = -0.5f64..(n as f64 - 0.5);
-    let x_desc = if log_x {
-        "days (log scale)"
-    } else {
-        "days"
-    };
+    let y_range = -0.5f64..(rows as f64 - 0.5);
+    let x_desc = if log_x { "days (log scale)" } else { "days" };
     macro_rules! panel {
         ($x:expr, $floor:expr) => {{
             let mut cc = builder.build_cartesian_2d($x, y_range.clone())?;
@@ -219,7 +219,7 @@ fn bars(
                 .disable_y_mesh()
                 .x_desc(x_desc)
                 .x_labels(6)
-                .y_labels(n.min(24) + 1)
+                .y_labels(rows.min(24) + 1)
                 .x_label_formatter(&|v| fmt_num(*v))
                 .y_label_formatter(&label_of)
                 .label_style(style::text(style::TICK_SIZE, &style::INK))
@@ -230,7 +230,7 @@ fn bars(
                 .draw()?;
             let half = if n > 12 { 0.3 } else { 0.35 };
             for (row, (i, _, p)) in firsts.iter().enumerate() {
-                let y = (n - 1 - row) as f64;
+                let y = (rows - 1 - row) as f64;
                 let c = series_color(*i);
                 // A bar's length reads as a quantity only on a linear axis; on a log axis, a dot.
                 if log_x {
@@ -255,7 +255,7 @@ fn bars(
             }
             if let Some(d) = deadline {
                 cc.draw_series(DashedLineSeries::new(
-                    vec![(d, -0.5), (d, n as f64 - 0.5)],
+                    vec![(d, -0.5), (d, rows as f64 - 0.5)],
                     10,
                     6,
                     RED.stroke_width(2),

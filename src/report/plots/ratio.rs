@@ -189,7 +189,10 @@ fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
         .draw()?;
 
     let (x0, x1) = (-0.5, n as f64 - 0.5);
-    cc.draw_series(LineSeries::new(vec![(x0, 1.0), (x1, 1.0)], MUTED.stroke_width(2)))?;
+    cc.draw_series(LineSeries::new(
+        vec![(x0, 1.0), (x1, 1.0)],
+        MUTED.stroke_width(2),
+    ))?;
     cc.draw_series(DashedLineSeries::new(
         vec![(x0, floor), (x1, floor)],
         10,
@@ -404,7 +407,11 @@ pub(crate) mod tests {
         v.levels[1].ratio = None;
         v.levels[2].ci_low = Some(f64::NAN);
         ratio_chart(&v, &dir.path().join("a.png")).unwrap();
-        ratio_chart(&verdict(vec![], Outcome::NotComparable), &dir.path().join("b.png")).unwrap();
+        ratio_chart(
+            &verdict(vec![], Outcome::NotComparable),
+            &dir.path().join("b.png"),
+        )
+        .unwrap();
         let many = (1..=64)
             .map(|c| level(c, LevelStatus::Pass, 1.0, 0.98, 1.02))
             .collect();

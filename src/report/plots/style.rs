@@ -84,7 +84,9 @@ pub(crate) fn series_color(i: usize) -> RGBColor {
 const MIN_COLOUR_DISTANCE: i32 = 100;
 
 fn distance(a: RGBColor, b: RGBColor) -> i32 {
-    (a.0 as i32 - b.0 as i32).abs() + (a.1 as i32 - b.1 as i32).abs() + (a.2 as i32 - b.2 as i32).abs()
+    (a.0 as i32 - b.0 as i32).abs()
+        + (a.1 as i32 - b.1 as i32).abs()
+        + (a.2 as i32 - b.2 as i32).abs()
 }
 
 fn hsv(h: f64, s: f64, v: f64) -> RGBColor {

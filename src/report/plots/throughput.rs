@@ -310,7 +310,8 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
 
     // The fitted curve, clipped to the plotting area (plotters does not clip): solid over the
     // levels it was fitted to, dashed beyond them, where it is a guess.
-    let inside = |cx: f64| fitted_range.is_some_and(|(lo, hi)| cx >= lo * 0.999 && cx <= hi * 1.001);
+    let inside =
+        |cx: f64| fitted_range.is_some_and(|(lo, hi)| cx >= lo * 0.999 && cx <= hi * 1.001);
     let mut segment: Vec<(f64, f64)> = Vec::new();
     let mut segment_inside = true;
     let mut pieces: Vec<(bool, Vec<(f64, f64)>)> = Vec::new();
