@@ -126,7 +126,8 @@ pub fn publish_verdict(
             None => charts.clone(),
         },
     };
-    github::append_step_summary(&step_summary(verdict, &charts))?;
+    let wrote_files = files.markdown.is_some() || !charts.pngs.is_empty();
+    github::append_step_summary(&step_summary(verdict, &charts, wrote_files))?;
     github::write_outputs(verdict)?;
     if github::in_actions() {
         for line in github::annotations(verdict) {
@@ -168,8 +169,9 @@ pub fn write_verdict_markdown(
 }
 
 /// The job summary: the verdict and the Mermaid charts. A PNG is linked only under a base
-/// URL; a path on the runner's disk renders as a broken image, so those are only named.
-pub fn step_summary(verdict: &Verdict, charts: &VerdictCharts) -> String {
+/// URL; a path on the runner's disk renders as a broken image, so those are only named (and
+/// the artifact pointed to only when `wrote_files`).
+pub fn step_summary(verdict: &Verdict, charts: &VerdictCharts, wrote_files: bool) -> String {
     let remote: Vec<String> = match &charts.base_url {
         Some(_) => charts
             .pngs
@@ -180,9 +182,11 @@ pub fn step_summary(verdict: &Verdict, charts: &VerdictCharts) -> String {
     };
     let mut out = text::markdown(verdict, &remote);
     out.push_str(&pr_comment::charts(verdict));
-    let names: Vec<String> = charts.pngs.iter().map(|p| file_name(p)).collect();
-    out.push_str(&pr_comment::artifact_line(&names));
-    out.push('\n');
+    if wrote_files {
+        let names: Vec<String> = charts.pngs.iter().map(|p| file_name(p)).collect();
+        out.push_str(&pr_comment::artifact_line(&names));
+        out.push('\n');
+    }
     out
 }
 
@@ -227,7 +231,7 @@ mod tests {
             comment.starts_with("<!-- throughline-verdict -->\n"),
             "{comment}"
         );
-        let summary = step_summary(&v, &charts);
+        let summary = step_summary(&v, &charts, true);
         assert!(!summary.contains(".png)"), "{summary}");
         assert!(summary.contains("```mermaid\n"), "{summary}");
         assert!(
@@ -238,7 +242,8 @@ mod tests {
             base_url: Some("https://example.com/run/1".into()),
             ..charts
         };
-        let summary = step_summary(&v, &remote);
+        let summary = step_summary(&v, &remote, true);
+        assert!(!step_summary(&v, &VerdictCharts::default(), false).contains("artifact"));
         assert!(
             summary.contains("(https://example.com/run/1/ratio.png)"),
             "{summary}"
