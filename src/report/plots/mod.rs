@@ -62,7 +62,7 @@ pub fn write_run_plots(
     paths.push(path);
 
     let path = out_dir.join(PER_REQUEST_PNG);
-    throughput::per_request_chart(result, &footer, &path)?;
+    throughput::per_request_chart(result, baseline.is_some(), &footer, &path)?;
     paths.push(path);
 
     let path = out_dir.join(LATENCY_PNG);

@@ -118,7 +118,14 @@ pub(crate) fn throughput_chart(
     render_png(path, |root| draw_scaling(root, &chart))
 }
 
-pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path) -> Result<()> {
+/// `baseline_given`: a baseline was drawn on the throughput chart; without a relative run's base
+/// arm its per-request speeds are not at hand, and the chart says so rather than omit it quietly.
+pub(crate) fn per_request_chart(
+    result: &RunResult,
+    baseline_given: bool,
+    footer: &Footer,
+    path: &Path,
+) -> Result<()> {
     let kind = Levels::of(result);
     let (levels, mut notes) = samples(
         &result.levels,
@@ -150,6 +157,12 @@ pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path
             levels: base_levels,
             dodge: 1.0 / dodge,
         });
+    } else if baseline_given {
+        notes.push(
+            "the baseline's per-request speeds are not drawn here: only a relative run's base \
+             arm has them at hand (its throughput is on throughput.png)"
+                .to_string(),
+        );
     }
     let dodge = if runs.is_empty() || levels.len() > DENSE_LEVELS {
         1.0
