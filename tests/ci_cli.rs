@@ -182,10 +182,19 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
         "{summary}"
     );
     assert!(summary.contains("`origin/main`"), "{summary}");
-    for png in ["throughput.png", "per_request.png", "latency.png"] {
-        assert!(summary.contains(&format!("]({png})")), "{summary}");
+    // The summary shows Mermaid charts and names the PNGs; a local path would be a broken image.
+    assert!(summary.contains("\nxychart-beta\n"), "{summary}");
+    for png in [
+        "ratio.png",
+        "throughput.png",
+        "per_request.png",
+        "latency.png",
+    ] {
+        assert!(summary.contains(&format!("`{png}`")), "{summary}");
+        assert!(!summary.contains(&format!("]({png})")), "{summary}");
         assert!(pass_dir.join(png).is_file(), "{png}");
     }
+    assert!(pass_dir.join("pr-comment.md").is_file());
     for f in [
         "results.json",
         "requests.jsonl",

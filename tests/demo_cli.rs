@@ -69,6 +69,10 @@ fn demo_measures_gates_plots_and_plans() {
         "verdict.md",
         "throughput.png",
         "report.md",
+        "ratio.png",
+        "pr-comment.md",
+        "capacity.png",
+        "plan.json",
     ] {
         assert!(out_dir.join(file).is_file(), "{file} missing");
     }

@@ -331,3 +331,103 @@ fn bad_input_exits_2_with_a_message() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("missing.json"), "{stderr}");
 }
+
+/// A relative run: the base arm as measured, the head 9% slower at C = 1 and 4.
+fn relative_run() -> RunResult {
+    let base = sweep(&[1, 4, 16], 6);
+    let mut head = base.clone();
+    for l in &mut head.levels {
+        if l.concurrency <= 4 {
+            for t in &mut l.trials {
+                t.output_tok_per_s *= 0.91;
+                t.per_request_tok_per_s = t.per_request_tok_per_s.map(|x| x * 0.91);
+            }
+        }
+    }
+    head.base = Some(throughline::record::BaseArm {
+        endpoints: 1,
+        model: Some("sim-model".into()),
+        levels: base.levels,
+    });
+    head
+}
+
+fn orange_pixels(rgb: &[u8]) -> usize {
+    rgb.chunks(3)
+        .filter(|px| px[0] > 200 && px[1] > 90 && px[1] < 150 && px[2] < 60)
+        .count()
+}
+
+/// Issue 20 items 4-5 and issue 16 item 1, through the real binary: `gate --out plots
+/// --markdown reports/verdict.md` links the charts from reports/ (not from the working
+/// directory), writes ratio.png and pr-comment.md beside verdict.md, and the job summary shows
+/// Mermaid charts and links no PNG; per_request.png draws the base arm.
+#[test]
+fn gate_links_from_the_markdown_folder_and_writes_the_comment() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.json");
+    relative_run().save(&results).unwrap();
+    let summary = dir.path().join("summary.md");
+    let output = Command::new(env!("CARGO_BIN_EXE_throughline"))
+        .current_dir(dir.path())
+        .args([
+            "gate",
+            "--results",
+            "results.json",
+            "--out",
+            "plots",
+            "--markdown",
+            "reports/verdict.md",
+        ])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a 9% drop at C=1 and 4 is a regression: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let reports = dir.path().join("reports");
+    let md = std::fs::read_to_string(reports.join("verdict.md")).unwrap();
+    assert!(md.contains("](ratio.png)"), "{md}");
+    assert!(md.contains("](../plots/throughput.png)"), "{md}");
+    assert!(md.contains("](../plots/per_request.png)"), "{md}");
+    let (w, h, ratio) = decode(&reports.join("ratio.png"));
+    assert_eq!((w, h), (WIDTH, HEIGHT));
+    assert!(
+        dark_pixels(&ratio, w, 10..45) > 300,
+        "no title on ratio.png"
+    );
+    let red = ratio
+        .chunks(3)
+        .filter(|px| px[0] > 190 && px[1] < 70 && px[2] < 70)
+        .count();
+    assert!(red > 1500, "failed levels not drawn in red ({red} pixels)");
+
+    let comment = std::fs::read_to_string(reports.join("pr-comment.md")).unwrap();
+    assert!(
+        comment.starts_with("<!-- throughline-verdict -->\n### ❌ throughline: REGRESSION"),
+        "{comment}"
+    );
+    assert!(comment.contains("\nxychart-beta\n"), "{comment}");
+    assert!(!comment.contains(".png)"), "{comment}");
+
+    let summary = std::fs::read_to_string(&summary).unwrap();
+    assert!(summary.contains("\nxychart-beta\n"), "{summary}");
+    assert!(!summary.contains(".png)"), "a local PNG linked: {summary}");
+    assert!(summary.contains("`ratio.png`"), "{summary}");
+
+    // The base arm is drawn beside the run on per_request.png; a run alone has no orange.
+    let (_, _, rgb) = decode(&dir.path().join("plots/per_request.png"));
+    let with_base = orange_pixels(&rgb);
+    let (output, out) = plot(dir.path(), &sweep(&[1, 4, 16], 6), &[]);
+    ok(&output);
+    let (_, _, rgb) = decode(&out.join("per_request.png"));
+    let alone = orange_pixels(&rgb);
+    assert!(
+        with_base > 300 && alone < 20,
+        "base arm on per_request.png: {with_base} orange pixels, run alone {alone}"
+    );
+}

@@ -29,7 +29,7 @@ use crate::profile::Profile;
 use crate::record::files::{JUNIT_XML, VERDICT_JSON, VERDICT_MD};
 use crate::record::{Environment, RunResult};
 use crate::report::github;
-use crate::report::run::{publish_verdict, write_run_files, VerdictFiles};
+use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
 
 /// Run the profile beside a baseline, gate it against the baseline on the target branch,
 /// and report for GitHub Actions (job summary, outputs, annotations, artifacts folder).
@@ -241,7 +241,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         None => baseline.trials_by_level(),
     };
     let written = write_run_files(result, Some(&beside), &args.out)?;
-    let images = image_links(&written, args.image_base_url.as_deref());
+    let charts = VerdictCharts::of(&written, args.image_base_url.as_deref());
 
     let mut verdict = evaluate(&baseline, result, &settings)?;
     verdict.baseline_ref = Some(reference);
@@ -253,23 +253,10 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         junit: Some(args.out.join(JUNIT_XML)),
         markdown: Some(args.out.join(VERDICT_MD)),
     };
-    publish_verdict(&verdict, &files, &images)?;
+    publish_verdict(&verdict, &files, &charts)?;
     github::append_step_summary(&footer(result, &args.out))?;
     println!("files: {}", args.out.display());
     Ok(verdict.exit())
-}
-
-/// The PNGs among `written`, as links for Markdown that sits beside them (or under `base`).
-fn image_links(written: &[PathBuf], base: Option<&str>) -> Vec<String> {
-    written
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "png"))
-        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .map(|name| match base {
-            Some(b) => format!("{}/{name}", b.trim_end_matches('/')),
-            None => name,
-        })
-        .collect()
 }
 
 /// What was measured where, and where the files are: closes the job summary.
@@ -428,18 +415,5 @@ mod tests {
         let err = resolve_ref(None, Some("")).unwrap_err().to_string();
         assert!(err.contains("--baseline-ref"), "{err}");
         assert!(resolve_ref(None, None).is_err());
-    }
-
-    #[test]
-    fn only_pngs_are_linked() {
-        let written = vec![
-            PathBuf::from("out/throughput.png"),
-            PathBuf::from("out/report.md"),
-        ];
-        assert_eq!(image_links(&written, None), vec!["throughput.png"]);
-        assert_eq!(
-            image_links(&written, Some("https://x/y/")),
-            vec!["https://x/y/throughput.png"]
-        );
     }
 }

@@ -16,6 +16,8 @@ use crate::gate::baseline::Baseline;
 use crate::gate::evaluate;
 use crate::load::BenchSetup;
 use crate::profile::Profile;
+use crate::record::files::{LATENCY_PNG, PER_REQUEST_PNG, THROUGHPUT_PNG, VERDICT_MD};
+use crate::report::run::{write_verdict_markdown, VerdictCharts};
 use crate::report::verdict;
 use crate::sim::{SimCluster, SimConfig};
 
@@ -90,11 +92,19 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
         "\ndemo: gating head against base, measured in the same job (relative mode; \
          baselines/demo.toml vouches for the profile and gives the settings)"
     );
+    let beside = outcome
+        .result
+        .base
+        .as_ref()
+        .map(|b| crate::record::trials_by_level(&b.levels));
+    super::bench::write_plots(&outcome.result, beside.as_deref(), out);
     match evaluate(&baseline, &outcome.result, &baseline.gate) {
         Ok(v) => {
             print!("{}", verdict::console(&v));
-            std::fs::write(out.join("verdict.md"), verdict::markdown(&v, &[]))
-                .with_context(|| format!("cannot write {}", out.join("verdict.md").display()))?;
+            // verdict.md links the charts just drawn; ratio.png and pr-comment.md go beside it.
+            let pngs = [THROUGHPUT_PNG, PER_REQUEST_PNG, LATENCY_PNG].map(|p| out.join(p));
+            let charts = VerdictCharts::of(&pngs, None);
+            write_verdict_markdown(&v, &out.join(VERDICT_MD), &charts)?;
             println!(
                 "\ndemo: the verdict is shown for illustration (the head is slowed on purpose); the \
                  demo's own exit code is 0 when it measured. In CI, `throughline gate` and \
@@ -103,12 +113,6 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
         }
         Err(e) => println!("demo: gate not run: {e:#}"),
     }
-    let beside = outcome
-        .result
-        .base
-        .as_ref()
-        .map(|b| crate::record::trials_by_level(&b.levels));
-    super::bench::write_plots(&outcome.result, beside.as_deref(), out);
 
     // The seeds' question, asked of this (simulated) node: how long would 902,087
     // completions of ~1,818 output tokens take?
@@ -121,6 +125,8 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
         // The simulated node: two replicas, counted as one "GPU" each.
         replicas_per_node: Some(2),
         gpus_per_node: Some(2),
+        // plan.json and capacity.png beside the run's files: the demo is a full set.
+        out: Some(out.to_path_buf()),
         ..Default::default()
     };
     if let Err(e) = super::plan::run(plan_args) {

@@ -1,6 +1,6 @@
 //! `throughline gate`: compare a run with a baseline and decide.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -11,7 +11,7 @@ use crate::gate::{evaluate, evaluate_relative};
 use crate::profile::GateSettings;
 use crate::record::trials_by_level;
 use crate::record::RunResult;
-use crate::report::run::{publish_verdict, write_run_files, VerdictFiles};
+use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
 
 #[derive(Debug, Args, Clone)]
 pub struct GateArgs {
@@ -95,53 +95,16 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         (None, Some(b)) => b.trials_by_level(),
         (None, None) => Vec::new(),
     };
-    let images = match &args.out {
-        Some(out) => draw(&candidate, &beside, out, args.markdown.as_deref())?,
-        None => Vec::new(),
+    let charts = match &args.out {
+        Some(out) => VerdictCharts::of(&write_run_files(&candidate, Some(&beside), out)?, None),
+        None => VerdictCharts::default(),
     };
     let files = VerdictFiles {
         json: args.json.clone(),
         junit: args.junit.clone(),
         markdown: args.markdown.clone(),
     };
-    publish_verdict(&verdict, &files, &images)?;
+    publish_verdict(&verdict, &files, &charts)?;
     args.export.write(&candidate, Some(&verdict))?;
     Ok(verdict.exit())
-}
-
-/// Writes the charts (baseline trials beside the run, the USL curve with 3+ levels) and
-/// report.md into `out`; returns the chart links for the Markdown summary: file names when
-/// the summary is written into `out` too, else paths as given.
-fn draw(
-    run: &RunResult,
-    beside: &[(u32, Vec<f64>)],
-    out: &Path,
-    markdown: Option<&Path>,
-) -> Result<Vec<String>> {
-    let written = write_run_files(run, Some(beside), out)?;
-    let same_dir = markdown
-        .and_then(|m| m.parent())
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                p
-            }
-        })
-        .and_then(|p| p.canonicalize().ok())
-        .is_some_and(|p| out.canonicalize().is_ok_and(|o| o == p));
-    Ok(written
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "png"))
-        .map(|p| {
-            if same_dir {
-                p.file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned()
-            } else {
-                p.display().to_string()
-            }
-        })
-        .collect())
 }

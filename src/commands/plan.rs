@@ -12,8 +12,8 @@ use crate::plan::request::{Limits, RunNode};
 use crate::plan::workload::{human_duration, parse_count, parse_duration};
 use crate::plan::{plan, Catalog, Facts, PlanRequest, Workload};
 use crate::record::RunResult;
-use crate::report::plan::{capacity_series, render_json, render_table};
-use crate::report::plots::{capacity_chart, CAPACITY_PNG};
+use crate::report::plan::{render_json, render_table, write_capacity_chart};
+use crate::report::plots::CAPACITY_PNG;
 
 /// Console table or JSON on standard output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -361,19 +361,7 @@ fn write_outputs(plan: &crate::plan::Plan, json: &str, dir: &Path) -> Result<()>
     let json_path = dir.join("plan.json");
     write_atomic(&json_path, json.as_bytes())?;
     let png = dir.join(CAPACITY_PNG);
-    let title = format!(
-        "Days to generate {:.3e} output tokens, by node count",
-        plan.workload.output_tokens
-    );
-    let footer = format!(
-        "throughline plan; P50 line, P10-P90 band; {}{}; prices illustrative",
-        plan.results
-            .as_deref()
-            .map(|r| format!("from {r} and "))
-            .unwrap_or_default(),
-        plan.catalog
-    );
-    capacity_chart(&capacity_series(plan), &title, &footer, &png)?;
+    write_capacity_chart(plan, &png)?;
     eprintln!(
         "plan: {} and {}{}",
         json_path.display(),

@@ -13,6 +13,12 @@ pub const REPORT_MD: &str = "report.md";
 pub const VERDICT_JSON: &str = "verdict.json";
 pub const VERDICT_MD: &str = "verdict.md";
 pub const JUNIT_XML: &str = "junit.xml";
+/// The pull-request comment body (Markdown): a hidden marker line ([`PR_COMMENT_MARKER`]),
+/// the verdict, the per-level table and a Mermaid chart GitHub draws itself.
+pub const PR_COMMENT_MD: &str = "pr-comment.md";
+/// The first line of [`PR_COMMENT_MD`]: a workflow finds its earlier comment by it and
+/// updates that one (one sticky comment per pull request).
+pub const PR_COMMENT_MARKER: &str = "<!-- throughline-verdict -->";
 /// The charts.
 pub const THROUGHPUT_PNG: &str = "throughput.png";
 pub const PER_REQUEST_PNG: &str = "per_request.png";
@@ -22,21 +28,25 @@ pub const CAPACITY_PNG: &str = "capacity.png";
 pub const TREND_JSON: &str = "trend.json";
 pub const TREND_MD: &str = "trend.md";
 pub const TREND_PNG: &str = "trend.png";
+/// The gate's candidate / baseline ratio per level.
+pub const RATIO_PNG: &str = "ratio.png";
 /// The capacity plan (JSON).
 pub const PLAN_JSON: &str = "plan.json";
 
 /// What a run's steps write from its journal (everything but the journal itself): a new run
 /// removes these from its output folder before it starts its journal, so a run killed part
 /// way never leaves a complete-looking result of the run before beside a new journal.
-pub const DERIVED_FILES: [&str; 10] = [
+pub const DERIVED_FILES: [&str; 12] = [
     RESULTS_FILE,
     SUMMARY_FILE,
     REPORT_MD,
     VERDICT_JSON,
     VERDICT_MD,
     JUNIT_XML,
+    PR_COMMENT_MD,
     THROUGHPUT_PNG,
     PER_REQUEST_PNG,
     LATENCY_PNG,
     CAPACITY_PNG,
+    RATIO_PNG,
 ];

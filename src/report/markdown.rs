@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use crate::record::{ErrorClass, LevelResult, RunResult, TrialResult};
 use crate::stats::Spread;
 
+use super::links;
+
 /// The whole report. `images` are linked by file name (they sit beside the report).
 pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
     let mut out = String::new();
@@ -138,7 +140,7 @@ pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
             let Some(name) = image.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            let _ = writeln!(out, "![{}]({})\n", alt_text(name), link(name));
+            let _ = writeln!(out, "![{}]({})\n", alt_text(name), links::escape(name));
         }
     }
     out
@@ -264,15 +266,9 @@ fn alt_text(file: &str) -> &str {
         "per_request.png" => "Per-request speed vs concurrency",
         "latency.png" => "TTFT and ITL vs concurrency",
         "capacity.png" => "Days to finish vs node count",
+        "ratio.png" => "Candidate / baseline per level",
         other => other,
     }
-}
-
-/// A relative link target: spaces and parentheses would end a Markdown link early.
-fn link(name: &str) -> String {
-    name.replace(' ', "%20")
-        .replace('(', "%28")
-        .replace(')', "%29")
 }
 
 /// Text safe inside a table cell or a list item: pipes escaped, newlines folded.

@@ -1,14 +1,17 @@
 //! Turning results into things people read: console tables, Markdown, JSON, JUnit,
-//! GitHub Actions annotations and PNG plots.
+//! GitHub Actions annotations, the pull-request comment, Mermaid charts and PNG plots.
 
 pub mod combined;
 pub mod console;
 pub mod export;
 pub mod github;
 pub mod junit;
+pub mod links;
 pub mod markdown;
+pub mod mermaid;
 pub mod plan;
 pub mod plots;
+pub mod pr_comment;
 pub mod run;
 pub mod trend;
 pub mod verdict;

@@ -1,13 +1,16 @@
 //! The plan as people and programs read it: a console table with details, JSON, and the
-//! capacity chart's series (days against node count).
+//! capacity chart (days on one node, days against node count, the deadline).
 
 use std::fmt::Write;
+use std::path::Path;
+
+use anyhow::Result;
 
 use crate::plan::answer::{NodePlan, Plan};
 use crate::plan::figures::SECONDS_PER_DAY;
 use crate::plan::workload::human_duration;
 
-use super::plots::{CapacityPoint, CapacitySeries};
+use super::plots::{capacity_chart, CapacityPoint, CapacitySeries};
 
 /// `1234567.8` as `1,234,568`.
 pub fn thousands(x: f64) -> String {
@@ -329,9 +332,72 @@ pub fn capacity_series(plan: &Plan) -> Vec<CapacitySeries> {
         .collect()
 }
 
+/// A count in words a reader takes in at once: "1.64 billion", "902 thousand", "512".
+pub fn plain_count(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".to_string();
+    }
+    for (scale, word) in [(1e12, "trillion"), (1e9, "billion"), (1e6, "million")] {
+        if x.abs() >= scale {
+            let v = x / scale;
+            let digits = if v.abs() >= 100.0 {
+                0
+            } else if v.abs() >= 10.0 {
+                1
+            } else {
+                2
+            };
+            return format!("{v:.digits$} {word}");
+        }
+    }
+    thousands(x)
+}
+
+/// The chart's title: what is projected, in plain words.
+pub fn capacity_title(plan: &Plan) -> String {
+    let w = &plan.workload;
+    let completions = w
+        .completions
+        .map(|c| format!(" ({} completions)", thousands(c)))
+        .unwrap_or_default();
+    format!(
+        "Days to generate {} output tokens{completions}",
+        plain_count(w.output_tokens)
+    )
+}
+
+/// Writes `capacity.png` for `plan`: the title in plain words, the deadline when set.
+pub fn write_capacity_chart(plan: &Plan, png: &Path) -> Result<()> {
+    let footer = format!(
+        "throughline plan; {}{}; prices illustrative",
+        plan.results
+            .as_deref()
+            .map(|r| format!("from {r} and "))
+            .unwrap_or_default(),
+        plan.catalog
+    );
+    let deadline = plan.limits.deadline_s.map(|s| s / SECONDS_PER_DAY);
+    capacity_chart(
+        &capacity_series(plan),
+        &capacity_title(plan),
+        &footer,
+        deadline,
+        png,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_in_words() {
+        assert_eq!(plain_count(1_640_000_000.0), "1.64 billion");
+        assert_eq!(plain_count(1_639_994_166.0), "1.64 billion");
+        assert_eq!(plain_count(12_500_000.0), "12.5 million");
+        assert_eq!(plain_count(902_087.0), "902,087");
+        assert_eq!(plain_count(3.2e12), "3.20 trillion");
+    }
 
     #[test]
     fn thousands_separators() {

@@ -7,12 +7,12 @@ use std::fmt::Write;
 use crate::gate::{LevelStatus, LevelVerdict, Outcome, Verdict};
 use crate::stats::decision::{DecisionSettings, Design};
 
-fn opt(v: Option<f64>, digits: usize) -> String {
+pub(super) fn opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}"))
         .unwrap_or_else(|| "-".into())
 }
 
-fn ratio_text(v: &LevelVerdict) -> String {
+pub(super) fn ratio_text(v: &LevelVerdict) -> String {
     let bound = |b: Option<f64>| b.map_or("∞".to_string(), |b| format!("{b:.3}"));
     match v.ratio {
         Some(r) if v.p_slower.is_some() => {
@@ -31,7 +31,7 @@ fn p_text(p: Option<f64>) -> String {
     }
 }
 
-fn percent(v: Option<f64>) -> String {
+pub(super) fn percent(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{:.1}%", x * 100.0))
 }
 
@@ -48,7 +48,7 @@ fn sigma_b_text(v: &LevelVerdict) -> String {
 }
 
 /// The level's name: "8" for throughput, "8 TTFT p99" for a latency gate.
-fn level_name(v: &LevelVerdict) -> String {
+pub(super) fn level_name(v: &LevelVerdict) -> String {
     if v.metric.is_throughput() {
         v.concurrency.to_string()
     } else {
@@ -56,7 +56,7 @@ fn level_name(v: &LevelVerdict) -> String {
     }
 }
 
-fn note(v: &LevelVerdict) -> String {
+pub(super) fn note(v: &LevelVerdict) -> String {
     v.note
         .as_ref()
         .map(|n| format!(" ({n})"))
@@ -181,27 +181,40 @@ pub fn console(verdict: &Verdict) -> String {
     out
 }
 
-/// A Markdown summary (for `$GITHUB_STEP_SUMMARY` or a report file). `images` are paths
-/// relative to where the Markdown will be read.
-pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
-    let mut out = String::new();
-    let icon = match verdict.outcome {
+/// The outcome at a glance, for Markdown headings.
+pub(super) fn icon(verdict: &Verdict) -> &'static str {
+    match verdict.outcome {
         Outcome::Pass => "✅",
         Outcome::Inconclusive => "❔",
         Outcome::Regression => "❌",
         Outcome::NotComparable => "⚠️",
-    };
-    let _ = writeln!(out, "## {icon} throughline gate: {}\n", headline(verdict));
+    }
+}
+
+/// "Profile `p`, baseline `b` at `ref`."
+pub(super) fn against_line(verdict: &Verdict) -> String {
     let at = verdict
         .baseline_ref
         .as_ref()
         .map(|r| format!(" at `{r}`"))
         .unwrap_or_default();
+    format!(
+        "Profile `{}`, baseline `{}`{at}.",
+        verdict.profile_name, verdict.baseline_name
+    )
+}
+
+/// A Markdown summary (for `$GITHUB_STEP_SUMMARY` or a report file). `images` are paths
+/// relative to where the Markdown will be read.
+pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
+    let mut out = String::new();
     let _ = writeln!(
         out,
-        "Profile `{}`, baseline `{}`{at}.\n",
-        verdict.profile_name, verdict.baseline_name
+        "## {} throughline gate: {}\n",
+        icon(verdict),
+        headline(verdict)
     );
+    let _ = writeln!(out, "{}\n", against_line(verdict));
     let _ = writeln!(out, "| C | baseline | candidate | ratio [bounds] | p (Holm) | trials b/c | sd within | sd between | detectable drop | verdict |");
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|");
     for v in &verdict.levels {

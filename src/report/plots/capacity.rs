@@ -1,5 +1,6 @@
-//! `capacity.png` for the capacity planner: days to finish against node count, one line per
-//! node type (the P50), with its P10-P90 band.
+//! `capacity.png` for the capacity planner: days on one node per node type (bars with P10-P90
+//! whiskers) beside days to finish against node count (a P50 line per node type with its
+//! P10-P90 band), the deadline drawn on both.
 
 use std::path::Path;
 
@@ -7,7 +8,7 @@ use anyhow::Result;
 use plotters::prelude::*;
 
 use super::axis::{fmt_num, linear_top, wants_log, LogAxis, LogTicks, TickedAxis};
-use super::style::{self, LegendEntry, Mark, PALETTE};
+use super::style::{self, series_color, LegendEntry, Mark, RED};
 use super::{render_png, Root};
 
 /// One node type's projection.
@@ -32,13 +33,19 @@ const LOG_RATIO: f64 = 30.0;
 /// The x-axis turns logarithmic (powers of two) when node counts span more than this ratio.
 const LOG_NODES_RATIO: f64 = 16.0;
 
-/// Draws days to finish against node count, one line per series with its P10-P90 band, and
-/// writes it to `path` (a PNG of [`super::WIDTH`] x [`super::HEIGHT`]). `footer` goes in the
-/// bottom-left corner (say what the projection is for and the date of its inputs).
+/// Below this relative P10-P90 spread a band would be thinner than the line: the legend then
+/// says so instead of promising a band.
+const THIN_BAND: f64 = 0.04;
+
+/// Draws two panels: on the left, days on one node for each node type (the P50 as a bar, the
+/// P10-P90 as a whisker); on the right, days to finish against node count (the P50 as a line,
+/// the P10-P90 as a band where it is wide enough to see). `deadline_days` is drawn on both.
+/// `footer` goes in the bottom-left corner (what the projection is for, the date of its inputs).
 pub fn capacity_chart(
     series: &[CapacitySeries],
     title: &str,
     footer: &str,
+    deadline_days: Option<f64>,
     path: &Path,
 ) -> Result<()> {
     // Keep points that can be drawn: positive finite nodes and days, sorted by nodes.
@@ -84,7 +91,18 @@ pub fn capacity_chart(
     }
     let footer = footer.to_string();
     let title = title.to_string();
-    render_png(path, |root| draw(root, &clean, &title, &footer, notes))
+    let deadline = deadline_days.filter(|d| d.is_finite() && *d > 0.0);
+    render_png(path, |root| {
+        draw(root, &clean, &title, &footer, deadline, notes)
+    })
+}
+
+/// The widest relative P10-P90 spread of a series.
+fn spread(points: &[CapacityPoint]) -> f64 {
+    points
+        .iter()
+        .map(|p| (p.days_p90 - p.days_p10) / p.days_p50)
+        .fold(0.0, f64::max)
 }
 
 fn draw(
@@ -92,19 +110,32 @@ fn draw(
     series: &[(&str, Vec<CapacityPoint>)],
     title: &str,
     footer: &str,
+    deadline: Option<f64>,
     notes: Vec<String>,
 ) -> Result<()> {
-    let legend: Vec<LegendEntry> = series
+    let mut legend: Vec<LegendEntry> = series
         .iter()
         .enumerate()
-        .map(|(i, (name, _))| {
-            LegendEntry::new(
-                format!("{name}: P50, band P10-P90"),
-                Mark::Band,
-                PALETTE[i % PALETTE.len()],
-            )
+        .map(|(i, (name, pts))| {
+            // A band is promised only where it is wide enough to see.
+            let label = if spread(pts) >= THIN_BAND {
+                name.to_string()
+            } else {
+                format!(
+                    "{name} (P10-P90 within {:.0}%: no band to see)",
+                    THIN_BAND * 100.0
+                )
+            };
+            LegendEntry::new(label, Mark::Band, series_color(i))
         })
         .collect();
+    if let Some(d) = deadline {
+        legend.push(LegendEntry::new(
+            format!("deadline: {} days", fmt_num(d)),
+            Mark::Dashed,
+            RED,
+        ));
+    }
     let notes = style::fold_notes(notes);
     let area = style::draw_frame(
         root,
@@ -116,20 +147,157 @@ fn draw(
             footer_right: "",
         },
     )?;
+    let (w, _) = area.dim_in_pixel();
+    let (left, right) = area.split_horizontally(w * 2 / 5);
+    bars(&left, series, deadline)?;
+    lines(&right, series, deadline)?;
+    Ok(())
+}
+
+/// Days on the fewest nodes drawn (one, as the planner draws it): a bar per node type.
+fn bars(
+    area: &Root<'_>,
+    series: &[(&str, Vec<CapacityPoint>)],
+    deadline: Option<f64>,
+) -> Result<()> {
+    let firsts: Vec<(usize, &str, CapacityPoint)> = series
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (name, pts))| pts.first().map(|p| (i, *name, *p)))
+        .collect();
+    let nodes: Vec<f64> = firsts.iter().map(|(_, _, p)| p.nodes).collect();
+    let on = match nodes.first() {
+        Some(n) if nodes.iter().all(|m| m == n) && *n == 1.0 => "one node".to_string(),
+        Some(n) if nodes.iter().all(|m| m == n) => format!("{} nodes", fmt_num(*n)),
+        _ => "the fewest nodes drawn".to_string(),
+    };
+    let days = || {
+        firsts
+            .iter()
+            .flat_map(|(_, _, p)| [p.days_p10, p.days_p90])
+            .chain(deadline)
+    };
+    let log_x = wants_log(days(), LOG_RATIO);
+    let caption = format!(
+        "Days on {on}: P50 {}, P10-P90 whisker",
+        if log_x { "dot" } else { "bar" }
+    );
+    let n = firsts.len();
+    // At least four rows, so that one node type is a bar, not a block.
+    let rows = n.max(4);
+    let names: Vec<String> = firsts
+        .iter()
+        .map(|(_, name, _)| shorten(name, 22))
+        .collect();
+    let label_of = |v: &f64| {
+        let i = v.round();
+        if (v - i).abs() > 1e-6 || i < 0.0 {
+            return String::new();
+        }
+        // The first node type at the top.
+        let idx = rows as i64 - 1 - i as i64;
+        usize::try_from(idx)
+            .ok()
+            .and_then(|k| names.get(k).cloned())
+            .unwrap_or_default()
+    };
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(caption, style::text(style::PANEL_TITLE_SIZE, &style::INK))
+        .margin_left(12)
+        .margin_right(16)
+        .margin_top(6)
+        .margin_bottom(6)
+        .x_label_area_size(56)
+        .y_label_area_size(180);
+    let y_range = -0.5f64..(rows as f64 - 0.5);
+    let x_desc = if log_x { "days (log scale)" } else { "days" };
+    macro_rules! panel {
+        ($x:expr, $floor:expr) => {{
+            let mut cc = builder.build_cartesian_2d($x, y_range.clone())?;
+            cc.configure_mesh()
+                .disable_y_mesh()
+                .x_desc(x_desc)
+                .x_labels(6)
+                .y_labels(rows.min(24) + 1)
+                .x_label_formatter(&|v| fmt_num(*v))
+                .y_label_formatter(&label_of)
+                .label_style(style::text(style::TICK_SIZE, &style::INK))
+                .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
+                .bold_line_style(style::GRID_BOLD)
+                .light_line_style(style::GRID_LIGHT)
+                .max_light_lines(1)
+                .draw()?;
+            let half = if n > 12 { 0.3 } else { 0.35 };
+            for (row, (i, _, p)) in firsts.iter().enumerate() {
+                let y = (rows - 1 - row) as f64;
+                let c = series_color(*i);
+                // A bar's length reads as a quantity only on a linear axis; on a log axis, a dot.
+                if log_x {
+                    cc.draw_series(std::iter::once(Circle::new((p.days_p50, y), 8, c.filled())))?;
+                } else {
+                    cc.draw_series(std::iter::once(Rectangle::new(
+                        [($floor, y - half), (p.days_p50, y + half)],
+                        c.mix(0.85).filled(),
+                    )))?;
+                }
+                let whisker = style::INK.stroke_width(2);
+                cc.draw_series(std::iter::once(PathElement::new(
+                    vec![(p.days_p10, y), (p.days_p90, y)],
+                    whisker,
+                )))?;
+                for x in [p.days_p10, p.days_p90] {
+                    cc.draw_series(std::iter::once(PathElement::new(
+                        vec![(x, y - half * 0.6), (x, y + half * 0.6)],
+                        whisker,
+                    )))?;
+                }
+            }
+            if let Some(d) = deadline {
+                cc.draw_series(DashedLineSeries::new(
+                    vec![(d, -0.5), (d, rows as f64 - 0.5)],
+                    10,
+                    6,
+                    RED.stroke_width(2),
+                ))?;
+            }
+        }};
+    }
+    if log_x {
+        let axis = LogAxis::around(days(), 1.3, LogTicks::Decades);
+        let floor = axis.range().start;
+        panel!(axis, floor)
+    } else {
+        panel!(0f64..linear_top(days()), 0.0)
+    }
+    Ok(())
+}
+
+/// Days to finish against node count: a line per node type with its band.
+fn lines(
+    area: &Root<'_>,
+    series: &[(&str, Vec<CapacityPoint>)],
+    deadline: Option<f64>,
+) -> Result<()> {
     let nodes = || series.iter().flat_map(|(_, p)| p.iter().map(|p| p.nodes));
     let days = || {
         series
             .iter()
             .flat_map(|(_, p)| p.iter().flat_map(|p| [p.days_p10, p.days_p90]))
+            .chain(deadline)
     };
-    let mut builder = ChartBuilder::on(&area);
+    let mut builder = ChartBuilder::on(area);
     builder
-        .margin_left(24)
+        .caption(
+            "Days to finish by node count: P50 line, P10-P90 band",
+            style::text(style::PANEL_TITLE_SIZE, &style::INK),
+        )
+        .margin_left(12)
         .margin_right(40)
         .margin_top(6)
         .margin_bottom(6)
         .x_label_area_size(56)
-        .y_label_area_size(90);
+        .y_label_area_size(70);
     let log_x = wants_log(nodes(), LOG_NODES_RATIO);
     let log_y = wants_log(days(), LOG_RATIO);
     let x_desc = if log_x { "nodes (log2 scale)" } else { "nodes" };
@@ -141,11 +309,13 @@ fn draw(
     // Four shapes of chart, one drawing routine.
     macro_rules! chart {
         ($x:expr, $y:expr) => {{
-            let mut cc = builder.build_cartesian_2d($x, $y)?;
+            let x_axis = $x;
+            let (x_lo, x_hi) = (x_axis.range().start, x_axis.range().end);
+            let mut cc = builder.build_cartesian_2d(x_axis, $y)?;
             cc.configure_mesh()
                 .x_desc(x_desc)
                 .y_desc(y_desc)
-                .x_labels(12)
+                .x_labels(10)
                 .y_labels(8)
                 .x_label_formatter(&|v| fmt_num(*v))
                 .y_label_formatter(&|v| fmt_num(*v))
@@ -154,21 +324,28 @@ fn draw(
                 .bold_line_style(style::GRID_BOLD)
                 .light_line_style(style::GRID_LIGHT)
                 .max_light_lines(2)
-                .max_light_lines(2)
                 .draw()?;
+            if let Some(d) = deadline {
+                cc.draw_series(DashedLineSeries::new(
+                    vec![(x_lo, d), (x_hi, d)],
+                    10,
+                    6,
+                    RED.stroke_width(2),
+                ))?;
+            }
             for (i, (_, pts)) in series.iter().enumerate() {
-                let c = PALETTE[i % PALETTE.len()];
-                if pts.len() > 1 {
+                let c = series_color(i);
+                if pts.len() > 1 && spread(pts) >= THIN_BAND {
                     let mut band: Vec<(f64, f64)> =
                         pts.iter().map(|p| (p.nodes, p.days_p90)).collect();
                     band.extend(pts.iter().rev().map(|p| (p.nodes, p.days_p10)));
-                    cc.draw_series(std::iter::once(Polygon::new(band, c.mix(0.18).filled())))?;
+                    cc.draw_series(std::iter::once(Polygon::new(band, c.mix(0.25).filled())))?;
                 }
-                // The band's edges, and the P10-P90 bar at each point (all a single point has).
+                // The P10-P90 bar at each point (all a single point has).
                 for p in pts {
                     cc.draw_series(std::iter::once(PathElement::new(
                         vec![(p.nodes, p.days_p10), (p.nodes, p.days_p90)],
-                        c.mix(0.6).stroke_width(2),
+                        c.mix(0.7).stroke_width(2),
                     )))?;
                 }
                 cc.draw_series(LineSeries::new(
@@ -194,6 +371,15 @@ fn draw(
         (false, false) => chart!(x_lin(), y_lin()),
     }
     Ok(())
+}
+
+/// `text` cut to `max` characters with an ellipsis.
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        text.chars().take(max - 1).collect::<String>() + "…"
+    }
 }
 
 #[cfg(test)]
@@ -230,16 +416,18 @@ mod tests {
             ],
             "Days to finish 1.64 B output tokens",
             "plan demo · inputs of 2026-11-29",
+            Some(2.0),
             &path,
         )
         .unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
-        capacity_chart(&[], "empty", "", &dir.path().join("empty.png")).unwrap();
+        capacity_chart(&[], "empty", "", None, &dir.path().join("empty.png")).unwrap();
         capacity_chart(
             &[series("one point", 3.0, &[2.0])],
             "one point",
             "",
+            Some(f64::NAN),
             &dir.path().join("one.png"),
         )
         .unwrap();

@@ -1,6 +1,6 @@
 //! PNG charts of a run: throughput and per-request speed against concurrency (or against the
-//! request rate, for an open-loop run), latency percentiles, and (for the capacity planner)
-//! days to finish against node count.
+//! request rate, for an open-loop run), latency percentiles, the gate's candidate / baseline
+//! ratio per level, and (for the capacity planner) days to finish against node count.
 //!
 //! Every chart is drawn into memory at [`WIDTH`] x [`HEIGHT`] with the embedded font, then
 //! encoded and written atomically. Nothing comes from the clock: the same input gives the same
@@ -10,6 +10,7 @@
 mod axis;
 mod capacity;
 mod latency;
+mod ratio;
 mod style;
 mod throughput;
 mod trend;
@@ -28,13 +29,18 @@ use axis::LogTicks;
 
 pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries};
 pub use trend::trend_chart;
+pub use ratio::ratio_chart;
+#[cfg(test)]
+pub(crate) use ratio::tests as ratio_tests;
 
 /// Width of every chart, in pixels.
 pub const WIDTH: u32 = 1200;
 /// Height of every chart, in pixels.
 pub const HEIGHT: u32 = 750;
 
-pub use crate::record::files::{CAPACITY_PNG, LATENCY_PNG, PER_REQUEST_PNG, THROUGHPUT_PNG};
+pub use crate::record::files::{
+    CAPACITY_PNG, LATENCY_PNG, PER_REQUEST_PNG, RATIO_PNG, THROUGHPUT_PNG,
+};
 
 /// Writes `throughput.png`, `per_request.png` and `latency.png` into `out_dir` and returns
 /// their paths in that order.
@@ -58,7 +64,7 @@ pub fn write_run_plots(
     paths.push(path);
 
     let path = out_dir.join(PER_REQUEST_PNG);
-    throughput::per_request_chart(result, &footer, &path)?;
+    throughput::per_request_chart(result, baseline.is_some(), &footer, &path)?;
     paths.push(path);
 
     let path = out_dir.join(LATENCY_PNG);
@@ -447,6 +453,12 @@ concurrency = [1]
             return;
         };
         let dir = Path::new(&dir);
+        std::fs::create_dir_all(dir).unwrap();
+        ratio_chart(&ratio_tests::mixed(), &dir.join("ratio.png")).unwrap();
+        let mut open = ratio_tests::mixed();
+        open.levels[2].ci_high = None;
+        open.levels[4].ratio = None;
+        ratio_chart(&open, &dir.join("ratio_open.png")).unwrap();
         let usl = |c: f64| 90.0 * c / (1.0 + 0.02 * (c - 1.0) + 0.0001 * c * (c - 1.0));
         let base: Vec<(u32, Vec<f64>)> = [1u32, 2, 4, 8, 16, 32, 64]
             .iter()
@@ -508,6 +520,7 @@ concurrency = [1]
             ],
             "Days to generate 1.64 B output tokens (902,087 completions)",
             "plan demo · measured 2026-11-29",
+            Some(2.0),
             &dir.join("capacity.png"),
         )
         .unwrap();
@@ -515,10 +528,11 @@ concurrency = [1]
             &[series("4x RTX PRO 6000", 16.0, &[1.0, 2.0, 4.0])],
             "Days to finish: one node type",
             "plan demo",
+            None,
             &dir.join("capacity_narrow.png"),
         )
         .unwrap();
-        let wide: Vec<CapacitySeries> = (0..9)
+        let wide: Vec<CapacitySeries> = (0..12)
             .map(|i| {
                 series(
                     &format!("node type {i}"),
@@ -529,8 +543,9 @@ concurrency = [1]
             .collect();
         capacity_chart(
             &wide,
-            "Nine node types, 1 to 256 nodes",
+            "Twelve node types, 1 to 256 nodes",
             "plan demo",
+            Some(30.0),
             &dir.join("capacity_wide.png"),
         )
         .unwrap();

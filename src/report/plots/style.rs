@@ -38,8 +38,9 @@ pub(crate) const ORANGE: RGBColor = RGBColor(230, 115, 0);
 pub(crate) const GREEN: RGBColor = RGBColor(44, 150, 44);
 pub(crate) const RED: RGBColor = RGBColor(214, 39, 40);
 
-/// Colours for one line per series (node types on the capacity chart), in order.
-pub(crate) const PALETTE: [RGBColor; 8] = [
+/// Colours for one line per series (node types on the capacity chart), in order; beyond
+/// these, [`series_color`] makes new ones, so that no colour repeats within a chart.
+pub(crate) const PALETTE: [RGBColor; 10] = [
     BLUE,
     ORANGE,
     GREEN,
@@ -48,7 +49,61 @@ pub(crate) const PALETTE: [RGBColor; 8] = [
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
     RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
+
+/// The colour of the `i`-th series: the palette, then hues a golden angle apart at three
+/// lightnesses, each kept only when it is unlike every colour before it (so none repeats).
+pub(crate) fn series_color(i: usize) -> RGBColor {
+    if let Some(c) = PALETTE.get(i) {
+        return *c;
+    }
+    let mut colours: Vec<RGBColor> = PALETTE.to_vec();
+    let (mut k, mut tries, mut apart) = (0usize, 0usize, MIN_COLOUR_DISTANCE);
+    while colours.len() <= i {
+        let hue = (k as f64 * 137.507_764 + 15.0) % 360.0;
+        let (s, v) = [(0.85, 0.55), (0.45, 0.8), (0.9, 0.85)][k % 3];
+        let c = hsv(hue, s, v);
+        k += 1;
+        tries += 1;
+        if colours.iter().all(|d| distance(c, *d) >= apart) {
+            colours.push(c);
+            tries = 0;
+        } else if tries > 400 {
+            // The space is full at this distance: ask for less (a chart with hundreds of
+            // series still draws, with colours as unlike as can be).
+            apart = (apart - 10).max(0);
+            tries = 0;
+        }
+    }
+    colours[i]
+}
+
+/// How unlike two series colours must be: summed over R, G and B.
+const MIN_COLOUR_DISTANCE: i32 = 100;
+
+fn distance(a: RGBColor, b: RGBColor) -> i32 {
+    (a.0 as i32 - b.0 as i32).abs()
+        + (a.1 as i32 - b.1 as i32).abs()
+        + (a.2 as i32 - b.2 as i32).abs()
+}
+
+fn hsv(h: f64, s: f64, v: f64) -> RGBColor {
+    let c = v * s;
+    let x = c * (1.0 - ((h / 60.0) % 2.0 - 1.0).abs());
+    let m = v - c;
+    let (r, g, b) = match (h / 60.0) as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let byte = |u: f64| ((u + m) * 255.0).round().clamp(0.0, 255.0) as u8;
+    RGBColor(byte(r), byte(g), byte(b))
+}
 
 /// Registers the embedded font with plotters once per process.
 pub(crate) fn ensure_font() -> Result<()> {
@@ -288,4 +343,22 @@ pub(crate) fn fold_notes(notes: Vec<String>) -> Vec<String> {
         notes.len() - (MAX_NOTE_LINES - 1)
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 20: ten node types gave two blues and two oranges. No two of the first 32
+    /// series colours are alike (at least 60 apart, summed over R, G and B).
+    #[test]
+    fn series_colours_never_repeat() {
+        let colours: Vec<RGBColor> = (0..32).map(series_color).collect();
+        for (i, a) in colours.iter().enumerate() {
+            for (j, b) in colours.iter().enumerate().skip(i + 1) {
+                let d = distance(*a, *b);
+                assert!(d >= 60, "series {i} {a:?} and {j} {b:?} are {d} apart");
+            }
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! Speed against concurrency (or the request rate of an open-loop run): aggregate output tok/s
 //! (`throughput.png`, with the baseline and a fitted scaling curve when given) and per-request
-//! tok/s (`per_request.png`).
+//! tok/s (`per_request.png`, with a relative run's base arm beside it).
 //!
 //! Each trial is a small dot; each level's mean is a marker with its 95% t-interval across
 //! trials; the means are joined by a line. The x-axis is log2 concurrency, the y-axis starts
@@ -118,7 +118,14 @@ pub(crate) fn throughput_chart(
     render_png(path, |root| draw_scaling(root, &chart))
 }
 
-pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path) -> Result<()> {
+/// `baseline_given`: a baseline was drawn on the throughput chart; without a relative run's base
+/// arm its per-request speeds are not at hand, and the chart says so rather than omit it quietly.
+pub(crate) fn per_request_chart(
+    result: &RunResult,
+    baseline_given: bool,
+    footer: &Footer,
+    path: &Path,
+) -> Result<()> {
     let kind = Levels::of(result);
     let (levels, mut notes) = samples(
         &result.levels,
@@ -127,6 +134,47 @@ pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path
         "per-request speed",
     );
     notes.extend(single_trial_note(kind, &levels));
+    // A relative run's base arm, measured in the same job: the baseline of this chart.
+    let mut runs = Vec::new();
+    if let Some(base) = &result.base {
+        let (base_levels, _) = samples(
+            &base.levels,
+            kind,
+            |t| t.per_request_tok_per_s,
+            "per-request speed",
+        );
+        if base_levels.iter().all(|l| l.values.is_empty()) {
+            notes.push("baseline given, but it has no usable per-request speeds".to_string());
+        }
+        let dodge = if levels.len() > DENSE_LEVELS {
+            1.0
+        } else {
+            DODGE
+        };
+        runs.push(Sweep {
+            label: "baseline",
+            color: ORANGE,
+            levels: base_levels,
+            dodge: 1.0 / dodge,
+        });
+    } else if baseline_given {
+        notes.push(
+            "the baseline's per-request speeds are not drawn here: only a relative run's base \
+             arm has them at hand (its throughput is on throughput.png)"
+                .to_string(),
+        );
+    }
+    let dodge = if runs.is_empty() || levels.len() > DENSE_LEVELS {
+        1.0
+    } else {
+        DODGE
+    };
+    runs.push(Sweep {
+        label: "this run",
+        color: BLUE,
+        levels,
+        dodge,
+    });
     let chart = ScalingChart {
         kind,
         title: format!(
@@ -135,12 +183,7 @@ pub(crate) fn per_request_chart(result: &RunResult, footer: &Footer, path: &Path
             result.profile_name
         ),
         y_desc: "output tokens/s per request (mean over requests)",
-        runs: vec![Sweep {
-            label: "this run",
-            color: BLUE,
-            levels,
-            dodge: 1.0,
-        }],
+        runs,
         fit: None,
         notes,
         footer,
@@ -219,10 +262,28 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
             run.color,
         ));
     }
+    // The fit's own range: the levels of the run it was fitted to (the last series).
+    let fitted_range = chart.runs.last().and_then(|r| {
+        let xs: Vec<f64> = r
+            .levels
+            .iter()
+            .filter(|l| !l.values.is_empty())
+            .map(|l| l.x)
+            .collect();
+        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo <= hi).then_some((lo, hi))
+    });
     if chart.fit.is_some() {
+        let to = chart.runs.last().map_or("this run", |r| r.label);
         legend.push(LegendEntry::new(
-            "fitted scaling curve (USL)",
+            format!("USL scaling curve fitted to {to}'s trials"),
             Mark::Line,
+            GREEN,
+        ));
+        legend.push(LegendEntry::new(
+            "the same curve beyond the measured levels (not measured)",
+            Mark::Dashed,
             GREEN,
         ));
     }
@@ -260,20 +321,39 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         .max_light_lines(2)
         .draw()?;
 
-    // The fitted curve, clipped to the plotting area (plotters does not clip).
+    // The fitted curve, clipped to the plotting area (plotters does not clip): solid over the
+    // levels it was fitted to, dashed beyond them, where it is a guess.
+    let inside =
+        |cx: f64| fitted_range.is_some_and(|(lo, hi)| cx >= lo * 0.999 && cx <= hi * 1.001);
     let mut segment: Vec<(f64, f64)> = Vec::new();
+    let mut segment_inside = true;
+    let mut pieces: Vec<(bool, Vec<(f64, f64)>)> = Vec::new();
     for (cx, y) in fit_points {
-        if y.is_finite() && (0.0..=y_top).contains(&y) && x.contains(cx) {
+        let drawable = y.is_finite() && (0.0..=y_top).contains(&y) && x.contains(cx);
+        if !drawable || inside(cx) != segment_inside {
+            if !segment.is_empty() {
+                // Join the pieces: the next one starts where this one ended.
+                let last = *segment.last().unwrap_or(&(cx, y));
+                pieces.push((segment_inside, std::mem::take(&mut segment)));
+                if drawable {
+                    segment.push(last);
+                }
+            }
+            segment_inside = inside(cx);
+        }
+        if drawable {
             segment.push((cx, y));
-        } else if !segment.is_empty() {
-            cc.draw_series(LineSeries::new(
-                std::mem::take(&mut segment),
-                GREEN.stroke_width(2),
-            ))?;
         }
     }
     if !segment.is_empty() {
-        cc.draw_series(LineSeries::new(segment, GREEN.stroke_width(2)))?;
+        pieces.push((segment_inside, segment));
+    }
+    for (solid, piece) in pieces {
+        if solid {
+            cc.draw_series(LineSeries::new(piece, GREEN.stroke_width(2)))?;
+        } else {
+            cc.draw_series(DashedLineSeries::new(piece, 8, 6, GREEN.stroke_width(2)))?;
+        }
     }
     let clamp = |v: f64| v.clamp(0.0, y_top);
     let (dot_r, mean_r, cap_w, line_w) = if dense { (2, 2, 0, 1) } else { (3, 5, 5, 2) };

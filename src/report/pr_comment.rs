@@ -1,0 +1,124 @@
+//! What a reviewer sees on GitHub without opening the artifact: the pull-request comment body
+//! (`pr-comment.md`) and the job summary. Both carry the verdict, the per-level table and the
+//! Mermaid charts GitHub draws itself; the PNGs stay in the artifact (a local path in Markdown
+//! on GitHub is a broken image).
+
+use std::fmt::Write;
+
+use crate::gate::Verdict;
+use crate::record::files::{PR_COMMENT_MARKER, VERDICT_MD};
+
+use super::mermaid;
+use super::verdict::{against_line, headline, icon, level_name, note, opt, percent, ratio_text};
+
+/// The comment body: the marker line first (a workflow finds and updates its one comment by
+/// it), the verdict, a compact table, the charts, and where the rest is. `pngs` are the chart
+/// file names in the artifact.
+pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{PR_COMMENT_MARKER}");
+    let _ = writeln!(
+        out,
+        "### {} throughline: {}\n",
+        icon(verdict),
+        headline(verdict)
+    );
+    let _ = writeln!(out, "{}\n", against_line(verdict));
+    let _ = writeln!(
+        out,
+        "| C | baseline tok/s | candidate tok/s | ratio [bounds] | trials b/c | detectable drop | verdict |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|:---|");
+    for v in &verdict.levels {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {}/{} | {} | {}{} |",
+            level_name(v),
+            opt(v.baseline_mean, 1),
+            opt(v.candidate_mean, 1),
+            ratio_text(v),
+            v.n_baseline,
+            v.n_candidate,
+            percent(v.min_detectable_drop),
+            v.status.word(),
+            note(v),
+        );
+    }
+    let _ = writeln!(out);
+    out.push_str(&charts(verdict));
+    if !verdict.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} warning(s): see `{VERDICT_MD}` in the artifact.\n",
+            verdict.warnings.len()
+        );
+    }
+    out.push_str(&artifact_line(pngs));
+    out
+}
+
+/// The Mermaid charts, each followed by a blank line; empty when there is nothing to draw.
+pub fn charts(verdict: &Verdict) -> String {
+    [
+        mermaid::throughput_block(verdict),
+        mermaid::ratio_block(verdict),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|b| b + "\n")
+    .collect()
+}
+
+/// Where the full report and the PNGs are.
+pub fn artifact_line(pngs: &[String]) -> String {
+    let charts = if pngs.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = pngs.iter().map(|p| format!("`{p}`")).collect();
+        format!(", the charts as PNG ({})", names.join(", "))
+    };
+    format!(
+        "<sub>The full verdict (`{VERDICT_MD}`, with the method){charts} and the raw results \
+         are in the job's artifact.</sub>\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::plots::ratio_tests::mixed;
+
+    /// Golden: the comment body as posted. A change of format fails here (the Mermaid blocks
+    /// have their own golden test in `mermaid.rs`).
+    #[test]
+    fn comment_body_is_golden() {
+        let body = pr_comment(&mixed(), &["ratio.png".into(), "throughput.png".into()]);
+        let (top, rest) = body.split_once("```mermaid").unwrap();
+        assert_eq!(
+            top,
+            "<!-- throughline-verdict -->
+### ❌ throughline: REGRESSION: slower at C=1, C=4 against the base server measured in the same job; worst ratio 0.910 (-9.0%)
+
+Profile `demo`, baseline `demo` at `origin/main`.
+
+| C | baseline tok/s | candidate tok/s | ratio [bounds] | trials b/c | detectable drop | verdict |
+|---:|---:|---:|---:|---:|---:|:---|
+| 1 | 1000.0 | 910.0 | 0.910 [0.890, 0.930] | 5/5 | 2.0% | FAIL |
+| 4 | 4000.0 | 3648.0 | 0.912 [0.895, 0.930] | 5/5 | 2.0% | FAIL |
+| 8 | 8000.0 | 8016.0 | 1.002 [0.985, 1.020] | 5/5 | 2.0% | pass |
+| 32 | 32000.0 | 31520.0 | 0.985 [0.950, 1.020] | 5/5 | 2.0% | cannot tell |
+| 64 | 64000.0 | 64640.0 | 1.010 [0.990, 1.030] | 5/5 | 2.0% | pass |
+
+"
+        );
+        assert_eq!(rest.matches("```mermaid").count(), 1, "two charts");
+        assert!(rest.ends_with(
+            "```\n\n<sub>The full verdict (`verdict.md`, with the method), the charts as PNG \
+             (`ratio.png`, `throughput.png`) and the raw results are in the job's artifact.</sub>\n"
+        ));
+        assert!(
+            !body.contains("]("),
+            "no image or link a comment cannot show: {body}"
+        );
+    }
+}
