@@ -94,6 +94,9 @@ pub struct PlanArgs {
     /// Your own estimate in days: the plan explains the difference.
     #[arg(long, allow_hyphen_values = true)]
     pub compare_days: Option<f64>,
+    /// The node your --compare-days estimate is for [default: the run's, or --node's].
+    #[arg(long, value_name = "NODE")]
+    pub compare_node: Option<String>,
     /// What to print on standard output.
     #[arg(long, value_enum, default_value = "table")]
     pub format: PlanFormat,
@@ -136,6 +139,7 @@ impl Default for PlanArgs {
             active_params: None,
             sustained: 1.0,
             compare_days: None,
+            compare_node: None,
             format: PlanFormat::Table,
             json: None,
             out: None,
@@ -178,13 +182,37 @@ fn model_facts(args: &PlanArgs, facts: &Facts) -> Result<Option<ModelFacts>> {
     }
 }
 
+/// Most GPUs (and replicas) a node may have: beyond it a count is a typing error.
+const MAX_GPUS_PER_NODE: u32 = 1024;
+
+/// The GPU the run's environment recorded, as the facts name it (or as recorded).
+fn run_gpu(run: &RunResult, facts: &Facts) -> Option<String> {
+    let g = run.environment.gpu_model.as_deref()?;
+    Some(facts.gpu(g).map(|f| f.name.clone()).unwrap_or_else(|| g.to_string()))
+}
+
+fn same_gpu(a: &str, b: &str, facts: &Facts) -> bool {
+    match (facts.gpu(a), facts.gpu(b)) {
+        (Some(x), Some(y)) => x.name == y.name,
+        _ => crate::plan::facts::normalize(a) == crate::plan::facts::normalize(b),
+    }
+}
+
+/// The node the run measured: `--node` (which must be the run's hardware), else the run's
+/// environment and the flags. Replicas default to the run's endpoints: a run spread over
+/// several servers measured that many replicas together.
 fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) -> Result<RunNode> {
     for (flag, v) in [
         ("--gpus-per-node", args.gpus_per_node),
         ("--replicas-per-node", args.replicas_per_node),
     ] {
-        if v == Some(0) {
-            bail!("{flag}: must be at least 1");
+        match v {
+            Some(0) => bail!("{flag}: must be at least 1"),
+            Some(n) if n > MAX_GPUS_PER_NODE => bail!(
+                "{flag}: {n} is more than a node holds (at most {MAX_GPUS_PER_NODE}); a plan's \
+                 node is one machine, the plan gives how many of them"
+            ),
+            _ => {}
         }
     }
     if let Some(g) = &args.gpu {
@@ -195,9 +223,37 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
             );
         }
     }
+    let endpoints = u32::try_from(run.environment.endpoints.max(1)).unwrap_or(u32::MAX);
+    let recorded_gpu = run_gpu(run, facts);
+    let mut warnings = Vec::new();
     let mut node = match &args.node {
         Some(name) => {
             let n = catalog.node(name)?;
+            if let Some(rg) = &recorded_gpu {
+                if !same_gpu(rg, &n.gpu, facts) {
+                    bail!(
+                        "--node {}: its GPU is {} but the run measured {}: a run's throughput \
+                         belongs to the hardware it ran on. Leave out --node (the run's node is \
+                         described by its environment, --gpus-per-node, --replicas-per-node), \
+                         or plan {} without --results (scaled or catalog figures)",
+                        n.name,
+                        n.gpu,
+                        rg,
+                        n.name
+                    );
+                }
+            }
+            if let Some(c) = run.environment.gpu_count {
+                if c != n.gpus_per_node && args.gpus_per_node.is_none() {
+                    bail!(
+                        "--node {}: it has {} GPUs but the run measured {c}: a run's throughput \
+                         belongs to the hardware it ran on; leave out --node, or say the \
+                         node's layout with --gpus-per-node and --replicas-per-node",
+                        n.name,
+                        n.gpus_per_node
+                    );
+                }
+            }
             RunNode {
                 name: n.name.clone(),
                 gpu: Some(n.gpu.clone()),
@@ -205,17 +261,16 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
                 replicas_per_node: n.replicas_per_node,
                 usd_per_node_hour: n.usd_per_node_hour,
                 price_note: n.price_note.clone(),
+                warnings: Vec::new(),
             }
         }
         None => {
-            let gpu = args
-                .gpu
-                .clone()
-                .or_else(|| run.environment.gpu_model.clone());
+            let gpu = args.gpu.clone().or_else(|| recorded_gpu.clone());
             let gpus = args
                 .gpus_per_node
                 .or(run.environment.gpu_count)
-                .unwrap_or(1);
+                .unwrap_or(endpoints)
+                .max(1);
             RunNode {
                 name: format!(
                     "{gpus}x {} (run)",
@@ -227,12 +282,22 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
                 ),
                 gpu,
                 gpus_per_node: gpus,
-                replicas_per_node: 1,
+                replicas_per_node: endpoints,
                 usd_per_node_hour: None,
                 price_note: None,
+                warnings: Vec::new(),
             }
         }
     };
+    if let (Some(g), Some(rg)) = (&args.gpu, &recorded_gpu) {
+        if !same_gpu(g, rg, facts) {
+            warnings.push(format!(
+                "--gpu {g} overrides the run's recorded GPU ({rg}): the plan trusts you that \
+                 the run measured {g}; if it did not, every figure below is for the wrong \
+                 hardware"
+            ));
+        }
+    }
     if let Some(g) = &args.gpu {
         node.gpu = Some(g.clone());
     }
@@ -241,6 +306,14 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
     }
     if let Some(r) = args.replicas_per_node {
         node.replicas_per_node = r;
+    }
+    if node.replicas_per_node != endpoints && args.replicas_per_node.is_none() {
+        warnings.push(format!(
+            "{}: the run measured {endpoints} server(s) together and the node has {} \
+             replica(s): the plan assumes each replica delivers what one of the run's servers \
+             did",
+            node.name, node.replicas_per_node
+        ));
     }
     if let Some(p) = args.usd_per_node_hour {
         if !(p.is_finite() && p >= 0.0) {
@@ -251,11 +324,14 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
     }
     if node.gpus_per_node % node.replicas_per_node != 0 {
         bail!(
-            "--replicas-per-node {} does not divide the node's {} GPUs into whole GPUs per replica",
+            "{} replicas per node (--replicas-per-node, or the run's {endpoints} endpoints) do \
+             not divide the node's {} GPUs into whole GPUs per replica; say the layout with \
+             --gpus-per-node and --replicas-per-node",
             node.replicas_per_node,
             node.gpus_per_node
         );
     }
+    node.warnings = warnings;
     Ok(node)
 }
 
@@ -288,6 +364,9 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
         bail!("--sustained: must be in (0, 1], got {}", args.sustained);
     }
     positive("--compare-days", args.compare_days)?;
+    if args.compare_node.is_some() && args.compare_days.is_none() {
+        bail!("--compare-node names the node of a --compare-days estimate: give --compare-days too");
+    }
     if args.resamples == 0 {
         bail!("--resamples: must be at least 1");
     }
@@ -340,6 +419,7 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
         resamples: args.resamples,
         seed: args.seed,
         compare_days: args.compare_days,
+        compare_node: args.compare_node.clone(),
     };
     let plan = plan(&req)?;
     let json = render_json(&plan);

@@ -29,6 +29,8 @@ pub struct RunNode {
     pub replicas_per_node: u32,
     pub usd_per_node_hour: Option<f64>,
     pub price_note: Option<String>,
+    /// What the plan must say about how this node was put together (overrides).
+    pub warnings: Vec<String>,
 }
 
 impl RunNode {
@@ -54,6 +56,8 @@ pub struct PlanRequest<'a> {
     pub resamples: usize,
     pub seed: u64,
     pub compare_days: Option<f64>,
+    /// The node `--compare-days` is an estimate for (`--compare-node`).
+    pub compare_node: Option<String>,
 }
 
 impl<'a> PlanRequest<'a> {

@@ -2,12 +2,12 @@
 //! or best measured level), one per catalog figure for the plan's model, and scaled rows for
 //! catalog nodes without a figure.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 use super::catalog::{FigureBasis, Node};
 use super::curve::{self, ConcurrencyLimits, CurveEstimate, FitReport};
 use super::facts::{GpuFacts, ModelFacts};
-use super::figures::{Basis, Quantiles};
+use super::figures::{Basis, Interval, Quantiles};
 use super::request::PlanRequest;
 use super::roofline::MemoryFit;
 
@@ -31,6 +31,8 @@ pub(super) struct Row {
     pub date: Option<String>,
     pub concurrency_per_replica: Option<f64>,
     pub tok_s_per_node: Quantiles,
+    /// What P10-P90 is made of, or that it is unknown.
+    pub interval: Interval,
     pub usd_per_node_hour: Option<f64>,
     pub price_note: Option<String>,
     pub speculative: bool,
@@ -47,26 +49,57 @@ pub(super) fn from_run(
         return Ok(None);
     };
     let plan_model = req.plan_model_name();
+    said.warnings.extend(node.warnings.iter().cloned());
     let (_, full_context) = req.context_tokens();
     let gpu = node.gpu.as_deref().and_then(|g| req.facts.gpu(g));
+    let run_model = run.environment.model.clone();
+    if let (Some(pm), Some(rm)) = (&plan_model, &run_model) {
+        if !req.same_model(pm, rm) {
+            bail!(
+                "--results {origin} measured {rm} but the plan is for {pm}: one model's \
+                 throughput says nothing exact about another's; plan {pm} from its own run, or \
+                 without --results (catalog figures for {pm}, or scaled ones)"
+            );
+        }
+    }
     let memory = match (&req.model, gpu) {
-        (Some(m), Some(g)) if req.workload.avg_output_tokens.is_some() => {
+        (Some(m), Some(g)) => {
             let fit = MemoryFit::new(m, g, node.gpus_per_replica(), full_context);
             if !fit.weights_fit() {
-                said.warnings.push(format!(
-                    "{}: {} ({:.0} GB of weights) does not fit in {} x {} ({:.0} GB usable): \
-                     check --gpus-per-node and --replicas-per-node",
-                    node.name,
+                bail!(
+                    "infeasible: {} ({:.0} GB of weights at {} bytes per parameter) does not fit \
+                     in one replica of {}: {} x {} = {:.0} GB usable ({:.0}% of {:.0} GB); give \
+                     the replica more GPUs (--gpus-per-node, --replicas-per-node) or quantized \
+                     weights",
                     m.name,
                     fit.weight_bytes / 1e9,
+                    m.bytes_per_param,
+                    node.name,
                     node.gpus_per_replica(),
                     g.name,
-                    fit.usable_bytes / 1e9
-                ));
-                None
-            } else {
-                Some(fit.max_concurrency.max(1))
+                    fit.usable_bytes / 1e9,
+                    super::roofline::MEMORY_FRACTION * 100.0,
+                    g.memory_gb * node.gpus_per_replica() as f64
+                );
             }
+            if fit.max_concurrency == 0 {
+                bail!(
+                    "infeasible: on {}, one sequence of {:.0} tokens (input + output) needs \
+                     {:.1} GB of KV cache and state, but only {:.1} GB are left after {:.0} GB of \
+                     weights in one replica ({} x {})",
+                    node.name,
+                    full_context,
+                    fit.bytes_per_seq / 1e9,
+                    (fit.usable_bytes - fit.weight_bytes) / 1e9,
+                    fit.weight_bytes / 1e9,
+                    node.gpus_per_replica(),
+                    g.name
+                );
+            }
+            req.workload
+                .avg_output_tokens
+                .is_some()
+                .then_some(fit.max_concurrency)
         }
         _ => None,
     };
@@ -78,16 +111,9 @@ pub(super) fn from_run(
     };
     let est: CurveEstimate = curve::estimate(run, origin, &limits, req.resamples, req.seed)?;
     said.notes.extend(est.notes.iter().cloned());
+    said.warnings.extend(est.warnings.iter().cloned());
     for w in &run.warnings {
         said.notes.push(format!("{origin}: {w}"));
-    }
-    let run_model = run.environment.model.clone();
-    if let (Some(pm), Some(rm)) = (&plan_model, &run_model) {
-        if !req.same_model(pm, rm) {
-            said.warnings.push(format!(
-                "the run measured {rm} but the plan is for {pm}: the run's throughput is used as is"
-            ));
-        }
     }
     let replicas = node.replicas_per_node.max(1);
     let row = Row {
@@ -105,6 +131,7 @@ pub(super) fn from_run(
         date: Some(run.started_at.clone()),
         concurrency_per_replica: Some(est.concurrency as f64),
         tok_s_per_node: est.tok_s.scale(replicas as f64),
+        interval: est.interval.clone(),
         usd_per_node_hour: node.usd_per_node_hour,
         price_note: node.price_note.clone(),
         speculative: run.environment.speculative == Some(true),
@@ -158,7 +185,7 @@ pub(super) fn from_catalog(
         let how = match (basis, node.tok_s_high) {
             (Basis::Stated, Some(h)) => format!(
                 "stated range {tok_s:.0}-{h:.0} tok/s per node (an estimate, not a measurement): \
-                 P50 and P90 at the low end, P10 at the high end"
+                 P50 at its middle, P10 and P90 at its ends"
             ),
             (Basis::Stated, None) => {
                 format!("stated {tok_s:.0} tok/s per node: a claim, not a measurement")
@@ -178,8 +205,20 @@ pub(super) fn from_catalog(
             concurrency_per_replica: node.concurrency_per_replica.map(f64::from),
             tok_s_per_node: Quantiles {
                 p10: tok_s,
-                p50: tok_s,
+                p50: (tok_s + high) / 2.0,
                 p90: high,
+            },
+            interval: match (basis, node.tok_s_high) {
+                (Basis::Stated, Some(_)) => Interval::unknown(
+                    "a claim's range, not a measured interval: P10 and P90 are the range's ends",
+                ),
+                (Basis::Stated, None) => {
+                    Interval::unknown("a claim without a range: its uncertainty is unknown")
+                }
+                _ => Interval::unknown(
+                    "a catalog figure without trials: its spread is unknown (put a run's \
+                     results in with --results to measure it)",
+                ),
             },
             usd_per_node_hour: node.usd_per_node_hour,
             price_note: node.price_note.clone(),
@@ -219,7 +258,7 @@ pub(super) fn scaled(
     req: &PlanRequest,
     selected: &[&Node],
     run_node: Option<&str>,
-    rows: &[Row],
+    rows: &[&Row],
     said: &mut Remarks,
 ) -> Vec<Row> {
     let mut scaled = Vec::new();
@@ -299,7 +338,11 @@ pub(super) fn scaled(
             source: node.source.clone(),
             date: None,
             concurrency_per_replica: None,
-            tok_s_per_node: per_gpu.scale(ratio * node.gpus_per_node as f64),
+            tok_s_per_node: Quantiles::single(per_gpu.p50 * ratio * node.gpus_per_node as f64),
+            interval: Interval::unknown(
+                "scaled across hardware by memory bandwidth: the error of this scaling has not \
+                 been measured, so no interval is given (measure the node to get one)",
+            ),
             usd_per_node_hour: node.usd_per_node_hour,
             price_note: node.price_note.clone(),
             speculative: false,

@@ -24,7 +24,9 @@ pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
         (t, a)
     };
     let range = |n: &NodePlan| {
-        if n.days.p10 == n.days.p90 {
+        if !n.interval.known {
+            "P10-P90 unknown".to_string()
+        } else if n.days.p10 == n.days.p90 {
             "no spread".to_string()
         } else {
             format!(

@@ -38,7 +38,9 @@ fn money(x: f64) -> String {
 }
 
 fn days_range(n: &NodePlan) -> String {
-    if (n.days.p90 - n.days.p10).abs() < 1e-9 * n.days.p50 {
+    if !n.interval.known {
+        "unknown".to_string()
+    } else if (n.days.p90 - n.days.p10).abs() < 1e-9 * n.days.p50 {
         format!("{:.2} (no spread)", n.days.p50)
     } else {
         format!("{:.2}-{:.2}", n.days.p10, n.days.p90)
@@ -163,7 +165,8 @@ pub fn render_table(plan: &Plan) -> String {
     let _ = writeln!(
         s,
         "P50 time and days: one node, at the median throughput; P10-P90: the spread the data \
-         supports. nodes: to meet the deadline at P50 (and at 90% confidence). cost: P50, \
+         supports (unknown: no measured spread). nodes: to meet the deadline at P50 (and at \
+         90% confidence), keeping one request's duration for the end-of-job tail. cost: P50, \
          illustrative prices{}. latency: per request, Little's law (concurrency x avg output \
          tokens / throughput per replica). roof %: throughput per replica / memory-bandwidth \
          roofline at that batch (>=: batch unknown, bound at the most that fits in memory).",
@@ -189,13 +192,39 @@ pub fn render_table(plan: &Plan) -> String {
         );
         let _ = writeln!(
             s,
-            "  throughput: {} tok/s per node ({}), P10-P90 {}-{}: {}",
+            "  throughput: {} tok/s per node ({}), {}: {}",
             thousands(n.tok_s_per_node.p50),
             n.basis.name(),
-            thousands(n.tok_s_per_node.p10),
-            thousands(n.tok_s_per_node.p90),
+            if n.interval.known {
+                format!(
+                    "P10-P90 {}-{}",
+                    thousands(n.tok_s_per_node.p10),
+                    thousands(n.tok_s_per_node.p90)
+                )
+            } else {
+                "P10-P90 unknown".to_string()
+            },
             n.how
         );
+        let _ = writeln!(
+            s,
+            "  interval: {}",
+            if n.interval.known {
+                n.interval.how.clone()
+            } else {
+                format!("unknown: {}", n.interval.how)
+            }
+        );
+        if let Some(d) = &n.deadline {
+            if d.tail_s > 0.0 {
+                let _ = writeln!(
+                    s,
+                    "  deadline: the last {} kept for the end-of-job tail (one request at the \
+                     planned concurrency)",
+                    human_duration(d.tail_s)
+                );
+            }
+        }
         if !n.source.is_empty() {
             let _ = writeln!(
                 s,
@@ -314,17 +343,30 @@ pub fn capacity_series(plan: &Plan) -> Vec<CapacitySeries> {
     let counts = node_counts(plan);
     plan.nodes
         .iter()
-        .map(|n| CapacitySeries {
-            name: n.label(),
-            points: counts
-                .iter()
-                .map(|&k| CapacityPoint {
-                    nodes: k,
-                    days_p10: n.days.p10 / k,
-                    days_p50: n.days.p50 / k,
-                    days_p90: n.days.p90 / k,
-                })
-                .collect(),
+        .map(|n| {
+            // An unknown interval draws no band (and says so in the legend) rather than one
+            // that looks like a measured spread.
+            let days = if n.interval.known {
+                n.days
+            } else {
+                crate::plan::figures::Quantiles::single(n.days.p50)
+            };
+            CapacitySeries {
+                name: if n.interval.known {
+                    n.label()
+                } else {
+                    format!("{}, interval unknown", n.label())
+                },
+                points: counts
+                    .iter()
+                    .map(|&k| CapacityPoint {
+                        nodes: k,
+                        days_p10: days.p10 / k,
+                        days_p50: days.p50 / k,
+                        days_p90: days.p90 / k,
+                    })
+                    .collect(),
+            }
         })
         .collect()
 }
