@@ -381,3 +381,60 @@ fn intervals_are_honest_or_unknown() {
         }
     }
 }
+
+/// Item 2: a job with 100k-token prompts pays their prefill (the run measured 1,000-token
+/// prompts); before, such prompts changed the answer by about 1%.
+#[test]
+fn long_prompts_pay_their_prefill() {
+    let s = seed(CURVE_122B);
+    let s = s.to_str().unwrap();
+    let days = |input: &str| {
+        let p = json(&plan(&[
+            "--results",
+            s,
+            "--completions",
+            "902087",
+            "--avg-output-tokens",
+            "1818",
+            "--avg-input-tokens",
+            input,
+            "--format",
+            "json",
+        ]));
+        (f(&p["nodes"][0]["days"]["p50"]), p)
+    };
+    let (short, _) = days("1000");
+    let (long, p) = days("100000");
+    assert!(long > 2.0 * short, "{short} -> {long}");
+    let row = &p["nodes"][0];
+    assert!(row["how"].as_str().unwrap().contains("prefill"), "{row}");
+    assert!(
+        p["warnings"].to_string().contains("input averages 100000"),
+        "{}",
+        p["warnings"]
+    );
+}
+
+/// Item 11: quantized weights are not 2 bytes per parameter, and the KV dtype can be said.
+#[test]
+fn quantized_weights_and_kv_dtype() {
+    let p = json(&plan(&[
+        "--model",
+        "Qwen3.5-122B-A10B",
+        "--quantization",
+        "int4",
+        "--kv-cache-dtype",
+        "fp8",
+        "--output-tokens",
+        "1e9",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(f(&p["model"]["bytes_per_param"]), 0.515625);
+    // 2 x 12 KV layers x 2 heads x 256 x 1 byte.
+    assert_eq!(f(&p["model"]["kv_bytes_per_token"]), 12_288.0);
+    refused(
+        &plan(&["--model", "Qwen3.6-27B", "--quantization", "int3", "--output-tokens", "1e9"]),
+        "--quantization",
+    );
+}

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
-use crate::plan::facts::{model_from_hf_config, ModelFacts};
+use crate::plan::facts::{kv_bytes_for, model_from_hf_config, weight_bytes_for, ModelFacts};
 use crate::plan::request::{Limits, RunNode};
 use crate::plan::workload::{human_duration, parse_count, parse_duration};
 use crate::plan::{plan, Catalog, Facts, PlanRequest, Workload};
@@ -88,6 +88,13 @@ pub struct PlanArgs {
     /// Active parameters per token in billions (MoE, with --model-config).
     #[arg(long, allow_hyphen_values = true)]
     pub active_params: Option<f64>,
+    /// Weight format of the model served: bf16, fp8, int8, int4 (AWQ/GPTQ), nvfp4, mxfp4
+    /// [default: the facts', config.json's, or the run's recorded precision].
+    #[arg(long, value_name = "FORMAT")]
+    pub quantization: Option<String>,
+    /// KV-cache dtype as the server runs it: auto (16-bit), fp8, fp8_e4m3, fp8_e5m2.
+    #[arg(long, value_name = "DTYPE")]
+    pub kv_cache_dtype: Option<String>,
     /// Share of the throughput a long run sustains, e.g. 0.75.
     #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
     pub sustained: f64,
@@ -137,6 +144,8 @@ impl Default for PlanArgs {
             model_config: None,
             params: None,
             active_params: None,
+            quantization: None,
+            kv_cache_dtype: None,
             sustained: 1.0,
             compare_days: None,
             compare_node: None,
@@ -156,6 +165,32 @@ fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>> {
         }
         other => Ok(other),
     }
+}
+
+/// The served weight format and KV dtype: `--quantization` and `--kv-cache-dtype`, else the
+/// run's recorded precision (when it names a known format), else the facts as they are.
+fn apply_formats(args: &PlanArgs, run: Option<&RunResult>, m: &mut ModelFacts) -> Result<()> {
+    let recorded = run.and_then(|r| r.environment.precision.clone());
+    let format = args.quantization.clone().or(recorded.filter(|p| weight_bytes_for(p).is_some()));
+    if let Some(q) = format {
+        let bytes = weight_bytes_for(&q).ok_or_else(|| {
+            anyhow!("--quantization: unknown format {q:?}; known: bf16, fp16, fp8, int8, int4 (awq, gptq), nvfp4, mxfp4")
+        })?;
+        // The KV cache keeps its dtype whatever the weights become.
+        m.kv_bytes = Some(m.kv_bytes.unwrap_or(m.bytes_per_param));
+        if bytes != m.bytes_per_param {
+            m.source = format!("{}; weights as {q} ({bytes} bytes per parameter)", m.source);
+        }
+        m.bytes_per_param = bytes;
+    }
+    if let Some(d) = &args.kv_cache_dtype {
+        let bytes = kv_bytes_for(d).ok_or_else(|| {
+            anyhow!("--kv-cache-dtype: unknown dtype {d:?}; known: auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2")
+        })?;
+        m.kv_bytes = Some(bytes);
+        m.source = format!("{}; KV cache as {d}", m.source);
+    }
+    Ok(())
 }
 
 fn model_facts(args: &PlanArgs, facts: &Facts) -> Result<Option<ModelFacts>> {
@@ -387,6 +422,9 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
             model = facts.model(&rm).cloned();
             model_name = Some(rm);
         }
+    }
+    if let Some(m) = model.as_mut() {
+        apply_formats(&args, run.as_ref(), m)?;
     }
     let run_entry = match (&run, &args.results) {
         (Some(r), Some(path)) => Some((

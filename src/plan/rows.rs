@@ -8,6 +8,7 @@ use super::catalog::{FigureBasis, Node};
 use super::curve::{self, ConcurrencyLimits, CurveEstimate, FitReport};
 use super::facts::{GpuFacts, ModelFacts};
 use super::figures::{Basis, Interval, Quantiles};
+use super::prefill;
 use super::request::PlanRequest;
 use super::roofline::MemoryFit;
 
@@ -116,6 +117,7 @@ pub(super) fn from_run(
         said.notes.push(format!("{origin}: {w}"));
     }
     let replicas = node.replicas_per_node.max(1);
+    let (tok_s, prefill_how) = prompt_lengths(req, run, origin, node, &est, said);
     let row = Row {
         node: node.name.clone(),
         gpu: node.gpu.clone(),
@@ -124,13 +126,13 @@ pub(super) fn from_run(
         model: plan_model.or(run_model),
         basis: est.basis,
         how: format!(
-            "{}; x {replicas} replica(s) per node; concurrency limited by {}",
+            "{}; x {replicas} replica(s) per node; concurrency limited by {}{prefill_how}",
             est.how, est.limited_by
         ),
         source: format!("{origin} ({})", run.tool),
         date: Some(run.started_at.clone()),
         concurrency_per_replica: Some(est.concurrency as f64),
-        tok_s_per_node: est.tok_s.scale(replicas as f64),
+        tok_s_per_node: tok_s.scale(replicas as f64),
         interval: est.interval.clone(),
         usd_per_node_hour: node.usd_per_node_hour,
         price_note: node.price_note.clone(),
@@ -139,6 +141,53 @@ pub(super) fn from_run(
         notes: Vec::new(),
     };
     Ok(Some((row, est.fit)))
+}
+
+/// The job's prompt and output lengths against the run's: a warning where they differ, and
+/// the prefill a longer prompt adds (compute bound), applied to the run's throughput per
+/// replica. Returns the throughput and what was done, in words.
+fn prompt_lengths(
+    req: &PlanRequest,
+    run: &crate::record::RunResult,
+    origin: &str,
+    node: &super::request::RunNode,
+    est: &CurveEstimate,
+    said: &mut Remarks,
+) -> (Quantiles, String) {
+    let (run_in, run_out) = prefill::run_lengths(run);
+    let job_in = req.workload.avg_input_tokens;
+    let job_out = req.workload.avg_output_tokens;
+    for (what, job, measured) in [("input", job_in, run_in), ("output", job_out, run_out)] {
+        if let (Some(j), Some(m)) = (job, measured) {
+            if prefill::differs(j, m) {
+                said.warnings.push(format!(
+                    "the job's {what} averages {j:.0} tokens per request but {origin} measured \
+                     {m:.0}: throughput at other lengths differs (prefill, KV reads, batch \
+                     slots); benchmark with the job's lengths"
+                ));
+            }
+        }
+    }
+    let gpu = node.gpu.as_deref().and_then(|g| req.facts.gpu(g));
+    match (job_in, run_in, job_out, &req.model, gpu) {
+        (Some(j), Some(m), Some(out), Some(model), Some(g)) if j > m => {
+            let extra = prefill::prefill_s(model, g, node.gpus_per_replica(), j - m);
+            (
+                prefill::with_extra_time(est.tok_s, extra, out),
+                format!(
+                    "; prefill of {:.0} more prompt tokens per request than measured: +{extra:.2} s \
+                     of replica compute each (compute bound, 2 x {}B active params x tokens at \
+                     an assumed {:.0}% of {}'s tensor peak; the run has one prompt length, so \
+                     its TTFT cannot give the slope)",
+                    j - m,
+                    model.active_params_b(),
+                    prefill::PREFILL_EFFICIENCY * 100.0,
+                    g.name
+                ),
+            )
+        }
+        _ => (est.tok_s, String::new()),
+    }
 }
 
 /// The catalog nodes the plan looks at: the `--node` one alone when there is no run, else all.
@@ -226,6 +275,13 @@ pub(super) fn from_catalog(
             batch1_tok_s_per_replica: node.batch1_tok_s_per_replica,
             notes: Vec::new(),
         });
+    }
+    if !rows.is_empty() && req.workload.avg_input_tokens.is_some_and(|i| i > 0.0) {
+        said.notes.push(
+            "catalog figures do not say the prompt length they were obtained with: the job's \
+             prefill is not added to them"
+                .to_string(),
+        );
     }
     if !skipped_models.is_empty() {
         said.notes.push(format!(
