@@ -46,7 +46,11 @@ fn f(v: &Value) -> f64 {
 /// Exit 2, and standard error says `needle`.
 fn refused(o: &Output, needle: &str) {
     assert_eq!(o.status.code(), Some(2), "{}{}", stdout(o), stderr(o));
-    assert!(stderr(o).contains(needle), "{needle:?} not in: {}", stderr(o));
+    assert!(
+        stderr(o).contains(needle),
+        "{needle:?} not in: {}",
+        stderr(o)
+    );
 }
 
 /// A copy of a seed results file, changed by `edit`, in `dir`.
@@ -73,7 +77,10 @@ fn a_run_over_several_endpoints_is_planned_per_node() {
     ]));
     let row = &p["nodes"][0];
     assert_eq!(row["replicas_per_node"], 8, "{row}");
-    assert!((f(&row["tok_s_per_node"]["p50"]) - 211.77).abs() < 0.01, "{row}");
+    assert!(
+        (f(&row["tok_s_per_node"]["p50"]) - 211.77).abs() < 0.01,
+        "{row}"
+    );
     assert!((f(&row["days"]["p50"]) - 89.63).abs() < 0.01, "{row}");
 }
 
@@ -96,7 +103,11 @@ fn a_node_without_a_figure_is_scaled_not_refused() {
     assert_eq!(rows[0]["node"], "h100-8x");
     assert_eq!(rows[0]["basis"], "scaled");
     // 9,440 / 8 per GPU x 3.35 / 1.792 x 8 GPUs = 17,647 tok/s: 1.08 days.
-    assert!((f(&rows[0]["days"]["p50"]) - 1.0756).abs() < 0.001, "{}", rows[0]);
+    assert!(
+        (f(&rows[0]["days"]["p50"]) - 1.0756).abs() < 0.001,
+        "{}",
+        rows[0]
+    );
 }
 
 /// Item 6: `1,64e9` is not guessed (it was read as 1.64e11), and half a completion is not a
@@ -107,7 +118,10 @@ fn ambiguous_numbers_are_refused() {
         &plan(&["--output-tokens", "1,64e9", "--model", "Qwen3.6-27B"]),
         "ambiguous",
     );
-    refused(&plan(&["--output-tokens", "1,5", "--model", "Qwen3.6-27B"]), "ambiguous");
+    refused(
+        &plan(&["--output-tokens", "1,5", "--model", "Qwen3.6-27B"]),
+        "ambiguous",
+    );
     refused(
         &plan(&["--completions", "0.5", "--avg-output-tokens", "1000"]),
         "whole number",
@@ -194,7 +208,14 @@ fn a_runs_hardware_and_model_are_not_replaced() {
     let s = seed(CURVE_122B);
     let s = s.to_str().unwrap();
     refused(
-        &plan(&["--results", s, "--node", "h100-8x", "--output-tokens", "1e9"]),
+        &plan(&[
+            "--results",
+            s,
+            "--node",
+            "h100-8x",
+            "--output-tokens",
+            "1e9",
+        ]),
         "the run measured RTX PRO 6000",
     );
     refused(
@@ -220,7 +241,9 @@ fn a_runs_hardware_and_model_are_not_replaced() {
         "json",
     ]));
     assert!(
-        p["warnings"].to_string().contains("overrides the run's recorded GPU"),
+        p["warnings"]
+            .to_string()
+            .contains("overrides the run's recorded GPU"),
         "{}",
         p["warnings"]
     );
@@ -250,7 +273,10 @@ fn a_deadline_shorter_than_a_request_is_refused() {
     let p = json(&plan(&args));
     let row = &p["nodes"][0];
     let d = &row["deadline"];
-    assert!((f(&d["tail_s"]) - f(&row["latency_s"])).abs() < 1e-9, "{row}");
+    assert!(
+        (f(&d["tail_s"]) - f(&row["latency_s"])).abs() < 1e-9,
+        "{row}"
+    );
     // Steady phase = 2 h - the tail: more nodes than tokens / (X x 2 h).
     let x = f(&row["tok_s_per_node"]["p50"]);
     let expected = (1.64e9 / (x * (7200.0 - f(&d["tail_s"])))).ceil();
@@ -287,7 +313,11 @@ fn bad_curves_are_refused_or_flagged() {
     let p = json(&plan(&args));
     let warnings = p["warnings"].to_string();
     assert!(warnings.contains("left out of the plan"), "{warnings}");
-    assert!(f(&p["nodes"][0]["concurrency_per_replica"]) <= 32.0, "{}", p["nodes"][0]);
+    assert!(
+        f(&p["nodes"][0]["concurrency_per_replica"]) <= 32.0,
+        "{}",
+        p["nodes"][0]
+    );
 
     // A zig-zag curve: the fit (R^2 far below 0.9) is not used.
     let zigzag = edited(dir.path(), CURVE_122B, |v| {
@@ -298,7 +328,11 @@ fn bad_curves_are_refused_or_flagged() {
     let mut args = vec!["--results", zigzag.as_str()];
     args.extend(job);
     let p = json(&plan(&args));
-    assert!(p["warnings"].to_string().contains("R^2"), "{}", p["warnings"]);
+    assert!(
+        p["warnings"].to_string().contains("R^2"),
+        "{}",
+        p["warnings"]
+    );
     let row = &p["nodes"][0];
     assert_eq!(row["basis"], "measured", "{row}");
     assert_eq!(f(&row["tok_s_per_node"]["p50"]), 1500.0, "{row}");
@@ -434,7 +468,14 @@ fn quantized_weights_and_kv_dtype() {
     // 2 x 12 KV layers x 2 heads x 256 x 1 byte.
     assert_eq!(f(&p["model"]["kv_bytes_per_token"]), 12_288.0);
     refused(
-        &plan(&["--model", "Qwen3.6-27B", "--quantization", "int3", "--output-tokens", "1e9"]),
+        &plan(&[
+            "--model",
+            "Qwen3.6-27B",
+            "--quantization",
+            "int3",
+            "--output-tokens",
+            "1e9",
+        ]),
         "--quantization",
     );
 }

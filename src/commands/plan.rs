@@ -171,7 +171,10 @@ fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>> {
 /// run's recorded precision (when it names a known format), else the facts as they are.
 fn apply_formats(args: &PlanArgs, run: Option<&RunResult>, m: &mut ModelFacts) -> Result<()> {
     let recorded = run.and_then(|r| r.environment.precision.clone());
-    let format = args.quantization.clone().or(recorded.filter(|p| weight_bytes_for(p).is_some()));
+    let format = args
+        .quantization
+        .clone()
+        .or(recorded.filter(|p| weight_bytes_for(p).is_some()));
     if let Some(q) = format {
         let bytes = weight_bytes_for(&q).ok_or_else(|| {
             anyhow!("--quantization: unknown format {q:?}; known: bf16, fp16, fp8, int8, int4 (awq, gptq), nvfp4, mxfp4")
@@ -223,7 +226,12 @@ const MAX_GPUS_PER_NODE: u32 = 1024;
 /// The GPU the run's environment recorded, as the facts name it (or as recorded).
 fn run_gpu(run: &RunResult, facts: &Facts) -> Option<String> {
     let g = run.environment.gpu_model.as_deref()?;
-    Some(facts.gpu(g).map(|f| f.name.clone()).unwrap_or_else(|| g.to_string()))
+    Some(
+        facts
+            .gpu(g)
+            .map(|f| f.name.clone())
+            .unwrap_or_else(|| g.to_string()),
+    )
 }
 
 fn same_gpu(a: &str, b: &str, facts: &Facts) -> bool {
@@ -400,7 +408,9 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
     }
     positive("--compare-days", args.compare_days)?;
     if args.compare_node.is_some() && args.compare_days.is_none() {
-        bail!("--compare-node names the node of a --compare-days estimate: give --compare-days too");
+        bail!(
+            "--compare-node names the node of a --compare-days estimate: give --compare-days too"
+        );
     }
     if args.resamples == 0 {
         bail!("--resamples: must be at least 1");

@@ -41,11 +41,7 @@ fn row_for<'n>(req: &PlanRequest, nodes: &'n [NodePlan]) -> Result<&'n NodePlan>
 }
 
 /// Explains the difference between the user's estimate and the plan, for the row it names.
-pub(super) fn compare(
-    req: &PlanRequest,
-    nodes: &[NodePlan],
-    your_days: f64,
-) -> Result<Comparison> {
+pub(super) fn compare(req: &PlanRequest, nodes: &[NodePlan], your_days: f64) -> Result<Comparison> {
     let row = row_for(req, nodes)?;
     let tokens = req.workload.output_tokens;
     let implied = tok_s_for(tokens, your_days);

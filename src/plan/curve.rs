@@ -197,7 +197,9 @@ pub fn estimate(
     let bad_levels: Vec<u32> = run
         .levels
         .iter()
-        .filter(|l| !level_problems(std::slice::from_ref(*l), run.profile.sweep.max_error_rate).is_empty())
+        .filter(|l| {
+            !level_problems(std::slice::from_ref(*l), run.profile.sweep.max_error_rate).is_empty()
+        })
         .map(|l| l.concurrency)
         .collect();
     for p in &problems {
@@ -348,8 +350,7 @@ pub fn estimate(
         };
         let why = |n: u32| -> String {
             if n == best_free {
-                if fit.peak_concurrency.is_finite() && fit.peak_concurrency <= max_measured as f64
-                {
+                if fit.peak_concurrency.is_finite() && fit.peak_concurrency <= max_measured as f64 {
                     format!("the fitted peak (N* = {:.1})", fit.peak_concurrency)
                 } else {
                     "the largest level measured".to_string()
@@ -360,9 +361,7 @@ pub fn estimate(
                     .filter(|c| c.0 == n || (c.0 < best_free && c.0 <= n))
                     .map(|c| c.1.clone())
                     .collect();
-                if why.is_empty()
-                    || !latency_ok((n + 1) as f64, fit.throughput((n + 1) as f64))
-                {
+                if why.is_empty() || !latency_ok((n + 1) as f64, fit.throughput((n + 1) as f64)) {
                     if let Some(max) = limits.max_latency_s {
                         why.push(format!("--max-latency {max:.0}s (Little's law)"));
                     }
@@ -394,8 +393,17 @@ pub fn estimate(
                 let beats_measured = best_measured.is_none_or(|l| x > mean_at(l));
                 if !measured_there && beats_measured {
                     return fitted_at(
-                        fit, report, &points, n, why(n), origin, resamples, seed, batch1_tok_s,
-                        notes, warnings,
+                        fit,
+                        report,
+                        &points,
+                        n,
+                        why(n),
+                        origin,
+                        resamples,
+                        seed,
+                        batch1_tok_s,
+                        notes,
+                        warnings,
                     );
                 }
             }
@@ -527,10 +535,7 @@ fn measured_estimate(
                 if by.is_empty() {
                     "the limits given (higher levels measured exceed them)".to_string()
                 } else {
-                    format!(
-                        "{} (the best measured level within it)",
-                        by.join(", ")
-                    )
+                    format!("{} (the best measured level within it)", by.join(", "))
                 },
             )
         }

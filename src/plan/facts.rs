@@ -251,8 +251,14 @@ pub fn model_from_hf_config(
 /// Bytes per parameter from a config.json `quantization_config` (AWQ/GPTQ with `bits` and
 /// `group_size`, FP8, bitsandbytes, MXFP4, ModelOpt NVFP4/FP8).
 fn quantized_bytes(q: &serde_json::Value) -> Option<f64> {
-    let method = q.get("quant_method").and_then(|v| v.as_str())?.to_ascii_lowercase();
-    let bits = q.get("bits").or_else(|| q.get("w_bit")).and_then(|v| v.as_f64());
+    let method = q
+        .get("quant_method")
+        .and_then(|v| v.as_str())?
+        .to_ascii_lowercase();
+    let bits = q
+        .get("bits")
+        .or_else(|| q.get("w_bit"))
+        .and_then(|v| v.as_f64());
     let group = q
         .get("group_size")
         .or_else(|| q.get("q_group_size"))
@@ -260,7 +266,9 @@ fn quantized_bytes(q: &serde_json::Value) -> Option<f64> {
         .filter(|g| *g > 0.0)
         .unwrap_or(128.0);
     match method.as_str() {
-        m if m.contains("awq") || m.contains("gptq") => Some(bits.unwrap_or(4.0) / 8.0 + 2.0 / group),
+        m if m.contains("awq") || m.contains("gptq") => {
+            Some(bits.unwrap_or(4.0) / 8.0 + 2.0 / group)
+        }
         m if m.contains("fp8") => Some(1.0),
         "bitsandbytes" => {
             if q.get("load_in_4bit").and_then(|v| v.as_bool()) == Some(true) {
@@ -271,7 +279,10 @@ fn quantized_bytes(q: &serde_json::Value) -> Option<f64> {
         }
         "mxfp4" => Some(0.5 + 1.0 / 32.0),
         "modelopt" => {
-            let algo = q.get("quant_algo").and_then(|v| v.as_str())?.to_ascii_lowercase();
+            let algo = q
+                .get("quant_algo")
+                .and_then(|v| v.as_str())?
+                .to_ascii_lowercase();
             if algo.contains("fp4") {
                 Some(0.5 + 1.0 / 16.0)
             } else if algo.contains("fp8") {
@@ -333,7 +344,10 @@ pub fn model_from_hf_config_text(
              float16, float32 or a float8 type"
         ),
     };
-    let bytes_per_param = match root.get("quantization_config").or_else(|| cfg.get("quantization_config")) {
+    let bytes_per_param = match root
+        .get("quantization_config")
+        .or_else(|| cfg.get("quantization_config"))
+    {
         None => activation_bytes,
         Some(q) => quantized_bytes(q).with_context(|| {
             format!(

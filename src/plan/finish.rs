@@ -2,12 +2,12 @@
 //! into a node type's projection.
 
 use super::answer::{label, DeadlinePlan, NodePlan, RooflineReport};
-use super::workload::human_duration;
 use super::curve;
 use super::facts::{GpuFacts, ModelFacts};
 use super::request::PlanRequest;
 use super::roofline::{MemoryFit, Roofline, RooflineCheck, Verdict, LOW_EFFICIENCY};
 use super::rows::Row;
+use super::workload::human_duration;
 
 /// Nodes that generate `tokens` within `deadline_s` at `tok_s` per node (at least one), when
 /// the end-of-job tail takes up to `tail_s`: the last requests start while the others finish

@@ -5,10 +5,10 @@
 use anyhow::{bail, Result};
 
 use super::answer::{ModelSummary, NodePlan, Plan};
+use super::catalog::Node;
 use super::compare::compare;
 use super::finish::finish;
 use super::request::PlanRequest;
-use super::catalog::Node;
 use super::rows::{self, Remarks, Row};
 use super::summary::summarize;
 
@@ -70,7 +70,10 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         .into_iter()
         .map(|r| finish(req, r))
         .partition(|n| n.infeasible.is_none());
-    let reasons: Vec<String> = left_out.iter().filter_map(|n| n.infeasible.clone()).collect();
+    let reasons: Vec<String> = left_out
+        .iter()
+        .filter_map(|n| n.infeasible.clone())
+        .collect();
     if nodes.is_empty() || (req.only_node.is_some() && !left_out.is_empty()) {
         bail!("infeasible: {}", reasons.join("; "));
     }
@@ -83,7 +86,12 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
             let why: Vec<String> = nodes
                 .iter()
                 .take(if run_row_misses { 1 } else { nodes.len() })
-                .flat_map(|n| n.warnings.iter().filter(|w| w.contains("deadline")).cloned())
+                .flat_map(|n| {
+                    n.warnings
+                        .iter()
+                        .filter(|w| w.contains("deadline"))
+                        .cloned()
+                })
                 .collect();
             bail!(
                 "--deadline {}: cannot be met: {}",

@@ -38,8 +38,8 @@ pub fn parse_number(flag: &str, text: &str) -> Result<f64> {
         let groups: Vec<&str> = int_part.trim_start_matches(['+', '-']).split(',').collect();
         let first_ok = (1..=3).contains(&groups[0].len());
         let rest_ok = groups[1..].iter().all(|g| g.len() == 3);
-        if !(first_ok && rest_ok) || !groups.iter().all(|g| g.chars().all(|c| c.is_ascii_digit()))
-        {
+        let digits = groups.iter().all(|g| g.chars().all(|c| c.is_ascii_digit()));
+        if !(first_ok && rest_ok && digits) {
             return Err(ambiguous());
         }
     }
@@ -227,9 +227,14 @@ mod tests {
         assert_eq!(parse_count("--x", "1,640,000,000").unwrap(), 1.64e9);
         assert_eq!(parse_count("--x", "1,234.5").unwrap(), 1234.5);
         assert_eq!(parse_count("--x", "1_640_000_000").unwrap(), 1.64e9);
-        for bad in ["1,64e9", "1,5", "1,64", "12,3456", ",123", "1.5,000", "1,000e3"] {
+        for bad in [
+            "1,64e9", "1,5", "1,64", "12,3456", ",123", "1.5,000", "1,000e3",
+        ] {
             let err = format!("{:#}", parse_count("--x", bad).unwrap_err());
-            assert!(err.contains("--x") && err.contains("ambiguous"), "{bad}: {err}");
+            assert!(
+                err.contains("--x") && err.contains("ambiguous"),
+                "{bad}: {err}"
+            );
         }
         let err = format!("{:#}", parse_whole("--completions", "0.5").unwrap_err());
         assert!(err.contains("whole number"), "{err}");
