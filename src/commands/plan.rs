@@ -10,6 +10,7 @@ use crate::fsutil::write_atomic;
 use crate::plan::facts::{kv_bytes_for, model_from_hf_config, weight_bytes_for, ModelFacts};
 use crate::plan::request::{Limits, RunNode};
 use crate::plan::workload::{human_duration, parse_count, parse_duration};
+use crate::plan::slo::Slo;
 use crate::plan::{plan, Catalog, Facts, PlanRequest, Workload};
 use crate::record::RunResult;
 use crate::report::plan::{capacity_series, render_json, render_table};
@@ -73,6 +74,13 @@ pub struct PlanArgs {
     /// Longest acceptable time per request, e.g. 60s (Little's law).
     #[arg(long, allow_hyphen_values = true)]
     pub max_latency: Option<String>,
+    /// SLO: time to first token at p99, e.g. 2s (with --results: plan at the highest load
+    /// whose measured p99 meets it, interpolated between levels).
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
+    pub max_ttft_p99: Option<String>,
+    /// SLO: inter-token latency at p99, e.g. 50ms (with --results, as --max-ttft-p99).
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
+    pub max_itl_p99: Option<String>,
     /// Node catalog (TOML) [default: fixtures/catalog.toml, built in].
     #[arg(long)]
     pub catalog: Option<PathBuf>,
@@ -139,6 +147,8 @@ impl Default for PlanArgs {
             usd_per_node_hour: None,
             max_concurrency: None,
             max_latency: None,
+            max_ttft_p99: None,
+            max_itl_p99: None,
             catalog: None,
             model: None,
             model_config: None,
@@ -395,6 +405,24 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
         .as_deref()
         .map(|d| parse_duration("--max-latency", d))
         .transpose()?;
+    let slo = Slo {
+        max_ttft_p99_s: args
+            .max_ttft_p99
+            .as_deref()
+            .map(|d| parse_duration("--max-ttft-p99", d))
+            .transpose()?,
+        max_itl_p99_s: args
+            .max_itl_p99
+            .as_deref()
+            .map(|d| parse_duration("--max-itl-p99", d))
+            .transpose()?,
+    };
+    if slo.any() && args.results.is_none() {
+        bail!(
+            "--max-ttft-p99 and --max-itl-p99 need a measured curve (--results RUN.json): \
+             catalog figures carry no latency percentiles"
+        );
+    }
     let budget_usd = args
         .budget
         .as_deref()
@@ -457,6 +485,7 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
             max_concurrency: args.max_concurrency,
             max_latency_s,
             sustained_fraction: args.sustained,
+            slo,
         },
         facts: &facts,
         catalog: &catalog,

@@ -8,6 +8,7 @@ use super::facts::ModelFacts;
 use super::figures::{Basis, Interval, Quantiles};
 use super::request::Limits;
 use super::roofline::RooflineCheck;
+use super::slo::SloReport;
 use super::workload::Workload;
 
 #[derive(Debug, Clone, Serialize)]
@@ -140,6 +141,8 @@ pub struct Plan {
     pub fit: Option<FitReport>,
     pub nodes: Vec<NodePlan>,
     pub comparison: Option<Comparison>,
+    /// The SLO cap and goodput (with --max-ttft-p99 / --max-itl-p99 and a run).
+    pub slo: Option<SloReport>,
     /// The answers in words: fastest, fewest nodes for the deadline, cheapest, budget.
     pub summary: Vec<String>,
     pub notes: Vec<String>,

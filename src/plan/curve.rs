@@ -24,6 +24,8 @@ pub struct ConcurrencyLimits {
     pub max_latency_s: Option<f64>,
     /// Average output tokens per request, for Little's law.
     pub avg_output_tokens: Option<f64>,
+    /// Most concurrency per replica the SLOs allow, and why.
+    pub slo: Option<(u32, String)>,
 }
 
 /// The fitted curve, as reported.
@@ -256,6 +258,7 @@ pub fn estimate(
                 format!("memory: the KV cache of {m} sequences fits per replica"),
             )
         }),
+        limits.slo.clone(),
     ]
     .into_iter()
     .flatten()

@@ -22,6 +22,7 @@ pub mod request;
 pub mod roofline;
 pub mod rows;
 pub mod seeds;
+pub mod slo;
 pub mod summary;
 pub mod toml_error;
 pub mod workload;

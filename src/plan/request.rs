@@ -7,6 +7,7 @@ use crate::record::RunResult;
 
 use super::catalog::Catalog;
 use super::facts::{normalize, Facts, ModelFacts};
+use super::slo::Slo;
 use super::workload::Workload;
 
 /// The job's limits and the planner's options.
@@ -18,6 +19,8 @@ pub struct Limits {
     pub max_latency_s: Option<f64>,
     /// Share of the measured or stated throughput a long run sustains (1 = all of it).
     pub sustained_fraction: f64,
+    /// TTFT and ITL p99 limits: the plan runs at the highest load that meets them.
+    pub slo: Slo,
 }
 
 /// The node a run was measured on.

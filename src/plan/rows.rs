@@ -2,6 +2,8 @@
 //! or best measured level), one per catalog figure for the plan's model, and scaled rows for
 //! catalog nodes without a figure.
 
+use std::path::Path;
+
 use anyhow::{bail, Result};
 
 use super::catalog::{FigureBasis, Node};
@@ -9,6 +11,7 @@ use super::curve::{self, ConcurrencyLimits, CurveEstimate, FitReport};
 use super::facts::{GpuFacts, ModelFacts};
 use super::figures::{Basis, Interval, Quantiles};
 use super::prefill;
+use super::slo::{self, SloReport};
 use super::request::PlanRequest;
 use super::roofline::MemoryFit;
 
@@ -17,6 +20,8 @@ use super::roofline::MemoryFit;
 pub(super) struct Remarks {
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
+    /// The SLO cap and goodput, when SLOs were given with a run.
+    pub slo: Option<SloReport>,
 }
 
 /// The basic facts of one row before the money and time arithmetic.
@@ -104,11 +109,28 @@ pub(super) fn from_run(
         }
         _ => None,
     };
+    let slo_cap = if req.limits.slo.any() {
+        let c = slo::cap(run, origin, &req.limits.slo)?;
+        if c.concurrency < 1.0 {
+            bail!(
+                "the SLOs allow {:.2} concurrent requests per replica ({}): less than one; no \
+                 load in the measured curve meets them",
+                c.concurrency,
+                c.how
+            );
+        }
+        Some(c)
+    } else {
+        None
+    };
     let limits = ConcurrencyLimits {
         max_concurrency: req.limits.max_concurrency,
         memory,
         max_latency_s: req.limits.max_latency_s,
         avg_output_tokens: req.workload.avg_output_tokens,
+        slo: slo_cap
+            .as_ref()
+            .map(|c| (c.concurrency.floor() as u32, format!("SLO: {}", c.how))),
     };
     let est: CurveEstimate = curve::estimate(run, origin, &limits, req.resamples, req.seed)?;
     said.notes.extend(est.notes.iter().cloned());
@@ -118,6 +140,35 @@ pub(super) fn from_run(
     }
     let replicas = node.replicas_per_node.max(1);
     let (tok_s, prefill_how) = prompt_lengths(req, run, origin, node, &est, said);
+    if let Some(cap) = slo_cap {
+        let endpoints = run.environment.endpoints.max(1) as u32;
+        let want = est.concurrency * endpoints;
+        // The measured level at or above the planned load (its goodput is a lower bound for
+        // the planned one), else the largest.
+        let level = run
+            .levels
+            .iter()
+            .map(|l| l.concurrency)
+            .filter(|c| *c >= want)
+            .min()
+            .or(run.levels.iter().map(|l| l.concurrency).max());
+        let goodput = level.and_then(|l| slo::goodput(Path::new(origin), l, &req.limits.slo));
+        let avg_out = req
+            .workload
+            .avg_output_tokens
+            .or(prefill::run_lengths(run).1);
+        let rps = avg_out.map(|t| tok_s.p50 * replicas as f64 / t);
+        said.slo = Some(SloReport {
+            slo: req.limits.slo,
+            cap,
+            planned_concurrency_per_replica: est.concurrency,
+            goodput_requests_per_s_per_node: match (&goodput, rps) {
+                (Some(g), Some(r)) => Some(g.share * r),
+                _ => None,
+            },
+            goodput,
+        });
+    }
     let row = Row {
         node: node.name.clone(),
         gpu: node.gpu.clone(),

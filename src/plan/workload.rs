@@ -157,6 +157,7 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<f64> {
             .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         let scale = match unit {
+            "ms" | "msec" | "msecs" => 0.001,
             "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
             "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
             "h" | "hr" | "hrs" | "hour" | "hours" => 3600.0,
@@ -203,6 +204,7 @@ mod tests {
         assert_eq!(parse_duration("--deadline", "1d12h").unwrap(), 129_600.0);
         assert_eq!(parse_duration("--deadline", "1.5d").unwrap(), 129_600.0);
         assert_eq!(parse_duration("--max-latency", "60s").unwrap(), 60.0);
+        assert_eq!(parse_duration("--max-itl-p99", "50ms").unwrap(), 0.05);
         for bad in ["", "soon", "2x", "d", "0h", "-3d"] {
             let err = format!("{:#}", parse_duration("--deadline", bad).unwrap_err());
             assert!(err.contains("--deadline"), "{bad}: {err}");

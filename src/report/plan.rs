@@ -29,6 +29,15 @@ pub fn thousands(x: f64) -> String {
     }
 }
 
+/// Seconds as "2 s" or "50 ms".
+fn seconds(t: f64) -> String {
+    if t < 1.0 {
+        format!("{:.0} ms", t * 1e3)
+    } else {
+        format!("{t} s")
+    }
+}
+
 fn money(x: f64) -> String {
     if x >= 100.0 {
         format!("${}", thousands(x))
@@ -107,6 +116,50 @@ pub fn render_table(plan: &Plan) -> String {
             f.kappa,
             f.rmse_rel * 100.0
         );
+    }
+    if let Some(r) = &plan.slo {
+        let mut limits = Vec::new();
+        if let Some(t) = r.slo.max_ttft_p99_s {
+            limits.push(format!("TTFT p99 <= {}", seconds(t)));
+        }
+        if let Some(t) = r.slo.max_itl_p99_s {
+            limits.push(format!("ITL p99 <= {}", seconds(t)));
+        }
+        let _ = writeln!(
+            s,
+            "  SLO {}: at most {:.1} concurrent per replica ({}; {}); planned at {}",
+            limits.join(", "),
+            r.cap.concurrency,
+            r.cap
+                .binding
+                .as_deref()
+                .map(|b| format!("{b} binds"))
+                .unwrap_or_else(|| "none binds in the measured range".to_string()),
+            r.cap.how,
+            r.planned_concurrency_per_replica
+        );
+        match (&r.goodput, r.goodput_requests_per_s_per_node) {
+            (Some(g), rps) => {
+                let _ = writeln!(
+                    s,
+                    "  goodput: {}/{} requests of the measured level {} (the run's concurrency; \
+                     at or above the planned load, so a lower bound) met every SLO, TTFT and \
+                     per-request ITL (TPOT) ({:.1}%){}",
+                    g.met,
+                    g.requests,
+                    g.level,
+                    g.share * 100.0,
+                    rps.map(|x| format!(", {x:.2} requests/s per node"))
+                        .unwrap_or_default()
+                );
+            }
+            (None, _) => {
+                let _ = writeln!(
+                    s,
+                    "  goodput: unknown (no requests.jsonl beside the results file)"
+                );
+            }
+        }
     }
     let _ = writeln!(s);
     let deadline_head = "nodes";

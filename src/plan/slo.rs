@@ -1,0 +1,182 @@
+//! Service-level objectives: the highest load per replica whose measured TTFT p99 and ITL p99
+//! meet the limits (interpolated between measured levels, never extrapolated past the last),
+//! which one binds, and the goodput there: the share of requests that met every SLO, counted
+//! from the run's `requests.jsonl` (a request's ITL is its mean inter-token gap, TPOT, as in
+//! AIPerf's goodput).
+
+use std::io::BufRead;
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use crate::record::files::REQUESTS_FILE;
+use crate::record::{RequestRecord, RunResult};
+
+/// The limits, seconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Slo {
+    pub max_ttft_p99_s: Option<f64>,
+    pub max_itl_p99_s: Option<f64>,
+}
+
+impl Slo {
+    pub fn any(&self) -> bool {
+        self.max_ttft_p99_s.is_some() || self.max_itl_p99_s.is_some()
+    }
+}
+
+/// The most concurrency per replica the SLOs allow.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SloCap {
+    /// Concurrent requests per replica (fractional: interpolated between levels).
+    pub concurrency: f64,
+    /// The SLO that sets it, or None when every measured level meets them all.
+    pub binding: Option<String>,
+    pub how: String,
+}
+
+/// The share of requests at one level that met every SLO.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Goodput {
+    /// Concurrency of the measured level counted (the whole run's, all endpoints).
+    pub level: u32,
+    pub requests: usize,
+    pub met: usize,
+    pub share: f64,
+}
+
+/// One level's p99s, mean over its trials, seconds.
+fn level_p99s(run: &RunResult, origin: &str) -> Result<Vec<(f64, Option<f64>, Option<f64>)>> {
+    let endpoints = run.environment.endpoints.max(1) as f64;
+    let mut out = Vec::new();
+    for l in &run.levels {
+        let ttft = l.trial_mean(|t| t.ttft_ms.as_ref().map(|p| p.p99 / 1e3));
+        let itl = l.trial_mean(|t| t.itl_ms.as_ref().map(|p| p.p99 / 1e3));
+        out.push((l.concurrency as f64 / endpoints, ttft, itl));
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if out.is_empty() {
+        bail!("--results {origin}: no levels");
+    }
+    Ok(out)
+}
+
+/// The highest concurrency per replica at which the measured p99s meet the SLOs.
+pub fn cap(run: &RunResult, origin: &str, slo: &Slo) -> Result<SloCap> {
+    let levels = level_p99s(run, origin)?;
+    let mut best: Option<(f64, Option<String>, String)> = None;
+    for (name, limit, pick) in [
+        (
+            "TTFT p99",
+            slo.max_ttft_p99_s,
+            (|l: &(f64, Option<f64>, Option<f64>)| l.1) as fn(&_) -> Option<f64>,
+        ),
+        ("ITL p99", slo.max_itl_p99_s, |l| l.2),
+    ] {
+        let Some(limit) = limit else { continue };
+        let mut values = Vec::new();
+        for l in &levels {
+            match pick(l) {
+                Some(v) => values.push((l.0, v)),
+                None => bail!(
+                    "--results {origin}: level {} has no {name} (a transcribed run or one \
+                     without per-request timing): the SLO cannot be checked",
+                    l.0
+                ),
+            }
+        }
+        let first_over = values.iter().position(|(_, v)| *v > limit);
+        let (c, binding, how) = match first_over {
+            Some(0) => bail!(
+                "--max-{}: even the lowest level measured ({} per replica) has {name} {:.3} s, \
+                 over the {limit} s limit: no load in the measured curve meets it",
+                if name.starts_with("TTFT") { "ttft-p99" } else { "itl-p99" },
+                values[0].0,
+                values[0].1
+            ),
+            None => {
+                let last = values[values.len() - 1];
+                (
+                    last.0,
+                    None,
+                    format!(
+                        "{name} {:.3} s at the largest level measured ({}) meets {limit} s; not \
+                         extrapolated beyond it",
+                        last.1, last.0
+                    ),
+                )
+            }
+            Some(i) => {
+                let (c0, v0) = values[i - 1];
+                let (c1, v1) = values[i];
+                let c = c0 + (limit - v0) / (v1 - v0) * (c1 - c0);
+                (
+                    c,
+                    Some(name.to_string()),
+                    format!(
+                        "{name} <= {limit} s: {v0:.3} s at {c0} and {v1:.3} s at {c1} per \
+                         replica, so at most {c:.1} (linear between the two levels)"
+                    ),
+                )
+            }
+        };
+        if best.as_ref().is_none_or(|b| c < b.0) {
+            best = Some((c, binding, how));
+        }
+    }
+    let Some((concurrency, binding, how)) = best else {
+        bail!("no SLO given")
+    };
+    Ok(SloCap {
+        concurrency,
+        binding,
+        how,
+    })
+}
+
+/// Goodput share at the measured level `level` (whole-run concurrency), from the
+/// `requests.jsonl` beside the results file; None when there is no such file or no request.
+pub fn goodput(results: &Path, level: u32, slo: &Slo) -> Option<Goodput> {
+    let path = results.parent()?.join(REQUESTS_FILE);
+    let file = std::fs::File::open(path).ok()?;
+    let (mut requests, mut met) = (0usize, 0usize);
+    for line in std::io::BufReader::new(file).lines() {
+        let Ok(line) = line else { break };
+        let Ok(r) = serde_json::from_str::<RequestRecord>(&line) else {
+            continue;
+        };
+        if r.warmup || r.concurrency != level || r.rate.is_some() {
+            continue;
+        }
+        requests += 1;
+        let ok = r.error.is_none()
+            && slo
+                .max_ttft_p99_s
+                .is_none_or(|l| r.ttft_ms.is_some_and(|t| t / 1e3 <= l))
+            && slo
+                .max_itl_p99_s
+                .is_none_or(|l| r.tpot_ms.is_none_or(|t| t / 1e3 <= l));
+        if ok {
+            met += 1;
+        }
+    }
+    (requests > 0).then(|| Goodput {
+        level,
+        requests,
+        met,
+        share: met as f64 / requests as f64,
+    })
+}
+
+/// What the plan says about the SLOs.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SloReport {
+    pub slo: Slo,
+    pub cap: SloCap,
+    /// The concurrency per replica the plan uses (the SLO cap, or lower for other limits).
+    pub planned_concurrency_per_replica: u32,
+    pub goodput: Option<Goodput>,
+    /// Requests per second per node that meet every SLO, at the P50 throughput.
+    pub goodput_requests_per_s_per_node: Option<f64>,
+}
