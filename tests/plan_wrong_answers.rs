@@ -479,3 +479,64 @@ fn quantized_weights_and_kv_dtype() {
         "--quantization",
     );
 }
+
+/// Latency percentiles (ms) for a trial: p99 as given, the rest below it.
+fn pct(p99_ms: f64) -> Value {
+    serde_json::json!({"p50": p99_ms / 2.0, "p90": p99_ms * 0.8, "p99": p99_ms,
+        "mean": p99_ms / 2.0, "min": 1.0, "max": p99_ms, "count": 100})
+}
+
+/// Item 12: SLOs cap the load at the highest concurrency whose measured p99 meets them,
+/// linear between levels, and say which binds; an SLO no level meets is refused, and so is one
+/// on a run without latency percentiles.
+#[test]
+fn slos_cap_the_load_between_levels() {
+    let dir = tempfile::tempdir().unwrap();
+    // TTFT p99 0.2, 0.5, 1.0, 2.5, 5.0 s and ITL p99 20 ms at every level (1/4/16/32/64).
+    let timed = edited(dir.path(), CURVE_122B, |v| {
+        for (i, ttft) in [200.0, 500.0, 1000.0, 2500.0, 5000.0].iter().enumerate() {
+            let t = &mut v["levels"][i]["trials"][0];
+            t["ttft_ms"] = pct(*ttft);
+            t["itl_ms"] = pct(20.0);
+        }
+    });
+    let p = json(&plan(&[
+        "--results",
+        &timed,
+        "--output-tokens",
+        "1e9",
+        "--max-ttft-p99",
+        "2s",
+        "--max-itl-p99",
+        "50ms",
+        "--format",
+        "json",
+    ]));
+    let slo = &p["slo"];
+    // Between 16 (1.0 s) and 32 (2.5 s): 16 + (2 - 1) / 1.5 x 16 = 26.7.
+    assert!(
+        (f(&slo["cap"]["concurrency"]) - 26.667).abs() < 0.01,
+        "{slo}"
+    );
+    assert_eq!(slo["cap"]["binding"], "TTFT p99", "{slo}");
+    let planned = f(&p["nodes"][0]["concurrency_per_replica"]);
+    assert!(planned <= 26.0, "{planned}");
+    assert_eq!(f(&slo["planned_concurrency_per_replica"]), planned);
+
+    let mut args = vec!["--results", timed.as_str(), "--output-tokens", "1e9"];
+    args.extend(["--max-ttft-p99", "100ms"]);
+    refused(&plan(&args), "even the lowest level");
+
+    let s = seed(CURVE_122B);
+    refused(
+        &plan(&[
+            "--results",
+            s.to_str().unwrap(),
+            "--output-tokens",
+            "1e9",
+            "--max-ttft-p99",
+            "2s",
+        ]),
+        "no TTFT p99",
+    );
+}

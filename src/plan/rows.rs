@@ -11,9 +11,9 @@ use super::curve::{self, ConcurrencyLimits, CurveEstimate, FitReport};
 use super::facts::{GpuFacts, ModelFacts};
 use super::figures::{Basis, Interval, Quantiles};
 use super::prefill;
-use super::slo::{self, SloReport};
 use super::request::PlanRequest;
 use super::roofline::MemoryFit;
+use super::slo::{self, SloReport};
 
 /// The notes and warnings of the whole plan, in the order they arise.
 #[derive(Debug, Default)]

@@ -46,16 +46,29 @@ pub struct Goodput {
     pub share: f64,
 }
 
-/// One level's p99s, mean over its trials, seconds.
-fn level_p99s(run: &RunResult, origin: &str) -> Result<Vec<(f64, Option<f64>, Option<f64>)>> {
+/// One level's p99s (mean over its trials, seconds) at its concurrency per replica.
+struct LevelP99 {
+    concurrency: f64,
+    ttft: Option<f64>,
+    itl: Option<f64>,
+}
+
+/// Which p99 of a level an SLO reads.
+type Pick = fn(&LevelP99) -> Option<f64>;
+
+fn level_p99s(run: &RunResult, origin: &str) -> Result<Vec<LevelP99>> {
     let endpoints = run.environment.endpoints.max(1) as f64;
     let mut out = Vec::new();
     for l in &run.levels {
         let ttft = l.trial_mean(|t| t.ttft_ms.as_ref().map(|p| p.p99 / 1e3));
         let itl = l.trial_mean(|t| t.itl_ms.as_ref().map(|p| p.p99 / 1e3));
-        out.push((l.concurrency as f64 / endpoints, ttft, itl));
+        out.push(LevelP99 {
+            concurrency: l.concurrency as f64 / endpoints,
+            ttft,
+            itl,
+        });
     }
-    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out.sort_by(|a, b| a.concurrency.total_cmp(&b.concurrency));
     if out.is_empty() {
         bail!("--results {origin}: no levels");
     }
@@ -66,61 +79,59 @@ fn level_p99s(run: &RunResult, origin: &str) -> Result<Vec<(f64, Option<f64>, Op
 pub fn cap(run: &RunResult, origin: &str, slo: &Slo) -> Result<SloCap> {
     let levels = level_p99s(run, origin)?;
     let mut best: Option<(f64, Option<String>, String)> = None;
-    for (name, limit, pick) in [
-        (
-            "TTFT p99",
-            slo.max_ttft_p99_s,
-            (|l: &(f64, Option<f64>, Option<f64>)| l.1) as fn(&_) -> Option<f64>,
-        ),
-        ("ITL p99", slo.max_itl_p99_s, |l| l.2),
-    ] {
+    let pickers: [(&str, Option<f64>, Pick); 2] = [
+        ("TTFT p99", slo.max_ttft_p99_s, |l| l.ttft),
+        ("ITL p99", slo.max_itl_p99_s, |l| l.itl),
+    ];
+    for (name, limit, pick) in pickers {
         let Some(limit) = limit else { continue };
         let mut values = Vec::new();
         for l in &levels {
             match pick(l) {
-                Some(v) => values.push((l.0, v)),
+                Some(v) => values.push((l.concurrency, v)),
                 None => bail!(
                     "--results {origin}: level {} has no {name} (a transcribed run or one \
                      without per-request timing): the SLO cannot be checked",
-                    l.0
+                    l.concurrency
                 ),
             }
         }
         let first_over = values.iter().position(|(_, v)| *v > limit);
-        let (c, binding, how) = match first_over {
-            Some(0) => bail!(
+        let (c, binding, how) =
+            match first_over {
+                Some(0) => bail!(
                 "--max-{}: even the lowest level measured ({} per replica) has {name} {:.3} s, \
                  over the {limit} s limit: no load in the measured curve meets it",
                 if name.starts_with("TTFT") { "ttft-p99" } else { "itl-p99" },
                 values[0].0,
                 values[0].1
             ),
-            None => {
-                let last = values[values.len() - 1];
-                (
-                    last.0,
-                    None,
-                    format!(
+                None => {
+                    let last = values[values.len() - 1];
+                    (
+                        last.0,
+                        None,
+                        format!(
                         "{name} {:.3} s at the largest level measured ({}) meets {limit} s; not \
                          extrapolated beyond it",
                         last.1, last.0
                     ),
-                )
-            }
-            Some(i) => {
-                let (c0, v0) = values[i - 1];
-                let (c1, v1) = values[i];
-                let c = c0 + (limit - v0) / (v1 - v0) * (c1 - c0);
-                (
-                    c,
-                    Some(name.to_string()),
-                    format!(
-                        "{name} <= {limit} s: {v0:.3} s at {c0} and {v1:.3} s at {c1} per \
+                    )
+                }
+                Some(i) => {
+                    let (c0, v0) = values[i - 1];
+                    let (c1, v1) = values[i];
+                    let c = c0 + (limit - v0) / (v1 - v0) * (c1 - c0);
+                    (
+                        c,
+                        Some(name.to_string()),
+                        format!(
+                            "{name} <= {limit} s: {v0:.3} s at {c0} and {v1:.3} s at {c1} per \
                          replica, so at most {c:.1} (linear between the two levels)"
-                    ),
-                )
-            }
-        };
+                        ),
+                    )
+                }
+            };
         if best.as_ref().is_none_or(|b| c < b.0) {
             best = Some((c, binding, how));
         }

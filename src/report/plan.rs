@@ -181,6 +181,7 @@ pub fn render_table(plan: &Plan) -> String {
     let _ = writeln!(s, "{}", "-".repeat(header.len()));
     for n in &plan.nodes {
         let nodes = match &n.deadline {
+            Some(d) if !n.interval.known => format!("{} (?)", d.nodes_p50),
             Some(d) if d.nodes_p50 == d.nodes_p90 => d.nodes_p50.to_string(),
             Some(d) => format!("{} ({})", d.nodes_p50, d.nodes_p90),
             None => "-".to_string(),
@@ -219,7 +220,7 @@ pub fn render_table(plan: &Plan) -> String {
         s,
         "P50 time and days: one node, at the median throughput; P10-P90: the spread the data \
          supports (unknown: no measured spread). nodes: to meet the deadline at P50 (and at \
-         90% confidence), keeping one request's duration for the end-of-job tail. cost: P50, \
+         90% confidence; ?: unknown), keeping one request's duration for the end-of-job tail. cost: P50, \
          illustrative prices{}. latency: per request, Little's law (concurrency x avg output \
          tokens / throughput per replica). roof %: throughput per replica / memory-bandwidth \
          roofline at that batch (>=: batch unknown, bound at the most that fits in memory).",
@@ -292,10 +293,13 @@ pub fn render_table(plan: &Plan) -> String {
         if let Some(c) = n.cost_usd {
             let _ = writeln!(
                 s,
-                "  cost: {} (P10-P90 {}-{}) at {}/node-hour{}",
+                "  cost: {} (P10-P90 {}) at {}/node-hour{}",
                 money(c.p50),
-                money(c.p10),
-                money(c.p90),
+                if n.interval.known {
+                    format!("{}-{}", money(c.p10), money(c.p90))
+                } else {
+                    "unknown".to_string()
+                },
                 money(n.usd_per_node_hour.unwrap_or(0.0)),
                 n.price_note
                     .as_deref()
