@@ -540,3 +540,36 @@ fn slos_cap_the_load_between_levels() {
         "no TTFT p99",
     );
 }
+
+/// Item 11: with the reference's batch known, scaled rows keep the reference's share of the
+/// roofline at the batch each node holds (before, the shares ran from a few % to tens of %).
+#[test]
+fn scaled_rows_keep_the_references_roofline_share() {
+    let s = seed(CURVE_122B);
+    let p = json(&plan(&[
+        "--results",
+        s.to_str().unwrap(),
+        "--node",
+        "rtx6000-4x-tp4",
+        "--completions",
+        "902087",
+        "--avg-output-tokens",
+        "1818",
+        "--avg-input-tokens",
+        "100000",
+        "--format",
+        "json",
+    ]));
+    let rows = p["nodes"].as_array().unwrap();
+    let share = f(&rows[0]["roofline"]["efficiency"]);
+    let scaled: Vec<&Value> = rows.iter().filter(|r| r["basis"] == "scaled").collect();
+    assert!(scaled.len() >= 3, "{rows:?}");
+    for r in scaled {
+        let e = f(&r["roofline"]["efficiency"]);
+        assert!((e - share).abs() < 1e-6, "{} {e} vs {share}", r["node"]);
+        // Never above the measured batch, and within what the node's memory holds.
+        let b = f(&r["concurrency_per_replica"]);
+        assert!(b <= f(&rows[0]["concurrency_per_replica"]), "{r}");
+        assert!(b <= f(&r["roofline"]["memory_max_concurrency"]), "{r}");
+    }
+}

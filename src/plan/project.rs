@@ -54,6 +54,14 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
     rows.extend(shown);
     rows::warn_mixed_models(req, &rows, &mut said);
     rows.extend(scaled);
+    if rows.is_empty() && req.plan_model_name().is_none() {
+        bail!(
+            "nothing to plan from: no run (--results), and no throughput figure in {} for the \
+             nodes asked; give --model NAME to scale a measured reference for that model to \
+             them",
+            req.catalog.origin
+        );
+    }
     if rows.is_empty() {
         bail!(
             "nothing to plan from: no run (--results), and no catalog entry in {} has a \

@@ -12,7 +12,7 @@ use super::facts::{GpuFacts, ModelFacts};
 use super::figures::{Basis, Interval, Quantiles};
 use super::prefill;
 use super::request::PlanRequest;
-use super::roofline::MemoryFit;
+use super::roofline::{MemoryFit, Roofline};
 use super::slo::{self, SloReport};
 
 /// The notes and warnings of the whole plan, in the order they arise.
@@ -75,8 +75,8 @@ pub(super) fn from_run(
                 bail!(
                     "infeasible: {} ({:.0} GB of weights at {} bytes per parameter) does not fit \
                      in one replica of {}: {} x {} = {:.0} GB usable ({:.0}% of {:.0} GB); give \
-                     the replica more GPUs (--gpus-per-node, --replicas-per-node) or quantized \
-                     weights",
+                     the replica more GPUs (--gpus-per-node, --replicas-per-node), or say the \
+                     weights' format if they are quantized (--quantization int4, fp8, ...)",
                     m.name,
                     fit.weight_bytes / 1e9,
                     m.bytes_per_param,
@@ -370,20 +370,31 @@ pub(super) fn scaled(
 ) -> Vec<Row> {
     let mut scaled = Vec::new();
     let plan_model = req.plan_model_name();
-    let reference = rows
+    let reference_row = rows
         .iter()
-        .find(|r| r.basis.is_measured() && r.gpu.is_some())
-        .map(|r| {
-            (
-                r.node.clone(),
-                r.gpu.clone().unwrap_or_default(),
-                r.tok_s_per_node.scale(1.0 / r.gpus_per_node as f64),
-            )
-        });
+        .find(|r| r.basis.is_measured() && r.gpu.is_some());
+    let reference = reference_row.map(|r| {
+        (
+            r.node.clone(),
+            r.gpu.clone().unwrap_or_default(),
+            r.tok_s_per_node.scale(1.0 / r.gpus_per_node as f64),
+        )
+    });
     let (Some((ref_name, ref_gpu, per_gpu)), Some(_)) = (&reference, &plan_model) else {
         return scaled;
     };
     let ref_facts = req.facts.gpu(ref_gpu);
+    // With the reference's batch known, scale at the roofline: the same share of the bound,
+    // at the batch each node holds (the reference's, or fewer where memory says so).
+    let (mean_ctx, full_ctx) = req.context_tokens();
+    let ref_share = match (reference_row, &req.model, ref_facts) {
+        (Some(r), Some(m), Some(g)) => r.concurrency_per_replica.map(|b| {
+            let gpr = (r.gpus_per_node / r.replicas_per_node.max(1)).max(1);
+            let per_replica = r.tok_s_per_node.p50 / r.replicas_per_node.max(1) as f64;
+            (b, per_replica / Roofline::new(m, g, gpr, mean_ctx).bound(b))
+        }),
+        _ => None,
+    };
     for node in selected {
         if node.tok_s().is_some() || run_node == Some(node.name.as_str()) {
             continue;
@@ -423,6 +434,48 @@ pub(super) fn scaled(
             }
         }
         let ratio = tf.bandwidth_tb_s / rf.bandwidth_tb_s;
+        if let (Some((ref_batch, share)), Some(m)) = (ref_share, &req.model) {
+            let gpr = node.gpus_per_node / replicas;
+            let holds = MemoryFit::new(m, tf, gpr, full_ctx).max_concurrency;
+            let batch = ref_batch.min(holds as f64).max(1.0);
+            let per_replica = share * Roofline::new(m, tf, gpr, mean_ctx).bound(batch);
+            scaled.push(Row {
+                node: node.name.clone(),
+                gpu: Some(node.gpu.clone()),
+                gpus_per_node: node.gpus_per_node,
+                replicas_per_node: replicas,
+                model: plan_model.clone(),
+                basis: Basis::Scaled,
+                how: format!(
+                    "scaled from {ref_name} at the roofline: its {:.0}% of the memory-bandwidth \
+                     bound at batch {ref_batch:.0}, applied to this node's bound at batch \
+                     {batch:.0}{} ({} GPU(s) of {} per replica, x {replicas} replicas); assumes \
+                     the same share of the bound, ignores interconnect and compute differences",
+                    share * 100.0,
+                    if batch < ref_batch {
+                        format!(" (the {holds} sequences its memory holds at the job's context)")
+                    } else {
+                        String::new()
+                    },
+                    gpr,
+                    tf.name
+                ),
+                source: node.source.clone(),
+                date: None,
+                concurrency_per_replica: Some(batch),
+                tok_s_per_node: Quantiles::single(per_replica * replicas as f64),
+                interval: Interval::unknown(
+                    "scaled across hardware at the roofline: the error of this scaling has not \
+                     been measured, so no interval is given (measure the node to get one)",
+                ),
+                usd_per_node_hour: node.usd_per_node_hour,
+                price_note: node.price_note.clone(),
+                speculative: false,
+                batch1_tok_s_per_replica: None,
+                notes: row_notes,
+            });
+            continue;
+        }
         scaled.push(Row {
             node: node.name.clone(),
             gpu: Some(node.gpu.clone()),
