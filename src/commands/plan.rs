@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
+use crate::plan::catalog::MAX_GPUS_PER_NODE;
 use crate::plan::facts::{kv_bytes_for, model_from_hf_config, weight_bytes_for, ModelFacts};
 use crate::plan::request::{Limits, RunNode};
 use crate::plan::slo::Slo;
@@ -229,9 +230,6 @@ fn model_facts(args: &PlanArgs, facts: &Facts) -> Result<Option<ModelFacts>> {
         }),
     }
 }
-
-/// Most GPUs (and replicas) a node may have: beyond it a count is a typing error.
-const MAX_GPUS_PER_NODE: u32 = 1024;
 
 /// The GPU the run's environment recorded, as the facts name it (or as recorded).
 fn run_gpu(run: &RunResult, facts: &Facts) -> Option<String> {
