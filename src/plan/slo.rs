@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use crate::record::files::REQUESTS_FILE;
-use crate::record::{RequestRecord, RunResult};
+use crate::record::{Arm, RequestRecord, RunResult, Window};
 
 /// The limits, seconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -157,7 +157,14 @@ pub fn goodput(results: &Path, level: u32, slo: &Slo) -> Option<Goodput> {
         let Ok(r) = serde_json::from_str::<RequestRecord>(&line) else {
             continue;
         };
-        if r.warmup || r.concurrency != level || r.rate.is_some() {
+        // The measured requests of this level on the run's own server: not warm-up, not a
+        // duration sweep's ramp, not the base arm of a relative run.
+        if r.warmup
+            || r.concurrency != level
+            || r.rate.is_some()
+            || r.arm == Some(Arm::Base)
+            || r.window.is_some_and(|w| w != Window::Measure)
+        {
             continue;
         }
         requests += 1;
@@ -190,4 +197,44 @@ pub struct SloReport {
     pub goodput: Option<Goodput>,
     /// Requests per second per node that meet every SLO, at the P50 throughput.
     pub goodput_requests_per_s_per_node: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One request line as `requests.jsonl` holds it.
+    fn line(concurrency: u32, ttft_ms: f64, tpot_ms: f64, extra: &str) -> String {
+        format!(
+            r#"{{"concurrency": {concurrency}, "trial": 1, "index": 0, "warmup": false,
+            "endpoint": 0, "sent_s": 0.0, "first_byte_s": null, "first_chunk_s": null,
+            "first_token_s": null, "end_s": 1.0, "ttft_ms": {ttft_ms}, "e2e_ms": 1000.0,
+            "tpot_ms": {tpot_ms}, "output_tokens": 32, "input_tokens": 8,
+            "token_source": "usage", "chunks": 32, "finish_reason": "length",
+            "http_status": 200, "error": null, "error_message": null{extra}}}"#
+        )
+        .replace('\n', " ")
+    }
+
+    #[test]
+    fn goodput_counts_the_level_s_own_requests_meeting_every_slo() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results.json");
+        let lines = [
+            line(8, 100.0, 10.0, ""),                   // meets both
+            line(8, 3000.0, 10.0, ""),                  // TTFT over
+            line(8, 100.0, 80.0, ""),                   // ITL over
+            line(8, 100.0, 10.0, r#", "arm": "base""#), // base arm: not counted
+            line(16, 100.0, 10.0, ""),                  // another level
+        ];
+        std::fs::write(dir.path().join(REQUESTS_FILE), lines.join("\n")).unwrap();
+        let slo = Slo {
+            max_ttft_p99_s: Some(2.0),
+            max_itl_p99_s: Some(0.05),
+        };
+        let g = goodput(&results, 8, &slo).unwrap();
+        assert_eq!((g.requests, g.met), (3, 1), "{g:?}");
+        assert!((g.share - 1.0 / 3.0).abs() < 1e-12);
+        assert!(goodput(&results, 64, &slo).is_none());
+    }
 }
