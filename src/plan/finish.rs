@@ -109,6 +109,14 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
                 nodes_p90: p90,
                 tail_s: tail_s.unwrap_or(0.0),
             }),
+            _ if d > tail => {
+                warnings.push(format!(
+                    "{label}: the deadline {} would need more than {} nodes",
+                    human_duration(d),
+                    u32::MAX
+                ));
+                None
+            }
             _ => {
                 warnings.push(format!(
                     "{label}: the deadline {} is not longer than one request takes at \
