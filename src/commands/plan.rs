@@ -7,8 +7,10 @@ use clap::{Args, ValueEnum};
 
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
-use crate::plan::facts::{model_from_hf_config, ModelFacts};
+use crate::plan::catalog::MAX_GPUS_PER_NODE;
+use crate::plan::facts::{kv_bytes_for, model_from_hf_config, weight_bytes_for, ModelFacts};
 use crate::plan::request::{Limits, RunNode};
+use crate::plan::slo::Slo;
 use crate::plan::workload::{human_duration, parse_count, parse_duration};
 use crate::plan::{plan, Catalog, Facts, PlanRequest, Workload};
 use crate::record::RunResult;
@@ -73,6 +75,13 @@ pub struct PlanArgs {
     /// Longest acceptable time per request, e.g. 60s (Little's law).
     #[arg(long, allow_hyphen_values = true)]
     pub max_latency: Option<String>,
+    /// SLO: time to first token at p99, e.g. 2s (with --results: plan at the highest load
+    /// whose measured p99 meets it, interpolated between levels).
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
+    pub max_ttft_p99: Option<String>,
+    /// SLO: inter-token latency at p99, e.g. 50ms (with --results, as --max-ttft-p99).
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
+    pub max_itl_p99: Option<String>,
     /// Node catalog (TOML) [default: fixtures/catalog.toml, built in].
     #[arg(long)]
     pub catalog: Option<PathBuf>,
@@ -88,12 +97,22 @@ pub struct PlanArgs {
     /// Active parameters per token in billions (MoE, with --model-config).
     #[arg(long, allow_hyphen_values = true)]
     pub active_params: Option<f64>,
+    /// Weight format of the model served: bf16, fp8, int8, int4 (AWQ/GPTQ), nvfp4, mxfp4
+    /// [default: the facts', config.json's, or the run's recorded precision].
+    #[arg(long, value_name = "FORMAT")]
+    pub quantization: Option<String>,
+    /// KV-cache dtype as the server runs it: auto (16-bit), fp8, fp8_e4m3, fp8_e5m2.
+    #[arg(long, value_name = "DTYPE")]
+    pub kv_cache_dtype: Option<String>,
     /// Share of the throughput a long run sustains, e.g. 0.75.
     #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
     pub sustained: f64,
     /// Your own estimate in days: the plan explains the difference.
     #[arg(long, allow_hyphen_values = true)]
     pub compare_days: Option<f64>,
+    /// The node your --compare-days estimate is for [default: the run's, or --node's].
+    #[arg(long, value_name = "NODE")]
+    pub compare_node: Option<String>,
     /// What to print on standard output.
     #[arg(long, value_enum, default_value = "table")]
     pub format: PlanFormat,
@@ -129,13 +148,18 @@ impl Default for PlanArgs {
             usd_per_node_hour: None,
             max_concurrency: None,
             max_latency: None,
+            max_ttft_p99: None,
+            max_itl_p99: None,
             catalog: None,
             model: None,
             model_config: None,
             params: None,
             active_params: None,
+            quantization: None,
+            kv_cache_dtype: None,
             sustained: 1.0,
             compare_days: None,
+            compare_node: None,
             format: PlanFormat::Table,
             json: None,
             out: None,
@@ -152,6 +176,35 @@ fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>> {
         }
         other => Ok(other),
     }
+}
+
+/// The served weight format and KV dtype: `--quantization` and `--kv-cache-dtype`, else the
+/// run's recorded precision (when it names a known format), else the facts as they are.
+fn apply_formats(args: &PlanArgs, run: Option<&RunResult>, m: &mut ModelFacts) -> Result<()> {
+    let recorded = run.and_then(|r| r.environment.precision.clone());
+    let format = args
+        .quantization
+        .clone()
+        .or(recorded.filter(|p| weight_bytes_for(p).is_some()));
+    if let Some(q) = format {
+        let bytes = weight_bytes_for(&q).ok_or_else(|| {
+            anyhow!("--quantization: unknown format {q:?}; known: bf16, fp16, fp8, int8, int4 (awq, gptq), nvfp4, mxfp4")
+        })?;
+        // The KV cache keeps its dtype whatever the weights become.
+        m.kv_bytes = Some(m.kv_bytes.unwrap_or(m.bytes_per_param));
+        if bytes != m.bytes_per_param {
+            m.source = format!("{}; weights as {q} ({bytes} bytes per parameter)", m.source);
+        }
+        m.bytes_per_param = bytes;
+    }
+    if let Some(d) = &args.kv_cache_dtype {
+        let bytes = kv_bytes_for(d).ok_or_else(|| {
+            anyhow!("--kv-cache-dtype: unknown dtype {d:?}; known: auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2")
+        })?;
+        m.kv_bytes = Some(bytes);
+        m.source = format!("{}; KV cache as {d}", m.source);
+    }
+    Ok(())
 }
 
 fn model_facts(args: &PlanArgs, facts: &Facts) -> Result<Option<ModelFacts>> {
@@ -178,13 +231,39 @@ fn model_facts(args: &PlanArgs, facts: &Facts) -> Result<Option<ModelFacts>> {
     }
 }
 
+/// The GPU the run's environment recorded, as the facts name it (or as recorded).
+fn run_gpu(run: &RunResult, facts: &Facts) -> Option<String> {
+    let g = run.environment.gpu_model.as_deref()?;
+    Some(
+        facts
+            .gpu(g)
+            .map(|f| f.name.clone())
+            .unwrap_or_else(|| g.to_string()),
+    )
+}
+
+fn same_gpu(a: &str, b: &str, facts: &Facts) -> bool {
+    match (facts.gpu(a), facts.gpu(b)) {
+        (Some(x), Some(y)) => x.name == y.name,
+        _ => crate::plan::facts::normalize(a) == crate::plan::facts::normalize(b),
+    }
+}
+
+/// The node the run measured: `--node` (which must be the run's hardware), else the run's
+/// environment and the flags. Replicas default to the run's endpoints: a run spread over
+/// several servers measured that many replicas together.
 fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) -> Result<RunNode> {
     for (flag, v) in [
         ("--gpus-per-node", args.gpus_per_node),
         ("--replicas-per-node", args.replicas_per_node),
     ] {
-        if v == Some(0) {
-            bail!("{flag}: must be at least 1");
+        match v {
+            Some(0) => bail!("{flag}: must be at least 1"),
+            Some(n) if n > MAX_GPUS_PER_NODE => bail!(
+                "{flag}: {n} is more than a node holds (at most {MAX_GPUS_PER_NODE}); a plan's \
+                 node is one machine, the plan gives how many of them"
+            ),
+            _ => {}
         }
     }
     if let Some(g) = &args.gpu {
@@ -195,9 +274,37 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
             );
         }
     }
+    let endpoints = u32::try_from(run.environment.endpoints.max(1)).unwrap_or(u32::MAX);
+    let recorded_gpu = run_gpu(run, facts);
+    let mut warnings = Vec::new();
     let mut node = match &args.node {
         Some(name) => {
             let n = catalog.node(name)?;
+            if let Some(rg) = &recorded_gpu {
+                if !same_gpu(rg, &n.gpu, facts) {
+                    bail!(
+                        "--node {}: its GPU is {} but the run measured {}: a run's throughput \
+                         belongs to the hardware it ran on. Leave out --node (the run's node is \
+                         described by its environment, --gpus-per-node, --replicas-per-node), \
+                         or plan {} without --results (scaled or catalog figures)",
+                        n.name,
+                        n.gpu,
+                        rg,
+                        n.name
+                    );
+                }
+            }
+            if let Some(c) = run.environment.gpu_count {
+                if c != n.gpus_per_node && args.gpus_per_node.is_none() {
+                    bail!(
+                        "--node {}: it has {} GPUs but the run measured {c}: a run's throughput \
+                         belongs to the hardware it ran on; leave out --node, or say the \
+                         node's layout with --gpus-per-node and --replicas-per-node",
+                        n.name,
+                        n.gpus_per_node
+                    );
+                }
+            }
             RunNode {
                 name: n.name.clone(),
                 gpu: Some(n.gpu.clone()),
@@ -205,17 +312,16 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
                 replicas_per_node: n.replicas_per_node,
                 usd_per_node_hour: n.usd_per_node_hour,
                 price_note: n.price_note.clone(),
+                warnings: Vec::new(),
             }
         }
         None => {
-            let gpu = args
-                .gpu
-                .clone()
-                .or_else(|| run.environment.gpu_model.clone());
+            let gpu = args.gpu.clone().or_else(|| recorded_gpu.clone());
             let gpus = args
                 .gpus_per_node
                 .or(run.environment.gpu_count)
-                .unwrap_or(1);
+                .unwrap_or(endpoints)
+                .max(1);
             RunNode {
                 name: format!(
                     "{gpus}x {} (run)",
@@ -227,12 +333,22 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
                 ),
                 gpu,
                 gpus_per_node: gpus,
-                replicas_per_node: 1,
+                replicas_per_node: endpoints,
                 usd_per_node_hour: None,
                 price_note: None,
+                warnings: Vec::new(),
             }
         }
     };
+    if let (Some(g), Some(rg)) = (&args.gpu, &recorded_gpu) {
+        if !same_gpu(g, rg, facts) {
+            warnings.push(format!(
+                "--gpu {g} overrides the run's recorded GPU ({rg}): the plan trusts you that \
+                 the run measured {g}; if it did not, every figure below is for the wrong \
+                 hardware"
+            ));
+        }
+    }
     if let Some(g) = &args.gpu {
         node.gpu = Some(g.clone());
     }
@@ -241,6 +357,14 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
     }
     if let Some(r) = args.replicas_per_node {
         node.replicas_per_node = r;
+    }
+    if node.replicas_per_node != endpoints && args.replicas_per_node.is_none() {
+        warnings.push(format!(
+            "{}: the run measured {endpoints} server(s) together and the node has {} \
+             replica(s): the plan assumes each replica delivers what one of the run's servers \
+             did",
+            node.name, node.replicas_per_node
+        ));
     }
     if let Some(p) = args.usd_per_node_hour {
         if !(p.is_finite() && p >= 0.0) {
@@ -251,11 +375,14 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
     }
     if node.gpus_per_node % node.replicas_per_node != 0 {
         bail!(
-            "--replicas-per-node {} does not divide the node's {} GPUs into whole GPUs per replica",
+            "{} replicas per node (--replicas-per-node, or the run's {endpoints} endpoints) do \
+             not divide the node's {} GPUs into whole GPUs per replica; say the layout with \
+             --gpus-per-node and --replicas-per-node",
             node.replicas_per_node,
             node.gpus_per_node
         );
     }
+    node.warnings = warnings;
     Ok(node)
 }
 
@@ -276,6 +403,24 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
         .as_deref()
         .map(|d| parse_duration("--max-latency", d))
         .transpose()?;
+    let slo = Slo {
+        max_ttft_p99_s: args
+            .max_ttft_p99
+            .as_deref()
+            .map(|d| parse_duration("--max-ttft-p99", d))
+            .transpose()?,
+        max_itl_p99_s: args
+            .max_itl_p99
+            .as_deref()
+            .map(|d| parse_duration("--max-itl-p99", d))
+            .transpose()?,
+    };
+    if slo.any() && args.results.is_none() {
+        bail!(
+            "--max-ttft-p99 and --max-itl-p99 need a measured curve (--results RUN.json): \
+             catalog figures carry no latency percentiles"
+        );
+    }
     let budget_usd = args
         .budget
         .as_deref()
@@ -288,6 +433,11 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
         bail!("--sustained: must be in (0, 1], got {}", args.sustained);
     }
     positive("--compare-days", args.compare_days)?;
+    if args.compare_node.is_some() && args.compare_days.is_none() {
+        bail!(
+            "--compare-node names the node of a --compare-days estimate: give --compare-days too"
+        );
+    }
     if args.resamples == 0 {
         bail!("--resamples: must be at least 1");
     }
@@ -308,6 +458,9 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
             model = facts.model(&rm).cloned();
             model_name = Some(rm);
         }
+    }
+    if let Some(m) = model.as_mut() {
+        apply_formats(&args, run.as_ref(), m)?;
     }
     let run_entry = match (&run, &args.results) {
         (Some(r), Some(path)) => Some((
@@ -330,6 +483,7 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
             max_concurrency: args.max_concurrency,
             max_latency_s,
             sustained_fraction: args.sustained,
+            slo,
         },
         facts: &facts,
         catalog: &catalog,
@@ -340,6 +494,7 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
         resamples: args.resamples,
         seed: args.seed,
         compare_days: args.compare_days,
+        compare_node: args.compare_node.clone(),
     };
     let plan = plan(&req)?;
     let json = render_json(&plan);

@@ -5,9 +5,10 @@ use serde::Serialize;
 
 use super::curve::FitReport;
 use super::facts::ModelFacts;
-use super::figures::{Basis, Quantiles};
+use super::figures::{Basis, Interval, Quantiles};
 use super::request::Limits;
 use super::roofline::RooflineCheck;
+use super::slo::SloReport;
 use super::workload::Workload;
 
 #[derive(Debug, Clone, Serialize)]
@@ -42,6 +43,9 @@ pub struct DeadlinePlan {
     pub nodes_p50: u32,
     /// Nodes to finish by the deadline with 90% confidence (at the P10 throughput).
     pub nodes_p90: u32,
+    /// Seconds kept free at the end for the tail (one request at the planned concurrency;
+    /// 0 when the row's concurrency is unknown).
+    pub tail_s: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -79,6 +83,8 @@ pub struct NodePlan {
     pub concurrency_per_replica: Option<f64>,
     /// Throughput per node after the sustained fraction: P10 (low) / P50 / P90 (high).
     pub tok_s_per_node: Quantiles,
+    /// What P10-P90 is made of, or that it is unknown (then P10 and P90 say nothing).
+    pub interval: Interval,
     /// Days on one node: P10 (fast) / P50 / P90 (slow).
     pub days: Quantiles,
     pub deadline: Option<DeadlinePlan>,
@@ -91,6 +97,10 @@ pub struct NodePlan {
     pub within_budget: Option<bool>,
     /// Per-request latency by Little's law at the concurrency used.
     pub latency_s: Option<f64>,
+    /// The shortest one request can take: output tokens / batch-1 roofline, seconds.
+    pub min_request_s: Option<f64>,
+    /// Why the model cannot run on this node at the job's context (such rows are left out).
+    pub infeasible: Option<String>,
     pub roofline: Option<RooflineReport>,
     pub warnings: Vec<String>,
     pub notes: Vec<String>,
@@ -131,6 +141,8 @@ pub struct Plan {
     pub fit: Option<FitReport>,
     pub nodes: Vec<NodePlan>,
     pub comparison: Option<Comparison>,
+    /// The SLO cap and goodput (with --max-ttft-p99 / --max-itl-p99 and a run).
+    pub slo: Option<SloReport>,
     /// The answers in words: fastest, fewest nodes for the deadline, cheapest, budget.
     pub summary: Vec<String>,
     pub notes: Vec<String>,

@@ -14,6 +14,8 @@ use super::toml_error::toml_error;
 
 /// The built-in catalog's text.
 pub const BUILTIN_CATALOG: &str = include_str!("../../fixtures/catalog.toml");
+/// Most GPUs a node may have: beyond it a count is a typing error.
+pub const MAX_GPUS_PER_NODE: u32 = 1024;
 /// How the built-in catalog is named in messages.
 pub const BUILTIN_NAME: &str = "fixtures/catalog.toml (built in)";
 
@@ -178,6 +180,16 @@ impl Catalog {
             if node.gpus_per_node == 0 {
                 return Err(fail("gpus_per_node", "must be at least 1".into()));
             }
+            if node.gpus_per_node > MAX_GPUS_PER_NODE {
+                return Err(fail(
+                    "gpus_per_node",
+                    format!(
+                        "{} is more than a node holds (at most {MAX_GPUS_PER_NODE}); a node is \
+                         one machine, the plan gives how many of them",
+                        node.gpus_per_node
+                    ),
+                ));
+            }
             if node.replicas_per_node == 0 || node.gpus_per_node % node.replicas_per_node != 0 {
                 return Err(fail(
                     "replicas_per_node",
@@ -311,6 +323,13 @@ mod tests {
         let err = format!("{:#}", Catalog::parse(text, "my.toml", &facts).unwrap_err());
         assert!(
             err.contains("line 7") && err.contains("tok_s_per_node"),
+            "{err}"
+        );
+
+        let text = "[[node]]\nname = \"a\"\ngpu = \"H100\"\ngpus_per_node = 4000000000\n";
+        let err = format!("{:#}", Catalog::parse(text, "my.toml", &facts).unwrap_err());
+        assert!(
+            err.contains("line 4") && err.contains("at most 1024"),
             "{err}"
         );
 

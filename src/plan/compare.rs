@@ -1,32 +1,72 @@
 //! The user's own estimate (`--compare-days`) against the plan: the throughput it implies,
 //! and what the plan can see of the difference.
 
+use anyhow::{anyhow, bail, Result};
+
 use super::answer::{Comparison, NodePlan};
+use super::facts::normalize;
 use super::figures::{tok_s_for, Basis, SECONDS_PER_DAY};
 use super::request::PlanRequest;
 use super::workload::human_duration;
 
-/// Explains the difference between the user's estimate and the plan, for the first row
-/// (the run's, or the `--node` one).
-pub(super) fn compare(req: &PlanRequest, nodes: &[NodePlan], your_days: f64) -> Comparison {
-    let row = &nodes[0];
+/// The row the user's estimate is for: `--compare-node`, else the run's row, else the only
+/// (or `--node`) row; with several rows and none named, the estimate's node is unknown.
+fn row_for<'n>(req: &PlanRequest, nodes: &'n [NodePlan]) -> Result<&'n NodePlan> {
+    let names = || {
+        nodes
+            .iter()
+            .map(|n| n.node.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(name) = &req.compare_node {
+        return nodes
+            .iter()
+            .find(|n| n.node == *name || normalize(&n.node) == normalize(name))
+            .ok_or_else(|| {
+                anyhow!(
+                    "--compare-node: no row {name:?} in this plan; rows: {}",
+                    names()
+                )
+            });
+    }
+    if req.run.is_some() || req.only_node.is_some() || nodes.len() == 1 {
+        return Ok(&nodes[0]);
+    }
+    bail!(
+        "--compare-days: which node is your estimate for? Name it with --compare-node (rows: \
+         {}), or plan one node with --node",
+        names()
+    )
+}
+
+/// Explains the difference between the user's estimate and the plan, for the row it names.
+pub(super) fn compare(req: &PlanRequest, nodes: &[NodePlan], your_days: f64) -> Result<Comparison> {
+    let row = row_for(req, nodes)?;
     let tokens = req.workload.output_tokens;
     let implied = tok_s_for(tokens, your_days);
     let ratio = implied / row.tok_s_per_node.p50;
     let mut ex = vec![format!(
         "{your_days} days for {:.3e} tokens implies {implied:.0} tok/s sustained on one {}; \
-         this plan uses {:.0} tok/s ({}), i.e. {} (P50; P10-P90 {:.1}-{:.1} days). Your \
+         this plan uses {:.0} tok/s ({}), i.e. {} (P50; P10-P90 {}). Your \
          estimate assumes {:.0}% of the plan's rate.",
         tokens,
         row.node,
         row.tok_s_per_node.p50,
         row.basis.name(),
         human_duration(row.days.p50 * SECONDS_PER_DAY),
-        row.days.p10,
-        row.days.p90,
+        if row.interval.known {
+            format!("{:.1}-{:.1} days", row.days.p10, row.days.p90)
+        } else {
+            "unknown".to_string()
+        },
         ratio * 100.0
     )];
-    if your_days >= row.days.p10 && your_days <= row.days.p90 && row.days.p10 < row.days.p90 {
+    if row.interval.known
+        && your_days >= row.days.p10
+        && your_days <= row.days.p90
+        && row.days.p10 < row.days.p90
+    {
         ex.push("your estimate lies within the plan's P10-P90 range: the difference is within the measured uncertainty.".to_string());
     }
     if ratio < 1.0 {
@@ -68,7 +108,7 @@ pub(super) fn compare(req: &PlanRequest, nodes: &[NodePlan], your_days: f64) -> 
             ratio
         ));
     }
-    Comparison {
+    Ok(Comparison {
         node: row.node.clone(),
         your_days,
         implied_tok_s: implied,
@@ -76,5 +116,5 @@ pub(super) fn compare(req: &PlanRequest, nodes: &[NodePlan], your_days: f64) -> 
         plan_tok_s_p50: row.tok_s_per_node.p50,
         ratio,
         explanation: ex,
-    }
+    })
 }

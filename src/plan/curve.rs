@@ -3,14 +3,15 @@
 //! Little's law), and carry the trial-to-trial and fit uncertainty into a seeded bootstrap.
 
 use anyhow::{bail, Result};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::record::RunResult;
-use crate::stats::{bootstrap_throughput_at, fit_usl, percentile};
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use super::figures::{Basis, Quantiles};
+use crate::record::checks::level_problems;
+use crate::record::RunResult;
+use crate::stats::{bootstrap_throughput_at, fit_usl, percentile, UslFit};
+
+use super::figures::{Basis, Interval, Quantiles};
 
 /// The limits the concurrency must meet.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +24,8 @@ pub struct ConcurrencyLimits {
     pub max_latency_s: Option<f64>,
     /// Average output tokens per request, for Little's law.
     pub avg_output_tokens: Option<f64>,
+    /// Most concurrency per replica the SLOs allow, and why.
+    pub slo: Option<(u32, String)>,
 }
 
 /// The fitted curve, as reported.
@@ -51,6 +54,8 @@ pub struct CurveEstimate {
     pub concurrency: u32,
     /// Throughput per replica: P10 (low), P50, P90 (high).
     pub tok_s: Quantiles,
+    /// What P10-P90 is made of, or that it is unknown.
+    pub interval: Interval,
     /// How it was obtained, in words.
     pub how: String,
     /// What limited the concurrency, in words.
@@ -59,6 +64,8 @@ pub struct CurveEstimate {
     /// Measured throughput at concurrency 1 per replica, when the run has that level.
     pub batch1_tok_s: Option<f64>,
     pub notes: Vec<String>,
+    /// What the plan must say loudly: levels left out, a fit not used.
+    pub warnings: Vec<String>,
 }
 
 /// Little's law: with `n` requests in flight at `x` tok/s, each request of `tokens` output
@@ -67,7 +74,13 @@ pub fn little_latency_s(n: f64, tokens: f64, x: f64) -> f64 {
     n * tokens / x
 }
 
-/// P10/P50/P90 of a sample (sorted here).
+/// Below this R^2 the USL fit does not describe the curve: the plan uses measured levels only.
+pub const MIN_R_SQUARED: f64 = 0.9;
+
+/// z for P10/P90 of a normal distribution (the lack-of-fit term of a fitted row's interval).
+const Z90: f64 = 1.281_551_565_5;
+
+/// P10/P90 of a sample (sorted here) around `p50`.
 fn spread_of(mut values: Vec<f64>, p50: f64) -> Quantiles {
     values.retain(|v| v.is_finite());
     values.sort_by(f64::total_cmp);
@@ -91,7 +104,86 @@ pub fn points_per_replica(run: &RunResult) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Refuses a results file a plan must not be made from: an open-loop run, an unfinished
+/// one, or one with a trial whose throughput is negative or not a number.
+fn refuse_bad_run(run: &RunResult, origin: &str) -> Result<()> {
+    if run.levels.iter().any(|l| l.rate.is_some()) {
+        bail!(
+            "--results {origin} is an open-loop run (levels are request rates): a plan needs \
+             throughput against concurrency; measure a closed-loop sweep (`concurrency = [...]`)"
+        );
+    }
+    if !run.complete {
+        bail!(
+            "--results {origin} is not complete (`complete: false`: the run was stopped before \
+             every level ran): plan from a finished run"
+        );
+    }
+    for l in &run.levels {
+        for t in &l.trials {
+            if t.succeeded > 0 && !(t.output_tok_per_s.is_finite() && t.output_tok_per_s > 0.0) {
+                bail!(
+                    "--results {origin}: level {} trial {}: output_tok_per_s is {} with {} \
+                     successful request(s); a throughput must be a positive number (the file \
+                     is damaged or hand-edited)",
+                    l.concurrency,
+                    t.trial,
+                    t.output_tok_per_s,
+                    t.succeeded
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The mean of the trials at one level, and a prediction interval for one more run there:
+/// mean +- t(0.90, n-1) x sd x sqrt(1 + 1/n) (unknown with one trial).
+fn measured_at(points: &[(f64, f64)], level: f64) -> (Quantiles, Interval, usize) {
+    let values: Vec<f64> = points
+        .iter()
+        .filter(|p| p.0 == level)
+        .map(|p| p.1)
+        .collect();
+    let n = values.len();
+    let mean = values.iter().sum::<f64>() / n.max(1) as f64;
+    if n < 2 {
+        return (
+            Quantiles::single(mean),
+            Interval::unknown(
+                "one trial at this level: the trial-to-trial spread is not measured (run \
+                 several trials)",
+            ),
+            n,
+        );
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
+        .map(|d| d.inverse_cdf(0.9))
+        .unwrap_or(Z90);
+    let half = t * var.sqrt() * (1.0 + 1.0 / n as f64).sqrt();
+    (
+        Quantiles {
+            p10: (mean - half).max(0.0),
+            p50: mean,
+            p90: mean + half,
+        },
+        Interval::known(format!(
+            "prediction interval for one more run at this level from {n} trials (mean +- \
+             t x sd x sqrt(1 + 1/n)); one session: day-to-day (between-session) variation is \
+             not in it"
+        )),
+        n,
+    )
+}
+
 /// Chooses the concurrency and the throughput there.
+///
+/// Where the chosen concurrency was measured, the figure is the measurement (the fit only
+/// interpolates between levels); the fit is used at a concurrency between measured levels
+/// when it promises more than every measured level within the limits, and never beyond the
+/// largest level measured. Levels that lost more requests than the profile allows are left
+/// out; a fit with R^2 below [`MIN_R_SQUARED`] is not used.
 pub fn estimate(
     run: &RunResult,
     origin: &str,
@@ -99,29 +191,50 @@ pub fn estimate(
     resamples: usize,
     seed: u64,
 ) -> Result<CurveEstimate> {
-    if run.levels.iter().any(|l| l.rate.is_some()) {
-        bail!(
-            "--results {origin} is an open-loop run (levels are request rates): a plan needs \
-             throughput against concurrency; measure a closed-loop sweep (`concurrency = [...]`)"
-        );
+    refuse_bad_run(run, origin)?;
+    let replicas = run.environment.endpoints.max(1);
+    let mut notes = Vec::new();
+    let mut warnings = Vec::new();
+    let problems = level_problems(&run.levels, run.profile.sweep.max_error_rate);
+    let bad_levels: Vec<u32> = run
+        .levels
+        .iter()
+        .filter(|l| {
+            !level_problems(std::slice::from_ref(*l), run.profile.sweep.max_error_rate).is_empty()
+        })
+        .map(|l| l.concurrency)
+        .collect();
+    for p in &problems {
+        warnings.push(format!(
+            "{origin}: {p}: this level is left out of the plan (a level that loses requests \
+             is not capacity)"
+        ));
     }
-    let points = points_per_replica(run);
+    let points: Vec<(f64, f64)> = points_per_replica(run)
+        .into_iter()
+        .filter(|p| {
+            !bad_levels
+                .iter()
+                .any(|b| (*b as f64 / replicas as f64) == p.0)
+        })
+        .collect();
     if points.is_empty() {
-        bail!("--results {origin}: no level has a successful trial; nothing to plan from");
+        bail!(
+            "--results {origin}: no level has a successful trial within the profile's error \
+             limit; nothing to plan from"
+        );
     }
     let mut levels: Vec<f64> = points.iter().map(|p| p.0).collect();
     levels.sort_by(f64::total_cmp);
     levels.dedup();
-    let replicas = run.environment.endpoints.max(1);
-    let mut notes = Vec::new();
     if replicas > 1 {
         notes.push(format!(
             "{origin} spread its requests over {replicas} endpoints: its figures are divided by \
-             {replicas} to give one replica's"
+             {replicas} to give one replica's, then multiplied by the node's replicas"
         ));
     }
     for l in &run.levels {
-        if l.error_rate() > 0.0 {
+        if l.error_rate() > 0.0 && !bad_levels.contains(&l.concurrency) {
             notes.push(format!(
                 "{origin}: level {} lost {:.1}% of its requests; throughput counts successes only",
                 l.concurrency,
@@ -133,6 +246,7 @@ pub fn estimate(
         let at1: Vec<f64> = points.iter().filter(|p| p.0 == 1.0).map(|p| p.1).collect();
         (!at1.is_empty()).then(|| at1.iter().sum::<f64>() / at1.len() as f64)
     };
+    let mean_at = |level: f64| measured_at(&points, level).0.p50;
     let max_measured = levels.last().copied().unwrap_or(1.0).floor().max(1.0) as u32;
     let caps: Vec<(u32, String)> = [
         limits
@@ -144,13 +258,14 @@ pub fn estimate(
                 format!("memory: the KV cache of {m} sequences fits per replica"),
             )
         }),
+        limits.slo.clone(),
     ]
     .into_iter()
     .flatten()
     .collect();
     let cap = caps.iter().map(|c| c.0).min();
-    let latency_ok = |n: u32, x: f64| match (limits.max_latency_s, limits.avg_output_tokens) {
-        (Some(max), Some(tokens)) => little_latency_s(n as f64, tokens, x) <= max,
+    let latency_ok = |n: f64, x: f64| match (limits.max_latency_s, limits.avg_output_tokens) {
+        (Some(max), Some(tokens)) => little_latency_s(n, tokens, x) <= max,
         _ => true,
     };
     if limits.max_latency_s.is_some() && limits.avg_output_tokens.is_none() {
@@ -163,7 +278,16 @@ pub fn estimate(
 
     let fit = if levels.len() >= 3 {
         match fit_usl(&points) {
-            Ok(f) => Some(f),
+            Ok(f) if f.r_squared >= MIN_R_SQUARED => Some(f),
+            Ok(f) => {
+                warnings.push(format!(
+                    "{origin}: the USL fit describes the curve badly (R^2 {:.2}, below {}): \
+                     planned from the measured levels only; look at the curve (noise, a \
+                     saturated client, a server that changed during the run)",
+                    f.r_squared, MIN_R_SQUARED
+                ));
+                None
+            }
             Err(e) => {
                 notes.push(format!(
                     "{origin}: the USL fit failed ({e}); planning from the best measured level"
@@ -181,7 +305,19 @@ pub fn estimate(
         None
     };
 
-    if let Some(fit) = fit {
+    // The best measured level within the limits.
+    let feasible: Vec<f64> = levels
+        .iter()
+        .copied()
+        .filter(|l| cap.is_none_or(|c| *l <= c as f64))
+        .filter(|l| latency_ok(*l, mean_at(*l)))
+        .collect();
+    let best_measured = feasible
+        .iter()
+        .copied()
+        .max_by(|a, b| mean_at(*a).total_cmp(&mean_at(*b)));
+
+    if let Some(fit) = &fit {
         // Search whole concurrencies up to the largest level measured: the fit is not
         // trusted beyond the data.
         let upper = cap.map_or(max_measured, |c| c.min(max_measured)).max(1);
@@ -192,85 +328,11 @@ pub fn estimate(
             })
             .unwrap_or(1);
         let chosen = (1..=upper)
-            .filter(|n| latency_ok(*n, fit.throughput(*n as f64)))
+            .filter(|n| latency_ok(*n as f64, fit.throughput(*n as f64)))
             .max_by(|a, b| {
                 fit.throughput(*a as f64)
                     .total_cmp(&fit.throughput(*b as f64))
             });
-        let (n, limited_by) = match chosen {
-            None => {
-                notes.push(
-                    "even one request at a time exceeds --max-latency: planned at concurrency 1"
-                        .to_string(),
-                );
-                (
-                    1,
-                    "--max-latency (not met even at concurrency 1)".to_string(),
-                )
-            }
-            Some(n) if n == best_free => {
-                if fit.peak_concurrency.is_finite() && fit.peak_concurrency <= max_measured as f64 {
-                    (
-                        n,
-                        format!("the fitted peak (N* = {:.1})", fit.peak_concurrency),
-                    )
-                } else {
-                    notes.push(format!(
-                        "throughput still rises at the largest level measured ({max_measured}); \
-                         the fit's peak is {}: measure higher concurrency before trusting more",
-                        if fit.peak_concurrency.is_finite() {
-                            format!("at {:.0}", fit.peak_concurrency)
-                        } else {
-                            "beyond any concurrency (kappa = 0)".to_string()
-                        }
-                    ));
-                    (n, "the largest level measured".to_string())
-                }
-            }
-            Some(n) => {
-                let mut why: Vec<String> = caps
-                    .iter()
-                    .filter(|c| c.0 == n || (c.0 < best_free && c.0 <= n))
-                    .map(|c| c.1.clone())
-                    .collect();
-                if why.is_empty() || !latency_ok(n + 1, fit.throughput((n + 1) as f64)) {
-                    if let Some(max) = limits.max_latency_s {
-                        why.push(format!("--max-latency {max:.0}s (Little's law)"));
-                    }
-                }
-                (n, why.join(", "))
-            }
-        };
-        let x = fit.throughput(n as f64);
-        let boot = bootstrap_throughput_at(&points, n as f64, resamples.max(1), seed)
-            .map_err(|e| anyhow::anyhow!("--results {origin}: bootstrap failed: {e}"))?;
-        let tok_s = spread_of(boot, x);
-        let measured_here: Vec<f64> = points
-            .iter()
-            .filter(|p| p.0 == n as f64)
-            .map(|p| p.1)
-            .collect();
-        let trials_per_level = points.len() as f64 / levels.len() as f64;
-        let how = format!(
-            "USL fit to {} trial(s) at {} levels of {origin}, at concurrency {n} per replica{}; \
-             P10/P90 from {} seeded bootstrap refits ({})",
-            points.len(),
-            levels.len(),
-            if measured_here.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " (measured there: {:.1} tok/s)",
-                    measured_here.iter().sum::<f64>() / measured_here.len() as f64
-                )
-            },
-            resamples,
-            if trials_per_level >= 2.0 {
-                "trials resampled within levels"
-            } else {
-                "one trial per level: residuals resampled, trial-to-trial variation unknown"
-            }
-        );
         let report = FitReport {
             lambda: fit.lambda,
             sigma: fit.sigma,
@@ -289,43 +351,197 @@ pub fn estimate(
             levels: levels.len(),
             residuals: fit.residuals.clone(),
         };
-        return Ok(CurveEstimate {
-            basis: Basis::Fitted,
-            concurrency: n,
-            tok_s,
-            how,
-            limited_by,
-            fit: Some(report),
+        let why = |n: u32| -> String {
+            if n == best_free {
+                if fit.peak_concurrency.is_finite() && fit.peak_concurrency <= max_measured as f64 {
+                    format!("the fitted peak (N* = {:.1})", fit.peak_concurrency)
+                } else {
+                    "the largest level measured".to_string()
+                }
+            } else {
+                let mut why: Vec<String> = caps
+                    .iter()
+                    .filter(|c| c.0 == n || (c.0 < best_free && c.0 <= n))
+                    .map(|c| c.1.clone())
+                    .collect();
+                if why.is_empty() || !latency_ok((n + 1) as f64, fit.throughput((n + 1) as f64)) {
+                    if let Some(max) = limits.max_latency_s {
+                        why.push(format!("--max-latency {max:.0}s (Little's law)"));
+                    }
+                }
+                why.join(", ")
+            }
+        };
+        if best_free == max_measured
+            && !(fit.peak_concurrency.is_finite() && fit.peak_concurrency <= max_measured as f64)
+        {
+            notes.push(format!(
+                "throughput still rises at the largest level measured ({max_measured}); \
+                 the fit's peak is {}: measure higher concurrency before trusting more",
+                if fit.peak_concurrency.is_finite() {
+                    format!("at {:.0}", fit.peak_concurrency)
+                } else {
+                    "beyond any concurrency (kappa = 0)".to_string()
+                }
+            ));
+        }
+        match chosen {
+            None => notes.push(
+                "even one request at a time exceeds --max-latency: planned at the lowest level"
+                    .to_string(),
+            ),
+            Some(n) => {
+                let measured_there = levels.contains(&(n as f64));
+                let x = fit.throughput(n as f64);
+                let beats_measured = best_measured.is_none_or(|l| x > mean_at(l));
+                if !measured_there && beats_measured {
+                    return fitted_at(
+                        fit,
+                        report,
+                        &points,
+                        n,
+                        why(n),
+                        origin,
+                        resamples,
+                        seed,
+                        batch1_tok_s,
+                        notes,
+                        warnings,
+                    );
+                }
+            }
+        }
+        return Ok(measured_estimate(
+            &points,
+            &levels,
+            best_measured,
+            feasible.len() == levels.len(),
+            origin,
+            Some(report),
             batch1_tok_s,
             notes,
-        });
+            warnings,
+            &caps,
+        ));
     }
+    Ok(measured_estimate(
+        &points,
+        &levels,
+        best_measured,
+        feasible.len() == levels.len(),
+        origin,
+        None,
+        batch1_tok_s,
+        notes,
+        warnings,
+        &caps,
+    ))
+}
 
-    // No curve: the best measured level within the limits.
-    let mean_at = |level: f64| {
-        let v: Vec<f64> = points
-            .iter()
-            .filter(|p| p.0 == level)
-            .map(|p| p.1)
-            .collect();
-        v.iter().sum::<f64>() / v.len() as f64
+/// The fitted throughput at an unmeasured concurrency `n`: P50 from the fit, P10/P90 from the
+/// bootstrap refits widened by the points' scatter about the curve (the fit's lack of fit and
+/// the trial-to-trial noise); unknown when the fit has no residual degrees of freedom.
+#[allow(clippy::too_many_arguments)]
+fn fitted_at(
+    fit: &UslFit,
+    report: FitReport,
+    points: &[(f64, f64)],
+    n: u32,
+    limited_by: String,
+    origin: &str,
+    resamples: usize,
+    seed: u64,
+    batch1_tok_s: Option<f64>,
+    notes: Vec<String>,
+    warnings: Vec<String>,
+) -> Result<CurveEstimate> {
+    let x = fit.throughput(n as f64);
+    let boot = bootstrap_throughput_at(points, n as f64, resamples.max(1), seed)
+        .map_err(|e| anyhow::anyhow!("--results {origin}: bootstrap failed: {e}"))?;
+    let b = spread_of(boot, x);
+    let scatter = Z90 * fit.rmse_rel * x;
+    let (tok_s, interval) = if points.len() <= 3 {
+        (
+            Quantiles::single(x),
+            Interval::unknown(format!(
+                "the USL has 3 parameters and {} point(s): the curve passes through them, so \
+                 no spread can be measured (run several trials per level)",
+                points.len()
+            )),
+        )
+    } else {
+        (
+            Quantiles {
+                p10: (x - ((x - b.p10).powi(2) + scatter.powi(2)).sqrt()).max(0.0),
+                p50: x,
+                p90: x + ((b.p90 - x).powi(2) + scatter.powi(2)).sqrt(),
+            },
+            Interval::known(format!(
+                "{resamples} seeded bootstrap refits of the USL, widened by the points' scatter \
+                 about the curve (relative RMSE {:.1}%: trial noise and lack of fit); one \
+                 session: day-to-day (between-session) variation is not in it",
+                fit.rmse_rel * 100.0
+            )),
+        )
     };
-    let feasible: Vec<f64> = levels
-        .iter()
-        .copied()
-        .filter(|l| cap.is_none_or(|c| *l <= c as f64))
-        .filter(|l| latency_ok(l.ceil() as u32, mean_at(*l)))
-        .collect();
-    let (level, limited_by) = match feasible
-        .iter()
-        .copied()
-        .max_by(|a, b| mean_at(*a).total_cmp(&mean_at(*b)))
-    {
-        Some(l) if feasible.len() == levels.len() => (l, "the best level measured".to_string()),
-        Some(l) => (
-            l,
-            "the limits given (higher levels measured exceed them)".to_string(),
-        ),
+    let levels = report.levels;
+    let trials_per_level = points.len() as f64 / levels as f64;
+    let how = format!(
+        "USL fit to {} trial(s) at {} levels of {origin}, at concurrency {n} per replica (not \
+         measured there: the fit interpolates between levels){}",
+        points.len(),
+        levels,
+        if trials_per_level >= 2.0 {
+            ""
+        } else {
+            "; one trial per level: trial-to-trial variation unknown"
+        }
+    );
+    Ok(CurveEstimate {
+        basis: Basis::Fitted,
+        concurrency: n,
+        tok_s,
+        interval,
+        how,
+        limited_by,
+        fit: Some(report),
+        batch1_tok_s,
+        notes,
+        warnings,
+    })
+}
+
+/// The best measured level within the limits (or the lowest, when none meets them).
+#[allow(clippy::too_many_arguments)]
+fn measured_estimate(
+    points: &[(f64, f64)],
+    levels: &[f64],
+    best: Option<f64>,
+    all_feasible: bool,
+    origin: &str,
+    fit: Option<FitReport>,
+    batch1_tok_s: Option<f64>,
+    mut notes: Vec<String>,
+    warnings: Vec<String>,
+    caps: &[(u32, String)],
+) -> CurveEstimate {
+    let (level, limited_by) = match best {
+        Some(l) if all_feasible => (l, "the best level measured".to_string()),
+        Some(l) => {
+            let by: Vec<String> = caps
+                .iter()
+                .filter(|c| levels.iter().any(|x| *x > c.0 as f64))
+                .map(|c| c.1.clone())
+                .collect();
+            (
+                l,
+                if by.is_empty() {
+                    "the limits given (higher levels measured exceed them)".to_string()
+                } else {
+                    format!("{} (the best measured level within it)", by.join(", "))
+                },
+            )
+        }
         None => {
             let l = levels[0];
             notes.push(format!(
@@ -334,54 +550,27 @@ pub fn estimate(
             (l, "no level meets the limits".to_string())
         }
     };
-    let values: Vec<f64> = points
-        .iter()
-        .filter(|p| p.0 == level)
-        .map(|p| p.1)
-        .collect();
-    let x = mean_at(level);
-    let tok_s = if values.len() >= 2 {
-        // Bootstrap of the mean over the trials at this level (seeded).
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let boots: Vec<f64> = (0..resamples.max(1))
-            .map(|_| {
-                (0..values.len())
-                    .map(|_| values[rng.gen_range(0..values.len())])
-                    .sum::<f64>()
-                    / values.len() as f64
-            })
-            .collect();
-        spread_of(boots, x)
-    } else {
-        notes.push(format!(
-            "{origin}: one trial at concurrency {level}: no trial-to-trial spread can be \
-             measured, so P10 = P50 = P90; run several trials"
-        ));
-        Quantiles {
-            p10: x,
-            p50: x,
-            p90: x,
-        }
-    };
+    let (tok_s, interval, n) = measured_at(points, level);
     let how = format!(
-        "measured in {origin} at concurrency {level} per replica (mean of {} trial(s){})",
-        values.len(),
-        if values.len() >= 2 {
-            format!("; P10/P90 from {resamples} seeded bootstrap resamples of the mean")
+        "measured in {origin} at concurrency {level} per replica (mean of {n} trial(s){})",
+        if fit.is_some() {
+            "; the USL fit is shown but a measured level is planned from its measurement"
         } else {
-            String::new()
+            ""
         }
     );
-    Ok(CurveEstimate {
+    CurveEstimate {
         basis: Basis::Measured,
         concurrency: level.round().max(1.0) as u32,
         tok_s,
+        interval,
         how,
         limited_by,
-        fit: None,
+        fit,
         batch1_tok_s,
         notes,
-    })
+        warnings,
+    }
 }
 
 #[cfg(test)]

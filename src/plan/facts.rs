@@ -109,6 +109,34 @@ impl ModelFacts {
     }
 }
 
+/// Bytes per parameter of a weight format, scales included: int4 (AWQ, GPTQ) keeps a 2-byte
+/// scale per group of 128 weights, NVFP4 a 1-byte scale per 16, MXFP4 a 1-byte scale per 32.
+/// None for a name it does not know.
+pub fn weight_bytes_for(format: &str) -> Option<f64> {
+    let f = normalize(format);
+    Some(match f.as_str() {
+        "bf16" | "bfloat16" | "fp16" | "float16" | "half" | "auto" => 2.0,
+        "fp32" | "float32" => 4.0,
+        "fp8" | "float8" | "fp8e4m3" | "fp8e5m2" | "int8" | "w8a8" | "w8a16" | "fbgemmfp8" => 1.0,
+        "int4" | "awq" | "gptq" | "w4a16" | "awqint4" | "gptqint4" | "awqmarlin" | "gptqmarlin" => {
+            0.5 + 2.0 / 128.0
+        }
+        "nvfp4" | "fp4" => 0.5 + 1.0 / 16.0,
+        "mxfp4" => 0.5 + 1.0 / 32.0,
+        _ => return None,
+    })
+}
+
+/// Bytes per KV-cache element for a KV dtype (`--kv-cache-dtype`, as vLLM names them).
+pub fn kv_bytes_for(dtype: &str) -> Option<f64> {
+    match normalize(dtype).as_str() {
+        "bf16" | "bfloat16" | "fp16" | "float16" | "auto" => Some(2.0),
+        "fp8" | "fp8e4m3" | "fp8e5m2" | "int8" => Some(1.0),
+        "fp32" | "float32" => Some(4.0),
+        _ => None,
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GpuFile {
@@ -220,6 +248,53 @@ pub fn model_from_hf_config(
     )
 }
 
+/// Bytes per parameter from a config.json `quantization_config` (AWQ/GPTQ with `bits` and
+/// `group_size`, FP8, bitsandbytes, MXFP4, ModelOpt NVFP4/FP8).
+fn quantized_bytes(q: &serde_json::Value) -> Option<f64> {
+    let method = q
+        .get("quant_method")
+        .and_then(|v| v.as_str())?
+        .to_ascii_lowercase();
+    let bits = q
+        .get("bits")
+        .or_else(|| q.get("w_bit"))
+        .and_then(|v| v.as_f64());
+    let group = q
+        .get("group_size")
+        .or_else(|| q.get("q_group_size"))
+        .and_then(|v| v.as_f64())
+        .filter(|g| *g > 0.0)
+        .unwrap_or(128.0);
+    match method.as_str() {
+        m if m.contains("awq") || m.contains("gptq") => {
+            Some(bits.unwrap_or(4.0) / 8.0 + 2.0 / group)
+        }
+        m if m.contains("fp8") => Some(1.0),
+        "bitsandbytes" => {
+            if q.get("load_in_4bit").and_then(|v| v.as_bool()) == Some(true) {
+                Some(0.5 + 4.0 / 64.0)
+            } else {
+                Some(1.0)
+            }
+        }
+        "mxfp4" => Some(0.5 + 1.0 / 32.0),
+        "modelopt" => {
+            let algo = q
+                .get("quant_algo")
+                .and_then(|v| v.as_str())?
+                .to_ascii_lowercase();
+            if algo.contains("fp4") {
+                Some(0.5 + 1.0 / 16.0)
+            } else if algo.contains("fp8") {
+                Some(1.0)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
 pub fn model_from_hf_config_text(
     text: &str,
     origin: &str,
@@ -260,23 +335,27 @@ pub fn model_from_hf_config_text(
         .or_else(|| root.get("torch_dtype"))
         .and_then(|v| v.as_str())
         .unwrap_or("bfloat16");
-    let quantized_fp8 = root
+    let activation_bytes = match dtype {
+        "float32" => 4.0,
+        "bfloat16" | "float16" => 2.0,
+        d if d.contains("float8") => 1.0,
+        other => bail!(
+            "--model-config {origin}: field `torch_dtype` is {other:?}; expected bfloat16, \
+             float16, float32 or a float8 type"
+        ),
+    };
+    let bytes_per_param = match root
         .get("quantization_config")
-        .and_then(|q| q.get("quant_method"))
-        .and_then(|v| v.as_str())
-        .is_some_and(|m| m.contains("fp8"));
-    let bytes_per_param = if quantized_fp8 {
-        1.0
-    } else {
-        match dtype {
-            "float32" => 4.0,
-            "bfloat16" | "float16" => 2.0,
-            d if d.contains("float8") => 1.0,
-            other => bail!(
-                "--model-config {origin}: field `torch_dtype` is {other:?}; expected bfloat16, \
-                 float16, float32 or a float8 type"
-            ),
-        }
+        .or_else(|| cfg.get("quantization_config"))
+    {
+        None => activation_bytes,
+        Some(q) => quantized_bytes(q).with_context(|| {
+            format!(
+                "--model-config {origin}: field `quantization_config`: {}; pass \
+                 --quantization (bf16, fp8, int8, int4, nvfp4, mxfp4) to say it",
+                q
+            )
+        })?,
     };
     let kv_layers = if let Some(types) = cfg.get("layer_types").and_then(|v| v.as_array()) {
         Some(
@@ -349,7 +428,9 @@ pub fn model_from_hf_config_text(
         kv_layers: kv_layers.filter(|k| *k < layers),
         kv_heads,
         head_dim,
-        kv_bytes: None,
+        // The KV cache holds activations, served in 16 bits unless --kv-cache-dtype says
+        // otherwise (vLLM's `auto`): not the weights' quantized format.
+        kv_bytes: Some(2.0),
         state_mb_per_seq: 0.0,
         source: format!("{origin} (Hugging Face config.json)"),
     })
@@ -423,6 +504,30 @@ mod tests {
         assert_eq!(m.bytes_per_param, 2.0);
         assert!((m.params_b - 8.03).abs() < 0.01, "{}", m.params_b);
         assert_eq!(m.kv_bytes_per_token(), 131_072.0);
+    }
+
+    #[test]
+    fn quantized_weights_are_not_two_bytes() {
+        let with = |q: &str| {
+            let text = LLAMA_8B.replace(
+                "\"vocab_size\"",
+                &format!("\"quantization_config\": {q}, \"vocab_size\""),
+            );
+            model_from_hf_config_text(&text, "c.json", None, None)
+        };
+        let awq = with(r#"{"quant_method": "awq", "bits": 4, "group_size": 128}"#).unwrap();
+        assert_eq!(awq.bytes_per_param, 0.5 + 2.0 / 128.0);
+        // The KV cache stays in the activations' dtype (bf16), not int4.
+        assert_eq!(awq.kv_bytes_per_token(), 131_072.0);
+        let nvfp4 = with(r#"{"quant_method": "modelopt", "quant_algo": "NVFP4"}"#).unwrap();
+        assert_eq!(nvfp4.bytes_per_param, 0.5625);
+        let fp8 = with(r#"{"quant_method": "fp8"}"#).unwrap();
+        assert_eq!(fp8.bytes_per_param, 1.0);
+        let err = format!("{:#}", with(r#"{"quant_method": "mystery"}"#).unwrap_err());
+        assert!(err.contains("--quantization"), "{err}");
+        assert_eq!(weight_bytes_for("AWQ"), Some(0.515625));
+        assert_eq!(kv_bytes_for("fp8_e4m3"), Some(1.0));
+        assert_eq!(weight_bytes_for("int3"), None);
     }
 
     #[test]

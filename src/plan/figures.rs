@@ -38,6 +38,31 @@ impl Basis {
     }
 }
 
+/// What a row's P10-P90 interval is, or that it is unknown: a figure without a measured
+/// spread (one trial, a catalog figure, a scaling, a claim) must not look precise.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Interval {
+    /// False: P10 and P90 carry no information (they equal P50, or bound a claim's range).
+    pub known: bool,
+    /// What the interval is made of, or why it is unknown, in words.
+    pub how: String,
+}
+
+impl Interval {
+    pub fn known(how: impl Into<String>) -> Interval {
+        Interval {
+            known: true,
+            how: how.into(),
+        }
+    }
+    pub fn unknown(why: impl Into<String>) -> Interval {
+        Interval {
+            known: false,
+            how: why.into(),
+        }
+    }
+}
+
 /// Three quantiles. For throughput, p10 is the low (pessimistic) end; for days and cost, p10
 /// is the short (optimistic) end.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]

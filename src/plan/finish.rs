@@ -7,10 +7,20 @@ use super::facts::{GpuFacts, ModelFacts};
 use super::request::PlanRequest;
 use super::roofline::{MemoryFit, Roofline, RooflineCheck, Verdict, LOW_EFFICIENCY};
 use super::rows::Row;
+use super::workload::human_duration;
 
-/// Nodes that generate `tokens` within `deadline_s` at `tok_s` per node (at least one).
-fn nodes_for(tokens: f64, tok_s: f64, deadline_s: f64) -> u32 {
-    (tokens / (tok_s * deadline_s)).ceil().max(1.0) as u32
+/// Nodes that generate `tokens` within `deadline_s` at `tok_s` per node (at least one), when
+/// the end-of-job tail takes up to `tail_s`: the last requests start while the others finish
+/// and run at falling concurrency, so the steady phase must end one request's duration early.
+/// Conservative: with K requests in S slots the job takes between K/S and K/S + 1 request
+/// durations. None when the deadline is not longer than the tail.
+pub fn nodes_for(tokens: f64, tok_s: f64, deadline_s: f64, tail_s: f64) -> Option<u32> {
+    let steady = deadline_s - tail_s;
+    if !(steady > 0.0 && tok_s > 0.0) {
+        return None;
+    }
+    let n = (tokens / (tok_s * steady)).ceil().max(1.0);
+    (n <= u32::MAX as f64).then_some(n as u32)
 }
 
 /// A row's projection: days at P10/P50/P90, nodes for the deadline, GPU-hours, cost, $ per
@@ -21,11 +31,6 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
     let days = tok_s.days_for(tokens);
     let node_hours_p50 = days.p50 * 24.0;
     let gpu_hours = node_hours_p50 * r.gpus_per_node as f64;
-    let deadline = req.limits.deadline_s.map(|d| DeadlinePlan {
-        deadline_s: d,
-        nodes_p50: nodes_for(tokens, tok_s.p50, d),
-        nodes_p90: nodes_for(tokens, tok_s.p10, d),
-    });
     let cost = r.usd_per_node_hour.map(|p| days.scale(24.0 * p));
     let usd_per_mtok = r.usd_per_node_hour.map(|p| p / (tok_s.p50 * 3600.0) * 1e6);
     let within_budget = match (req.limits.budget_usd, cost) {
@@ -40,6 +45,7 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
     };
     let mut warnings = Vec::new();
     let mut notes = std::mem::take(&mut r.notes);
+    let mut infeasible = None;
     if let (Some(l), Some(max)) = (latency, req.limits.max_latency_s) {
         if l > max {
             warnings.push(format!(
@@ -53,7 +59,11 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
     let model = req.model_for(r.model.as_deref());
     let gpu = r.gpu.as_deref().and_then(|g| req.facts.gpu(g));
     let roofline = match (&model, gpu) {
-        (Some(m), Some(g)) => Some(roofline(req, &r, m, g, &mut warnings, &mut notes)),
+        (Some(m), Some(g)) => {
+            let report = roofline(req, &r, m, g, &mut warnings, &mut notes);
+            infeasible = infeasibility(req, &r, m, g);
+            Some(report)
+        }
         (None, _) => {
             notes.push(format!(
                 "{}: no model facts{}: roofline not checked",
@@ -70,6 +80,57 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
             None
         }
     };
+    // The shortest a request can take: output tokens at the batch-1 roofline (a physical
+    // bound), and how long one takes at the planned concurrency (the end-of-job tail).
+    let min_request_s = match (&roofline, req.workload.avg_output_tokens) {
+        (Some(rf), Some(t)) if rf.batch1_bound > 0.0 => Some(t / rf.batch1_bound),
+        _ => None,
+    };
+    let tail_s = latency;
+    let deadline = req.limits.deadline_s.and_then(|d| {
+        let label = label(&r.node, r.basis);
+        if let Some(m) = min_request_s.filter(|m| *m >= d) {
+            warnings.push(format!(
+                "{label}: the deadline {} is shorter than one request can take ({} at the \
+                 batch-1 memory-bandwidth roofline): no number of nodes meets it",
+                human_duration(d),
+                human_duration(m)
+            ));
+            return None;
+        }
+        let tail = tail_s.unwrap_or(0.0);
+        match (
+            nodes_for(tokens, tok_s.p50, d, tail),
+            nodes_for(tokens, tok_s.p10, d, tail),
+        ) {
+            (Some(p50), Some(p90)) => Some(DeadlinePlan {
+                deadline_s: d,
+                nodes_p50: p50,
+                nodes_p90: p90,
+                tail_s: tail_s.unwrap_or(0.0),
+            }),
+            _ if d > tail => {
+                warnings.push(format!(
+                    "{label}: the deadline {} would need more than {} nodes",
+                    human_duration(d),
+                    u32::MAX
+                ));
+                None
+            }
+            _ => {
+                warnings.push(format!(
+                    "{label}: the deadline {} is not longer than one request takes at \
+                     concurrency {:.0} per replica ({}, Little's law): no number of nodes meets \
+                     it at this concurrency; plan at a lower one (--max-latency or \
+                     --max-concurrency)",
+                    human_duration(d),
+                    r.concurrency_per_replica.unwrap_or(0.0),
+                    human_duration(tail)
+                ));
+                None
+            }
+        }
+    });
     NodePlan {
         node: r.node,
         gpu: gpu.map(|g| g.name.clone()).or(r.gpu),
@@ -82,6 +143,7 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
         date: r.date,
         concurrency_per_replica: r.concurrency_per_replica,
         tok_s_per_node: tok_s,
+        interval: r.interval,
         days,
         deadline,
         gpu_hours,
@@ -91,10 +153,42 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
         usd_per_million_tokens: usd_per_mtok,
         within_budget,
         latency_s: latency,
+        min_request_s,
+        infeasible,
         roofline,
         warnings,
         notes,
     }
+}
+
+/// Why the row's model cannot run on its node at the job's context, if it cannot: the weights
+/// do not fit in one replica, or not even one sequence's KV cache fits beside them.
+fn infeasibility(req: &PlanRequest, r: &Row, m: &ModelFacts, g: &GpuFacts) -> Option<String> {
+    let (_, full_ctx) = req.context_tokens();
+    let gpr = (r.gpus_per_node / r.replicas_per_node.max(1)).max(1);
+    let mem = MemoryFit::new(m, g, gpr, full_ctx);
+    if !mem.weights_fit() {
+        return Some(format!(
+            "{}: {} ({:.0} GB of weights) does not fit in one replica of {gpr} x {} ({:.0} GB \
+             usable)",
+            r.node,
+            m.name,
+            mem.weight_bytes / 1e9,
+            g.name,
+            mem.usable_bytes / 1e9
+        ));
+    }
+    if mem.max_concurrency == 0 {
+        return Some(format!(
+            "{}: one sequence of {full_ctx:.0} tokens needs {:.1} GB of KV cache and state; \
+             {:.1} GB are left beside the weights in one replica of {gpr} x {}",
+            r.node,
+            mem.bytes_per_seq / 1e9,
+            (mem.usable_bytes - mem.weight_bytes) / 1e9,
+            g.name
+        ));
+    }
+    None
 }
 
 /// The row's figures against the memory-bandwidth roofline of its GPU and model: the batch-1

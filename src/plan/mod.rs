@@ -4,7 +4,7 @@
 //! facts and the catalog) and throughput from a run result (USL fit and bootstrap, [`curve`])
 //! or from the node catalog ([`catalog`]) become rows ([`rows`]); each row is finished into
 //! time, nodes, money, latency and a check against the physical bound computed from GPU and
-//! model facts ([`finish`], [`facts`], [`roofline`]); the comparison with the user's estimate
+//! model facts ([`finish`], [`facts`], [`roofline`]; prompt length and prefill in [`prefill`]); the comparison with the user's estimate
 //! ([`compare`]) and the answers in words ([`summary`]) close the plan ([`answer`]).
 //! [`project`] runs that sequence; [`figures`] holds the small value types and the day
 //! arithmetic. `report::plan` prints the plan.
@@ -17,11 +17,13 @@ pub mod facts;
 pub mod figures;
 pub mod finish;
 pub mod mix;
+pub mod prefill;
 pub mod project;
 pub mod request;
 pub mod roofline;
 pub mod rows;
 pub mod seeds;
+pub mod slo;
 pub mod summary;
 pub mod toml_error;
 pub mod workload;

@@ -5,10 +5,11 @@
 use anyhow::{bail, Result};
 
 use super::answer::{ModelSummary, NodePlan, Plan};
+use super::catalog::Node;
 use super::compare::compare;
 use super::finish::finish;
 use super::request::PlanRequest;
-use super::rows::{self, Remarks};
+use super::rows::{self, Remarks, Row};
 use super::summary::summarize;
 
 /// Makes the plan.
@@ -29,11 +30,38 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
     };
     let run_node = rows.first().map(|r| r.node.clone());
     let selected = rows::selected_nodes(req)?;
-    let from_catalog = rows::from_catalog(req, &selected, run_node.as_deref(), &mut said);
-    rows.extend(from_catalog);
+    // Every catalog figure for the plan's model, also those of nodes not shown: `--node`
+    // alone still needs a measured reference to scale from.
+    let all: Vec<&Node> = req.catalog.nodes.iter().collect();
+    let mut aside = Remarks::default();
+    let catalog_rows = rows::from_catalog(
+        req,
+        &all,
+        run_node.as_deref(),
+        if selected.len() == all.len() {
+            &mut said
+        } else {
+            &mut aside
+        },
+    );
+    let mut references: Vec<&Row> = rows.iter().collect();
+    references.extend(catalog_rows.iter());
+    let scaled = rows::scaled(req, &selected, run_node.as_deref(), &references, &mut said);
+    let shown: Vec<Row> = catalog_rows
+        .into_iter()
+        .filter(|r| selected.iter().any(|n| n.name == r.node))
+        .collect();
+    rows.extend(shown);
     rows::warn_mixed_models(req, &rows, &mut said);
-    let scaled = rows::scaled(req, &selected, run_node.as_deref(), &rows, &mut said);
     rows.extend(scaled);
+    if rows.is_empty() && req.plan_model_name().is_none() {
+        bail!(
+            "nothing to plan from: no run (--results), and no throughput figure in {} for the \
+             nodes asked; give --model NAME to scale a measured reference for that model to \
+             them",
+            req.catalog.origin
+        );
+    }
     if rows.is_empty() {
         bail!(
             "nothing to plan from: no run (--results), and no catalog entry in {} has a \
@@ -46,7 +74,40 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         );
     }
 
-    let nodes: Vec<NodePlan> = rows.into_iter().map(|r| finish(req, r)).collect();
+    let (nodes, left_out): (Vec<NodePlan>, Vec<NodePlan>) = rows
+        .into_iter()
+        .map(|r| finish(req, r))
+        .partition(|n| n.infeasible.is_none());
+    let reasons: Vec<String> = left_out
+        .iter()
+        .filter_map(|n| n.infeasible.clone())
+        .collect();
+    if nodes.is_empty() || (req.only_node.is_some() && !left_out.is_empty()) {
+        bail!("infeasible: {}", reasons.join("; "));
+    }
+    for r in &reasons {
+        said.notes.push(format!("left out, infeasible: {r}"));
+    }
+    if let Some(d) = req.limits.deadline_s {
+        let run_row_misses = req.run.is_some() && nodes[0].deadline.is_none();
+        if run_row_misses || nodes.iter().all(|n| n.deadline.is_none()) {
+            let why: Vec<String> = nodes
+                .iter()
+                .take(if run_row_misses { 1 } else { nodes.len() })
+                .flat_map(|n| {
+                    n.warnings
+                        .iter()
+                        .filter(|w| w.contains("deadline"))
+                        .cloned()
+                })
+                .collect();
+            bail!(
+                "--deadline {}: cannot be met: {}",
+                super::workload::human_duration(d),
+                why.join("; ")
+            );
+        }
+    }
     for n in &nodes {
         said.warnings.extend(n.warnings.iter().cloned());
     }
@@ -63,7 +124,10 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
             .to_string(),
     );
 
-    let comparison = req.compare_days.map(|d| compare(req, &nodes, d));
+    let comparison = req
+        .compare_days
+        .map(|d| compare(req, &nodes, d))
+        .transpose()?;
     let summary = summarize(req, &nodes);
     Ok(Plan {
         workload: req.workload.clone(),
@@ -74,6 +138,7 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         fit,
         nodes,
         comparison,
+        slo: said.slo.take(),
         summary,
         notes: said.notes,
         warnings: said.warnings,
@@ -104,6 +169,7 @@ mod tests {
                 max_concurrency: None,
                 max_latency_s: None,
                 sustained_fraction: 1.0,
+                slo: Default::default(),
             },
             facts,
             catalog,
@@ -114,6 +180,7 @@ mod tests {
             resamples: 100,
             seed: 1,
             compare_days: None,
+            compare_node: None,
         }
     }
 
@@ -126,6 +193,7 @@ mod tests {
         req.workload.avg_output_tokens = Some(1818.0);
         req.limits.deadline_s = Some(2.0 * 86_400.0);
         req.compare_days = Some(16.5);
+        req.compare_node = Some("rtx6000-4x-dp-mtp".to_string());
         req.only_node = None;
         let p = plan(&req).unwrap();
         let row = |name: &str| p.nodes.iter().find(|n| n.node == name).unwrap();
@@ -134,8 +202,12 @@ mod tests {
         assert_eq!(rtx4.deadline.as_ref().unwrap().nodes_p50, 6);
         let b200 = row("b200-7x");
         assert_eq!(b200.basis, Basis::Stated);
-        assert!((b200.days.p50 - 1.265).abs() < 0.001);
+        // A stated range of 15,000-30,000 tok/s: P50 at its middle, its ends as P10/P90, and
+        // no claim to a measured interval.
+        assert!((b200.days.p50 - 0.8436).abs() < 0.001, "{:?}", b200.days);
+        assert!((b200.days.p90 - 1.265).abs() < 0.001);
         assert!((b200.days.p10 - 0.633).abs() < 0.001);
+        assert!(!b200.interval.known);
         assert_eq!(b200.deadline.as_ref().unwrap().nodes_p50, 1);
         let rtx8 = row("rtx6000-8x-dp");
         let roof = rtx8.roofline.as_ref().unwrap();
@@ -147,8 +219,14 @@ mod tests {
         assert!((h200.tok_s_per_node.p50 - 9440.0 * 4.8 / 1.792).abs() < 1.0);
         // The 122B figure is left out: another model.
         assert!(p.nodes.iter().all(|n| n.node != "rtx6000-4x-tp4"));
+        // The comparison is for the node named, not the first row.
         let c = p.comparison.unwrap();
-        assert_eq!(c.node, "rtx6000-8x-dp");
+        assert_eq!(c.node, "rtx6000-4x-dp-mtp");
+        assert!((c.plan_days_p50 - 11.86).abs() < 0.01);
+        // Without a node named, several rows leave the estimate's node unknown: refused.
+        req.compare_node = None;
+        let err = plan(&req).unwrap_err().to_string();
+        assert!(err.contains("--compare-node"), "{err}");
     }
 
     #[test]
@@ -171,6 +249,7 @@ mod tests {
                 replicas_per_node: node.replicas_per_node,
                 usd_per_node_hour: node.usd_per_node_hour,
                 price_note: node.price_note.clone(),
+                warnings: Vec::new(),
             },
         ));
         let p = plan(&req).unwrap();

@@ -7,6 +7,7 @@ use crate::record::RunResult;
 
 use super::catalog::Catalog;
 use super::facts::{normalize, Facts, ModelFacts};
+use super::slo::Slo;
 use super::workload::Workload;
 
 /// The job's limits and the planner's options.
@@ -18,6 +19,8 @@ pub struct Limits {
     pub max_latency_s: Option<f64>,
     /// Share of the measured or stated throughput a long run sustains (1 = all of it).
     pub sustained_fraction: f64,
+    /// TTFT and ITL p99 limits: the plan runs at the highest load that meets them.
+    pub slo: Slo,
 }
 
 /// The node a run was measured on.
@@ -29,6 +32,8 @@ pub struct RunNode {
     pub replicas_per_node: u32,
     pub usd_per_node_hour: Option<f64>,
     pub price_note: Option<String>,
+    /// What the plan must say about how this node was put together (overrides).
+    pub warnings: Vec<String>,
 }
 
 impl RunNode {
@@ -54,6 +59,8 @@ pub struct PlanRequest<'a> {
     pub resamples: usize,
     pub seed: u64,
     pub compare_days: Option<f64>,
+    /// The node `--compare-days` is an estimate for (`--compare-node`).
+    pub compare_node: Option<String>,
 }
 
 impl<'a> PlanRequest<'a> {

@@ -2,20 +2,26 @@
 //! or best measured level), one per catalog figure for the plan's model, and scaled rows for
 //! catalog nodes without a figure.
 
-use anyhow::Result;
+use std::path::Path;
+
+use anyhow::{bail, Result};
 
 use super::catalog::{FigureBasis, Node};
 use super::curve::{self, ConcurrencyLimits, CurveEstimate, FitReport};
 use super::facts::{GpuFacts, ModelFacts};
-use super::figures::{Basis, Quantiles};
+use super::figures::{Basis, Interval, Quantiles};
+use super::prefill;
 use super::request::PlanRequest;
-use super::roofline::MemoryFit;
+use super::roofline::{MemoryFit, Roofline};
+use super::slo::{self, SloReport};
 
 /// The notes and warnings of the whole plan, in the order they arise.
 #[derive(Debug, Default)]
 pub(super) struct Remarks {
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
+    /// The SLO cap and goodput, when SLOs were given with a run.
+    pub slo: Option<SloReport>,
 }
 
 /// The basic facts of one row before the money and time arithmetic.
@@ -31,6 +37,8 @@ pub(super) struct Row {
     pub date: Option<String>,
     pub concurrency_per_replica: Option<f64>,
     pub tok_s_per_node: Quantiles,
+    /// What P10-P90 is made of, or that it is unknown.
+    pub interval: Interval,
     pub usd_per_node_hour: Option<f64>,
     pub price_note: Option<String>,
     pub speculative: bool,
@@ -47,49 +55,120 @@ pub(super) fn from_run(
         return Ok(None);
     };
     let plan_model = req.plan_model_name();
+    said.warnings.extend(node.warnings.iter().cloned());
     let (_, full_context) = req.context_tokens();
     let gpu = node.gpu.as_deref().and_then(|g| req.facts.gpu(g));
+    let run_model = run.environment.model.clone();
+    if let (Some(pm), Some(rm)) = (&plan_model, &run_model) {
+        if !req.same_model(pm, rm) {
+            bail!(
+                "--results {origin} measured {rm} but the plan is for {pm}: one model's \
+                 throughput says nothing exact about another's; plan {pm} from its own run, or \
+                 without --results (catalog figures for {pm}, or scaled ones)"
+            );
+        }
+    }
     let memory = match (&req.model, gpu) {
-        (Some(m), Some(g)) if req.workload.avg_output_tokens.is_some() => {
+        (Some(m), Some(g)) => {
             let fit = MemoryFit::new(m, g, node.gpus_per_replica(), full_context);
             if !fit.weights_fit() {
-                said.warnings.push(format!(
-                    "{}: {} ({:.0} GB of weights) does not fit in {} x {} ({:.0} GB usable): \
-                     check --gpus-per-node and --replicas-per-node",
-                    node.name,
+                bail!(
+                    "infeasible: {} ({:.0} GB of weights at {} bytes per parameter) does not fit \
+                     in one replica of {}: {} x {} = {:.0} GB usable ({:.0}% of {:.0} GB); give \
+                     the replica more GPUs (--gpus-per-node, --replicas-per-node), or say the \
+                     weights' format if they are quantized (--quantization int4, fp8, ...)",
                     m.name,
                     fit.weight_bytes / 1e9,
+                    m.bytes_per_param,
+                    node.name,
                     node.gpus_per_replica(),
                     g.name,
-                    fit.usable_bytes / 1e9
-                ));
-                None
-            } else {
-                Some(fit.max_concurrency.max(1))
+                    fit.usable_bytes / 1e9,
+                    super::roofline::MEMORY_FRACTION * 100.0,
+                    g.memory_gb * node.gpus_per_replica() as f64
+                );
             }
+            if fit.max_concurrency == 0 {
+                bail!(
+                    "infeasible: on {}, one sequence of {:.0} tokens (input + output) needs \
+                     {:.1} GB of KV cache and state, but only {:.1} GB are left after {:.0} GB of \
+                     weights in one replica ({} x {})",
+                    node.name,
+                    full_context,
+                    fit.bytes_per_seq / 1e9,
+                    (fit.usable_bytes - fit.weight_bytes) / 1e9,
+                    fit.weight_bytes / 1e9,
+                    node.gpus_per_replica(),
+                    g.name
+                );
+            }
+            req.workload
+                .avg_output_tokens
+                .is_some()
+                .then_some(fit.max_concurrency)
         }
         _ => None,
+    };
+    let slo_cap = if req.limits.slo.any() {
+        let c = slo::cap(run, origin, &req.limits.slo)?;
+        if c.concurrency < 1.0 {
+            bail!(
+                "the SLOs allow {:.2} concurrent requests per replica ({}): less than one; no \
+                 load in the measured curve meets them",
+                c.concurrency,
+                c.how
+            );
+        }
+        Some(c)
+    } else {
+        None
     };
     let limits = ConcurrencyLimits {
         max_concurrency: req.limits.max_concurrency,
         memory,
         max_latency_s: req.limits.max_latency_s,
         avg_output_tokens: req.workload.avg_output_tokens,
+        slo: slo_cap
+            .as_ref()
+            .map(|c| (c.concurrency.floor() as u32, format!("SLO: {}", c.how))),
     };
     let est: CurveEstimate = curve::estimate(run, origin, &limits, req.resamples, req.seed)?;
     said.notes.extend(est.notes.iter().cloned());
+    said.warnings.extend(est.warnings.iter().cloned());
     for w in &run.warnings {
         said.notes.push(format!("{origin}: {w}"));
     }
-    let run_model = run.environment.model.clone();
-    if let (Some(pm), Some(rm)) = (&plan_model, &run_model) {
-        if !req.same_model(pm, rm) {
-            said.warnings.push(format!(
-                "the run measured {rm} but the plan is for {pm}: the run's throughput is used as is"
-            ));
-        }
-    }
     let replicas = node.replicas_per_node.max(1);
+    let (tok_s, prefill_how) = prompt_lengths(req, run, origin, node, &est, said);
+    if let Some(cap) = slo_cap {
+        let endpoints = run.environment.endpoints.max(1) as u32;
+        let want = est.concurrency * endpoints;
+        // The measured level at or above the planned load (its goodput is a lower bound for
+        // the planned one), else the largest.
+        let level = run
+            .levels
+            .iter()
+            .map(|l| l.concurrency)
+            .filter(|c| *c >= want)
+            .min()
+            .or(run.levels.iter().map(|l| l.concurrency).max());
+        let goodput = level.and_then(|l| slo::goodput(Path::new(origin), l, &req.limits.slo));
+        let avg_out = req
+            .workload
+            .avg_output_tokens
+            .or(prefill::run_lengths(run).1);
+        let rps = avg_out.map(|t| tok_s.p50 * replicas as f64 / t);
+        said.slo = Some(SloReport {
+            slo: req.limits.slo,
+            cap,
+            planned_concurrency_per_replica: est.concurrency,
+            goodput_requests_per_s_per_node: match (&goodput, rps) {
+                (Some(g), Some(r)) => Some(g.share * r),
+                _ => None,
+            },
+            goodput,
+        });
+    }
     let row = Row {
         node: node.name.clone(),
         gpu: node.gpu.clone(),
@@ -98,13 +177,14 @@ pub(super) fn from_run(
         model: plan_model.or(run_model),
         basis: est.basis,
         how: format!(
-            "{}; x {replicas} replica(s) per node; concurrency limited by {}",
+            "{}; x {replicas} replica(s) per node; concurrency limited by {}{prefill_how}",
             est.how, est.limited_by
         ),
         source: format!("{origin} ({})", run.tool),
         date: Some(run.started_at.clone()),
         concurrency_per_replica: Some(est.concurrency as f64),
-        tok_s_per_node: est.tok_s.scale(replicas as f64),
+        tok_s_per_node: tok_s.scale(replicas as f64),
+        interval: est.interval.clone(),
         usd_per_node_hour: node.usd_per_node_hour,
         price_note: node.price_note.clone(),
         speculative: run.environment.speculative == Some(true),
@@ -112,6 +192,53 @@ pub(super) fn from_run(
         notes: Vec::new(),
     };
     Ok(Some((row, est.fit)))
+}
+
+/// The job's prompt and output lengths against the run's: a warning where they differ, and
+/// the prefill a longer prompt adds (compute bound), applied to the run's throughput per
+/// replica. Returns the throughput and what was done, in words.
+fn prompt_lengths(
+    req: &PlanRequest,
+    run: &crate::record::RunResult,
+    origin: &str,
+    node: &super::request::RunNode,
+    est: &CurveEstimate,
+    said: &mut Remarks,
+) -> (Quantiles, String) {
+    let (run_in, run_out) = prefill::run_lengths(run);
+    let job_in = req.workload.avg_input_tokens;
+    let job_out = req.workload.avg_output_tokens;
+    for (what, job, measured) in [("input", job_in, run_in), ("output", job_out, run_out)] {
+        if let (Some(j), Some(m)) = (job, measured) {
+            if prefill::differs(j, m) {
+                said.warnings.push(format!(
+                    "the job's {what} averages {j:.0} tokens per request but {origin} measured \
+                     {m:.0}: throughput at other lengths differs (prefill, KV reads, batch \
+                     slots); benchmark with the job's lengths"
+                ));
+            }
+        }
+    }
+    let gpu = node.gpu.as_deref().and_then(|g| req.facts.gpu(g));
+    match (job_in, run_in, job_out, &req.model, gpu) {
+        (Some(j), Some(m), Some(out), Some(model), Some(g)) if j > m => {
+            let extra = prefill::prefill_s(model, g, node.gpus_per_replica(), j - m);
+            (
+                prefill::with_extra_time(est.tok_s, extra, out),
+                format!(
+                    "; prefill of {:.0} more prompt tokens per request than measured: +{extra:.2} s \
+                     of replica compute each (compute bound, 2 x {}B active params x tokens at \
+                     an assumed {:.0}% of {}'s tensor peak; the run has one prompt length, so \
+                     its TTFT cannot give the slope)",
+                    j - m,
+                    model.active_params_b(),
+                    prefill::PREFILL_EFFICIENCY * 100.0,
+                    g.name
+                ),
+            )
+        }
+        _ => (est.tok_s, String::new()),
+    }
 }
 
 /// The catalog nodes the plan looks at: the `--node` one alone when there is no run, else all.
@@ -158,7 +285,7 @@ pub(super) fn from_catalog(
         let how = match (basis, node.tok_s_high) {
             (Basis::Stated, Some(h)) => format!(
                 "stated range {tok_s:.0}-{h:.0} tok/s per node (an estimate, not a measurement): \
-                 P50 and P90 at the low end, P10 at the high end"
+                 P50 at its middle, P10 and P90 at its ends"
             ),
             (Basis::Stated, None) => {
                 format!("stated {tok_s:.0} tok/s per node: a claim, not a measurement")
@@ -178,8 +305,20 @@ pub(super) fn from_catalog(
             concurrency_per_replica: node.concurrency_per_replica.map(f64::from),
             tok_s_per_node: Quantiles {
                 p10: tok_s,
-                p50: tok_s,
+                p50: (tok_s + high) / 2.0,
                 p90: high,
+            },
+            interval: match (basis, node.tok_s_high) {
+                (Basis::Stated, Some(_)) => Interval::unknown(
+                    "a claim's range, not a measured interval: P10 and P90 are the range's ends",
+                ),
+                (Basis::Stated, None) => {
+                    Interval::unknown("a claim without a range: its uncertainty is unknown")
+                }
+                _ => Interval::unknown(
+                    "a catalog figure without trials: its spread is unknown (put a run's \
+                     results in with --results to measure it)",
+                ),
             },
             usd_per_node_hour: node.usd_per_node_hour,
             price_note: node.price_note.clone(),
@@ -187,6 +326,13 @@ pub(super) fn from_catalog(
             batch1_tok_s_per_replica: node.batch1_tok_s_per_replica,
             notes: Vec::new(),
         });
+    }
+    if !rows.is_empty() && req.workload.avg_input_tokens.is_some_and(|i| i > 0.0) {
+        said.notes.push(
+            "catalog figures do not say the prompt length they were obtained with: the job's \
+             prefill is not added to them"
+                .to_string(),
+        );
     }
     if !skipped_models.is_empty() {
         said.notes.push(format!(
@@ -219,25 +365,36 @@ pub(super) fn scaled(
     req: &PlanRequest,
     selected: &[&Node],
     run_node: Option<&str>,
-    rows: &[Row],
+    rows: &[&Row],
     said: &mut Remarks,
 ) -> Vec<Row> {
     let mut scaled = Vec::new();
     let plan_model = req.plan_model_name();
-    let reference = rows
+    let reference_row = rows
         .iter()
-        .find(|r| r.basis.is_measured() && r.gpu.is_some())
-        .map(|r| {
-            (
-                r.node.clone(),
-                r.gpu.clone().unwrap_or_default(),
-                r.tok_s_per_node.scale(1.0 / r.gpus_per_node as f64),
-            )
-        });
+        .find(|r| r.basis.is_measured() && r.gpu.is_some());
+    let reference = reference_row.map(|r| {
+        (
+            r.node.clone(),
+            r.gpu.clone().unwrap_or_default(),
+            r.tok_s_per_node.scale(1.0 / r.gpus_per_node as f64),
+        )
+    });
     let (Some((ref_name, ref_gpu, per_gpu)), Some(_)) = (&reference, &plan_model) else {
         return scaled;
     };
     let ref_facts = req.facts.gpu(ref_gpu);
+    // With the reference's batch known, scale at the roofline: the same share of the bound,
+    // at the batch each node holds (the reference's, or fewer where memory says so).
+    let (mean_ctx, full_ctx) = req.context_tokens();
+    let ref_share = match (reference_row, &req.model, ref_facts) {
+        (Some(r), Some(m), Some(g)) => r.concurrency_per_replica.map(|b| {
+            let gpr = (r.gpus_per_node / r.replicas_per_node.max(1)).max(1);
+            let per_replica = r.tok_s_per_node.p50 / r.replicas_per_node.max(1) as f64;
+            (b, per_replica / Roofline::new(m, g, gpr, mean_ctx).bound(b))
+        }),
+        _ => None,
+    };
     for node in selected {
         if node.tok_s().is_some() || run_node == Some(node.name.as_str()) {
             continue;
@@ -277,6 +434,48 @@ pub(super) fn scaled(
             }
         }
         let ratio = tf.bandwidth_tb_s / rf.bandwidth_tb_s;
+        if let (Some((ref_batch, share)), Some(m)) = (ref_share, &req.model) {
+            let gpr = node.gpus_per_node / replicas;
+            let holds = MemoryFit::new(m, tf, gpr, full_ctx).max_concurrency;
+            let batch = ref_batch.min(holds as f64).max(1.0);
+            let per_replica = share * Roofline::new(m, tf, gpr, mean_ctx).bound(batch);
+            scaled.push(Row {
+                node: node.name.clone(),
+                gpu: Some(node.gpu.clone()),
+                gpus_per_node: node.gpus_per_node,
+                replicas_per_node: replicas,
+                model: plan_model.clone(),
+                basis: Basis::Scaled,
+                how: format!(
+                    "scaled from {ref_name} at the roofline: its {:.0}% of the memory-bandwidth \
+                     bound at batch {ref_batch:.0}, applied to this node's bound at batch \
+                     {batch:.0}{} ({} GPU(s) of {} per replica, x {replicas} replicas); assumes \
+                     the same share of the bound, ignores interconnect and compute differences",
+                    share * 100.0,
+                    if batch < ref_batch {
+                        format!(" (the {holds} sequences its memory holds at the job's context)")
+                    } else {
+                        String::new()
+                    },
+                    gpr,
+                    tf.name
+                ),
+                source: node.source.clone(),
+                date: None,
+                concurrency_per_replica: Some(batch),
+                tok_s_per_node: Quantiles::single(per_replica * replicas as f64),
+                interval: Interval::unknown(
+                    "scaled across hardware at the roofline: the error of this scaling has not \
+                     been measured, so no interval is given (measure the node to get one)",
+                ),
+                usd_per_node_hour: node.usd_per_node_hour,
+                price_note: node.price_note.clone(),
+                speculative: false,
+                batch1_tok_s_per_replica: None,
+                notes: row_notes,
+            });
+            continue;
+        }
         scaled.push(Row {
             node: node.name.clone(),
             gpu: Some(node.gpu.clone()),
@@ -299,7 +498,11 @@ pub(super) fn scaled(
             source: node.source.clone(),
             date: None,
             concurrency_per_replica: None,
-            tok_s_per_node: per_gpu.scale(ratio * node.gpus_per_node as f64),
+            tok_s_per_node: Quantiles::single(per_gpu.p50 * ratio * node.gpus_per_node as f64),
+            interval: Interval::unknown(
+                "scaled across hardware by memory bandwidth: the error of this scaling has not \
+                 been measured, so no interval is given (measure the node to get one)",
+            ),
             usd_per_node_hour: node.usd_per_node_hour,
             price_note: node.price_note.clone(),
             speculative: false,

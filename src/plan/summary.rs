@@ -24,7 +24,9 @@ pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
         (t, a)
     };
     let range = |n: &NodePlan| {
-        if n.days.p10 == n.days.p90 {
+        if !n.interval.known {
+            "P10-P90 unknown".to_string()
+        } else if n.days.p10 == n.days.p90 {
             "no spread".to_string()
         } else {
             format!(
@@ -51,6 +53,7 @@ pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
     if let Some(deadline) = req.limits.deadline_s {
         let one: Vec<String> = nodes
             .iter()
+            .filter(|n| n.interval.known)
             .filter(|n| n.deadline.as_ref().is_some_and(|d| d.nodes_p90 == 1))
             .map(NodePlan::label)
             .collect();
@@ -63,17 +66,37 @@ pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
                 one.join(", ")
             }
         ));
+        let unsure: Vec<String> = nodes
+            .iter()
+            .filter(|n| !n.interval.known)
+            .filter(|n| n.deadline.as_ref().is_some_and(|d| d.nodes_p50 == 1))
+            .map(NodePlan::label)
+            .collect();
+        if !unsure.is_empty() {
+            out.push(format!(
+                "  at P50 only, interval unknown (no confidence can be given): {}",
+                unsure.join(", ")
+            ));
+        }
         let (t, a) = both(&|n| n.deadline.as_ref().map(|d| d.nodes_p90 as f64));
         for (head, pick) in [
             ("fewest nodes for the deadline", t),
             ("  counting stated and scaled figures", a),
         ] {
             if let Some((n, k)) = pick {
-                out.push(format!(
-                    "{head}: {k} x {} ({} at P50)",
-                    n.label(),
-                    n.deadline.as_ref().map_or(0, |d| d.nodes_p50)
-                ));
+                out.push(if n.interval.known {
+                    format!(
+                        "{head}: {k} x {} ({} at P50)",
+                        n.label(),
+                        n.deadline.as_ref().map_or(0, |d| d.nodes_p50)
+                    )
+                } else {
+                    format!(
+                        "{head}: {} x {} at P50 (interval unknown: no 90% figure)",
+                        n.deadline.as_ref().map_or(0, |d| d.nodes_p50),
+                        n.label()
+                    )
+                });
             }
         }
     }

@@ -16,19 +16,55 @@ pub struct Workload {
     pub avg_input_tokens: Option<f64>,
 }
 
-/// Parses a count written as `902087`, `902,087`, `1_640_000_000` or `1.64e9`.
+/// Parses a number written as `902087`, `902,087`, `1_640_000_000`, `1.64e9` or `0.5`.
+///
+/// A comma must separate thousands (groups of three digits, before any decimal point and
+/// without an exponent): `1,64e9` or `1,5` could mean 1.64e9 and 1.5 (a decimal comma) or
+/// 164e9 and 15, so they are refused instead of guessed.
+pub fn parse_number(flag: &str, text: &str) -> Result<f64> {
+    let t = text.trim();
+    let bad = || anyhow::anyhow!("{flag}: {text:?} is not a number (write e.g. 902087 or 1.64e9)");
+    if t.contains(',') {
+        let ambiguous = || {
+            anyhow::anyhow!(
+                "{flag}: {text:?} is ambiguous: a comma may separate thousands (902,087) or \
+                 decimals (1,64); write it without commas, e.g. 1.64e9 or 1640000000"
+            )
+        };
+        let int_part = t.split(['.', 'e', 'E']).next().unwrap_or("");
+        if t.contains(['e', 'E']) || t[int_part.len()..].contains(',') {
+            return Err(ambiguous());
+        }
+        let groups: Vec<&str> = int_part.trim_start_matches(['+', '-']).split(',').collect();
+        let first_ok = (1..=3).contains(&groups[0].len());
+        let rest_ok = groups[1..].iter().all(|g| g.len() == 3);
+        let digits = groups.iter().all(|g| g.chars().all(|c| c.is_ascii_digit()));
+        if !(first_ok && rest_ok && digits) {
+            return Err(ambiguous());
+        }
+    }
+    let cleaned: String = t.chars().filter(|c| *c != ',' && *c != '_').collect();
+    let value: f64 = cleaned.parse().map_err(|_| bad())?;
+    if !value.is_finite() {
+        return Err(bad());
+    }
+    Ok(value)
+}
+
+/// A positive number (see [`parse_number`] for the forms accepted).
 pub fn parse_count(flag: &str, text: &str) -> Result<f64> {
-    let cleaned: String = text
-        .trim()
-        .chars()
-        .filter(|c| *c != ',' && *c != '_')
-        .collect();
-    let value: f64 = match cleaned.parse() {
-        Ok(v) => v,
-        Err(_) => bail!("{flag}: {text:?} is not a number (write e.g. 902087 or 1.64e9)"),
-    };
-    if !value.is_finite() || value <= 0.0 {
+    let value = parse_number(flag, text)?;
+    if value <= 0.0 {
         bail!("{flag}: must be a positive number, got {text}");
+    }
+    Ok(value)
+}
+
+/// A whole number of at least one, e.g. completions (requests): `0.5` is not a count.
+pub fn parse_whole(flag: &str, text: &str) -> Result<f64> {
+    let value = parse_count(flag, text)?;
+    if value.fract() != 0.0 {
+        bail!("{flag}: {text} is not a whole number; it counts requests");
     }
     Ok(value)
 }
@@ -43,7 +79,7 @@ impl Workload {
         avg_input_tokens: Option<&str>,
     ) -> Result<Workload> {
         let completions = completions
-            .map(|t| parse_count("--completions", t))
+            .map(|t| parse_whole("--completions", t))
             .transpose()?;
         let avg_out = avg_output_tokens
             .map(|t| parse_count("--avg-output-tokens", t))
@@ -53,13 +89,10 @@ impl Workload {
             .transpose()?;
         let avg_in = match avg_input_tokens {
             None => None,
-            Some(t) => {
-                let cleaned: String = t.trim().chars().filter(|c| *c != ',').collect();
-                match cleaned.parse::<f64>() {
-                    Ok(v) if v.is_finite() && v >= 0.0 => Some(v),
-                    _ => bail!("--avg-input-tokens: must be zero or a positive number, got {t}"),
-                }
-            }
+            Some(t) => match parse_number("--avg-input-tokens", t)? {
+                v if v >= 0.0 => Some(v),
+                _ => bail!("--avg-input-tokens: must be zero or a positive number, got {t}"),
+            },
         };
         let (output_tokens, avg_out) = match (completions, avg_out, total) {
             (_, _, Some(total)) => {
@@ -124,6 +157,7 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<f64> {
             .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
         let scale = match unit {
+            "ms" | "msec" | "msecs" => 0.001,
             "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
             "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
             "h" | "hr" | "hrs" | "hour" | "hours" => 3600.0,
@@ -170,6 +204,7 @@ mod tests {
         assert_eq!(parse_duration("--deadline", "1d12h").unwrap(), 129_600.0);
         assert_eq!(parse_duration("--deadline", "1.5d").unwrap(), 129_600.0);
         assert_eq!(parse_duration("--max-latency", "60s").unwrap(), 60.0);
+        assert_eq!(parse_duration("--max-itl-p99", "50ms").unwrap(), 0.05);
         for bad in ["", "soon", "2x", "d", "0h", "-3d"] {
             let err = format!("{:#}", parse_duration("--deadline", bad).unwrap_err());
             assert!(err.contains("--deadline"), "{bad}: {err}");
@@ -186,6 +221,26 @@ mod tests {
         assert_eq!(w.avg_input_tokens, Some(500.0));
         let w = Workload::from_flags(Some("902,087"), None, Some("1.64e9"), None).unwrap();
         assert!((w.avg_output_tokens.unwrap() - 1818.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn separators_are_thousands_or_refused() {
+        assert_eq!(parse_count("--x", "902,087").unwrap(), 902_087.0);
+        assert_eq!(parse_count("--x", "1,640,000,000").unwrap(), 1.64e9);
+        assert_eq!(parse_count("--x", "1,234.5").unwrap(), 1234.5);
+        assert_eq!(parse_count("--x", "1_640_000_000").unwrap(), 1.64e9);
+        for bad in [
+            "1,64e9", "1,5", "1,64", "12,3456", ",123", "1.5,000", "1,000e3",
+        ] {
+            let err = format!("{:#}", parse_count("--x", bad).unwrap_err());
+            assert!(
+                err.contains("--x") && err.contains("ambiguous"),
+                "{bad}: {err}"
+            );
+        }
+        let err = format!("{:#}", parse_whole("--completions", "0.5").unwrap_err());
+        assert!(err.contains("whole number"), "{err}");
+        assert_eq!(parse_whole("--completions", "902087").unwrap(), 902_087.0);
     }
 
     #[test]

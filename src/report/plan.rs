@@ -32,6 +32,15 @@ pub fn thousands(x: f64) -> String {
     }
 }
 
+/// Seconds as "2 s" or "50 ms".
+fn seconds(t: f64) -> String {
+    if t < 1.0 {
+        format!("{:.0} ms", t * 1e3)
+    } else {
+        format!("{t} s")
+    }
+}
+
 fn money(x: f64) -> String {
     if x >= 100.0 {
         format!("${}", thousands(x))
@@ -41,7 +50,9 @@ fn money(x: f64) -> String {
 }
 
 fn days_range(n: &NodePlan) -> String {
-    if (n.days.p90 - n.days.p10).abs() < 1e-9 * n.days.p50 {
+    if !n.interval.known {
+        "unknown".to_string()
+    } else if (n.days.p90 - n.days.p10).abs() < 1e-9 * n.days.p50 {
         format!("{:.2} (no spread)", n.days.p50)
     } else {
         format!("{:.2}-{:.2}", n.days.p10, n.days.p90)
@@ -109,6 +120,50 @@ pub fn render_table(plan: &Plan) -> String {
             f.rmse_rel * 100.0
         );
     }
+    if let Some(r) = &plan.slo {
+        let mut limits = Vec::new();
+        if let Some(t) = r.slo.max_ttft_p99_s {
+            limits.push(format!("TTFT p99 <= {}", seconds(t)));
+        }
+        if let Some(t) = r.slo.max_itl_p99_s {
+            limits.push(format!("ITL p99 <= {}", seconds(t)));
+        }
+        let _ = writeln!(
+            s,
+            "  SLO {}: at most {:.1} concurrent per replica ({}; {}); planned at {}",
+            limits.join(", "),
+            r.cap.concurrency,
+            r.cap
+                .binding
+                .as_deref()
+                .map(|b| format!("{b} binds"))
+                .unwrap_or_else(|| "none binds in the measured range".to_string()),
+            r.cap.how,
+            r.planned_concurrency_per_replica
+        );
+        match (&r.goodput, r.goodput_requests_per_s_per_node) {
+            (Some(g), rps) => {
+                let _ = writeln!(
+                    s,
+                    "  goodput: {}/{} requests of the measured level {} (the run's concurrency; \
+                     at or above the planned load, so a lower bound) met every SLO, TTFT and \
+                     per-request ITL (TPOT) ({:.1}%){}",
+                    g.met,
+                    g.requests,
+                    g.level,
+                    g.share * 100.0,
+                    rps.map(|x| format!(", {x:.2} requests/s per node"))
+                        .unwrap_or_default()
+                );
+            }
+            (None, _) => {
+                let _ = writeln!(
+                    s,
+                    "  goodput: unknown (no requests.jsonl beside the results file)"
+                );
+            }
+        }
+    }
     let _ = writeln!(s);
     let deadline_head = "nodes";
     let header = format!(
@@ -129,6 +184,7 @@ pub fn render_table(plan: &Plan) -> String {
     let _ = writeln!(s, "{}", "-".repeat(header.len()));
     for n in &plan.nodes {
         let nodes = match &n.deadline {
+            Some(d) if !n.interval.known => format!("{} (?)", d.nodes_p50),
             Some(d) if d.nodes_p50 == d.nodes_p90 => d.nodes_p50.to_string(),
             Some(d) => format!("{} ({})", d.nodes_p50, d.nodes_p90),
             None => "-".to_string(),
@@ -166,7 +222,8 @@ pub fn render_table(plan: &Plan) -> String {
     let _ = writeln!(
         s,
         "P50 time and days: one node, at the median throughput; P10-P90: the spread the data \
-         supports. nodes: to meet the deadline at P50 (and at 90% confidence). cost: P50, \
+         supports (unknown: no measured spread). nodes: to meet the deadline at P50 (and at \
+         90% confidence; ?: unknown), keeping one request's duration for the end-of-job tail. cost: P50, \
          illustrative prices{}. latency: per request, Little's law (concurrency x avg output \
          tokens / throughput per replica). roof %: throughput per replica / memory-bandwidth \
          roofline at that batch (>=: batch unknown, bound at the most that fits in memory).",
@@ -192,13 +249,39 @@ pub fn render_table(plan: &Plan) -> String {
         );
         let _ = writeln!(
             s,
-            "  throughput: {} tok/s per node ({}), P10-P90 {}-{}: {}",
+            "  throughput: {} tok/s per node ({}), {}: {}",
             thousands(n.tok_s_per_node.p50),
             n.basis.name(),
-            thousands(n.tok_s_per_node.p10),
-            thousands(n.tok_s_per_node.p90),
+            if n.interval.known {
+                format!(
+                    "P10-P90 {}-{}",
+                    thousands(n.tok_s_per_node.p10),
+                    thousands(n.tok_s_per_node.p90)
+                )
+            } else {
+                "P10-P90 unknown".to_string()
+            },
             n.how
         );
+        let _ = writeln!(
+            s,
+            "  interval: {}",
+            if n.interval.known {
+                n.interval.how.clone()
+            } else {
+                format!("unknown: {}", n.interval.how)
+            }
+        );
+        if let Some(d) = &n.deadline {
+            if d.tail_s > 0.0 {
+                let _ = writeln!(
+                    s,
+                    "  deadline: the last {} kept for the end-of-job tail (one request at the \
+                     planned concurrency)",
+                    human_duration(d.tail_s)
+                );
+            }
+        }
         if !n.source.is_empty() {
             let _ = writeln!(
                 s,
@@ -213,10 +296,13 @@ pub fn render_table(plan: &Plan) -> String {
         if let Some(c) = n.cost_usd {
             let _ = writeln!(
                 s,
-                "  cost: {} (P10-P90 {}-{}) at {}/node-hour{}",
+                "  cost: {} (P10-P90 {}) at {}/node-hour{}",
                 money(c.p50),
-                money(c.p10),
-                money(c.p90),
+                if n.interval.known {
+                    format!("{}-{}", money(c.p10), money(c.p90))
+                } else {
+                    "unknown".to_string()
+                },
                 money(n.usd_per_node_hour.unwrap_or(0.0)),
                 n.price_note
                     .as_deref()
@@ -317,17 +403,30 @@ pub fn capacity_series(plan: &Plan) -> Vec<CapacitySeries> {
     let counts = node_counts(plan);
     plan.nodes
         .iter()
-        .map(|n| CapacitySeries {
-            name: n.label(),
-            points: counts
-                .iter()
-                .map(|&k| CapacityPoint {
-                    nodes: k,
-                    days_p10: n.days.p10 / k,
-                    days_p50: n.days.p50 / k,
-                    days_p90: n.days.p90 / k,
-                })
-                .collect(),
+        .map(|n| {
+            // An unknown interval draws no band (and says so in the legend) rather than one
+            // that looks like a measured spread.
+            let days = if n.interval.known {
+                n.days
+            } else {
+                crate::plan::figures::Quantiles::single(n.days.p50)
+            };
+            CapacitySeries {
+                name: if n.interval.known {
+                    n.label()
+                } else {
+                    format!("{}, interval unknown", n.label())
+                },
+                points: counts
+                    .iter()
+                    .map(|&k| CapacityPoint {
+                        nodes: k,
+                        days_p10: days.p10 / k,
+                        days_p50: days.p50 / k,
+                        days_p90: days.p90 / k,
+                    })
+                    .collect(),
+            }
         })
         .collect()
 }
