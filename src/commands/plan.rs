@@ -15,6 +15,33 @@ use crate::record::RunResult;
 use crate::report::plan::{capacity_series, render_json, render_table};
 use crate::report::plots::{capacity_chart, CAPACITY_PNG};
 
+/// The examples `plan --help` ends with (tests/help_examples.rs runs each).
+pub const EXAMPLES: &str = "\
+Examples:
+  # Days, nodes and cost on every catalog node for 902,087 completions of ~1,818 tokens
+  throughline plan --completions 902087 --avg-output-tokens 1818 --deadline 2d
+  # One node type, from the model's facts and the memory-bandwidth roofline
+  throughline plan --node h100-8x --model Qwen3.5-122B-A10B --output-tokens 1.64e9
+  # From your own measured curve, with the chart and plan.json written
+  throughline plan -r throughline-results/results.json --completions 902087 --avg-output-tokens 1818 -o plan";
+
+/// The `--node` help, naming the node types of the built-in catalog.
+pub fn node_help() -> String {
+    let names = Catalog::builtin(&Facts::builtin())
+        .map(|c| {
+            c.nodes
+                .iter()
+                .map(|n| n.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    format!(
+        "The catalog node type the run measured (with --results), or the only node to plan. \
+         Built-in: {names}"
+    )
+}
+
 /// Console table or JSON on standard output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PlanFormat {
