@@ -104,7 +104,7 @@ mod tests {
             filesystem_safe("2026-12-01T16:45:46.123Z"),
             "2026-12-01T16-45-46.123Z"
         );
-        assert_eq!(filesystem_safe("../x/y"), "--x-y");
+        assert_eq!(filesystem_safe("../x/y"), "-x-y");
         assert_eq!(filesystem_safe(".."), "unknown");
     }
 
