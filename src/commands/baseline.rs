@@ -14,9 +14,11 @@ use crate::record::RunResult;
 pub const EXAMPLES: &str = "\
 Examples:
   # A baseline from a run on main, naming the profile beside it (for `throughline ci`)
-  throughline baseline bless -r throughline-results/results.json -b baselines/main.toml --profile ../throughline.toml
+  throughline baseline bless -r throughline-results/results.json -b baselines/main.toml \\
+      --profile ../throughline.toml
   # Add a session (another run on main) to it
-  throughline baseline bless -r throughline-results/results.json -b baselines/main.toml --append";
+  throughline baseline bless -r throughline-results/results.json -b baselines/main.toml \\
+      --append";
 
 #[derive(Debug, Args)]
 pub struct BaselineArgs {

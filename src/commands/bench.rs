@@ -18,10 +18,11 @@ use crate::report::console;
 /// The examples `bench --help` ends with (tests/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
 Examples:
-  # A first number: a default profile (C = 1,8,32, 3 trials, 256 tokens), model from the server
+  # A first number: C = 1,8,32, 5 trials, 256 tokens; the model is the server's first
   throughline bench -e http://127.0.0.1:8000
-  # Your own levels and lengths, and keep the profile used for next time
-  throughline bench -e http://127.0.0.1:8000 -c 1,4 --max-tokens 64 --trials 2 --save-profile quick.toml -o quick
+  # Your own levels and lengths, and keep the profile it used for next time
+  throughline bench -e http://127.0.0.1:8000 -c 1,4 --max-tokens 64 --trials 2 \\
+      --save-profile quick.toml -o quick
   # A profile file, its server beside another (A/B in one job, trials interleaved)
   throughline bench -p throughline.toml --base-endpoint http://127.0.0.1:8001 -o ab";
 
@@ -62,7 +63,8 @@ pub struct BenchArgs {
     /// [default: the profile's, else 256].
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u32>,
-    /// Independent trials per level [default: the profile's, else 3; the gate wants 5].
+    /// Independent trials per level [default: the profile's, else 5, the fewest the gate
+    /// takes].
     #[arg(long, value_name = "N")]
     pub trials: Option<u32>,
     /// The name of the environment variable holding the API key, without a profile (an

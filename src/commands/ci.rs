@@ -35,9 +35,11 @@ use crate::report::run::{publish_verdict, write_run_files, VerdictFiles};
 pub const EXAMPLES: &str = "\
 Examples:
   # The check against the baseline as it is on main (what a pull_request job runs)
-  throughline ci -b baselines/main.toml --baseline-ref origin/main -e http://127.0.0.1:8000 -o ci-out
+  throughline ci -b baselines/main.toml --baseline-ref origin/main \\
+      -e http://127.0.0.1:8000 -o ci-out
   # Relative mode: main's server beside this change's, in one job
-  throughline ci -b baselines/main.toml --baseline-ref origin/main -e http://127.0.0.1:8000 --base-endpoint http://127.0.0.1:8001 -o ci-ab";
+  throughline ci -b baselines/main.toml --baseline-ref origin/main \\
+      -e http://127.0.0.1:8000 --base-endpoint http://127.0.0.1:8001 -o ci-ab";
 
 /// Run the profile beside a baseline, gate it against the baseline on the target branch,
 /// and report for GitHub Actions (job summary, outputs, annotations, artifacts folder).

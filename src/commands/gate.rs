@@ -19,7 +19,8 @@ Examples:
   # A run against a baseline file (exit 1 on a regression, 3 when not comparable)
   throughline gate -r throughline-results/results.json -b baselines/main.toml
   # Against the baseline as it is on main, with a JUnit report for CI
-  throughline gate -r throughline-results/results.json -b baselines/main.toml --baseline-ref origin/main --junit junit.xml
+  throughline gate -r throughline-results/results.json -b baselines/main.toml \\
+      --baseline-ref origin/main --junit junit.xml
   # An A/B run (bench --base-endpoint) gated on its own, with charts and a Markdown verdict
   throughline gate -r ab/results.json -o ab --markdown ab/verdict.md";
 

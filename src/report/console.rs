@@ -380,15 +380,15 @@ mod tests {
             .profile()
             .unwrap();
         let line = planned(&p, 1);
-        // C = 1, 8, 32 at 4 x C (at least 8) requests, 3 trials: (8 + 32 + 128) x 3 = 504.
+        // C = 1, 8, 32 at 4 x C (at least 8) requests, 5 trials: (8 + 32 + 128) x 5 = 840.
         assert!(
-            line.contains("3 level(s) x 3 trial(s) = 504 requests (+12 warmup)"),
+            line.contains("3 level(s) x 5 trial(s) = 840 requests (+12 warmup)"),
             "{line}"
         );
-        // Waves per stream: 8 + 4 + 4 per trial x 3, + warmup 4 + 1 + 1: 54 x 256 tokens
-        // = 13,824 stream-tokens: 4m 37s at 50 tok/s -> 5m; 46 s at 300 tok/s.
+        // Waves per stream: 8 + 4 + 4 per trial x 5, + warmup 4 + 1 + 1: 86 x 256 tokens
+        // = 22,016 stream-tokens: 7m 21s at 50 tok/s -> 8m; 73.4 s at 300 tok/s -> 1m 14s.
         assert!(
-            line.contains("about 5m if every stream decodes at 50 tok/s, 47s at 300"),
+            line.contains("about 8m if every stream decodes at 50 tok/s, 1m 14s at 300"),
             "{line}"
         );
         assert!(line.contains("an estimate"), "{line}");
