@@ -132,7 +132,13 @@ fn start_and_stop_server(dir: &Path, line: &str) {
         .unwrap();
     let started = Instant::now();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let serving = lines.next().and_then(|l| l.ok()).unwrap_or_default();
+    // It says its session speed first, then where each replica serves.
+    let serving = lines
+        .by_ref()
+        .take(4)
+        .map_while(Result::ok)
+        .find(|l| l.contains(" on http://"))
+        .unwrap_or_default();
     let _ = child.kill();
     let _ = child.wait();
     assert!(

@@ -238,7 +238,9 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         base_endpoints,
     };
     let outcome = super::bench::measure(setup).await?;
-    if super::bench::conclude(&outcome, &args.out) != Exit::Pass {
+    let measured = super::bench::conclude(&outcome, &args.out);
+    println!("{}", crate::report::console::closing_line(&outcome.result));
+    if measured != Exit::Pass {
         bail!(
             "the run could not measure every level: {}",
             outcome.problems.join("; ")

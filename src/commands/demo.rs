@@ -90,6 +90,7 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
     };
     let outcome = super::bench::measure(setup).await?;
     let exit = super::bench::conclude(&outcome, out);
+    println!("{}", crate::report::console::closing_line(&outcome.result));
     if exit != Exit::Pass {
         return Ok(exit);
     }
