@@ -59,16 +59,16 @@ pub struct BenchArgs {
     /// Concurrency levels, comma-separated, e.g. 1,8,32 [default: the profile's, else 1,8,32].
     #[arg(long, short = 'c', value_delimiter = ',', value_name = "C,C,...")]
     pub concurrency: Vec<u32>,
-    /// Output tokens per request (every request generates all of them: ignore_eos)
-    /// [default: the profile's, else 256].
+    /// Output tokens asked of each request [default: the profile's, else 256, with
+    /// ignore_eos so that every request generates all of them].
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u32>,
     /// Independent trials per level [default: the profile's, else 5, the fewest the gate
     /// takes].
     #[arg(long, value_name = "N")]
     pub trials: Option<u32>,
-    /// The name of the environment variable holding the API key, without a profile (an
-    /// unset variable means no key).
+    /// The name of the environment variable holding the API key (replaces the profile's;
+    /// an unset variable means no key).
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
     /// Write the profile this run uses (flags applied) to FILE as commented TOML, before
