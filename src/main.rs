@@ -1,7 +1,7 @@
 //! The `throughline` binary: parse the command line, run the command, map the outcome to an
 //! exit code (0 pass, 1 regression, 2 could not do the job, 3 not comparable).
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use throughline::cli::{Cli, Command};
 use throughline::commands;
 use throughline::exit::{exit_for, Exit};
@@ -18,6 +18,17 @@ fn main() {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Bench(args) => commands::bench::run(args).await,
+            Command::Init(args) => commands::init::run(args).await,
+            Command::Completions(args) => {
+                let mut command = Cli::command();
+                clap_complete::generate(
+                    args.shell,
+                    &mut command,
+                    "throughline",
+                    &mut std::io::stdout(),
+                );
+                Ok(Exit::Pass)
+            }
             Command::Demo(args) => commands::demo::run(args).await,
             Command::ServeSim(args) => throughline::sim::run_cli(args).await.map(|_| Exit::Pass),
             Command::Gate(args) => commands::gate::run(args).await,

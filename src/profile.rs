@@ -83,8 +83,15 @@ pub struct Target {
     #[serde(default)]
     pub api: Api,
     /// The *name* of the environment variable that holds the API key (never the key itself).
+    /// An unset variable means "no key" (a server without `--api-key` needs none), unless
+    /// `api_key_required` says the key must be there.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Stop before measuring when `api_key_env`'s variable is not set (a server that needs
+    /// the key would otherwise answer every request 401). Left out of the saved profile when
+    /// false, so existing profile files and hashes do not change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub api_key_required: bool,
     /// The engine behind the endpoints: "auto" (recognised from `/metrics`) or one of vllm,
     /// sglang, llama.cpp, tgi, throughline-sim, openai. It decides the request fields that fix
     /// output lengths and how `/metrics` is read. Left out of the saved profile when "auto".
@@ -626,6 +633,9 @@ impl Profile {
                 bail!("field `target.endpoints[{i}]`: {url:?} must start with http:// or https://");
             }
         }
+        if self.target.api_key_required && self.target.api_key_env.is_none() {
+            bail!("field `target.api_key_required`: needs `target.api_key_env`, the name of the variable that holds the key");
+        }
         let engine = self.target.engine.as_str();
         if engine != "auto" && !ENGINES.contains(&engine) {
             bail!(
@@ -762,6 +772,145 @@ impl Profile {
         // canonical: the same profile always gives the same bytes.
         let text = serde_json::to_string(&canonical)?;
         Ok(format!("sha256:{}", hex(&Sha256::digest(text.as_bytes()))))
+    }
+}
+
+/// What `bench --endpoint URL` (without a profile file) and `init` build a profile from: the
+/// flags given, sensible defaults for the rest. The profile is made as commented TOML text and
+/// parsed like any profile file, so what runs is exactly what `--save-profile` writes, and
+/// keys added to the schema later take their defaults here too.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuickStart {
+    pub endpoints: Vec<String>,
+    /// The model id, or "auto" (asked of `/v1/models` at every run).
+    pub model: String,
+    pub concurrency: Vec<u32>,
+    pub max_tokens: u32,
+    pub trials: u32,
+    /// The name of the variable holding an API key, if any (commented out when None).
+    pub api_key_env: Option<String>,
+    /// What the probe found (engine, max context, ...), written as comments at the top.
+    pub notes: Vec<String>,
+}
+
+impl QuickStart {
+    /// Three levels that show single-stream speed, moderate batching and a loaded server.
+    pub const CONCURRENCY: [u32; 3] = [1, 8, 32];
+    /// Output tokens per request: long enough for steady decode, short enough for a quick run.
+    pub const MAX_TOKENS: u32 = 256;
+    /// Prompt words (about one token each).
+    pub const INPUT_TOKENS: u32 = 256;
+    /// Trials per level: the fewest the gate (and `baseline bless`) accepts, so the profile
+    /// can become a baseline as it is.
+    pub const TRIALS: u32 = 5;
+    /// Requests before each level's first trial, not counted.
+    pub const WARMUP_REQUESTS: u32 = 4;
+
+    /// The defaults for one endpoint.
+    pub fn new(endpoint: &str) -> QuickStart {
+        QuickStart {
+            endpoints: vec![endpoint.to_string()],
+            model: "auto".to_string(),
+            concurrency: Self::CONCURRENCY.to_vec(),
+            max_tokens: Self::MAX_TOKENS,
+            trials: Self::TRIALS,
+            api_key_env: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The profile as commented TOML (what `init` and `--save-profile` write).
+    pub fn toml(&self) -> String {
+        let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
+        // A key line with its comment in a column, as people write them.
+        let line = |key: &str, comment: &str| format!("{key:<40}# {comment}\n");
+        let mut out = String::from(
+            "# A throughline benchmark profile. Run it with:\n\
+             #   throughline bench --profile THIS_FILE\n\
+             # Every key is described in the README (\"The profile\"); unknown keys are errors.\n",
+        );
+        for note in &self.notes {
+            out.push_str(&format!("# {note}\n"));
+        }
+        out.push('\n');
+        out.push_str(&line("name = \"quick\"", "names reports and baselines"));
+        out.push_str("\n[target]\n# Base URLs without /v1; several are data-parallel replicas, used in turn.\n");
+        let endpoints: Vec<String> = self.endpoints.iter().map(|e| quote(e)).collect();
+        out.push_str(&format!("endpoints = [{}]\n", endpoints.join(", ")));
+        out.push_str(&line(
+            &format!("model = {}", quote(&self.model)),
+            "the id to request; \"auto\" asks /v1/models at every run",
+        ));
+        out.push_str(&line("api = \"chat\"", "or \"completions\""));
+        match &self.api_key_env {
+            Some(var) => out.push_str(&line(
+                &format!("api_key_env = {}", quote(var)),
+                "the *name* of the variable; unset = no key",
+            )),
+            None => {
+                out.push_str(&line(
+                    "# api_key_env = \"OPENAI_API_KEY\"",
+                    "the *name* of a variable holding a key; unset = no key",
+                ));
+                out.push_str(&line(
+                    "# api_key_required = true",
+                    "make an unset variable an error",
+                ));
+            }
+        }
+        out.push_str(&line(
+            "# engine = \"auto\"",
+            "or vllm, sglang, llama.cpp, tgi, openai; auto: from /metrics",
+        ));
+        out.push_str("\n[workload]\n");
+        out.push_str(&line(
+            &format!("input_tokens = {}", Self::INPUT_TOKENS),
+            "synthetic prompts of this many words (~1 token each)",
+        ));
+        out.push_str(&line(
+            &format!("max_tokens = {}", self.max_tokens),
+            "output tokens asked of every request",
+        ));
+        out.push_str(&line(
+            "ignore_eos = true",
+            "every request generates all max_tokens",
+        ));
+        out.push_str("\n[sweep]\n");
+        let levels: Vec<String> = self.concurrency.iter().map(u32::to_string).collect();
+        out.push_str(&line(
+            &format!("concurrency = [{}]", levels.join(", ")),
+            "closed-loop levels: requests in flight",
+        ));
+        out.push_str(&line(
+            &format!("trials = {}", self.trials),
+            "independent trials per level (the gate wants 5 a side)",
+        ));
+        out.push_str(&line(
+            "requests_per_level = 0",
+            "per trial; 0 = 4 x concurrency (at least 8)",
+        ));
+        out.push_str(&line(
+            &format!("warmup_requests = {}", Self::WARMUP_REQUESTS),
+            "before each level, not counted",
+        ));
+        out.push_str(&line(
+            "request_timeout = \"5m\"",
+            "one request's time limit",
+        ));
+        out.push_str(&line(
+            "stall_timeout = \"60s\"",
+            "longest silence within a response",
+        ));
+        out.push_str(&line(
+            "max_error_rate = 0.01",
+            "a level with more failed requests did not measure",
+        ));
+        out
+    }
+
+    /// The profile itself, validated like a profile file (errors name the field).
+    pub fn profile(&self) -> Result<Profile> {
+        Profile::parse(&self.toml())
     }
 }
 

@@ -10,6 +10,16 @@ use crate::exit::Exit;
 use crate::gate::baseline::{bless, Baseline, BaselineLock, BlessMode};
 use crate::record::RunResult;
 
+/// The examples `baseline --help` ends with (tests/help_examples.rs runs each).
+pub const EXAMPLES: &str = "\
+Examples:
+  # A baseline from a run on main, naming the profile beside it (for `throughline ci`)
+  throughline baseline bless -r throughline-results/results.json -b baselines/main.toml \\
+      --profile ../throughline.toml
+  # Add a session (another run on main) to it
+  throughline baseline bless -r throughline-results/results.json -b baselines/main.toml \\
+      --append";
+
 #[derive(Debug, Args)]
 pub struct BaselineArgs {
     #[command(subcommand)]
@@ -25,10 +35,10 @@ pub enum BaselineCommand {
 #[derive(Debug, Args)]
 pub struct BlessArgs {
     /// results.json of a run (repeat for several runs; each becomes a session).
-    #[arg(long, required = true)]
+    #[arg(long, short = 'r', required = true, value_name = "RUN.json")]
     pub results: Vec<PathBuf>,
     /// The baseline file to write, e.g. baselines/NAME.toml.
-    #[arg(long)]
+    #[arg(long, short = 'b', value_name = "FILE")]
     pub baseline: PathBuf,
     /// Start over instead of appending a session.
     #[arg(long)]

@@ -31,13 +31,23 @@ use crate::record::{Environment, RunResult};
 use crate::report::github;
 use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
 
+/// The examples `ci --help` ends with (tests/help_examples.rs runs each).
+pub const EXAMPLES: &str = "\
+Examples:
+  # The check against the baseline as it is on main (what a pull_request job runs)
+  throughline ci -b baselines/main.toml --baseline-ref origin/main \\
+      -e http://127.0.0.1:8000 -o ci-out
+  # Relative mode: main's server beside this change's, in one job
+  throughline ci -b baselines/main.toml --baseline-ref origin/main \\
+      -e http://127.0.0.1:8000 --base-endpoint http://127.0.0.1:8001 -o ci-ab";
+
 /// Run the profile beside a baseline, gate it against the baseline on the target branch,
 /// and report for GitHub Actions (job summary, outputs, annotations, artifacts folder).
 #[derive(Debug, Args)]
 pub struct CiArgs {
     /// The baseline file (TOML), e.g. baselines/NAME.toml. Its `profile` field names the
     /// profile to run, relative to the baseline file.
-    #[arg(long)]
+    #[arg(long, short = 'b', value_name = "FILE")]
     pub baseline: PathBuf,
     /// Read the baseline and its profile as they are at this git ref
     /// [default: origin/$GITHUB_BASE_REF, the pull request's target branch].
@@ -47,6 +57,7 @@ pub struct CiArgs {
     /// comma-separated list).
     #[arg(
         long = "endpoint",
+        short = 'e',
         value_name = "URL",
         env = "THROUGHLINE_ENDPOINTS",
         value_delimiter = ','
@@ -227,7 +238,9 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         base_endpoints,
     };
     let outcome = super::bench::measure(setup).await?;
-    if super::bench::conclude(&outcome, &args.out) != Exit::Pass {
+    let measured = super::bench::conclude(&outcome, &args.out);
+    println!("{}", crate::report::console::closing_line(&outcome.result));
+    if measured != Exit::Pass {
         bail!(
             "the run could not measure every level: {}",
             outcome.problems.join("; ")

@@ -21,6 +21,14 @@ use crate::report::run::{write_verdict_markdown, VerdictCharts};
 use crate::report::verdict;
 use crate::sim::{SimCluster, SimConfig};
 
+/// The examples `demo --help` ends with.
+pub const EXAMPLES: &str = "\
+Examples:
+  # Two simulated servers, one 10% slower: bench, gate, charts and a plan (about 45 s)
+  throughline demo
+  # Keep its files somewhere else
+  throughline demo -o /tmp/throughline-demo";
+
 /// The demo profile and baseline, embedded so the demo runs from any folder.
 pub const DEMO_PROFILE: &str = include_str!("../../baselines/demo.profile.toml");
 pub const DEMO_BASELINE: &str = include_str!("../../baselines/demo.toml");
@@ -84,6 +92,7 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
     };
     let outcome = super::bench::measure(setup).await?;
     let exit = super::bench::conclude(&outcome, out);
+    println!("{}", crate::report::console::closing_line(&outcome.result));
     if exit != Exit::Pass {
         return Ok(exit);
     }

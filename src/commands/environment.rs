@@ -20,6 +20,8 @@ pub struct EnvironmentArgs {
     /// Inference engine (vllm, sglang, llama.cpp, tgi); detected from /metrics when not given.
     #[arg(long, env = "THROUGHLINE_ENGINE")]
     pub engine: Option<String>,
+    /// Inference engine version, e.g. 0.11.0 (part of the fingerprint a baseline is compared
+    /// on: a run on another engine version is not comparable).
     #[arg(long, env = "THROUGHLINE_ENGINE_VERSION")]
     pub engine_version: Option<String>,
     /// Model precision, e.g. bf16, fp8.

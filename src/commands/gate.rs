@@ -13,15 +13,26 @@ use crate::record::trials_by_level;
 use crate::record::RunResult;
 use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
 
+/// The examples `gate --help` ends with (tests/help_examples.rs runs each).
+pub const EXAMPLES: &str = "\
+Examples:
+  # A run against a baseline file (exit 1 on a regression, 3 when not comparable)
+  throughline gate -r throughline-results/results.json -b baselines/main.toml
+  # Against the baseline as it is on main, with a JUnit report for CI
+  throughline gate -r throughline-results/results.json -b baselines/main.toml \\
+      --baseline-ref origin/main --junit junit.xml
+  # An A/B run (bench --base-endpoint) gated on its own, with charts and a Markdown verdict
+  throughline gate -r ab/results.json -o ab --markdown ab/verdict.md";
+
 #[derive(Debug, Args, Clone)]
 pub struct GateArgs {
     /// The candidate run's results.json.
-    #[arg(long)]
+    #[arg(long, short = 'r', value_name = "RUN.json")]
     pub results: PathBuf,
     /// The baseline file (TOML), e.g. baselines/NAME.toml. Optional for a relative run
     /// (measured with --base-endpoint): its two arms are compared with each other, and a
     /// baseline given too vouches for the profile and environment and gives the settings.
-    #[arg(long)]
+    #[arg(long, short = 'b', value_name = "FILE")]
     pub baseline: Option<PathBuf>,
     /// Read the baseline as it is at this git ref (e.g. origin/main), not from the working tree.
     #[arg(long)]
@@ -39,7 +50,7 @@ pub struct GateArgs {
     pub markdown: Option<PathBuf>,
     /// Also draw the run against the baseline: PNGs and report.md in this folder, with the
     /// charts linked from the Markdown summary.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, short = 'o', value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub export: super::bench::ExportArgs,

@@ -16,12 +16,20 @@ use crate::record::RunResult;
 use crate::report::combined::{markdown, run_label};
 use crate::report::github;
 
+/// The examples `merge --help` ends with (tests/help_examples.rs runs each).
+pub const EXAMPLES: &str = "\
+Examples:
+  # The folders of a runner matrix's artifacts, into one report and one exit code
+  throughline merge --from ci-out --from ci-ab -o merged
+  # Named files instead
+  throughline merge -r ci-out/results.json --verdict ci-out/verdict.json -o merged-one";
+
 /// Combine results files into one report (one table per run) and verdict files into one
 /// verdict, the worst outcome winning: regression > not comparable > pass.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// A run's results.json (repeat for each run).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, short = 'r', value_name = "FILE")]
     pub results: Vec<PathBuf>,
     /// A check's verdict.json from `throughline ci` or `gate --json` (repeat for each).
     #[arg(long, value_name = "FILE")]

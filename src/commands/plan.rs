@@ -17,6 +17,34 @@ use crate::record::RunResult;
 use crate::report::plan::{render_json, render_table, write_capacity_chart};
 use crate::report::plots::CAPACITY_PNG;
 
+/// The examples `plan --help` ends with (tests/help_examples.rs runs each).
+pub const EXAMPLES: &str = "\
+Examples:
+  # Days, nodes and cost on every catalog node for 902,087 completions of ~1,818 tokens
+  throughline plan --completions 902087 --avg-output-tokens 1818 --deadline 2d
+  # One catalog node type (--node's help lists them) for 1.64 billion output tokens
+  throughline plan --node rtx6000-8x-dp --output-tokens 1.64e9 --deadline 2d
+  # From your own measured curve, with the chart and plan.json written
+  throughline plan -r throughline-results/results.json --completions 902087 \\
+      --avg-output-tokens 1818 -o plan";
+
+/// The `--node` help, naming the node types of the built-in catalog.
+pub fn node_help() -> String {
+    let names = Catalog::builtin(&Facts::builtin())
+        .map(|c| {
+            c.nodes
+                .iter()
+                .map(|n| n.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    format!(
+        "The catalog node type the run measured (with --results), or the only node to plan. \
+         Built-in: {names}"
+    )
+}
+
 /// Console table or JSON on standard output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PlanFormat {
@@ -52,7 +80,7 @@ pub struct PlanArgs {
     #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
     /// A throughline results file: fit the USL to its concurrency sweep.
-    #[arg(long, value_name = "RUN.json")]
+    #[arg(long, short = 'r', value_name = "RUN.json")]
     pub results: Option<PathBuf>,
     /// The catalog node type the run measured (with --results), or the only node to plan.
     #[arg(long)]

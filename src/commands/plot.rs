@@ -11,6 +11,14 @@ use crate::gate::baseline::Baseline;
 use crate::record::RunResult;
 use crate::report::run::write_run_files;
 
+/// The examples `plot --help` ends with (tests/help_examples.rs runs each).
+pub const EXAMPLES: &str = "\
+Examples:
+  # Charts and report.md of a run
+  throughline plot -r throughline-results/results.json -o charts
+  # The same with a baseline's trials drawn beside the run
+  throughline plot -r throughline-results/results.json --baseline baselines/main.toml -o charts";
+
 #[derive(Debug, Args)]
 pub struct PlotArgs {
     /// The run's results.json.

@@ -42,15 +42,30 @@ pub fn build_probe_client(api_key: Option<&HeaderValue>) -> anyhow::Result<reqwe
 /// variable), marked sensitive; the key is registered for redaction (record/redact.rs) so a
 /// server that echoes it back cannot put it into a file or the console. The load, the probe
 /// and `ci`'s checks all send this one header.
+///
+/// An unset variable means "no key" (a vLLM started without `--api-key` needs none, and the
+/// README's example names OPENAI_API_KEY), said once on stderr; with
+/// `target.api_key_required = true` it is an error before anything is sent.
 pub fn api_key_header(profile: &Profile) -> anyhow::Result<Option<HeaderValue>> {
     let Some(var) = &profile.target.api_key_env else {
         return Ok(None);
     };
-    let key = std::env::var(var).map_err(|_| {
-        anyhow::anyhow!(
-            "target.api_key_env names the environment variable {var}, but it is not set"
-        )
-    })?;
+    let Ok(key) = std::env::var(var) else {
+        if profile.target.api_key_required {
+            anyhow::bail!(
+                "target.api_key_env names the environment variable {var}, but it is not set \
+                 (target.api_key_required = true)"
+            );
+        }
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "note: {var} (target.api_key_env) is not set: sending no API key (set \
+                 target.api_key_required = true to stop instead)"
+            )
+        });
+        return Ok(None);
+    };
     redact::register_secret(&key);
     let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
         anyhow::anyhow!("the API key in {var} holds characters not allowed in an HTTP header")

@@ -1,8 +1,12 @@
 //! The console table of a run: one row per concurrency level, with the mean and spread
 //! across trials (statistics are across trials, never across requests).
 
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use crate::profile::Profile;
 use crate::record::telemetry::TrialTelemetry;
-use crate::record::{Arm, LevelResult, TrialResult};
+use crate::record::{Arm, LevelResult, RunResult, TrialResult};
 use crate::stats::Spread;
 
 /// The table header.
@@ -106,6 +110,213 @@ fn level_note(trials: &[TrialResult]) -> Option<String> {
     Some(format!("server: {state}; {check}"))
 }
 
+/// Colour on standard output only on a terminal, and never when `NO_COLOR` is set to
+/// anything (no-color.org) or the terminal is "dumb": logs and pipes get plain text.
+pub fn use_color() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
+    !no_color && !dumb && std::io::stdout().is_terminal()
+}
+
+/// What a word of a verdict means, for its colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Good,
+    Bad,
+    Unsure,
+}
+
+/// `word` in bold green, red or yellow when `color`, else as it is.
+pub fn paint(word: &str, tone: Tone, color: bool) -> String {
+    if !color {
+        return word.to_string();
+    }
+    let hue = match tone {
+        Tone::Good => anstyle::AnsiColor::Green,
+        Tone::Bad => anstyle::AnsiColor::Red,
+        Tone::Unsure => anstyle::AnsiColor::Yellow,
+    };
+    let style = anstyle::Style::new().bold().fg_color(Some(hue.into()));
+    format!("{style}{word}{style:#}")
+}
+
+/// The per-stream decode speeds the up-front estimate is given at: a large model on one
+/// GPU, and a small one (or a fast engine). Not measurements: the line says so.
+const ASSUMED_STREAM_TOK_PER_S: [f64; 2] = [50.0, 300.0];
+
+/// The line printed before a run starts: its size (levels x trials x requests) and a rough
+/// estimate of its duration, stated as an estimate. Duration trials are timed by the
+/// profile; request-count trials take, per stream, `ceil(requests / C)` requests of up to
+/// `max_tokens` tokens each, in turn, at an assumed per-stream speed.
+pub fn planned(profile: &Profile, arms: usize) -> String {
+    let sweep = &profile.sweep;
+    let arms = arms.max(1) as u64;
+    let trials = u64::from(sweep.trials) * arms;
+    let levels: Vec<(u32, Option<f64>)> = if sweep.is_open_loop() {
+        let cap = sweep.max_concurrency.unwrap_or(0);
+        sweep.rates.iter().map(|&r| (cap, Some(r))).collect()
+    } else {
+        sweep.concurrency.iter().map(|&c| (c, None)).collect()
+    };
+    let arms_text = if arms > 1 { " x 2 arms" } else { "" };
+    let head = format!(
+        "planned: {} level(s) x {} trial(s){arms_text}",
+        levels.len(),
+        sweep.trials
+    );
+    let max_tokens = u64::from(profile.workload.max_tokens);
+    let warmup = u64::from(sweep.warmup_requests) * levels.len() as u64 * arms;
+    if let Some(span) = sweep.trial_span() {
+        let total = span.saturating_mul((levels.len() as u64 * trials) as u32);
+        return format!(
+            "{head} of {} each; estimate: about {} plus {warmup} warmup request(s) (an estimate: \
+             trials are timed, the warmup is not)",
+            humantime::format_duration(span),
+            rough(total)
+        );
+    }
+    let mut requests = 0u64;
+    // Seconds of sending at a fixed rate (open loop), and tokens each stream decodes in turn
+    // (closed loop): the two parts of the estimate.
+    let (mut scheduled_s, mut stream_tokens) = (0.0f64, 0u64);
+    for &(c, rate) in &levels {
+        let c_eff = if c == 0 { 1 } else { c };
+        let per_trial = u64::from(sweep.requests_at(c_eff));
+        requests += per_trial * trials;
+        let warm_waves = u64::from(sweep.warmup_requests).div_ceil(u64::from(c_eff));
+        match rate {
+            Some(r) => {
+                scheduled_s += per_trial as f64 / r * trials as f64;
+                stream_tokens += max_tokens * (1 + warm_waves) * arms;
+            }
+            None => {
+                let waves = per_trial.div_ceil(u64::from(c_eff));
+                stream_tokens += max_tokens * (waves * trials + warm_waves * arms);
+            }
+        }
+    }
+    let at = |speed: f64| {
+        rough(Duration::from_secs_f64(
+            scheduled_s + stream_tokens as f64 / speed,
+        ))
+    };
+    let [slow, fast] = ASSUMED_STREAM_TOK_PER_S;
+    format!(
+        "{head} = {} requests (+{warmup} warmup) of up to {max_tokens} output tokens; estimate: \
+         about {} if every stream decodes at {slow:.0} tok/s, {} at {fast:.0} tok/s (an \
+         estimate, not a measurement: the server's speed decides)",
+        group(requests as f64),
+        at(slow),
+        at(fast),
+    )
+}
+
+/// A duration rounded for an estimate: whole seconds under two minutes, whole minutes under
+/// two hours, else quarter hours.
+fn rough(d: Duration) -> String {
+    let s = d.as_secs_f64().ceil() as u64;
+    let rounded = match s {
+        0..120 => s.max(1),
+        120..7200 => s.div_ceil(60) * 60,
+        _ => s.div_ceil(900) * 900,
+    };
+    humantime::format_duration(Duration::from_secs(rounded)).to_string()
+}
+
+/// A number with thousands separators, no decimals: 1250.4 -> "1,250".
+pub fn group(v: f64) -> String {
+    let digits = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 && digits != "0" {
+        out.insert(0, '-');
+    }
+    out
+}
+
+/// A level as the closing line names it: "C = 64" or "10 req/s".
+fn level_name(level: &LevelResult) -> String {
+    match level.rate {
+        Some(r) => format!("{r} req/s"),
+        None => format!("C = {}", level.concurrency),
+    }
+}
+
+/// The share of the peak a lower level must reach to be called the knee: beyond it, more
+/// concurrency bought at most a tenth more throughput.
+const KNEE_SHARE: f64 = 0.9;
+
+/// Peak, knee and errors of one arm's levels, from their measured means; None when no
+/// level measured anything.
+fn found(levels: &[LevelResult]) -> Option<String> {
+    let means: Vec<(&LevelResult, f64)> = levels
+        .iter()
+        .filter_map(|l| l.trial_mean(|t| Some(t.output_tok_per_s)).map(|m| (l, m)))
+        .collect();
+    let (peak_at, peak) = means.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let mut said = format!("peak {} tok/s at {}", group(peak), level_name(peak_at));
+    // The knee: the lowest closed-loop level (below the peak's) that already gives 90% of
+    // the peak. Open-loop levels are rates, not concurrency: no knee is named for them.
+    if peak_at.rate.is_none() {
+        let knee = means
+            .iter()
+            .filter(|(l, m)| {
+                l.rate.is_none() && l.concurrency < peak_at.concurrency && *m >= KNEE_SHARE * peak
+            })
+            .min_by_key(|(l, _)| l.concurrency);
+        if let Some((l, m)) = knee {
+            said.push_str(&format!(
+                "; knee at {} ({:.0}% of the peak)",
+                level_name(l),
+                m / peak * 100.0
+            ));
+        }
+    }
+    let sent: u64 = levels
+        .iter()
+        .flat_map(|l| &l.trials)
+        .map(|t| t.requests_sent)
+        .sum();
+    let failed: u64 = (levels.iter().flat_map(|l| &l.trials))
+        .map(|t| t.failed_total())
+        .sum();
+    match failed {
+        0 => said.push_str("; no errors"),
+        n => said.push_str(&format!(
+            "; {} failed request(s) of {} ({:.1}%)",
+            group(n as f64),
+            group(sent as f64),
+            n as f64 / sent.max(1) as f64 * 100.0
+        )),
+    }
+    Some(said)
+}
+
+/// The one line a run ends with, from measured figures only, like hyperfine's summary:
+/// "peak 1,250 tok/s at C = 64; knee at C = 32 (93% of the peak); no errors". A relative run
+/// says it of each arm; an incomplete run says so.
+pub fn closing_line(result: &RunResult) -> String {
+    let head = found(&result.levels);
+    let mut line = match (&result.base, head) {
+        (Some(base), head) => format!(
+            "head: {}; base: {}",
+            head.unwrap_or_else(|| "nothing measured".into()),
+            found(&base.levels).unwrap_or_else(|| "nothing measured".into())
+        ),
+        (None, Some(head)) => head,
+        (None, None) => "nothing measured".to_string(),
+    };
+    if !result.complete {
+        line.push_str(" (incomplete run)");
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +333,64 @@ mod tests {
         assert!(row.contains("105.0 ± 7.1 (2x)"), "{row}");
         assert!(row.contains("     20 |"), "{row}");
         assert_eq!(row.len(), level_header().len());
+    }
+
+    #[test]
+    fn closing_line_names_peak_knee_and_errors_from_the_data() {
+        let mut run = crate::record::fake::run(&[
+            (1, &[100.0, 102.0]),
+            (8, &[700.0, 720.0]),
+            (32, &[1180.0, 1200.0]),
+            (64, &[1250.0, 1250.0]),
+        ]);
+        assert_eq!(
+            closing_line(&run),
+            "peak 1,250 tok/s at C = 64; knee at C = 32 (95% of the peak); no errors"
+        );
+        // Still climbing: no knee is named.
+        run.levels[2]
+            .trials
+            .iter_mut()
+            .for_each(|t| t.output_tok_per_s = 900.0);
+        run.levels[0].trials[0].requests_sent = 12;
+        run.levels[0].trials[0]
+            .failed
+            .insert(crate::record::ErrorClass::Timeout, 2);
+        assert_eq!(
+            closing_line(&run),
+            "peak 1,250 tok/s at C = 64; 2 failed request(s) of 82 (2.4%)"
+        );
+        run.complete = false;
+        assert!(closing_line(&run).ends_with("(incomplete run)"));
+    }
+
+    #[test]
+    fn numbers_are_grouped_and_colour_is_only_asked_for() {
+        assert_eq!(group(1250.4), "1,250");
+        assert_eq!(group(999.0), "999");
+        assert_eq!(group(1234567.0), "1,234,567");
+        assert_eq!(paint("PASS", Tone::Good, false), "PASS");
+        let red = paint("FAIL", Tone::Bad, true);
+        assert!(red.starts_with("\u{1b}[") && red.contains("FAIL") && red.ends_with("\u{1b}[0m"));
+    }
+
+    #[test]
+    fn the_plan_line_counts_requests_and_says_it_estimates() {
+        let p = crate::profile::QuickStart::new("http://127.0.0.1:1")
+            .profile()
+            .unwrap();
+        let line = planned(&p, 1);
+        // C = 1, 8, 32 at 4 x C (at least 8) requests, 5 trials: (8 + 32 + 128) x 5 = 840.
+        assert!(
+            line.contains("3 level(s) x 5 trial(s) = 840 requests (+12 warmup)"),
+            "{line}"
+        );
+        // Waves per stream: 8 + 4 + 4 per trial x 5, + warmup 4 + 1 + 1: 86 x 256 tokens
+        // = 22,016 stream-tokens: 7m 21s at 50 tok/s -> 8m; 73.4 s at 300 tok/s -> 1m 14s.
+        assert!(
+            line.contains("about 8m if every stream decodes at 50 tok/s, 1m 14s at 300"),
+            "{line}"
+        );
+        assert!(line.contains("an estimate"), "{line}");
     }
 }

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::console::{paint, use_color, Tone};
 use crate::gate::{LevelStatus, LevelVerdict, Outcome, Verdict};
 use crate::stats::decision::{DecisionSettings, Design};
 
@@ -139,8 +140,66 @@ fn method(verdict: &Verdict) -> String {
     )
 }
 
-/// The console table.
+/// The verdict's last line: the worst gated level as a ratio, in words a reviewer reads at a
+/// glance ("candidate is 0.91x the baseline at C = 1 (9.0% slower)"); None when no level
+/// has a throughput ratio.
+pub fn closing_line(verdict: &Verdict) -> Option<String> {
+    let worst = (verdict.levels.iter())
+        .filter(|l| l.metric.is_throughput())
+        .filter_map(|l| l.ratio.map(|r| (l, r)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let (level, ratio) = worst;
+    let (who, whom) = match verdict.design {
+        Some(Design::Relative) => ("head", "the base"),
+        _ => ("candidate", "the baseline"),
+    };
+    let change = (ratio - 1.0) * 100.0;
+    let how = match change {
+        c if c.abs() < 0.05 => "the same speed".to_string(),
+        c if c < 0.0 => format!("{:.1}% slower", -c),
+        c => format!("{c:.1}% faster"),
+    };
+    let worst = if verdict.levels.len() > 1 {
+        ", its worst level"
+    } else {
+        ""
+    };
+    Some(format!(
+        "{who} is {ratio:.2}x {whom} at C = {} ({how}){worst}",
+        level.concurrency
+    ))
+}
+
+/// The colour of a level's verdict word.
+fn status_tone(status: LevelStatus) -> Tone {
+    match status {
+        LevelStatus::Pass | LevelStatus::Improvement => Tone::Good,
+        LevelStatus::Regression => Tone::Bad,
+        _ => Tone::Unsure,
+    }
+}
+
+/// The headline with its first word ("PASS", "REGRESSION", ...) coloured when `color`.
+fn painted_headline(verdict: &Verdict, color: bool) -> String {
+    let text = headline(verdict);
+    let tone = match verdict.outcome {
+        Outcome::Pass => Tone::Good,
+        Outcome::Regression => Tone::Bad,
+        Outcome::Inconclusive | Outcome::NotComparable => Tone::Unsure,
+    };
+    match text.split_once(':') {
+        Some((word, rest)) => format!("{}:{rest}", paint(word, tone, color)),
+        None => text,
+    }
+}
+
+/// The console table, coloured on a terminal only (report/console.rs `use_color`).
 pub fn console(verdict: &Verdict) -> String {
+    console_with(verdict, use_color())
+}
+
+/// The console table; verdict words in colour when `color`.
+pub fn console_with(verdict: &Verdict, color: bool) -> String {
     let mut out = String::new();
     let header = format!(
         "{:>6} | {:>10} | {:>10} | {:>22} | {:>8} | {:>6} | {:>7} | {:>12} | {:>10} | verdict",
@@ -169,7 +228,7 @@ pub fn console(verdict: &Verdict) -> String {
             percent(v.test.as_ref().and_then(|t| t.sigma_w)),
             sigma_b_text(v),
             percent(v.min_detectable_drop),
-            v.status.word(),
+            paint(v.status.word(), status_tone(v.status), color),
             note(v),
         );
     }
@@ -177,7 +236,10 @@ pub fn console(verdict: &Verdict) -> String {
     for w in &verdict.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
-    let _ = writeln!(out, "{}", headline(verdict));
+    let _ = writeln!(out, "{}", painted_headline(verdict, color));
+    if let Some(line) = closing_line(verdict) {
+        let _ = writeln!(out, "{line}");
+    }
     out
 }
 

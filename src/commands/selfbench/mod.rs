@@ -27,6 +27,14 @@ use process::{
 };
 use timing::{measure_timing, TimingFigures};
 
+/// The examples `selfbench --help` ends with.
+pub const EXAMPLES: &str = "\
+Examples:
+  # How fast is this client? (several minutes; see docs/client-benchmark.md)
+  throughline selfbench
+  # With two client threads, the figures also as JSON
+  throughline selfbench --client-threads 2 --json selfbench.json";
+
 #[derive(Debug, clap::Args, Clone)]
 pub struct SelfbenchArgs {
     /// Worker threads of the client's tokio runtime (1 = the client on one core).

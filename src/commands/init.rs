@@ -1,0 +1,228 @@
+//! `throughline init`: write a commented profile to start from; with `--endpoint`, ask the
+//! server first (its model from `/v1/models`, its engine from `/metrics`, its context length
+//! where the engine says it) and write what it found into the profile.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde_json::Value;
+
+use crate::exit::Exit;
+use crate::fsutil::write_atomic;
+use crate::load::body::base_url;
+use crate::load::client::{self, read_capped, MAX_PROBE_BODY};
+use crate::load::probe;
+use crate::profile::{Profile, QuickStart};
+
+/// The examples `init --help` ends with (tests/help_examples.rs runs each).
+pub const EXAMPLES: &str = "\
+Examples:
+  # A profile to edit, for a server at http://127.0.0.1:8000 (written to throughline.toml)
+  throughline init
+  # Ask the server first: its model, engine and context length go into the profile
+  throughline init -e http://127.0.0.1:8000 -o throughline.toml --force";
+
+/// The endpoint written when no server is given: vLLM's and SGLang's usual local port.
+const PLACEHOLDER_ENDPOINT: &str = "http://127.0.0.1:8000";
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The server's base URL, without /v1: asked for its model, engine and context length.
+    /// Without it, a profile for http://127.0.0.1:8000 with model "auto" is written.
+    #[arg(long, short = 'e', value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// The profile file to write.
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "FILE",
+        default_value = "throughline.toml"
+    )]
+    pub output: PathBuf,
+    /// Replace the file if it exists.
+    #[arg(long, short = 'f')]
+    pub force: bool,
+    /// The model id [default: the first the server lists, else "auto"].
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// The name of the environment variable holding the API key (an unset variable means no
+    /// key).
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+}
+
+/// What the probe learned of a server, for a profile.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Discovery {
+    pub models: Vec<String>,
+    /// Recognised from the names of its `/metrics` (load/probe.rs).
+    pub engine: Option<String>,
+    /// The context length the server reports for the first model, with the field it came
+    /// from.
+    pub max_context: Option<(u64, &'static str)>,
+}
+
+/// Probes the profile's first endpoint (with the profile's API key, if any).
+pub async fn discover(profile: &Profile) -> Result<Discovery> {
+    let key = client::api_key_header(profile)?;
+    let http = client::build_probe_client(key.as_ref())?;
+    let endpoint = &profile.target.endpoints[0];
+    let report = probe::probe(&http, std::slice::from_ref(endpoint)).await?;
+    let max_context = match report.models.first() {
+        Some(model) => models_body(&http, endpoint)
+            .await
+            .and_then(|body| max_context(&body, model)),
+        None => None,
+    };
+    Ok(Discovery {
+        models: report.models,
+        engine: report.engine,
+        max_context,
+    })
+}
+
+/// `/v1/models` as JSON (the probe reads only the ids).
+async fn models_body(http: &reqwest::Client, endpoint: &str) -> Option<Value> {
+    let url = format!("{}/v1/models", base_url(endpoint));
+    let response = http
+        .get(url)
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .ok()?;
+    let bytes = read_capped(response, MAX_PROBE_BODY).await.ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The context length of `model` in a `/v1/models` answer, where the engine says it: vLLM and
+/// SGLang `max_model_len`, llama.cpp `meta.n_ctx_train`, some servers `context_length`.
+pub fn max_context(body: &Value, model: &str) -> Option<(u64, &'static str)> {
+    let entry = (body.get("data")?.as_array()?.iter())
+        .find(|m| m.get("id").and_then(Value::as_str) == Some(model))?;
+    [
+        ("max_model_len", entry.get("max_model_len")),
+        ("meta.n_ctx_train", entry.pointer("/meta/n_ctx_train")),
+        ("context_length", entry.get("context_length")),
+    ]
+    .into_iter()
+    .find_map(|(field, v)| v.and_then(Value::as_u64).map(|n| (n, field)))
+}
+
+pub async fn run(args: InitArgs) -> Result<Exit> {
+    if !args.force && std::fs::symlink_metadata(&args.output).is_ok() {
+        bail!(
+            "{} exists; not replaced (--force replaces it, or -o names another file)",
+            args.output.display()
+        );
+    }
+    let endpoint = args.endpoint.as_deref().unwrap_or(PLACEHOLDER_ENDPOINT);
+    let mut quick = QuickStart::new(endpoint);
+    quick.api_key_env = args.api_key_env.clone();
+    if let Some(m) = &args.model {
+        quick.model = m.clone();
+    }
+    let profile = quick.profile().context("--endpoint")?;
+    match &args.endpoint {
+        None => quick.notes.push(format!(
+            "Written by `throughline init` without a server: set target.endpoints (now \
+             {PLACEHOLDER_ENDPOINT}) to yours."
+        )),
+        Some(url) => {
+            let found = discover(&profile).await.with_context(|| {
+                format!("cannot probe {url} (without --endpoint, init writes a profile without asking a server)")
+            })?;
+            let said = found_lines(url, &found);
+            for line in &said {
+                println!("{line}");
+            }
+            quick
+                .notes
+                .push(format!("Written by `throughline init --endpoint {url}`:"));
+            quick.notes.extend(said.iter().map(|l| format!("  {l}")));
+            if args.model.is_none() {
+                if let Some(m) = found.models.first() {
+                    quick.model = m.clone();
+                }
+            }
+            if let Some((ctx, _)) = found.max_context {
+                let need = u64::from(QuickStart::INPUT_TOKENS) + u64::from(quick.max_tokens);
+                if need > ctx {
+                    quick.max_tokens =
+                        ctx.saturating_sub(u64::from(QuickStart::INPUT_TOKENS))
+                            .clamp(1, u64::from(u32::MAX)) as u32;
+                    let line = format!(
+                        "max_tokens lowered to {} so that a prompt and its output fit the context",
+                        quick.max_tokens
+                    );
+                    println!("{line}");
+                    quick.notes.push(format!("  {line}"));
+                }
+            }
+        }
+    }
+    let text = quick.toml();
+    // What is written must read back as a valid profile.
+    Profile::parse(&text).context("the profile init would write")?;
+    write_atomic(&args.output, text.as_bytes())?;
+    println!(
+        "wrote {} (run it: throughline bench --profile {})",
+        args.output.display(),
+        args.output.display()
+    );
+    Ok(Exit::Pass)
+}
+
+/// What was found, one line each, for the console and the file's comments.
+fn found_lines(url: &str, found: &Discovery) -> Vec<String> {
+    let mut lines = Vec::new();
+    lines.push(match found.models.as_slice() {
+        [] => format!("model: none listed at {url}/v1/models (model = \"auto\" will fail; set it)"),
+        [one] => format!("model: {one} (from /v1/models)"),
+        [first, rest @ ..] => format!(
+            "model: {first} (the first of {} at /v1/models; also {})",
+            rest.len() + 1,
+            rest.join(", ")
+        ),
+    });
+    lines.push(match &found.engine {
+        Some(e) => format!(
+            "engine: {e} (recognised from /metrics; engine = \"auto\" detects it at every run)"
+        ),
+        None => {
+            "engine: not recognised (no known /metrics); set target.engine if the dialect matters"
+                .to_string()
+        }
+    });
+    lines.push(match found.max_context {
+        Some((n, field)) => format!("max context: {n} tokens ({field})"),
+        None => "max context: not reported by the server".to_string(),
+    });
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_length_is_read_where_each_engine_puts_it() {
+        let vllm = serde_json::json!({"data": [
+            {"id": "other", "max_model_len": 1},
+            {"id": "Qwen/Qwen3-8B", "max_model_len": 32768}
+        ]});
+        assert_eq!(
+            max_context(&vllm, "Qwen/Qwen3-8B"),
+            Some((32768, "max_model_len"))
+        );
+        let llama =
+            serde_json::json!({"data": [{"id": "m.gguf", "meta": {"n_ctx_train": 131072}}]});
+        assert_eq!(
+            max_context(&llama, "m.gguf"),
+            Some((131072, "meta.n_ctx_train"))
+        );
+        let bare = serde_json::json!({"data": [{"id": "sim-model"}]});
+        assert_eq!(max_context(&bare, "sim-model"), None);
+        assert_eq!(max_context(&serde_json::json!([]), "x"), None);
+    }
+}
