@@ -1,6 +1,5 @@
 //! `throughline bench`: run a profile and report.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -50,7 +49,7 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
         profile,
         environment: args.environment.to_environment(),
         out_dir: args.out.clone(),
-        show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+        show_progress: !args.no_progress,
         base_endpoints: args.base_endpoints.clone(),
     };
     let outcome = measure(setup).await?;

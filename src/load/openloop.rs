@@ -121,7 +121,7 @@ pub async fn run_schedule(
             let finished = send_one(&shared, batch, i as u32, Some(scheduled_s), window).await;
             drop(permit);
             shared.journal(&finished.record)?;
-            shared.progress.inc(1);
+            shared.progress.request_done(&finished.record);
             anyhow::Ok(finished)
         }));
     }

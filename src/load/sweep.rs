@@ -15,6 +15,7 @@ use super::client::{send, Observed, RequestLimits};
 use super::interrupt::Interrupt;
 use super::outcome::{finish, Finished, Slot};
 use super::prompts::Prompts;
+use super::trial::GapSink;
 use crate::profile::{Api, Workload};
 use crate::record::{Arm, ErrorClass, RequestRecord, Window};
 
@@ -39,9 +40,11 @@ pub struct Shared {
     pub clock: Instant,
     /// Where every finished request is written, one JSON line each, as it finishes.
     pub journal: Mutex<Box<dyn Write + Send>>,
-    pub progress: indicatif::ProgressBar,
+    pub progress: super::progress::Progress,
     /// Stops the sweep on SIGINT/SIGTERM (workers send nothing new once it is set).
     pub interrupt: Interrupt,
+    /// The running trial's token gaps, folded as requests finish (trials run one at a time).
+    pub gaps: Mutex<GapSink>,
 }
 
 impl Shared {
@@ -140,7 +143,7 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
                     previous_end.map(|end| ((record.sent_s - end) * 1000.0).max(0.0));
                 previous_end = Some(record.end_s);
                 shared.journal(&finished.record)?;
-                shared.progress.inc(1);
+                shared.progress.request_done(&finished.record);
                 done.push(finished);
             }
             anyhow::Ok(done)
@@ -208,6 +211,9 @@ pub(crate) async fn send_one(
     finished.record.scheduled_s = scheduled_s;
     finished.record.window = window;
     finished.record.arm = batch.arm;
+    (shared.gaps.lock())
+        .unwrap_or_else(|e| e.into_inner())
+        .fold(&mut finished);
     finished
 }
 
