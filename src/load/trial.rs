@@ -11,12 +11,19 @@ use crate::stats::LatencySketch;
 /// The token gaps of the trial running now, folded in as each request finishes so a trial's
 /// memory does not grow with its tokens (a 20-second trial at 1.3M tokens/s once held 270 MB
 /// of gaps). The per-request gaps are dropped once folded, unless `keep_gaps` (the server's
-/// token counter is cross-checked per token, telemetry.rs).
+/// token counter is cross-checked per token, telemetry.rs), and then only up to
+/// [`KEPT_GAPS_LIMIT`] a trial: past it, a request's tokens are placed at its end, which
+/// counts the same wherever the counter's samples span the whole trial.
 #[derive(Debug, Default)]
 pub struct GapSink {
     itl: LatencySketch<f32>,
     keep_gaps: bool,
+    kept: usize,
 }
+
+/// The most per-token gaps a trial keeps on its requests for the telemetry cross-check
+/// (4 MiB).
+pub const KEPT_GAPS_LIMIT: usize = 1 << 20;
 
 impl GapSink {
     /// Starts a trial's sink.
@@ -24,6 +31,7 @@ impl GapSink {
         GapSink {
             itl: LatencySketch::new(),
             keep_gaps,
+            kept: 0,
         }
     }
 
@@ -36,7 +44,10 @@ impl GapSink {
         if counted {
             self.itl.extend(f.gaps_ms.iter().copied());
         }
-        if !self.keep_gaps || r.warmup {
+        let room = self.kept + f.gaps_ms.len() <= KEPT_GAPS_LIMIT;
+        if self.keep_gaps && !r.warmup && room {
+            self.kept += f.gaps_ms.len();
+        } else {
             f.gaps_ms = Vec::new();
         }
     }

@@ -86,6 +86,11 @@ impl<T: Sample> LatencySketch<T> {
         match &mut self.sketch {
             Some(s) => s.add(value.into()),
             None => {
+                // Grown by doubling, but never past the limit (no 2x overshoot at the end).
+                if self.exact.len() == self.exact.capacity() {
+                    let want = (self.exact.len() * 2).clamp(64, self.limit + 1);
+                    self.exact.reserve_exact(want.saturating_sub(self.exact.len()).max(1));
+                }
                 self.exact.push(value);
                 if self.exact.len() > self.limit {
                     self.spill();
