@@ -5,9 +5,9 @@
 # Prints: binary, trial length, output tokens, ITL count, peak RSS (KiB, GNU time's %M).
 set -euo pipefail
 before=$1 after=$2 preset=${3:-fast} streams=${4:-64} tokens=${5:-1024}
-shift $(( $# < 5 ? $# : 5 ))
-lengths=("${@:-10s 60s}")
-[ $# -eq 0 ] && lengths=(10s 60s)
+if [ $# -ge 5 ]; then shift 5; else shift $#; fi
+lengths=("$@")
+[ ${#lengths[@]} -eq 0 ] && lengths=(10s 60s)
 work=$(mktemp -d)
 trap 'kill "$sim_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 "$after" serve-sim --port 0 --preset "$preset" >"$work/sim.out" 2>/dev/null &
