@@ -26,7 +26,7 @@ fn closed_loop_levels_print_lines_with_counts_rate_errors_and_eta() {
          concurrency = [2]\nrequests_per_level = 16\nwarmup_requests = 2\ntrials = 2\n",
     );
     assert!(
-        stderr.contains("Plan: 3 trials, 34 requests (warmups included)"),
+        stderr.contains("Plan: 2 trials, 34 requests (warmups included)"),
         "{stderr}"
     );
     assert!(stderr.contains("estimated once the first requests finish"), "{stderr}");

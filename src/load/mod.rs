@@ -8,6 +8,7 @@ pub mod fdlimit;
 pub mod headroom;
 pub mod http;
 pub mod interrupt;
+pub mod lengths;
 pub mod openloop;
 pub mod outcome;
 pub mod preconnect;

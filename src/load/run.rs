@@ -16,7 +16,7 @@ use super::prompts::Prompts;
 use super::sweep::{measured_only, run_batch, urls_for, Batch, Shared, Windows};
 use super::trial::{summarize_trial_folded, GapSink};
 use super::{
-    dialect, fdlimit, headroom, http, interrupt, now_rfc3339, openloop, outcome, preconnect, probe,
+    dialect, fdlimit, headroom, http, interrupt, lengths, now_rfc3339, openloop, outcome, preconnect, probe,
     progress, telemetry, write_results, BenchOutcome, BenchSetup,
 };
 use crate::profile::{Arrival, Profile, TrialOrder};
@@ -362,6 +362,11 @@ impl<'a> Prepared<'a> {
             workload: profile.workload.clone(),
             extra_fields,
             prompts,
+            lengths: lengths::Lengths::new(
+                &profile.workload,
+                profile.sweep.seed.unwrap_or(0),
+                crate::profile::limits::INPUT_TOKENS,
+            ),
             api_key,
             limits: RequestLimits {
                 request_timeout: profile.sweep.request_timeout,
@@ -471,6 +476,7 @@ impl<'a> Prepared<'a> {
     ) -> Result<(Option<TrialResult>, Option<String>)> {
         let (profile, shared) = (self.profile, &self.shared);
         let trial = slot.round;
+        let first_prompt = self.next_prompt;
         let label = format!("{name} trial {trial}/{}", profile.sweep.trials);
         shared.progress.begin(self.step, label);
         let batch = Batch {
@@ -537,9 +543,11 @@ impl<'a> Prepared<'a> {
         let schedule_flag =
             (open_loop.as_ref()).and_then(|o| openloop::judge_schedule(o, measured.len()));
         headroom::judge_sends(&mut client, &measured);
-        let misses = dialect::length_misses(&measured, &profile.workload);
+        let misses =
+            dialect::length_misses(&measured, &profile.workload, &shared.lengths, first_prompt);
         let mut t = summarize_trial_folded(trial, measured, itl);
-        dialect::note_length_misses(&mut t, misses, profile.workload.max_tokens);
+        let asked = (profile.workload.output_length.is_none()).then_some(profile.workload.max_tokens);
+        dialect::note_length_misses(&mut t, misses, asked);
         telemetry::attach(&mut t, server);
         t.excluded_requests = excluded;
         t.open_loop = open_loop;
