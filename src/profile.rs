@@ -142,7 +142,11 @@ pub struct Workload {
     /// the serialized profile when false, so existing profile hashes do not change.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub require_usage: bool,
-    /// Output lengths drawn per request (seeded by `sweep.seed`): each request asks for its
+    /// Seed of the length draws (`output_length`, `input_length`; default 0): every run of
+    /// the profile draws the same lengths for the same request numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Output lengths drawn per request (seeded by `seed`): each request asks for its
     /// drawn length as `max_tokens` (and, with `ignore_eos`, as the engine's minimum), capped
     /// at `max_tokens`. Absent: every request asks for `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,6 +13,7 @@ const PROFILE: &str = r#"
 max_tokens = 96
 ignore_eos = true
 degenerate_below = 1
+seed = 11
 [workload.output_length]
 distribution = "normal"
 mean = 40
@@ -26,7 +27,6 @@ concurrency = [4]
 requests_per_level = 24
 warmup_requests = 2
 trials = 2
-seed = 11
 "#;
 
 #[test]

@@ -1,5 +1,5 @@
 //! Per-request lengths drawn from the profile's distributions (`workload.output_length`,
-//! `workload.input_length`), seeded: request number n of a run always draws the same
+//! `workload.input_length`), seeded by `workload.seed`: request number n of a run always draws the same
 //! lengths for the same profile and seed, so two runs (and a baseline and a candidate) send
 //! the same workload, and the profile hash (which holds the distributions and the seed)
 //! names it.

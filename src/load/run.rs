@@ -364,7 +364,7 @@ impl<'a> Prepared<'a> {
             prompts,
             lengths: lengths::Lengths::new(
                 &profile.workload,
-                profile.sweep.seed.unwrap_or(0),
+                profile.workload.seed.unwrap_or(0),
                 crate::profile::limits::INPUT_TOKENS,
             ),
             api_key,
