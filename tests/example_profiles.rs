@@ -5,7 +5,10 @@ mod common;
 
 use common::*;
 
-const SEEDS_JOB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/seeds-job.profile.toml");
+const SEEDS_JOB: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/seeds-job.profile.toml"
+);
 
 /// The seeds' job: 902,087 completions, a mean of 1,818 output tokens (1.64 billion tokens).
 #[test]

@@ -29,15 +29,24 @@ fn closed_loop_levels_print_lines_with_counts_rate_errors_and_eta() {
         stderr.contains("Plan: 2 trials, 34 requests (warmups included)"),
         "{stderr}"
     );
-    assert!(stderr.contains("estimated once the first requests finish"), "{stderr}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("progress: ")).collect();
+    assert!(
+        stderr.contains("estimated once the first requests finish"),
+        "{stderr}"
+    );
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
     assert!(lines.len() >= 2, "{stderr}");
     let trial_line = lines
         .iter()
         .find(|l| l.starts_with("progress: C=2 trial"))
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(trial_line.contains("/16 requests, "), "{trial_line}");
-    assert!(trial_line.contains(" tok/s so far, 0 errors; run ETA"), "{trial_line}");
+    assert!(
+        trial_line.contains(" tok/s so far, 0 errors; run ETA"),
+        "{trial_line}"
+    );
     assert!(trial_line.contains("(estimate)"), "{trial_line}");
     // Off a terminal nothing draws a bar.
     assert!(!stderr.contains('\r'), "{stderr:?}");
@@ -55,9 +64,11 @@ fn timed_trials_say_the_planned_total_up_front() {
         "{stderr}"
     );
     assert!(
-        stderr.lines().any(|l| l.starts_with("progress: C=1 trial 1/1: ")
-            && l.contains(" requests, ")
-            && l.contains("run ETA ~")),
+        stderr
+            .lines()
+            .any(|l| l.starts_with("progress: C=1 trial 1/1: ")
+                && l.contains(" requests, ")
+                && l.contains("run ETA ~")),
         "{stderr}"
     );
 }
@@ -81,5 +92,8 @@ fn no_progress_prints_nothing_of_it() {
         .unwrap();
     assert_eq!(code(&out), 0, "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("progress: ") && !stderr.contains("Plan: "), "{stderr}");
+    assert!(
+        !stderr.contains("progress: ") && !stderr.contains("Plan: "),
+        "{stderr}"
+    );
 }

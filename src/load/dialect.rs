@@ -121,7 +121,9 @@ pub fn length_misses(
     finished
         .iter()
         .filter(|f| {
-            let want = (lengths.draw(first + u64::from(f.record.index)).output_tokens)
+            let want = (lengths
+                .draw(first + u64::from(f.record.index))
+                .output_tokens)
                 .unwrap_or(workload.max_tokens);
             f.record.error.is_none() && f.record.output_tokens != u64::from(want)
         })

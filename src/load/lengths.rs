@@ -230,7 +230,10 @@ mod tests {
             format!("{:#}", crate::profile::Profile::parse(&text).unwrap_err())
         };
         let e = parse("distribution = \"normal\"\nmean = 100\nsd = 5");
-        assert!(e.contains("workload.output_length") && e.contains("mean 100"), "{e}");
+        assert!(
+            e.contains("workload.output_length") && e.contains("mean 100"),
+            "{e}"
+        );
         let e = parse("distribution = \"uniform\"\nmean = 10\nrange_ratio = 1.5");
         assert!(e.contains("range_ratio 1.5"), "{e}");
         let e = parse("distribution = \"histogram\"\nbins = [[10, 5, 1]]");

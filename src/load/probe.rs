@@ -162,7 +162,10 @@ pub async fn wait_healthy(
         .and_then(|v| humantime::parse_duration(v.trim()).ok())
         .filter(|d| !d.is_zero())
         .unwrap_or(WAIT_MESSAGE_INTERVAL);
-    wait_healthy_saying(endpoints, timeout, api_key, every, |line| eprintln!("{line}")).await
+    wait_healthy_saying(endpoints, timeout, api_key, every, |line| {
+        eprintln!("{line}")
+    })
+    .await
 }
 
 /// How often the health wait says what it waits for.
@@ -320,7 +323,10 @@ mod tests {
         assert!(err.to_string().contains("not healthy after"), "{err}");
         assert!(lines.len() >= 3, "{lines:?}");
         for l in &lines {
-            assert!(l.contains("GET /health (or /v1/models) to answer 2xx"), "{l}");
+            assert!(
+                l.contains("GET /health (or /v1/models) to answer 2xx"),
+                "{l}"
+            );
             assert!(l.contains(&format!("127.0.0.1:{port}")), "{l}");
             assert!(l.contains("waited") && l.contains("of 1s"), "{l}");
         }

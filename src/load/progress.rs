@@ -223,7 +223,10 @@ impl Progress {
         let (seconds, known) = state.remaining();
         let what = match requests {
             0 => format!("{trials} trials"),
-            n => format!("{trials} trials, {} requests (warmups included)", thousands(n as f64)),
+            n => format!(
+                "{trials} trials, {} requests (warmups included)",
+                thousands(n as f64)
+            ),
         };
         if known {
             format!(
@@ -408,10 +411,16 @@ mod tests {
         ];
         let p = Progress::new(Mode::Off, steps, 0);
         let plan = p.plan_line(2, 0);
-        assert!(plan.contains("estimated total 3m00s (an estimate"), "{plan}");
+        assert!(
+            plan.contains("estimated total 3m00s (an estimate"),
+            "{plan}"
+        );
         let p = Progress::new(Mode::Off, vec![closed(0, 10, 2)], 10);
         let plan = p.plan_line(1, 10);
-        assert!(plan.contains("estimated once the first requests finish"), "{plan}");
+        assert!(
+            plan.contains("estimated once the first requests finish"),
+            "{plan}"
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@ use super::prompts::Prompts;
 use super::sweep::{measured_only, run_batch, urls_for, Batch, Shared, Windows};
 use super::trial::{summarize_trial_folded, GapSink};
 use super::{
-    dialect, fdlimit, headroom, http, interrupt, lengths, now_rfc3339, openloop, outcome, preconnect, probe,
-    progress, telemetry, write_results, BenchOutcome, BenchSetup,
+    dialect, fdlimit, headroom, http, interrupt, lengths, now_rfc3339, openloop, outcome,
+    preconnect, probe, progress, telemetry, write_results, BenchOutcome, BenchSetup,
 };
 use crate::profile::{Arrival, Profile, TrialOrder};
 use crate::record::checks::level_problems;
@@ -520,8 +520,8 @@ impl<'a> Prepared<'a> {
         let (mut client, reads) = monitor.finish();
         shared.progress.end_step();
         self.step += 1;
-        let itl = std::mem::take(&mut *shared.gaps.lock().unwrap_or_else(|e| e.into_inner()))
-            .into_itl();
+        let itl =
+            std::mem::take(&mut *shared.gaps.lock().unwrap_or_else(|e| e.into_inner())).into_itl();
         // The server counted every request of the trial, warmup windows included.
         let server = match watch {
             Some(w) => w.finish(&finished).await,
@@ -546,7 +546,8 @@ impl<'a> Prepared<'a> {
         let misses =
             dialect::length_misses(&measured, &profile.workload, &shared.lengths, first_prompt);
         let mut t = summarize_trial_folded(trial, measured, itl);
-        let asked = (profile.workload.output_length.is_none()).then_some(profile.workload.max_tokens);
+        let asked =
+            (profile.workload.output_length.is_none()).then_some(profile.workload.max_tokens);
         dialect::note_length_misses(&mut t, misses, asked);
         telemetry::attach(&mut t, server);
         t.excluded_requests = excluded;

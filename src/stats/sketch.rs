@@ -89,7 +89,8 @@ impl<T: Sample> LatencySketch<T> {
                 // Grown by doubling, but never past the limit (no 2x overshoot at the end).
                 if self.exact.len() == self.exact.capacity() {
                     let want = (self.exact.len() * 2).clamp(64, self.limit + 1);
-                    self.exact.reserve_exact(want.saturating_sub(self.exact.len()).max(1));
+                    self.exact
+                        .reserve_exact(want.saturating_sub(self.exact.len()).max(1));
                 }
                 self.exact.push(value);
                 if self.exact.len() > self.limit {
@@ -231,7 +232,10 @@ mod tests {
                 "q={q}: {g} vs {want}"
             );
         }
-        assert_eq!((got.min, got.max, got.count), (exact.min, exact.max, 200_000));
+        assert_eq!(
+            (got.min, got.max, got.count),
+            (exact.min, exact.max, 200_000)
+        );
         assert!((got.mean - exact.mean).abs() <= 1e-9 * exact.mean);
     }
 
@@ -253,7 +257,10 @@ mod tests {
             merged.merge(p);
         }
         let (a, b) = (merged.percentiles().unwrap(), whole.percentiles().unwrap());
-        assert_eq!((a.p50, a.p90, a.p99, a.count), (b.p50, b.p90, b.p99, b.count));
+        assert_eq!(
+            (a.p50, a.p90, a.p99, a.count),
+            (b.p50, b.p90, b.p99, b.count)
+        );
         assert!((a.mean - b.mean).abs() <= 1e-12 * b.mean);
         // Two small exact sketches merge exactly.
         let mut x = LatencySketch::<f64>::new();
@@ -273,7 +280,10 @@ mod tests {
             s.record(rng.gen_range(0.01f32..50.0));
         }
         let size = |s: &LatencySketch<f32>| {
-            s.exact.capacity() * 4 + s.sketch.as_ref().map_or(0, |k| k.hist.distinct_values() * 8)
+            s.exact.capacity() * 4
+                + s.sketch
+                    .as_ref()
+                    .map_or(0, |k| k.hist.distinct_values() * 8)
         };
         let before = size(&s);
         for _ in 0..200_000 {

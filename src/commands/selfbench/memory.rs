@@ -87,7 +87,14 @@ pub async fn measure(spec: &str) -> Result<MemoryFigures> {
 pub fn header() -> String {
     format!(
         "{:>8} {:>7} {:>7} {:>8} {:>9} {:>12} {:>10} {:>10} {:>11}",
-        "trial s", "engine", "streams", "tokens", "requests", "out tokens", "idle MiB", "peak MiB",
+        "trial s",
+        "engine",
+        "streams",
+        "tokens",
+        "requests",
+        "out tokens",
+        "idle MiB",
+        "peak MiB",
         "B/token"
     )
 }
