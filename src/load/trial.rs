@@ -176,3 +176,68 @@ pub fn summarize_trial_folded(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::outcome::a_finished_request;
+    use crate::record::ErrorClass;
+
+    fn with_gaps(gaps: usize, window: Option<Window>, warmup: bool) -> Finished {
+        let mut f = a_finished_request(1.0, 100.0);
+        f.gaps_ms = vec![2.0; gaps];
+        f.record.window = window;
+        f.record.warmup = warmup;
+        f
+    }
+
+    /// Only the measured window's successful requests count; gaps are freed once folded,
+    /// and kept for telemetry only up to the limit.
+    #[test]
+    fn the_sink_counts_measured_successes_and_frees_what_it_folded() {
+        let mut sink = GapSink::new(false);
+        let mut counted = with_gaps(9, Some(Window::Measure), false);
+        let mut warm = with_gaps(9, Some(Window::Warmup), false);
+        let mut warmup = with_gaps(9, None, true);
+        let mut failed = with_gaps(9, None, false);
+        failed.record.error = Some(ErrorClass::Reset);
+        for f in [&mut counted, &mut warm, &mut warmup, &mut failed] {
+            sink.fold(f);
+            assert!(f.gaps_ms.is_empty());
+        }
+        assert_eq!(sink.into_itl().count(), 9);
+
+        let mut sink = GapSink::new(true);
+        let mut kept = with_gaps(KEPT_GAPS_LIMIT - 5, None, false);
+        let mut over = with_gaps(10, None, false);
+        sink.fold(&mut kept);
+        sink.fold(&mut over);
+        assert_eq!(kept.gaps_ms.len(), KEPT_GAPS_LIMIT - 5);
+        assert!(over.gaps_ms.is_empty());
+        assert_eq!(sink.into_itl().count(), KEPT_GAPS_LIMIT as u64 + 5);
+    }
+
+    /// Folded and unfolded summaries agree, exactly, for a small trial.
+    #[test]
+    fn folding_as_requests_finish_changes_no_figure() {
+        let requests = || -> Vec<Finished> {
+            (0..5)
+                .map(|i| {
+                    let mut f = a_finished_request(1.0 + i as f64, 90.0 + i as f64);
+                    f.gaps_ms = (0..9).map(|g| (g * 7 + i) as f32 / 3.0).collect();
+                    f
+                })
+                .collect()
+        };
+        let whole = summarize_trial(1, requests());
+        let mut sink = GapSink::new(false);
+        let mut folded: Vec<Finished> = requests();
+        for f in folded.iter_mut().rev() {
+            sink.fold(f);
+        }
+        let t = summarize_trial_folded(1, folded, sink.into_itl());
+        assert_eq!(t.itl_ms, whole.itl_ms);
+        assert_eq!(t.itl_ms.as_ref().unwrap().count, 45);
+        assert_eq!((t.ttft_ms, t.e2e_ms), (whole.ttft_ms, whole.e2e_ms));
+    }
+}
