@@ -149,6 +149,128 @@ pub struct Workload {
     /// the serialized profile when false, so existing profile hashes do not change.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub require_usage: bool,
+    /// Seed of the length draws (`output_length`, `input_length`; default 0): every run of
+    /// the profile draws the same lengths for the same request numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Output lengths drawn per request (seeded by `seed`): each request asks for its
+    /// drawn length as `max_tokens` (and, with `ignore_eos`, as the engine's minimum), capped
+    /// at `max_tokens`. Absent: every request asks for `max_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_length: Option<LengthDist>,
+    /// Synthetic prompt lengths (words) drawn per request, instead of `input_tokens` for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_length: Option<LengthDist>,
+}
+
+/// A distribution of lengths (tokens or words), drawn per request and rounded to a whole
+/// number of at least 1.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "distribution", rename_all = "lowercase", deny_unknown_fields)]
+pub enum LengthDist {
+    /// Always `value`.
+    Fixed { value: u32 },
+    /// Whole numbers uniform on [mean (1 - range_ratio), mean (1 + range_ratio)], as vLLM's
+    /// random dataset draws them.
+    Uniform { mean: f64, range_ratio: f64 },
+    /// Normal with this mean and standard deviation.
+    Normal { mean: f64, sd: f64 },
+    /// Lognormal with this mean and standard deviation (of the lengths, not of their log).
+    Lognormal { mean: f64, sd: f64 },
+    /// An empirical histogram: `[low, high, weight]` rows, a bin drawn by weight, then a
+    /// whole number uniform in [low, high).
+    Histogram { bins: Vec<[f64; 3]> },
+}
+
+impl LengthDist {
+    /// The mean and standard deviation of the lengths the distribution describes (before
+    /// rounding and the caps).
+    pub fn moments(&self) -> (f64, f64) {
+        match self {
+            LengthDist::Fixed { value } => (f64::from(*value), 0.0),
+            LengthDist::Uniform { mean, .. } => {
+                let (lo, hi) = self.uniform_bounds().unwrap_or((*mean, *mean));
+                let n = hi - lo + 1.0;
+                ((lo + hi) / 2.0, ((n * n - 1.0) / 12.0).sqrt())
+            }
+            LengthDist::Normal { mean, sd } | LengthDist::Lognormal { mean, sd } => (*mean, *sd),
+            LengthDist::Histogram { bins } => {
+                let total: f64 = bins.iter().map(|b| b[2]).sum();
+                let (mut m1, mut m2) = (0.0, 0.0);
+                for [lo, hi, w] in bins {
+                    // Whole numbers uniform on [lo, hi): mean (lo + hi - 1) / 2.
+                    let (a, b) = (lo.ceil(), (hi.ceil() - 1.0).max(lo.ceil()));
+                    let n = b - a + 1.0;
+                    let mean = (a + b) / 2.0;
+                    let var = (n * n - 1.0) / 12.0;
+                    m1 += w / total * mean;
+                    m2 += w / total * (var + mean * mean);
+                }
+                (m1, (m2 - m1 * m1).max(0.0).sqrt())
+            }
+        }
+    }
+
+    /// The whole-number bounds of a uniform distribution.
+    pub fn uniform_bounds(&self) -> Option<(f64, f64)> {
+        match self {
+            LengthDist::Uniform { mean, range_ratio } => Some((
+                (mean * (1.0 - range_ratio)).floor().max(1.0),
+                (mean * (1.0 + range_ratio)).ceil().max(1.0),
+            )),
+            _ => None,
+        }
+    }
+
+    /// Checks the parameters; `field` names the key in messages, `cap` is the largest length.
+    fn validate(&self, field: &str, cap: u32) -> Result<()> {
+        let cap = f64::from(cap);
+        let bad = |what: String| Err(anyhow::anyhow!("field `{field}`: {what}"));
+        match self {
+            LengthDist::Fixed { value } if *value == 0 || f64::from(*value) > cap => {
+                return bad(format!("value {value} is outside [1, {cap}]"));
+            }
+            LengthDist::Uniform { mean, range_ratio } => {
+                if !(*range_ratio >= 0.0 && *range_ratio < 1.0) {
+                    return bad(format!("range_ratio {range_ratio} is outside [0, 1)"));
+                }
+                if !(*mean >= 1.0 && mean * (1.0 + range_ratio) <= cap) {
+                    return bad(format!(
+                        "mean {mean} x (1 + range_ratio) must be in [1, {cap}] (the cap)"
+                    ));
+                }
+            }
+            LengthDist::Normal { mean, sd } | LengthDist::Lognormal { mean, sd } => {
+                if !(*mean >= 1.0 && *mean <= cap) {
+                    return bad(format!("mean {mean} is outside [1, {cap}] (the cap)"));
+                }
+                if !(sd.is_finite() && *sd >= 0.0) {
+                    return bad(format!("sd {sd} must be a finite number >= 0"));
+                }
+            }
+            LengthDist::Histogram { bins } => {
+                if bins.is_empty() {
+                    return bad("bins is empty; give [low, high, weight] rows".into());
+                }
+                for (i, [lo, hi, w]) in bins.iter().enumerate() {
+                    if !(*lo >= 1.0 && lo < hi && *hi <= cap + 1.0) {
+                        return bad(format!(
+                            "bins[{i}] = [{lo}, {hi}, {w}]: needs 1 <= low < high <= {}",
+                            cap + 1.0
+                        ));
+                    }
+                    if !(w.is_finite() && *w >= 0.0) {
+                        return bad(format!("bins[{i}]: weight {w} must be >= 0"));
+                    }
+                }
+                if bins.iter().map(|b| b[2]).sum::<f64>() <= 0.0 {
+                    return bad("bins: the weights sum to 0".into());
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 fn default_input_tokens() -> u32 {
@@ -679,6 +801,18 @@ impl Profile {
                 w.degenerate_below,
                 w.max_tokens
             );
+        }
+        if let Some(d) = &w.output_length {
+            d.validate("workload.output_length", w.max_tokens)?;
+        }
+        if let Some(d) = &w.input_length {
+            if w.prompts_file.is_some() {
+                bail!(
+                    "field `workload.input_length`: draws synthetic prompt lengths, but \
+                     workload.prompts_file gives the prompts; remove one"
+                );
+            }
+            d.validate("workload.input_length", limits::INPUT_TOKENS)?;
         }
         if let Some(t) = w.temperature {
             if !(0.0..=2.0).contains(&t) {

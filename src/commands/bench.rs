@@ -1,7 +1,6 @@
 //! `throughline bench`: run a profile (a file, or a default one built from the flags) and
 //! report.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -151,7 +150,7 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
         profile,
         environment: args.environment.to_environment(),
         out_dir: args.out.clone(),
-        show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+        show_progress: !args.no_progress,
         base_endpoints: args.base_endpoints.clone(),
     };
     let outcome = measure(setup).await?;

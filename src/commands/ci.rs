@@ -9,7 +9,6 @@
 //! outcome, including "could not measure", leaves a summary and an output behind, so a red
 //! check always says why.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -234,7 +233,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         profile,
         environment,
         out_dir: args.out.clone(),
-        show_progress: !args.no_progress && std::io::stderr().is_terminal(),
+        show_progress: !args.no_progress,
         base_endpoints,
     };
     let outcome = super::bench::measure(setup).await?;

@@ -8,6 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::lengths::Lengths;
 use super::outcome::Finished;
 use crate::profile::Workload;
 use crate::record::flags::{FlagKind, TrialFlag};
@@ -84,28 +85,65 @@ pub fn merge_fields(body: &mut Value, extra: &Map<String, Value>) {
     }
 }
 
+/// Sets a request's output length to a drawn one: `max_tokens`, and the engine's own fields
+/// where the dialect added them (`min_tokens` to the same length with `ignore_eos`, else no
+/// more than it; llama.cpp's `n_predict`).
+pub fn set_output_length(body: &mut Value, tokens: u32, ignore_eos: bool) {
+    let Some(obj) = body.as_object_mut() else {
+        return;
+    };
+    obj.insert("max_tokens".into(), json!(tokens));
+    if let Some(min) = obj.get("min_tokens").and_then(Value::as_u64) {
+        let min = if ignore_eos {
+            u64::from(tokens)
+        } else {
+            min.min(u64::from(tokens))
+        };
+        obj.insert("min_tokens".into(), json!(min));
+    }
+    if obj.contains_key("n_predict") {
+        obj.insert("n_predict".into(), json!(tokens));
+    }
+}
+
 /// Successful requests whose output was not the requested length, when the profile asks
-/// for fixed lengths (`ignore_eos`); zero otherwise.
-pub fn length_misses(finished: &[Finished], workload: &Workload) -> u64 {
+/// for fixed lengths (`ignore_eos`); zero otherwise. The requested length is the drawn one
+/// where the profile draws lengths (request n of the batch is request `first + n` of the run).
+pub fn length_misses(
+    finished: &[Finished],
+    workload: &Workload,
+    lengths: &Lengths,
+    first: u64,
+) -> u64 {
     if !workload.ignore_eos {
         return 0;
     }
-    let want = u64::from(workload.max_tokens);
     finished
         .iter()
-        .filter(|f| f.record.error.is_none() && f.record.output_tokens != want)
+        .filter(|f| {
+            let want = (lengths
+                .draw(first + u64::from(f.record.index))
+                .output_tokens)
+                .unwrap_or(workload.max_tokens);
+            f.record.error.is_none() && f.record.output_tokens != u64::from(want)
+        })
         .count() as u64
 }
 
 /// Records the misses on the trial and flags it.
-pub fn note_length_misses(trial: &mut TrialResult, misses: u64, max_tokens: u32) {
+/// `max_tokens` is the one length every request asked for, `None` where lengths are drawn.
+pub fn note_length_misses(trial: &mut TrialResult, misses: u64, max_tokens: Option<u32>) {
     trial.length_misses = misses;
+    let asked = match max_tokens {
+        Some(n) => format!("the requested {n} output tokens"),
+        None => "their drawn output lengths".to_string(),
+    };
     if misses > 0 {
         trial.flags.push(TrialFlag::new(
             FlagKind::LengthMisses,
             format!(
-                "{misses} of {} successful requests did not generate the requested {max_tokens} \
-                 output tokens (ignore_eos not honoured?)",
+                "{misses} of {} successful requests did not generate {asked} (ignore_eos not \
+                 honoured?)",
                 trial.succeeded
             ),
         ));

@@ -10,10 +10,12 @@ pub mod gpu;
 pub mod headroom;
 pub mod http;
 pub mod interrupt;
+pub mod lengths;
 pub mod openloop;
 pub mod outcome;
 pub mod preconnect;
 pub mod probe;
+pub mod progress;
 pub mod prompts;
 pub mod read_delay;
 mod run;
@@ -43,6 +45,7 @@ pub struct BenchSetup {
     /// Fingerprint fields given by the user; the rest is filled from the server.
     pub environment: Environment,
     pub out_dir: PathBuf,
+    /// Show progress: a bar on a terminal, a line every ~30 s off one (progress.rs).
     pub show_progress: bool,
     /// Relative (A/B) runs: the base server's endpoints (the target branch's), measured in
     /// the same job as the profile's (the head's), trials interleaved. Empty: one server.

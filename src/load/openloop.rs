@@ -120,8 +120,9 @@ pub async fn run_schedule(
         handles.push(tokio::spawn(async move {
             let finished = send_one(&shared, batch, i as u32, Some(scheduled_s), window).await;
             drop(permit);
-            shared.journal(&finished.record)?;
-            shared.progress.inc(1);
+            let drawn = shared.lengths.draw(batch.first_prompt + i as u64);
+            shared.journal(&finished.record, drawn)?;
+            shared.progress.request_done(&finished.record);
             anyhow::Ok(finished)
         }));
     }

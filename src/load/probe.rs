@@ -267,19 +267,43 @@ fn is_loopback(endpoint: &str) -> bool {
 /// Polls every endpoint until it answers `GET /health` with a success (or, where the server
 /// has no `/health`, `GET /v1/models`), or until `timeout` has passed since the start. The
 /// API key, when given, goes with every check (a server may guard `/v1/models` with it).
+/// While it waits (a model can take ten minutes to load), it says on stderr what it waits
+/// for, every ~15 s (`THROUGHLINE_WAIT_INTERVAL`, a humantime duration, for tests).
 pub async fn wait_healthy(
     endpoints: &[String],
     timeout: Duration,
     api_key: Option<&HeaderValue>,
 ) -> Result<()> {
+    let every = std::env::var("THROUGHLINE_WAIT_INTERVAL")
+        .ok()
+        .and_then(|v| humantime::parse_duration(v.trim()).ok())
+        .filter(|d| !d.is_zero())
+        .unwrap_or(WAIT_MESSAGE_INTERVAL);
+    wait_healthy_saying(endpoints, timeout, api_key, every, |line| {
+        eprintln!("{line}")
+    })
+    .await
+}
+
+/// How often the health wait says what it waits for.
+pub const WAIT_MESSAGE_INTERVAL: Duration = Duration::from_secs(15);
+
+/// [`wait_healthy`], saying what it waits for through `say` at once and then every `every`.
+pub async fn wait_healthy_saying(
+    endpoints: &[String],
+    timeout: Duration,
+    api_key: Option<&HeaderValue>,
+    every: Duration,
+    mut say: impl FnMut(&str),
+) -> Result<()> {
     endpoints.iter().for_each(|e| register_endpoint(e));
     let client = super::client::build_probe_client(api_key)?;
     let start = Instant::now();
     let deadline = start + timeout;
-    for endpoint in endpoints {
+    let whole = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    for (i, endpoint) in endpoints.iter().enumerate() {
         let mut delay = Duration::from_millis(200);
-        let mut last_said = Instant::now();
-        let mut said_once = false;
+        let mut last_said: Option<Instant> = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let limit = left.clamp(Duration::from_secs(1), Duration::from_secs(10));
@@ -294,20 +318,25 @@ pub async fn wait_healthy(
                 bail!(
                     "the server at {endpoint} was not healthy after {} (--wait-healthy): {why}. \
                      Is it started, on this port, and done loading the model?",
-                    humantime::format_duration(Duration::from_secs(start.elapsed().as_secs()))
+                    whole(start.elapsed())
                 );
             }
-            if !said_once || last_said.elapsed() >= Duration::from_secs(30) {
-                eprintln!(
-                    "waiting for {endpoint} to be healthy ({why}); giving up after {}",
-                    humantime::format_duration(timeout)
-                );
-                said_once = true;
-                last_said = Instant::now();
+            if last_said.is_none_or(|t| t.elapsed() >= every) {
+                let of = match endpoints.len() {
+                    1 => String::new(),
+                    n => format!(" (endpoint {} of {n})", i + 1),
+                };
+                say(&format!(
+                    "waiting for {endpoint}{of} to be healthy: GET /health (or /v1/models) to \
+                     answer 2xx; now: {why}; waited {} of {}",
+                    whole(start.elapsed()),
+                    whole(timeout)
+                ));
+                last_said = Some(Instant::now());
             }
             let left = deadline.saturating_duration_since(Instant::now());
             tokio::time::sleep(delay.min(left)).await;
-            delay = (delay * 2).min(Duration::from_secs(5));
+            delay = (delay * 2).min(Duration::from_secs(5)).min(every);
         }
     }
     Ok(())
@@ -429,5 +458,35 @@ mod tests {
         .to_string();
         assert!(err.contains("not healthy after"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    /// While it waits, it says what it waits for, again and again (every ~15 s in real use).
+    #[tokio::test]
+    async fn waiting_says_what_it_waits_for_at_each_interval() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut lines = Vec::new();
+        let err = wait_healthy_saying(
+            &[format!("http://127.0.0.1:{port}")],
+            Duration::from_millis(1_300),
+            None,
+            Duration::from_millis(300),
+            |l| lines.push(l.to_string()),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("not healthy after"), "{err}");
+        assert!(lines.len() >= 3, "{lines:?}");
+        for l in &lines {
+            assert!(
+                l.contains("GET /health (or /v1/models) to answer 2xx"),
+                "{l}"
+            );
+            assert!(l.contains(&format!("127.0.0.1:{port}")), "{l}");
+            assert!(l.contains("waited") && l.contains("of 1s"), "{l}");
+        }
     }
 }

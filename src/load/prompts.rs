@@ -128,6 +128,17 @@ impl Prompts {
             Prompts::File(list) => list[(index % list.len() as u64) as usize].clone(),
         }
     }
+
+    /// The prompt for request number `index`, of `words` words when given (a drawn length;
+    /// synthetic prompts only).
+    pub fn get_sized(&self, index: u64, words: Option<u32>) -> Prompt {
+        match (self, words) {
+            (Prompts::Synthetic { run_tag, .. }, Some(w)) => {
+                Prompt::Text(synthetic(*run_tag, index, w))
+            }
+            _ => self.get(index),
+        }
+    }
 }
 
 fn synthetic(run_tag: u32, index: u64, words: u32) -> String {

@@ -2,7 +2,7 @@
 //! build the clients, open the journal), sweep (each level: open its connections, warm up,
 //! run its trials), finish (what could not be measured, the warnings, the result files).
 
-use std::io::BufWriter;
+use std::io::{BufWriter, IsTerminal};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,10 +14,10 @@ use rand_chacha::ChaCha8Rng;
 use super::client::{self, RequestLimits};
 use super::prompts::Prompts;
 use super::sweep::{measured_only, run_batch, urls_for, Batch, Shared, Windows};
-use super::trial::summarize_trial;
+use super::trial::{summarize_trial_folded, GapSink};
 use super::{
-    dialect, fdlimit, headroom, http, interrupt, now_rfc3339, openloop, outcome, preconnect, probe,
-    telemetry, write_results, BenchOutcome, BenchSetup,
+    dialect, fdlimit, headroom, http, interrupt, lengths, now_rfc3339, openloop, outcome,
+    preconnect, probe, progress, telemetry, write_results, BenchOutcome, BenchSetup,
 };
 use crate::profile::{Arrival, Profile, TrialOrder};
 use crate::record::checks::level_problems;
@@ -37,13 +37,8 @@ pub async fn run_bench(
     let mut run = Prepared::new(&setup).await?;
     let started_at = now_rfc3339();
     let arms = run.arms();
-    let slots = schedule(
-        run.levels.len(),
-        profile.sweep.trials,
-        arms.len(),
-        profile.sweep.order,
-        profile.sweep.seed.unwrap_or(0),
-    );
+    let slots = run.slots.clone();
+    run.shared.progress.start(slots.len(), run.planned_requests);
     // Each arm's levels, in the profile's order, filled as their trials run.
     let empty: Vec<LevelResult> = (run.levels.iter())
         .map(|&(concurrency, rate)| LevelResult {
@@ -86,7 +81,7 @@ pub async fn run_bench(
             run.shared.progress.suspend(|| on_level(arm, level));
         }
     }
-    run.shared.progress.finish_and_clear();
+    run.shared.progress.finish();
     let interrupted = run.shared.interrupt.signal();
     let complete = interrupted.is_none() && stopped.is_none();
     // The levels not shown yet, and a stopped run keeps those that measured something.
@@ -244,6 +239,12 @@ struct Prepared<'a> {
     base_endpoints: &'a [String],
     base_model: Option<String>,
     next_prompt: u64,
+    /// The run's trials in the order they run.
+    slots: Vec<Slot>,
+    /// Requests the run plans to send (0 where trials are timed), and the progress step
+    /// running now.
+    planned_requests: u64,
+    step: usize,
 }
 
 impl<'a> Prepared<'a> {
@@ -333,7 +334,22 @@ impl<'a> Prepared<'a> {
         } else {
             2
         };
-        let progress = progress_bar(profile, &levels, arms, setup.show_progress);
+        let slots = schedule(
+            levels.len(),
+            sweep.trials,
+            arms,
+            sweep.order,
+            sweep.seed.unwrap_or(0),
+        );
+        let (steps, planned_requests) = plan_steps(profile, &levels, &slots);
+        let mode = match setup.show_progress {
+            false => progress::Mode::Off,
+            true if std::io::stderr().is_terminal() => progress::Mode::Bar,
+            true => progress::Mode::Lines {
+                every: progress::line_interval(),
+            },
+        };
+        let progress = progress::Progress::new(mode, steps, planned_requests);
         let shared = Arc::new(Shared {
             client,
             urls: urls_for(&profile.target.endpoints, profile.target.api)?,
@@ -344,6 +360,11 @@ impl<'a> Prepared<'a> {
             workload: profile.workload.clone(),
             extra_fields,
             prompts,
+            lengths: lengths::Lengths::new(
+                &profile.workload,
+                profile.workload.seed.unwrap_or(0),
+                crate::profile::limits::INPUT_TOKENS,
+            ),
             api_key,
             limits: RequestLimits {
                 request_timeout: profile.sweep.request_timeout,
@@ -353,6 +374,7 @@ impl<'a> Prepared<'a> {
             journal: Mutex::new(Box::new(BufWriter::new(journal))),
             progress,
             interrupt: interrupt::Interrupt::from_signals(),
+            gaps: Mutex::new(GapSink::default()),
         });
         Ok(Prepared {
             profile,
@@ -368,6 +390,9 @@ impl<'a> Prepared<'a> {
             base_endpoints: &setup.base_endpoints,
             base_model,
             next_prompt: 0,
+            slots,
+            planned_requests,
+            step: 0,
         })
     }
 
@@ -413,7 +438,7 @@ impl<'a> Prepared<'a> {
         if profile.sweep.warmup_requests == 0 {
             return Ok(None);
         }
-        shared.progress.set_message(format!("{name} warmup"));
+        shared.progress.begin(self.step, format!("{name} warmup"));
         let batch = Batch {
             // Warmup runs closed loop, at the cap or at a concurrency matching the rate.
             concurrency: match rate {
@@ -428,6 +453,8 @@ impl<'a> Prepared<'a> {
             arm,
         };
         let finished = run_batch(shared, batch).await?;
+        shared.progress.end_step();
+        self.step += 1;
         self.next_prompt += u64::from(batch.requests);
         if shared.interrupt.signal().is_some() {
             return Ok(Some(None));
@@ -447,9 +474,9 @@ impl<'a> Prepared<'a> {
     ) -> Result<(Option<TrialResult>, Option<String>)> {
         let (profile, shared) = (self.profile, &self.shared);
         let trial = slot.round;
-        shared
-            .progress
-            .set_message(format!("{name} trial {trial}/{}", profile.sweep.trials));
+        let first_prompt = self.next_prompt;
+        let label = format!("{name} trial {trial}/{}", profile.sweep.trials);
+        shared.progress.begin(self.step, label);
         let batch = Batch {
             concurrency,
             trial,
@@ -466,6 +493,8 @@ impl<'a> Prepared<'a> {
             shared.clock,
         )
         .await;
+        // The telemetry cross-check counts the client's tokens one by one: it needs the gaps.
+        *shared.gaps.lock().unwrap_or_else(|e| e.into_inner()) = GapSink::new(watch.is_some());
         let monitor = headroom::Monitor::start();
         let finished = match rate {
             Some(r) => {
@@ -487,6 +516,10 @@ impl<'a> Prepared<'a> {
             None => run_batch(shared, batch).await?,
         };
         let (mut client, reads) = monitor.finish();
+        shared.progress.end_step();
+        self.step += 1;
+        let itl =
+            std::mem::take(&mut *shared.gaps.lock().unwrap_or_else(|e| e.into_inner())).into_itl();
         // The server counted every request of the trial, warmup windows included.
         let server = match watch {
             Some(w) => w.finish(&finished).await,
@@ -508,9 +541,12 @@ impl<'a> Prepared<'a> {
         let schedule_flag =
             (open_loop.as_ref()).and_then(|o| openloop::judge_schedule(o, measured.len()));
         headroom::judge_sends(&mut client, &measured);
-        let misses = dialect::length_misses(&measured, &profile.workload);
-        let mut t = summarize_trial(trial, measured);
-        dialect::note_length_misses(&mut t, misses, profile.workload.max_tokens);
+        let misses =
+            dialect::length_misses(&measured, &profile.workload, &shared.lengths, first_prompt);
+        let mut t = summarize_trial_folded(trial, measured, itl);
+        let asked =
+            (profile.workload.output_length.is_none()).then_some(profile.workload.max_tokens);
+        dialect::note_length_misses(&mut t, misses, asked);
         telemetry::attach(&mut t, server);
         t.excluded_requests = excluded;
         t.open_loop = open_loop;
@@ -575,39 +611,68 @@ async fn base_model(
     }
 }
 
-/// The progress bar: every request the sweep will send (warmups included), drawn only when
-/// asked.
-fn progress_bar(
+/// The run's work for the progress display, in the order it runs (each level's warmup
+/// before its first trial), and the requests it plans to send (warmups included; timed
+/// closed-loop trials count none).
+fn plan_steps(
     profile: &Profile,
     levels: &[(u32, Option<f64>)],
-    arms: u64,
-    show: bool,
-) -> indicatif::ProgressBar {
+    slots: &[Slot],
+) -> (Vec<progress::Step>, u64) {
+    use progress::{Step, StepKind};
     let sweep = &profile.sweep;
-    let total: u64 = levels
-        .iter()
-        .map(|&(c, rate)| {
-            let per_trial = match (rate, sweep.trial_span()) {
-                (Some(r), Some(span)) => open_loop_count(r, span) as u64,
-                (_, Some(_)) => 0,
-                _ => u64::from(sweep.requests_at(c)),
+    let mut warmed = std::collections::HashSet::new();
+    let (mut steps, mut requests) = (Vec::new(), 0u64);
+    for slot in slots {
+        let (concurrency, rate) = levels[slot.level];
+        let level = slot.arm * levels.len() + slot.level;
+        if warmed.insert(level) && sweep.warmup_requests > 0 {
+            let concurrency = match rate {
+                Some(r) if concurrency == 0 => (r.ceil() as u32).max(1),
+                _ => concurrency,
             };
-            u64::from(sweep.warmup_requests) + per_trial * u64::from(sweep.trials)
-        })
-        .sum::<u64>()
-        * arms;
-    let progress = if show {
-        indicatif::ProgressBar::new(total)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    progress.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} requests  {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    progress
+            requests += u64::from(sweep.warmup_requests);
+            steps.push(Step {
+                level,
+                kind: StepKind::Closed {
+                    requests: u64::from(sweep.warmup_requests),
+                    concurrency,
+                },
+            });
+        }
+        let kind = match (rate, sweep.trial_span()) {
+            (Some(r), Some(span)) => {
+                let n = open_loop_count(r, span) as u64;
+                requests += n;
+                StepKind::Timed {
+                    seconds: span.as_secs_f64(),
+                    requests: Some(n),
+                }
+            }
+            (Some(r), None) => {
+                let n = u64::from(sweep.requests_per_level);
+                requests += n;
+                StepKind::Timed {
+                    seconds: n as f64 / r,
+                    requests: Some(n),
+                }
+            }
+            (None, Some(span)) => StepKind::Timed {
+                seconds: span.as_secs_f64(),
+                requests: None,
+            },
+            (None, None) => {
+                let n = u64::from(sweep.requests_at(concurrency));
+                requests += n;
+                StepKind::Closed {
+                    requests: n,
+                    concurrency,
+                }
+            }
+        };
+        steps.push(Step { level, kind });
+    }
+    (steps, requests)
 }
 
 /// Requests in an open-loop duration trial: the rate times the whole span (at least one).

@@ -13,8 +13,10 @@ use reqwest::header::HeaderValue;
 use super::body::{api_url, request_body};
 use super::client::{send, Observed, RequestLimits};
 use super::interrupt::Interrupt;
+use super::lengths::{Drawn, Lengths};
 use super::outcome::{finish, Finished, Slot};
 use super::prompts::Prompts;
+use super::trial::GapSink;
 use crate::profile::{Api, Workload};
 use crate::record::{Arm, ErrorClass, RequestRecord, Window};
 
@@ -33,20 +35,39 @@ pub struct Shared {
     /// Per-engine request fields (dialect.rs), applied over the generic body.
     pub extra_fields: serde_json::Map<String, serde_json::Value>,
     pub prompts: Prompts,
+    /// The per-request lengths drawn from the profile's distributions, if any.
+    pub lengths: Lengths,
     pub api_key: Option<HeaderValue>,
     pub limits: RequestLimits,
     /// The run's time origin.
     pub clock: Instant,
     /// Where every finished request is written, one JSON line each, as it finishes.
     pub journal: Mutex<Box<dyn Write + Send>>,
-    pub progress: indicatif::ProgressBar,
+    pub progress: super::progress::Progress,
     /// Stops the sweep on SIGINT/SIGTERM (workers send nothing new once it is set).
     pub interrupt: Interrupt,
+    /// The running trial's token gaps, folded as requests finish (trials run one at a time).
+    pub gaps: Mutex<GapSink>,
 }
 
 impl Shared {
-    pub(crate) fn journal(&self, record: &RequestRecord) -> Result<()> {
-        let mut line = serde_json::to_vec(record)?;
+    /// Writes a finished request, with the lengths drawn for it (`requested_input_words`,
+    /// `requested_output_tokens`; absent where the profile draws none).
+    pub(crate) fn journal(&self, record: &RequestRecord, drawn: Drawn) -> Result<()> {
+        #[derive(serde::Serialize)]
+        struct Line<'a> {
+            #[serde(flatten)]
+            record: &'a RequestRecord,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            requested_input_words: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            requested_output_tokens: Option<u32>,
+        }
+        let mut line = serde_json::to_vec(&Line {
+            record,
+            requested_input_words: drawn.input_words,
+            requested_output_tokens: drawn.output_tokens,
+        })?;
         line.push(b'\n');
         let mut journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
         journal
@@ -139,8 +160,9 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
                 record.idle_before_ms =
                     previous_end.map(|end| ((record.sent_s - end) * 1000.0).max(0.0));
                 previous_end = Some(record.end_s);
-                shared.journal(&finished.record)?;
-                shared.progress.inc(1);
+                let drawn = shared.lengths.draw(batch.first_prompt + u64::from(index));
+                shared.journal(&finished.record, drawn)?;
+                shared.progress.request_done(&finished.record);
                 done.push(finished);
             }
             anyhow::Ok(done)
@@ -168,9 +190,14 @@ pub(crate) async fn send_one(
         _ => (&shared.urls, &shared.model),
     };
     let endpoint = index as usize % urls.len();
-    let prompt = shared.prompts.get(batch.first_prompt + u64::from(index));
+    let number = batch.first_prompt + u64::from(index);
+    let drawn = shared.lengths.draw(number);
+    let prompt = shared.prompts.get_sized(number, drawn.input_words);
     let mut body = request_body(shared.api, model, &shared.workload, &prompt);
     super::dialect::merge_fields(&mut body, &shared.extra_fields);
+    if let Some(tokens) = drawn.output_tokens {
+        super::dialect::set_output_length(&mut body, tokens, shared.workload.ignore_eos);
+    }
     let body = bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
     let sent_s = shared.clock.elapsed().as_secs_f64();
     let request = send(
@@ -208,6 +235,9 @@ pub(crate) async fn send_one(
     finished.record.scheduled_s = scheduled_s;
     finished.record.window = window;
     finished.record.arm = batch.arm;
+    (shared.gaps.lock())
+        .unwrap_or_else(|e| e.into_inner())
+        .fold(&mut finished);
     finished
 }
 

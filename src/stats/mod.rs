@@ -12,7 +12,9 @@
 //!   by `benches/gate_calibration.rs`.
 //! * Trend: [`changepoint`] (E-divisive means with a permutation test over main's sessions).
 //! * Plan: [`fit_usl`] and [`bootstrap_throughput_at`].
-//! * Reports: [`Percentiles`], [`Spread`], [`mean_ci95`] (the interval drawn on the charts).
+//! * Reports: [`Percentiles`], [`Spread`], [`mean_ci95`] (the interval drawn on the charts);
+//!   [`LatencySketch`] gives a trial's percentiles in bounded memory (exact while small, an
+//!   HDR histogram at 3 significant digits when large).
 //!
 //! Reference values for the tests were computed with SciPy/NumPy/statsmodels; the scripts
 //! that produced them live in `src/stats/reference/`.
@@ -21,6 +23,7 @@ pub mod changepoint;
 pub mod decision;
 mod error;
 pub mod holm;
+pub mod sketch;
 pub mod summary;
 pub mod usl;
 
@@ -30,5 +33,6 @@ pub use decision::{
 };
 pub use error::StatsError;
 pub use holm::holm;
+pub use sketch::LatencySketch;
 pub use summary::{mean_ci95, percentile, MeanCi, Percentiles, Spread};
 pub use usl::{bootstrap_throughput_at, fit_usl, UslFit};

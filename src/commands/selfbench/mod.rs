@@ -20,6 +20,7 @@ use crate::profile::Profile;
 use crate::record::files::REQUESTS_FILE;
 use crate::record::{ClientHeadroom, Environment};
 
+mod memory;
 mod process;
 mod timing;
 use process::{
@@ -73,6 +74,26 @@ pub struct SelfbenchArgs {
     /// Also write the figures as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Peak RSS per trial length instead of the throughput cases: one closed-loop duration
+    /// trial per length (e.g. `10s,60s`), each in a fresh process.
+    #[arg(long, value_delimiter = ',', value_parser = humantime::parse_duration)]
+    pub trial_lengths: Vec<std::time::Duration>,
+    /// The simulator preset of the trial-length cases.
+    #[arg(long, default_value = "fast")]
+    pub memory_preset: String,
+    /// Concurrent streams of the trial-length cases.
+    #[arg(long, default_value_t = 64)]
+    pub memory_streams: u32,
+    /// Output tokens per request of the trial-length cases.
+    #[arg(long, default_value_t = 1024)]
+    pub memory_tokens: u32,
+    /// `target.engine` of the trial-length cases: "openai" measures the load generator alone,
+    /// "auto" adds the simulator's telemetry (its per-token cross-check).
+    #[arg(long, default_value = "openai")]
+    pub memory_engine: String,
+    /// Internal: run one trial-length case as "ENDPOINT,STREAMS,TOKENS,SECONDS,ENGINE".
+    #[arg(long, hide = true)]
+    pub memory_case: Option<String>,
     /// Internal: run one case against ENDPOINT as "ENDPOINT,STREAMS,TOKENS,REQUESTS" and print
     /// its figures as JSON.
     #[arg(long, hide = true)]
@@ -129,6 +150,14 @@ pub fn run(args: SelfbenchArgs) -> Result<Exit> {
     }
     if let Some(case) = &args.timing_case {
         return run_timing_here(case, args.client_threads);
+    }
+    if let Some(case) = args.memory_case.clone() {
+        return run_on_client_runtime(args.client_threads, move || async move {
+            memory::measure(&case).await
+        });
+    }
+    if !args.trial_lengths.is_empty() {
+        return run_memory(&args);
     }
     let limit = raise_nofile_limit();
     let need = 2 * args.levels.iter().copied().max().unwrap_or(1) as u64 + 256;
@@ -227,6 +256,42 @@ pub fn run(args: SelfbenchArgs) -> Result<Exit> {
              the client error figure is not valid",
             t.unpaired_requests
         );
+    }
+    Ok(Exit::Pass)
+}
+
+/// Peak RSS per trial length (`--trial-lengths`).
+fn run_memory(args: &SelfbenchArgs) -> Result<Exit> {
+    raise_nofile_limit();
+    let sim = memory::simulator(&args.memory_preset)?;
+    println!(
+        "throughline selfbench: peak RSS per trial length, closed loop at {} streams x {} \
+         tokens, preset {}, {} client worker thread(s)",
+        args.memory_streams, args.memory_tokens, args.memory_preset, args.client_threads
+    );
+    println!("{}", memory::header());
+    let mut rows = Vec::new();
+    for &length in &args.trial_lengths {
+        let spec = memory::spec(
+            &sim.url,
+            args.memory_streams,
+            args.memory_tokens,
+            length,
+            &args.memory_engine,
+        );
+        let m: memory::MemoryFigures =
+            spawn_child(&["--memory-case", &spec], args.client_threads, None)?;
+        println!("{}", memory::row(&m));
+        rows.push(m);
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&rows)?;
+        crate::fsutil::write_atomic(path, text.as_bytes())?;
+        println!("figures: {}", path.display());
+    }
+    let failed: u64 = rows.iter().map(|m| m.failed).sum();
+    if failed > 0 {
+        bail!("{failed} requests failed during the self-benchmark; its figures are not valid");
     }
     Ok(Exit::Pass)
 }
