@@ -28,10 +28,10 @@ pub(crate) use crate::stats::summary::{mean_ci95, MeanCi};
 use axis::LogTicks;
 
 pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries};
-pub use trend::trend_chart;
 pub use ratio::ratio_chart;
 #[cfg(test)]
 pub(crate) use ratio::tests as ratio_tests;
+pub use trend::trend_chart;
 
 /// Width of every chart, in pixels.
 pub const WIDTH: u32 = 1200;
