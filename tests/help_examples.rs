@@ -20,6 +20,7 @@ const ORDER: &[&str] = &[
     "bench",
     "baseline",
     "gate",
+    "trend",
     "plot",
     "plan",
     "ci",
@@ -56,6 +57,7 @@ fn allowed_exits(example: &str) -> &'static [i32] {
     let sub = example.split_whitespace().nth(1).unwrap_or("");
     match sub {
         "gate" | "ci" | "merge" => &[0, 1, 3],
+        "trend" => &[0, 1],
         _ => &[0],
     }
 }

@@ -99,7 +99,14 @@ async fn relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdo
         "relative mode over {RUNS} fresh starts each: A/A failed {same_failed}, 10% slower \
          caught {slow_caught}; outcomes {outcomes:?}"
     );
-    assert_eq!(same_failed, 0, "A/A runs that failed: {outcomes:?}");
+    // A statistical check of the gate's false-alarm rate, not a zero-tolerance one: at the
+    // design's rate (at most alpha = 1% per run), 2 or more false failures in 20 runs happen
+    // with probability 1.7%; at a rate of 10% they happen with probability 61%. Seen on this
+    // 2-core machine at load average 10 (two builds beside the suite): 1 of 20.
+    assert!(
+        same_failed <= 1,
+        "A/A runs that failed: {same_failed}: {outcomes:?}"
+    );
     assert!(
         slow_caught >= 19,
         "10% slower caught {slow_caught} of 20: {outcomes:?}"

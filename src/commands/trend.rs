@@ -14,8 +14,8 @@ use crate::stats::changepoint::ChangePointSettings;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
-    throughline trend --baseline baselines/llama-8b.toml -o trend/\n  \
-    throughline trend --baseline baselines/llama-8b.toml --no-git --alpha 0.01 -o trend/\n\n\
+    throughline trend -b baselines/main.toml -o trend\n  \
+    throughline trend -b baselines/main.toml --no-git --alpha 0.01 -o trend\n\n\
     Exit codes: 0 no lasting slowdown, 1 the latest shift at some level is a slowdown of at \
     least the baseline's minimum effect, 2 the history could not be read.")]
 pub struct TrendArgs {
@@ -42,7 +42,7 @@ pub struct TrendArgs {
 pub fn run(args: TrendArgs) -> Result<Exit> {
     let history = collect(&args.baseline, !args.no_git)?;
     for problem in &history.unreadable {
-        eprintln!("warning: {} version {problem}", args.baseline.display());
+        eprintln!("warning: {}: {problem}", args.baseline.display());
     }
     let settings = ChangePointSettings {
         min_segment: usize::from(args.min_segment),

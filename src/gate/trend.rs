@@ -26,7 +26,7 @@ pub struct History {
     pub sessions: Vec<Session>,
     /// Committed versions of the file that were read (0 when git was not used).
     pub versions_read: usize,
-    /// Versions that could not be parsed, as "commit: reason" (reported, not fatal).
+    /// What of the history was left out, and why (reported, not fatal).
     pub unreadable: Vec<String>,
 }
 
@@ -38,7 +38,15 @@ pub fn collect(path: &Path, from_git: bool) -> Result<History> {
     let mut versions_read = 0;
     let mut unreadable = Vec::new();
     if from_git {
-        for version in gitref::versions_of(path, MAX_COMMITS, BASELINE_FILE_BYTES as usize)? {
+        let versions = match gitref::versions_of(path, MAX_COMMITS, BASELINE_FILE_BYTES as usize) {
+            Ok(versions) => versions,
+            // Not in a repository (or no commits yet): the file's own sessions, said so.
+            Err(e) => {
+                unreadable.push(format!("its git history was not read: {e:#}"));
+                Vec::new()
+            }
+        };
+        for version in versions {
             versions_read += 1;
             let origin = format!("{} at {}", path.display(), &version.commit[..10]);
             match Baseline::parse(&version.text, &origin) {
@@ -49,10 +57,13 @@ pub fn collect(path: &Path, from_git: bool) -> Result<History> {
                 }
                 // A different profile measured something else: not the same series.
                 Ok(_) => unreadable.push(format!(
-                    "{}: another profile (its hash differs), left out",
+                    "the version at {} measured another profile (its hash differs): left out",
                     &version.commit[..10]
                 )),
-                Err(e) => unreadable.push(format!("{}: {e:#}", &version.commit[..10])),
+                Err(e) => unreadable.push(format!(
+                    "the version at {} was left out: {e:#}",
+                    &version.commit[..10]
+                )),
             }
         }
     }
