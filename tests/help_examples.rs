@@ -153,8 +153,8 @@ fn start_and_stop_server(dir: &Path, line: &str) {
 #[test]
 fn every_help_example_runs_against_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
-    let a = Sim::start(1, &["--token-delay-ms", "0.5"]);
-    let b = Sim::start(1, &["--token-delay-ms", "0.5"]);
+    let a = Sim::start(1, &["--token-delay-ms", "0.1"]);
+    let b = Sim::start(1, &["--token-delay-ms", "0.1"]);
 
     // Every subcommand has examples, and the list above names every subcommand.
     let top = help_of(None);
