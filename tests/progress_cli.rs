@@ -21,17 +21,14 @@ fn bench_lines(rest: &str) -> (String, std::process::Output) {
 #[test]
 fn closed_loop_levels_print_lines_with_counts_rate_errors_and_eta() {
     let _turn = timing_lock();
-    let (stderr, _) = bench_lines(
+    let (stderr, out) = bench_lines(
         "[workload]\ninput_tokens = 8\nmax_tokens = 64\nignore_eos = true\n[sweep]\n\
          concurrency = [2]\nrequests_per_level = 16\nwarmup_requests = 2\ntrials = 2\n",
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stderr.contains("Plan: 2 trials, 34 requests (warmups included)"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("estimated once the first requests finish"),
-        "{stderr}"
+        stdout.contains("planned: 1 level(s) x 2 trial(s) = 32 requests (+2 warmup)"),
+        "{stdout}"
     );
     let lines: Vec<&str> = stderr
         .lines()
@@ -55,14 +52,17 @@ fn closed_loop_levels_print_lines_with_counts_rate_errors_and_eta() {
 #[test]
 fn timed_trials_say_the_planned_total_up_front() {
     let _turn = timing_lock();
-    let (stderr, _) = bench_lines(
+    let (stderr, out) = bench_lines(
         "[workload]\ninput_tokens = 8\nmax_tokens = 32\nignore_eos = true\n[sweep]\n\
          concurrency = [1, 2]\nduration = \"600ms\"\nwarmup_requests = 0\ntrials = 1\n",
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Said once, before the table (not again on stderr).
     assert!(
-        stderr.contains("Plan: 2 trials; estimated total 1s (an estimate"),
-        "{stderr}"
+        stdout.contains("planned: 2 level(s) x 1 trial(s) of 600ms each; estimate: about "),
+        "{stdout}"
     );
+    assert!(!stderr.contains("Plan: "), "{stderr}");
     assert!(
         stderr
             .lines()

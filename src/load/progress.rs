@@ -216,38 +216,12 @@ impl Progress {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The plan, said before the first request: the trials and requests, and the time the
-    /// run is expected to take where it can be told up front (an estimate, said so).
-    pub fn plan_line(&self, trials: usize, requests: u64) -> String {
-        let state = self.state();
-        let (seconds, known) = state.remaining();
-        let what = match requests {
-            0 => format!("{trials} trials"),
-            n => format!(
-                "{trials} trials, {} requests (warmups included)",
-                thousands(n as f64)
-            ),
-        };
-        if known {
-            format!(
-                "Plan: {what}; estimated total {} (an estimate: the trials' windows and schedules)",
-                short(seconds)
-            )
-        } else {
-            format!(
-                "Plan: {what}; total time estimated once the first requests finish, refined as \
-                 levels finish"
-            )
-        }
-    }
-
-    /// Says the plan (on stderr unless progress is off) and starts the periodic lines.
-    pub fn start(&self, trials: usize, requests: u64) {
+    /// Starts the periodic lines. (The run's size and first estimate are said once, before
+    /// the table, by `report::console::planned`.)
+    pub fn start(&self) {
         if self.mode == Mode::Off {
             return;
         }
-        let plan = self.plan_line(trials, requests);
-        self.bar.suspend(|| eprintln!("{plan}"));
         if let Mode::Lines { every } = self.mode {
             let state = Arc::clone(&self.state);
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -395,32 +369,6 @@ mod tests {
         // A level that ran: its own speed (30 s for 60 requests) wins.
         l.per_level = vec![(0.0, 0), (30.0, 60)];
         assert_eq!(l.estimate(&closed(1, 40, 8)), Some(20.0));
-    }
-
-    #[test]
-    fn the_plan_says_it_is_an_estimate() {
-        let steps = vec![
-            Step {
-                level: 0,
-                kind: StepKind::Timed {
-                    seconds: 90.0,
-                    requests: None,
-                },
-            };
-            2
-        ];
-        let p = Progress::new(Mode::Off, steps, 0);
-        let plan = p.plan_line(2, 0);
-        assert!(
-            plan.contains("estimated total 3m00s (an estimate"),
-            "{plan}"
-        );
-        let p = Progress::new(Mode::Off, vec![closed(0, 10, 2)], 10);
-        let plan = p.plan_line(1, 10);
-        assert!(
-            plan.contains("estimated once the first requests finish"),
-            "{plan}"
-        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub async fn run_bench(
     let started_at = now_rfc3339();
     let arms = run.arms();
     let slots = run.slots.clone();
-    run.shared.progress.start(slots.len(), run.planned_requests);
+    run.shared.progress.start();
     // Each arm's levels, in the profile's order, filled as their trials run.
     let empty: Vec<LevelResult> = (run.levels.iter())
         .map(|&(concurrency, rate)| LevelResult {
@@ -241,9 +241,7 @@ struct Prepared<'a> {
     next_prompt: u64,
     /// The run's trials in the order they run.
     slots: Vec<Slot>,
-    /// Requests the run plans to send (0 where trials are timed), and the progress step
-    /// running now.
-    planned_requests: u64,
+    /// The progress step running now.
     step: usize,
 }
 
@@ -391,7 +389,6 @@ impl<'a> Prepared<'a> {
             base_model,
             next_prompt: 0,
             slots,
-            planned_requests,
             step: 0,
         })
     }
