@@ -317,6 +317,37 @@ fn baseline_trials_from_a_csv_are_drawn_in_a_second_colour() {
     assert!(orange > 200, "baseline not drawn ({orange} orange pixels)");
 }
 
+/// Issue 20 item 4: per_request.png draws a baseline given as another run's results.json (its
+/// trials' per-request speeds); a CSV baseline holds none, and the chart says so instead.
+#[test]
+fn per_request_chart_draws_a_baseline_run_beside_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("baseline-results.json");
+    let mut slower = sweep(&[1, 2, 4], 3);
+    for l in &mut slower.levels {
+        for t in &mut l.trials {
+            t.per_request_tok_per_s = t.per_request_tok_per_s.map(|x| x * 1.1);
+        }
+    }
+    slower.save(&baseline).unwrap();
+    let (output, out) = plot(
+        dir.path(),
+        &sweep(&[1, 2, 4], 3),
+        &["--baseline-trials", baseline.to_str().unwrap()],
+    );
+    ok(&output);
+    let (_, _, rgb) = decode(&out.join("per_request.png"));
+    let with_baseline = orange_pixels(&rgb);
+    let (output, out) = plot(dir.path(), &sweep(&[1, 2, 4], 3), &[]);
+    ok(&output);
+    let (_, _, rgb) = decode(&out.join("per_request.png"));
+    let alone = orange_pixels(&rgb);
+    assert!(
+        with_baseline > alone + 200,
+        "baseline on per_request.png: {with_baseline} orange pixels, run alone {alone}"
+    );
+}
+
 #[test]
 fn bad_input_exits_2_with_a_message() {
     let dir = tempfile::tempdir().unwrap();

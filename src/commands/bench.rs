@@ -376,7 +376,7 @@ pub fn write_plots(
     baseline: Option<&[(u32, Vec<f64>)]>,
     out: &Path,
 ) {
-    match crate::report::run::write_run_files(result, baseline, out) {
+    match crate::report::run::write_run_files(result, baseline, None, out) {
         Ok(paths) => println!(
             "plots: {}",
             paths

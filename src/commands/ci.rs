@@ -248,11 +248,11 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     let result = &outcome.result;
 
     // The charts draw the run beside what it is compared with: the base arm, or the baseline.
-    let beside = match &result.base {
-        Some(base) => crate::record::trials_by_level(&base.levels),
-        None => baseline.trials_by_level(),
+    let (beside, per_request) = match &result.base {
+        Some(base) => (crate::record::trials_by_level(&base.levels), Vec::new()),
+        None => (baseline.trials_by_level(), baseline.per_request_by_level()),
     };
-    let written = write_run_files(result, Some(&beside), &args.out)?;
+    let written = write_run_files(result, Some(&beside), Some(&per_request), &args.out)?;
     let charts = VerdictCharts::of(&written, args.image_base_url.as_deref());
 
     let mut verdict = evaluate(&baseline, result, &settings)?;

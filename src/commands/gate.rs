@@ -101,13 +101,16 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
     };
     verdict.baseline_ref = args.baseline_ref.clone();
     // The charts draw the run beside what it was compared with.
-    let beside = match (&candidate.base, &baseline) {
-        (Some(base), _) => trials_by_level(&base.levels),
-        (None, Some(b)) => b.trials_by_level(),
-        (None, None) => Vec::new(),
+    let (beside, per_request) = match (&candidate.base, &baseline) {
+        (Some(base), _) => (trials_by_level(&base.levels), Vec::new()),
+        (None, Some(b)) => (b.trials_by_level(), b.per_request_by_level()),
+        (None, None) => (Vec::new(), Vec::new()),
     };
     let charts = match &args.out {
-        Some(out) => VerdictCharts::of(&write_run_files(&candidate, Some(&beside), out)?, None),
+        Some(out) => VerdictCharts::of(
+            &write_run_files(&candidate, Some(&beside), Some(&per_request), out)?,
+            None,
+        ),
         None => VerdictCharts::default(),
     };
     let files = VerdictFiles {

@@ -38,16 +38,37 @@ pub struct PlotArgs {
 
 pub fn run(args: PlotArgs) -> Result<Exit> {
     let result = RunResult::load(&args.results)?;
-    let baseline = match (&args.baseline_trials, &args.baseline) {
-        (Some(path), _) => Some(load_baseline_trials(path)?),
-        (None, Some(path)) => Some(Baseline::load(path)?.trials_by_level()),
-        (None, None) => None,
+    let (baseline, per_request) = match (&args.baseline_trials, &args.baseline) {
+        (Some(path), _) => (
+            Some(load_baseline_trials(path)?),
+            load_baseline_per_request(path),
+        ),
+        (None, Some(path)) => {
+            let b = Baseline::load(path)?;
+            (Some(b.trials_by_level()), Some(b.per_request_by_level()))
+        }
+        (None, None) => (None, None),
     };
-    let written = write_run_files(&result, baseline.as_deref(), &args.out)?;
+    let written = write_run_files(
+        &result,
+        baseline.as_deref(),
+        per_request.as_deref(),
+        &args.out,
+    )?;
     for path in &written {
         println!("{}", path.display());
     }
     Ok(Exit::Pass)
+}
+
+/// The per-request speeds of a baseline run given as results.json (a CSV holds none).
+fn load_baseline_per_request(path: &Path) -> Option<Vec<(u32, Vec<f64>)>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    if !text.trim_start().starts_with('{') {
+        return None;
+    }
+    let run = RunResult::load(path).ok()?;
+    Some(crate::record::per_request_by_level(&run.levels))
 }
 
 /// Reads (concurrency, trial tok/s) pairs from a results.json or a per-trial CSV.

@@ -197,6 +197,23 @@ impl Baseline {
             .map(|c| (c, self.sessions_at(c).concat()))
             .collect()
     }
+
+    /// Every trial's per-request tok/s at each level (empty where a baseline predates them),
+    /// for the per-request chart.
+    pub fn per_request_by_level(&self) -> Vec<(u32, Vec<f64>)> {
+        self.levels()
+            .into_iter()
+            .map(|c| {
+                let values = self
+                    .sessions
+                    .iter()
+                    .flat_map(|s| s.levels.iter().filter(move |l| l.concurrency == c))
+                    .flat_map(|l| l.per_request_tok_per_s.iter().copied())
+                    .collect();
+                (c, values)
+            })
+            .collect()
+    }
 }
 
 /// Compares two fingerprints. Returns the differences that make results incomparable

@@ -356,6 +356,21 @@ pub fn drift_warning(d: &Drift) -> String {
 
 /// (concurrency, tok/s of each trial that measured something) of each level: what the charts
 /// draw beside a run as its baseline.
+pub fn per_request_by_level(levels: &[LevelResult]) -> Vec<(u32, Vec<f64>)> {
+    levels
+        .iter()
+        .map(|l| {
+            let values = l
+                .trials
+                .iter()
+                .filter_map(|t| t.per_request_tok_per_s)
+                .collect();
+            (l.concurrency, values)
+        })
+        .collect()
+}
+
+/// Each level's trials' output tok/s, for plots.
 pub fn trials_by_level(levels: &[LevelResult]) -> Vec<(u32, Vec<f64>)> {
     levels
         .iter()

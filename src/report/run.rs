@@ -37,10 +37,12 @@ pub fn usl_of(result: &RunResult) -> Option<UslFit> {
 }
 
 /// Writes the PNGs and `report.md` into `out`; returns every path written, the report last.
-/// `baseline` holds (concurrency, trial tok/s) pairs to draw beside the run.
+/// `baseline` holds (concurrency, trial tok/s) pairs to draw beside the run, and
+/// `per_request_baseline` (concurrency, trial per-request tok/s) pairs where known.
 pub fn write_run_files(
     result: &RunResult,
     baseline: Option<&[(u32, Vec<f64>)]>,
+    per_request_baseline: Option<&[(u32, Vec<f64>)]>,
     out: &Path,
 ) -> Result<Vec<PathBuf>> {
     let fit = usl_of(result);
@@ -48,6 +50,7 @@ pub fn write_run_files(
     let mut written = write_run_plots(
         result,
         baseline,
+        per_request_baseline,
         curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
         out,
     )?;

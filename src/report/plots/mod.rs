@@ -45,12 +45,13 @@ pub use crate::record::files::{
 /// Writes `throughput.png`, `per_request.png` and `latency.png` into `out_dir` and returns
 /// their paths in that order.
 ///
-/// `baseline` holds the baseline's trials as (concurrency, output tok/s of each trial);
-/// `fit` is a fitted throughput model X(C) (e.g. the Universal Scalability Law), drawn as a
+/// `baseline` holds the baseline's trials as (concurrency, output tok/s of each trial),
+/// `per_request_baseline` its trials' per-request tok/s where known; `fit` is a fitted throughput model X(C) (e.g. the Universal Scalability Law), drawn as a
 /// smooth line over the concurrency range.
 pub fn write_run_plots(
     result: &RunResult,
     baseline: Option<&[(u32, Vec<f64>)]>,
+    per_request_baseline: Option<&[(u32, Vec<f64>)]>,
     fit: Option<&dyn Fn(f64) -> f64>,
     out_dir: &Path,
 ) -> Result<Vec<PathBuf>> {
@@ -64,7 +65,13 @@ pub fn write_run_plots(
     paths.push(path);
 
     let path = out_dir.join(PER_REQUEST_PNG);
-    throughput::per_request_chart(result, baseline.is_some(), &footer, &path)?;
+    throughput::per_request_chart(
+        result,
+        baseline.is_some(),
+        per_request_baseline,
+        &footer,
+        &path,
+    )?;
     paths.push(path);
 
     let path = out_dir.join(LATENCY_PNG);
@@ -432,7 +439,7 @@ concurrency = [1]
         assert_eq!(level_list(Levels::Rate, &[12.5]), "level 12.5 req/s");
         let dir = tempfile::tempdir().unwrap();
         let fit = |c: f64| c;
-        let paths = write_run_plots(&r, None, Some(&fit), dir.path()).unwrap();
+        let paths = write_run_plots(&r, None, None, Some(&fit), dir.path()).unwrap();
         assert_eq!(paths.len(), 3);
         // The same run read as a closed loop would have had no level to draw at all.
         let (closed, notes) = samples(
@@ -479,19 +486,26 @@ concurrency = [1]
                 t.output_tok_per_s = usl(l.concurrency as f64) * (0.96 + 0.02 * i as f64);
             }
         }
-        write_run_plots(&typical, Some(&base), Some(&usl), &dir.join("typical")).unwrap();
+        write_run_plots(
+            &typical,
+            Some(&base),
+            None,
+            Some(&usl),
+            &dir.join("typical"),
+        )
+        .unwrap();
         let mut failed = sweep(&[1, 2, 4, 8, 16, 32, 64], 3);
         failed.levels[6].trials = (1..=3).map(|n| trial(n, 64, 0.0, 0)).collect();
-        write_run_plots(&failed, None, None, &dir.join("failed")).unwrap();
+        write_run_plots(&failed, None, None, None, &dir.join("failed")).unwrap();
         failed.save(&dir.join("failed/results.json")).unwrap();
-        write_run_plots(&sweep(&[8], 1), None, None, &dir.join("single")).unwrap();
+        write_run_plots(&sweep(&[8], 1), None, None, None, &dir.join("single")).unwrap();
         let many: Vec<u32> = (1..=1024).collect();
-        write_run_plots(&sweep(&many, 2), None, Some(&usl), &dir.join("many")).unwrap();
-        write_run_plots(&run(vec![]), None, None, &dir.join("empty")).unwrap();
+        write_run_plots(&sweep(&many, 2), None, None, Some(&usl), &dir.join("many")).unwrap();
+        write_run_plots(&run(vec![]), None, None, None, &dir.join("empty")).unwrap();
         let mut long = sweep(&[1, 2, 4], 2);
         long.profile_name = "a-very-long-profile-name-".repeat(8);
         long.environment.model = Some("org/".to_string() + &"model-name-".repeat(10));
-        write_run_plots(&long, None, None, &dir.join("long")).unwrap();
+        write_run_plots(&long, None, None, None, &dir.join("long")).unwrap();
         let mut unstreamed = sweep(&[1, 2, 4, 8], 3);
         for l in &mut unstreamed.levels {
             for t in &mut l.trials {
@@ -499,8 +513,8 @@ concurrency = [1]
                 t.itl_ms = None;
             }
         }
-        write_run_plots(&unstreamed, None, None, &dir.join("unstreamed")).unwrap();
-        write_run_plots(&open_loop_run(), None, None, &dir.join("open-loop")).unwrap();
+        write_run_plots(&unstreamed, None, None, None, &dir.join("unstreamed")).unwrap();
+        write_run_plots(&open_loop_run(), None, None, None, &dir.join("open-loop")).unwrap();
         let series = |name: &str, days: f64, nodes: &[f64]| CapacitySeries {
             name: name.into(),
             points: nodes
@@ -562,8 +576,10 @@ concurrency = [1]
         r.levels[3].trials[0].per_request_tok_per_s = Some(f64::NAN);
         let base = vec![(1, vec![f64::NAN, 0.0]), (0, vec![5.0]), (4, vec![])];
         let bad_fit = |c: f64| if c > 3.0 { f64::NAN } else { 1e30 * c };
-        let a = write_run_plots(&r, Some(&base), Some(&bad_fit), &dir.path().join("a")).unwrap();
-        let b = write_run_plots(&r, Some(&base), Some(&bad_fit), &dir.path().join("b")).unwrap();
+        let a =
+            write_run_plots(&r, Some(&base), None, Some(&bad_fit), &dir.path().join("a")).unwrap();
+        let b =
+            write_run_plots(&r, Some(&base), None, Some(&bad_fit), &dir.path().join("b")).unwrap();
         assert_eq!(a.len(), 3);
         for (x, y) in a.iter().zip(&b) {
             assert_eq!(std::fs::read(x).unwrap(), std::fs::read(y).unwrap());

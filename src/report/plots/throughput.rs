@@ -64,18 +64,7 @@ pub(crate) fn throughput_chart(
     let fit = fit.filter(|_| kind == Levels::Concurrency);
     let mut runs = Vec::new();
     if let Some(base) = baseline {
-        let levels = base
-            .iter()
-            .filter(|(c, _)| *c > 0)
-            .map(|(c, v)| LevelSamples {
-                x: f64::from(*c),
-                values: v
-                    .iter()
-                    .copied()
-                    .filter(|x| x.is_finite() && *x > 0.0)
-                    .collect(),
-            })
-            .collect::<Vec<_>>();
+        let levels = baseline_levels(base);
         if levels.iter().all(|l| l.values.is_empty()) {
             notes.push("baseline given, but it has no usable trials".to_string());
         }
@@ -118,11 +107,29 @@ pub(crate) fn throughput_chart(
     render_png(path, |root| draw_scaling(root, &chart))
 }
 
-/// `baseline_given`: a baseline was drawn on the throughput chart; without a relative run's base
-/// arm its per-request speeds are not at hand, and the chart says so rather than omit it quietly.
+/// A baseline's (concurrency, values) pairs as chart levels (usable values only).
+fn baseline_levels(pairs: &[(u32, Vec<f64>)]) -> Vec<LevelSamples> {
+    pairs
+        .iter()
+        .filter(|(c, _)| *c > 0)
+        .map(|(c, v)| LevelSamples {
+            x: f64::from(*c),
+            values: v
+                .iter()
+                .copied()
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .collect(),
+        })
+        .collect()
+}
+
+/// `baseline_given`: a baseline was drawn on the throughput chart; `baseline` holds its
+/// per-request speeds where known (a relative run's base arm has them in the run itself). A
+/// baseline without them is said on the chart rather than left out quietly.
 pub(crate) fn per_request_chart(
     result: &RunResult,
     baseline_given: bool,
+    baseline: Option<&[(u32, Vec<f64>)]>,
     footer: &Footer,
     path: &Path,
 ) -> Result<()> {
@@ -157,10 +164,22 @@ pub(crate) fn per_request_chart(
             levels: base_levels,
             dodge: 1.0 / dodge,
         });
+    } else if let Some(pairs) = baseline.filter(|p| p.iter().any(|(_, v)| !v.is_empty())) {
+        let dodge = if levels.len() > DENSE_LEVELS {
+            1.0
+        } else {
+            DODGE
+        };
+        runs.push(Sweep {
+            label: "baseline",
+            color: ORANGE,
+            levels: baseline_levels(pairs),
+            dodge: 1.0 / dodge,
+        });
     } else if baseline_given {
         notes.push(
-            "the baseline's per-request speeds are not drawn here: only a relative run's base \
-             arm has them at hand (its throughput is on throughput.png)"
+            "the baseline's per-request speeds are not drawn here: it does not hold them (its \
+             throughput is on throughput.png)"
                 .to_string(),
         );
     }
