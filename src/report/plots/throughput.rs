@@ -141,9 +141,9 @@ pub(crate) fn per_request_chart(
         "per-request speed",
     );
     notes.extend(single_trial_note(kind, &levels));
-    // A relative run's base arm, measured in the same job: the baseline of this chart.
-    let mut runs = Vec::new();
-    if let Some(base) = &result.base {
+    // The baseline of this chart: a relative run's base arm (measured in the same job), else
+    // the per-request speeds given beside the run.
+    let base_levels = if let Some(base) = &result.base {
         let (base_levels, _) = samples(
             &base.levels,
             kind,
@@ -153,6 +153,21 @@ pub(crate) fn per_request_chart(
         if base_levels.iter().all(|l| l.values.is_empty()) {
             notes.push("baseline given, but it has no usable per-request speeds".to_string());
         }
+        Some(base_levels)
+    } else if let Some(pairs) = baseline.filter(|p| p.iter().any(|(_, v)| !v.is_empty())) {
+        Some(baseline_levels(pairs))
+    } else {
+        if baseline_given {
+            notes.push(
+                "the baseline's per-request speeds are not drawn here: it does not hold them \
+                 (its throughput is on throughput.png)"
+                    .to_string(),
+            );
+        }
+        None
+    };
+    let mut runs = Vec::new();
+    if let Some(base_levels) = base_levels {
         let dodge = if levels.len() > DENSE_LEVELS {
             1.0
         } else {
@@ -164,24 +179,6 @@ pub(crate) fn per_request_chart(
             levels: base_levels,
             dodge: 1.0 / dodge,
         });
-    } else if let Some(pairs) = baseline.filter(|p| p.iter().any(|(_, v)| !v.is_empty())) {
-        let dodge = if levels.len() > DENSE_LEVELS {
-            1.0
-        } else {
-            DODGE
-        };
-        runs.push(Sweep {
-            label: "baseline",
-            color: ORANGE,
-            levels: baseline_levels(pairs),
-            dodge: 1.0 / dodge,
-        });
-    } else if baseline_given {
-        notes.push(
-            "the baseline's per-request speeds are not drawn here: it does not hold them (its \
-             throughput is on throughput.png)"
-                .to_string(),
-        );
     }
     let dodge = if runs.is_empty() || levels.len() > DENSE_LEVELS {
         1.0
