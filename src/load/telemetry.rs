@@ -420,20 +420,25 @@ async fn scrape(
     Some(adapter.sample((before + after) / 2.0, &text))
 }
 
-/// Token arrival times (seconds since the run started) of one request: the first token, then
-/// the per-token gaps; when the gaps are not there (failed, not streamed), all at the end.
-fn token_times(f: &Finished, out: &mut Vec<f64>) {
+/// How many of one request's tokens arrived inside `[from, to]` (seconds since the run
+/// started): the first token, then the per-token gaps; when the gaps are not there (failed,
+/// not streamed, or past the trial's gap limit), all at the end. Counted in place, so the
+/// check holds no list of token times (memory stays flat however long the trial).
+fn tokens_inside(f: &Finished, from: f64, to: f64) -> u64 {
     let r = &f.record;
+    let inside = |t: f64| t >= from && t <= to;
     match r.first_token_s {
         Some(first) if f.gaps_ms.len() as u64 + 1 == r.output_tokens => {
             let mut t = first;
-            out.push(t);
+            let mut n = u64::from(inside(t));
             for g in &f.gaps_ms {
                 t += f64::from(*g) / 1000.0;
-                out.push(t);
+                n += u64::from(inside(t));
             }
+            n
         }
-        _ => out.extend(std::iter::repeat_n(r.end_s, r.output_tokens as usize)),
+        _ if inside(r.end_s) => r.output_tokens,
+        _ => 0,
     }
 }
 
@@ -445,13 +450,7 @@ fn client_tokens(finished: &[Finished], endpoint: usize, from: f64, to: f64, c: 
             .filter(|f| f.record.end_s >= from && f.record.end_s <= to)
             .map(|f| f.record.output_tokens as f64)
             .sum(),
-        Counting::PerToken => {
-            let mut times = Vec::new();
-            for f in mine {
-                token_times(f, &mut times);
-            }
-            times.iter().filter(|t| **t >= from && **t <= to).count() as f64
-        }
+        Counting::PerToken => mine.map(|f| tokens_inside(f, from, to)).sum::<u64>() as f64,
     }
 }
 
