@@ -164,13 +164,14 @@ fn cheapest(req: &PlanRequest, nodes: &[NodePlan]) -> Result<MixReport> {
     };
     let mut options = Vec::new();
     let mut left_out = Vec::new();
+    // Rows without a P90, grouped by why (one line per reason, not per row).
+    let mut unknown: Vec<(String, Vec<String>)> = Vec::new();
     for n in nodes {
         if !n.interval.known {
-            left_out.push(format!(
-                "{}: P90 unknown ({}), so it cannot promise the deadline at P90",
-                n.label(),
-                n.interval.how
-            ));
+            match unknown.iter_mut().find(|(why, _)| *why == n.interval.how) {
+                Some((_, names)) => names.push(n.label()),
+                None => unknown.push((n.interval.how.clone(), vec![n.label()])),
+            }
             continue;
         }
         let Some(price) = n.usd_per_node_hour else {
@@ -186,6 +187,12 @@ fn cheapest(req: &PlanRequest, nodes: &[NodePlan]) -> Result<MixReport> {
             usd_per_hour: price,
             available: req.catalog.node(&n.node).ok().and_then(|c| c.available),
         });
+    }
+    for (why, names) in unknown {
+        left_out.push(format!(
+            "{}: P90 unknown, so they cannot promise the deadline at P90 ({why})",
+            names.join(", ")
+        ));
     }
     if options.is_empty() {
         bail!(
