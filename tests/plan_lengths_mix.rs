@@ -25,7 +25,12 @@ fn plan(args: &[&str]) -> Output {
 }
 
 fn json(o: &Output) -> serde_json::Value {
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -96,7 +101,10 @@ fn a_length_distribution_sets_the_context_and_the_tail() {
         "--format",
         "json",
     ]));
-    assert_eq!(q["workload"]["output_length"], p["workload"]["output_length"]);
+    assert_eq!(
+        q["workload"]["output_length"],
+        p["workload"]["output_length"]
+    );
     assert_eq!(q["nodes"][0]["end_tail_s"], p["nodes"][0]["end_tail_s"]);
 }
 
@@ -107,7 +115,10 @@ fn length_flags_that_contradict_or_cannot_be_read_exit_2() {
             vec!["--output-length", "lognormal:mean=1818", "--format", "json"],
             "--output-length",
         ),
-        (vec!["--output-length", "gamma:mean=5,sd=1"], "--output-length"),
+        (
+            vec!["--output-length", "gamma:mean=5,sd=1"],
+            "--output-length",
+        ),
         (
             vec![
                 "--output-length",
@@ -157,19 +168,22 @@ fn the_cheapest_mix_meets_the_deadline_at_p90_or_says_why_not() {
     assert_eq!(mix["best"]["counts"][0][1], 3, "{mix}");
     let tokens = 902_087.0 * 1818.0;
     let hours = tokens / (3.0 * f(&row["tok_s_per_node"]["p10"])) / 3600.0;
-    assert!((f(&mix["best"]["hours"]) - hours).abs() < 1e-6 * hours, "{mix}");
+    assert!(
+        (f(&mix["best"]["hours"]) - hours).abs() < 1e-6 * hours,
+        "{mix}"
+    );
     let usd = hours * 3.0 * f(&row["usd_per_node_hour"]);
     assert!((f(&mix["best"]["usd"]) - usd).abs() < 1e-6 * usd, "{mix}");
-    assert!(mix["left_out"][0]
-        .as_str()
-        .unwrap()
-        .contains("P90 unknown"));
+    assert!(mix["left_out"][0].as_str().unwrap().contains("P90 unknown"));
 
     let mut args = base.to_vec();
     args.extend(["--deadline", "5d"]);
     let o = run_plan(&args);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("cheapest mix") && out.contains("3 x rtx6000-4x-tp4"), "{out}");
+    assert!(
+        out.contains("cheapest mix") && out.contains("3 x rtx6000-4x-tp4"),
+        "{out}"
+    );
 
     let mut args = base.to_vec();
     args.extend(["--deadline", "2d"]);

@@ -101,7 +101,9 @@ fn a_planned_job_takes_the_time_the_plan_said() {
     let row = &plan["nodes"][0];
     assert_eq!(row["concurrency_per_replica"].as_f64(), Some(16.0), "{row}");
     assert_eq!(plan["workload"]["avg_output_tokens"].as_f64(), Some(48.0));
-    let predicted = row["job_s"]["p50"].as_f64().expect("job_s with a distribution");
+    let predicted = row["job_s"]["p50"]
+        .as_f64()
+        .expect("job_s with a distribution");
     let tail = row["end_tail_s"].as_f64().unwrap();
     assert!(tail > 0.0 && tail < 0.1 * predicted, "tail {tail}");
 
@@ -111,7 +113,10 @@ fn a_planned_job_takes_the_time_the_plan_said() {
     assert_eq!(code(&out), 0, "{}", text(&out));
     let result = json(&job_out.join("results.json"));
     let trial = &result["levels"][0]["trials"][0];
-    assert_eq!(trial["succeeded"].as_u64(), Some(u64::from(JOB_COMPLETIONS)));
+    assert_eq!(
+        trial["succeeded"].as_u64(),
+        Some(u64::from(JOB_COMPLETIONS))
+    );
     let measured = trial["window_s"].as_f64().unwrap();
 
     let error = predicted / measured - 1.0;

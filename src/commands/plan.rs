@@ -9,9 +9,9 @@ use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::plan::catalog::MAX_GPUS_PER_NODE;
 use crate::plan::facts::{kv_bytes_for, model_from_hf_config, weight_bytes_for, ModelFacts};
+use crate::plan::lengths;
 use crate::plan::request::{Limits, RunNode};
 use crate::plan::slo::Slo;
-use crate::plan::lengths;
 use crate::plan::workload::{human_duration, parse_count, parse_duration, Given};
 use crate::plan::{plan, Catalog, Facts, PlanRequest, Workload};
 use crate::record::RunResult;
@@ -458,7 +458,11 @@ fn workload(args: &PlanArgs) -> Result<Workload> {
     };
     // --completions with a distribution: its mean is the average output tokens.
     let mean = output.as_ref().map(|d| format!("{}", d.moments().0));
-    let avg_out = match (&args.avg_output_tokens, &args.output_tokens, &args.completions) {
+    let avg_out = match (
+        &args.avg_output_tokens,
+        &args.output_tokens,
+        &args.completions,
+    ) {
         (None, None, Some(_)) => mean.as_deref(),
         _ => args.avg_output_tokens.as_deref(),
     };

@@ -5,8 +5,8 @@ use serde::Serialize;
 
 use super::curve::FitReport;
 use super::facts::ModelFacts;
-use super::mix::MixReport;
 use super::figures::{Basis, Interval, Quantiles};
+use super::mix::MixReport;
 use super::request::Limits;
 use super::roofline::RooflineCheck;
 use super::slo::SloReport;

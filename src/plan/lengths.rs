@@ -63,7 +63,9 @@ fn check(flag: &str, d: &LengthDist) -> Result<()> {
         }
         LengthDist::Histogram { bins } => {
             !bins.is_empty()
-                && bins.iter().all(|[lo, hi, w]| *lo >= 0.0 && lo < hi && *w >= 0.0)
+                && bins
+                    .iter()
+                    .all(|[lo, hi, w]| *lo >= 0.0 && lo < hi && *w >= 0.0)
                 && bins.iter().map(|b| b[2]).sum::<f64>() > 0.0
         }
     };

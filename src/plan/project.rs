@@ -7,13 +7,13 @@ use anyhow::{bail, Result};
 use super::answer::{ModelSummary, NodePlan, Plan};
 use super::catalog::Node;
 use super::compare::compare;
-use super::finish::finish;
 use super::figures::SECONDS_PER_DAY;
+use super::finish::finish;
 use super::mix::{cheapest_mix, MixReport, NodeOption};
-use super::workload::human_duration;
 use super::request::PlanRequest;
 use super::rows::{self, Remarks, Row};
 use super::summary::summarize;
+use super::workload::human_duration;
 
 /// Makes the plan.
 pub fn plan(req: &PlanRequest) -> Result<Plan> {

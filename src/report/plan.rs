@@ -77,10 +77,7 @@ pub fn render_table(plan: &Plan) -> String {
         job.push_str(&format!(", {} input tokens avg", thousands(i)));
     }
     let _ = writeln!(s, "throughline plan: {job}");
-    for (what, d) in [
-        ("output", &w.output_length),
-        ("input", &w.input_length),
-    ] {
+    for (what, d) in [("output", &w.output_length), ("input", &w.input_length)] {
         if let Some(d) = d {
             let (m, sd) = d.moments();
             let _ = writeln!(
