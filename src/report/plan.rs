@@ -243,7 +243,7 @@ pub fn render_table(plan: &Plan) -> String {
         s,
         "P50 time and days: one node, at the median throughput; P10-P90: the spread the data \
          supports (unknown: no measured spread). nodes: to meet the deadline at P50 (and at \
-         90% confidence; ?: unknown), keeping one request's duration for the end-of-job tail. cost: P50, \
+         90% confidence; ?: unknown), keeping the end-of-job tail free (one request's duration, or from the length distribution). cost: P50, \
          illustrative prices{}. latency: per request, Little's law (concurrency x avg output \
          tokens / throughput per replica). roof %: throughput per replica / memory-bandwidth \
          roofline at that batch (>=: batch unknown, bound at the most that fits in memory).",
