@@ -9,9 +9,10 @@ use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::plan::catalog::MAX_GPUS_PER_NODE;
 use crate::plan::facts::{kv_bytes_for, model_from_hf_config, weight_bytes_for, ModelFacts};
+use crate::plan::lengths;
 use crate::plan::request::{Limits, RunNode};
 use crate::plan::slo::Slo;
-use crate::plan::workload::{human_duration, parse_count, parse_duration};
+use crate::plan::workload::{human_duration, parse_count, parse_duration, Given};
 use crate::plan::{plan, Catalog, Facts, PlanRequest, Workload};
 use crate::record::RunResult;
 use crate::report::plan::{render_json, render_table, write_capacity_chart};
@@ -73,9 +74,28 @@ pub struct PlanArgs {
     /// Average input (prompt) tokens per completion: counted in the KV cache.
     #[arg(long, allow_hyphen_values = true)]
     pub avg_input_tokens: Option<String>,
+    /// The job's output lengths as a distribution: fixed:value=N, uniform:mean=M,range_ratio=R,
+    /// normal:mean=M,sd=S or lognormal:mean=M,sd=S (e.g. lognormal:mean=1818,sd=1200). Its
+    /// mean is the average output tokens; its spread sets the time-weighted context and the
+    /// end-of-job tail.
+    #[arg(long, value_name = "DIST", conflicts_with = "lengths_from")]
+    pub output_length: Option<String>,
+    /// The prompts' lengths as a distribution, as --output-length (its mean is the average
+    /// input tokens).
+    #[arg(long, value_name = "DIST", conflicts_with = "lengths_from")]
+    pub input_length: Option<String>,
+    /// Read the output (and input) length distributions from a benchmark profile's
+    /// workload.output_length (and workload.input_length).
+    #[arg(long, value_name = "PROFILE.toml")]
+    pub lengths_from: Option<PathBuf>,
     /// Finish within this time: 2d, 36h, 90m, 1d12h. Gives the nodes needed.
     #[arg(long, allow_hyphen_values = true)]
     pub deadline: Option<String>,
+    /// With --deadline: the cheapest mix of node types (catalog prices and `available`
+    /// counts) that meets the deadline at P90, and the runner-up. Rows whose P90 is unknown
+    /// are left out.
+    #[arg(long, requires = "deadline")]
+    pub cheapest_mix: bool,
     /// Budget in dollars: each node type's cost is checked against it.
     #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
@@ -166,7 +186,11 @@ impl Default for PlanArgs {
             avg_output_tokens: None,
             output_tokens: None,
             avg_input_tokens: None,
+            output_length: None,
+            input_length: None,
+            lengths_from: None,
             deadline: None,
+            cheapest_mix: false,
             budget: None,
             results: None,
             node: None,
@@ -414,13 +438,53 @@ fn run_node(args: &PlanArgs, run: &RunResult, catalog: &Catalog, facts: &Facts) 
     Ok(node)
 }
 
-pub fn run(args: PlanArgs) -> Result<Exit> {
-    let workload = Workload::from_flags(
+/// The job from the flags: the token budget, and the length distributions when given.
+fn workload(args: &PlanArgs) -> Result<Workload> {
+    let (output, input) = match &args.lengths_from {
+        Some(path) => {
+            let (o, i) = lengths::from_profile(path)?;
+            (Some(o), i)
+        }
+        None => (
+            args.output_length
+                .as_deref()
+                .map(|t| lengths::parse_length("--output-length", t))
+                .transpose()?,
+            args.input_length
+                .as_deref()
+                .map(|t| lengths::parse_length("--input-length", t))
+                .transpose()?,
+        ),
+    };
+    // --completions with a distribution: its mean is the average output tokens.
+    let mean = output.as_ref().map(|d| format!("{}", d.moments().0));
+    let avg_out = match (
+        &args.avg_output_tokens,
+        &args.output_tokens,
+        &args.completions,
+    ) {
+        (None, None, Some(_)) => mean.as_deref(),
+        _ => args.avg_output_tokens.as_deref(),
+    };
+    Workload::from_flags(
         args.completions.as_deref(),
-        args.avg_output_tokens.as_deref(),
+        avg_out,
         args.output_tokens.as_deref(),
         args.avg_input_tokens.as_deref(),
-    )?;
+    )?
+    .with_lengths(
+        output,
+        input,
+        Given {
+            avg_output: args.avg_output_tokens.is_some(),
+            avg_input: args.avg_input_tokens.is_some(),
+            total: args.output_tokens.is_some(),
+        },
+    )
+}
+
+pub fn run(args: PlanArgs) -> Result<Exit> {
+    let workload = workload(&args)?;
     let deadline_s = args
         .deadline
         .as_deref()
@@ -512,6 +576,7 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
             max_latency_s,
             sustained_fraction: args.sustained,
             slo,
+            cheapest_mix: args.cheapest_mix,
         },
         facts: &facts,
         catalog: &catalog,

@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::curve::FitReport;
 use super::facts::ModelFacts;
 use super::figures::{Basis, Interval, Quantiles};
+use super::mix::MixReport;
 use super::request::Limits;
 use super::roofline::RooflineCheck;
 use super::slo::SloReport;
@@ -43,8 +44,9 @@ pub struct DeadlinePlan {
     pub nodes_p50: u32,
     /// Nodes to finish by the deadline with 90% confidence (at the P10 throughput).
     pub nodes_p90: u32,
-    /// Seconds kept free at the end for the tail (one request at the planned concurrency;
-    /// 0 when the row's concurrency is unknown).
+    /// Seconds kept free at the end for the tail at P50 (from the output length
+    /// distribution, else one request at the planned concurrency; 0 when the row's
+    /// concurrency is unknown).
     pub tail_s: f64,
 }
 
@@ -97,6 +99,13 @@ pub struct NodePlan {
     pub within_budget: Option<bool>,
     /// Per-request latency by Little's law at the concurrency used.
     pub latency_s: Option<f64>,
+    /// The end-of-job tail at P50, seconds, from the output length distribution: what the
+    /// job takes beyond its work at the planned rate (see `plan::lengths`); None without a
+    /// distribution or a concurrency.
+    pub end_tail_s: Option<f64>,
+    /// The whole job on one node, seconds, steady phase plus the end-of-job tail: P10 (fast)
+    /// / P50 / P90 (slow); None where `end_tail_s` is.
+    pub job_s: Option<Quantiles>,
     /// The shortest one request can take: output tokens / batch-1 roofline, seconds.
     pub min_request_s: Option<f64>,
     /// Why the model cannot run on this node at the job's context (such rows are left out).
@@ -143,6 +152,9 @@ pub struct Plan {
     pub comparison: Option<Comparison>,
     /// The SLO cap and goodput (with --max-ttft-p99 / --max-itl-p99 and a run).
     pub slo: Option<SloReport>,
+    /// The cheapest mix of node types for the deadline (with `--cheapest-mix`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mix: Option<MixReport>,
     /// The answers in words: fastest, fewest nodes for the deadline, cheapest, budget.
     pub summary: Vec<String>,
     pub notes: Vec<String>,

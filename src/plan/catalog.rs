@@ -72,6 +72,10 @@ pub struct Node {
     pub usd_per_node_hour: Option<f64>,
     #[serde(default)]
     pub price_note: Option<String>,
+    /// Nodes of this type that can be had (for `plan --cheapest-mix`); absent = as many as
+    /// needed.
+    #[serde(default)]
+    pub available: Option<u32>,
     /// 1-based line of the entry in its file (set when read).
     #[serde(skip)]
     pub line: usize,
@@ -218,6 +222,13 @@ impl Catalog {
                         format!("{p} must be zero or more"),
                     ));
                 }
+            }
+            if node.available == Some(0) {
+                return Err(fail(
+                    "available",
+                    "must be at least 1 (leave the node out, or the field for as many as needed)"
+                        .into(),
+                ));
             }
             if node.concurrency_per_replica == Some(0) {
                 return Err(fail("concurrency_per_replica", "must be at least 1".into()));

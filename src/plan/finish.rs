@@ -4,6 +4,8 @@
 use super::answer::{label, DeadlinePlan, NodePlan, RooflineReport};
 use super::curve;
 use super::facts::{GpuFacts, ModelFacts};
+use super::figures::{Quantiles, SECONDS_PER_DAY};
+use super::lengths;
 use super::request::PlanRequest;
 use super::roofline::{MemoryFit, Roofline, RooflineCheck, Verdict, LOW_EFFICIENCY};
 use super::rows::Row;
@@ -86,7 +88,23 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
         (Some(rf), Some(t)) if rf.batch1_bound > 0.0 => Some(t / rf.batch1_bound),
         _ => None,
     };
-    let tail_s = latency;
+    // With an output length distribution, the end-of-job tail from it (see `lengths`): the
+    // slots of one node wait on the longest request left when the queue empties.
+    let slots = r
+        .concurrency_per_replica
+        .map(|c| (c * replicas).round().clamp(1.0, f64::from(u32::MAX)) as u32);
+    let tail_tokens = match (&req.workload.output_length, slots) {
+        (Some(d), Some(n)) => Some((lengths::tail_excess_tokens(d, n), n)),
+        _ => None,
+    };
+    let tail_at = |x: f64| tail_tokens.map(|(t, n)| t * f64::from(n) / x);
+    let job_s = tail_tokens.map(|_| Quantiles {
+        p10: days.p10 * SECONDS_PER_DAY + tail_at(tok_s.p90).unwrap_or(0.0),
+        p50: days.p50 * SECONDS_PER_DAY + tail_at(tok_s.p50).unwrap_or(0.0),
+        p90: days.p90 * SECONDS_PER_DAY + tail_at(tok_s.p10).unwrap_or(0.0),
+    });
+    let end_tail_s = tail_at(tok_s.p50);
+    let tail_s = end_tail_s.or(latency);
     let deadline = req.limits.deadline_s.and_then(|d| {
         let label = label(&r.node, r.basis);
         if let Some(m) = min_request_s.filter(|m| *m >= d) {
@@ -99,9 +117,10 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
             return None;
         }
         let tail = tail_s.unwrap_or(0.0);
+        let tail_p90 = tail_at(tok_s.p10).unwrap_or(tail);
         match (
             nodes_for(tokens, tok_s.p50, d, tail),
-            nodes_for(tokens, tok_s.p10, d, tail),
+            nodes_for(tokens, tok_s.p10, d, tail_p90),
         ) {
             (Some(p50), Some(p90)) => Some(DeadlinePlan {
                 deadline_s: d,
@@ -153,6 +172,8 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
         usd_per_million_tokens: usd_per_mtok,
         within_budget,
         latency_s: latency,
+        end_tail_s,
+        job_s,
         min_request_s,
         infeasible,
         roofline,

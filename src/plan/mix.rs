@@ -10,12 +10,13 @@
 //! alone), bounded by [`MAX_MIXES`]; past the bound it says so rather than guess.
 
 use anyhow::{bail, Result};
+use serde::Serialize;
 
 /// The most mixes evaluated (a small integer program; a bound on time, not a target).
 pub const MAX_MIXES: u64 = 5_000_000;
 
 /// One node type, as the mix sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeOption {
     pub name: String,
     /// Output tokens per second of one node, at the pessimistic end.
@@ -26,7 +27,7 @@ pub struct NodeOption {
 }
 
 /// A mix: how many nodes of each type (zeros left out), its time and cost.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Mix {
     pub counts: Vec<(String, u32)>,
     pub nodes: u32,
@@ -35,11 +36,24 @@ pub struct Mix {
 }
 
 /// The cheapest mix and the next cheapest different one.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MixAnswer {
     pub best: Mix,
     pub runner_up: Option<Mix>,
     pub evaluated: u64,
+}
+
+/// What `plan --cheapest-mix` answers: the mixes, what they were chosen from, and the
+/// rows left out (no P90, no price).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MixReport {
+    pub deadline_s: f64,
+    /// The node types the search chose from, with the P90 rates and counts it used.
+    pub options: Vec<NodeOption>,
+    #[serde(flatten)]
+    pub answer: MixAnswer,
+    /// Rows that cannot take part, and why.
+    pub left_out: Vec<String>,
 }
 
 /// The cheapest mixes of `options` that produce `tokens` within `deadline_hours`; None when

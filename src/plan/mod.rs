@@ -16,6 +16,7 @@ pub mod curve;
 pub mod facts;
 pub mod figures;
 pub mod finish;
+pub mod lengths;
 pub mod mix;
 pub mod prefill;
 pub mod project;

@@ -7,10 +7,13 @@ use anyhow::{bail, Result};
 use super::answer::{ModelSummary, NodePlan, Plan};
 use super::catalog::Node;
 use super::compare::compare;
+use super::figures::SECONDS_PER_DAY;
 use super::finish::finish;
+use super::mix::{cheapest_mix, MixReport, NodeOption};
 use super::request::PlanRequest;
 use super::rows::{self, Remarks, Row};
 use super::summary::summarize;
+use super::workload::human_duration;
 
 /// Makes the plan.
 pub fn plan(req: &PlanRequest) -> Result<Plan> {
@@ -128,6 +131,11 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         .compare_days
         .map(|d| compare(req, &nodes, d))
         .transpose()?;
+    let mix = if req.limits.cheapest_mix {
+        Some(cheapest(req, &nodes)?)
+    } else {
+        None
+    };
     let summary = summarize(req, &nodes);
     Ok(Plan {
         workload: req.workload.clone(),
@@ -139,10 +147,93 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         nodes,
         comparison,
         slo: said.slo.take(),
+        mix,
         summary,
         notes: said.notes,
         warnings: said.warnings,
     })
+}
+
+/// The cheapest mix of the plan's rows that meets the deadline at P90: each row at its P10
+/// throughput (the slow end), its price and the catalog's `available` count. Rows whose P90
+/// is unknown cannot promise P90 and are left out, as are rows without a price; the run's
+/// row takes its catalog node's count when it is one. Exit 2 (an error) when no mix meets it.
+fn cheapest(req: &PlanRequest, nodes: &[NodePlan]) -> Result<MixReport> {
+    let Some(deadline_s) = req.limits.deadline_s else {
+        bail!("--cheapest-mix needs --deadline: the mix is the cheapest that meets it");
+    };
+    let mut options = Vec::new();
+    let mut left_out = Vec::new();
+    // Rows without a P90, grouped by why (one line per reason, not per row).
+    let mut unknown: Vec<(String, Vec<String>)> = Vec::new();
+    for n in nodes {
+        if !n.interval.known {
+            match unknown.iter_mut().find(|(why, _)| *why == n.interval.how) {
+                Some((_, names)) => names.push(n.label()),
+                None => unknown.push((n.interval.how.clone(), vec![n.label()])),
+            }
+            continue;
+        }
+        let Some(price) = n.usd_per_node_hour else {
+            left_out.push(format!("{}: no price per node-hour", n.label()));
+            continue;
+        };
+        if options.iter().any(|o: &NodeOption| o.name == n.node) {
+            continue;
+        }
+        options.push(NodeOption {
+            name: n.node.clone(),
+            tok_per_s: n.tok_s_per_node.p10,
+            usd_per_hour: price,
+            available: req.catalog.node(&n.node).ok().and_then(|c| c.available),
+        });
+    }
+    for (why, names) in unknown {
+        left_out.push(format!(
+            "{}: P90 unknown, so they cannot promise the deadline at P90 ({why})",
+            names.join(", ")
+        ));
+    }
+    if options.is_empty() {
+        bail!(
+            "--cheapest-mix: no row can promise the deadline at P90: {}",
+            left_out.join("; ")
+        );
+    }
+    let tokens = req.workload.output_tokens;
+    match cheapest_mix(&options, tokens, deadline_s / 3600.0)? {
+        Some(answer) => Ok(MixReport {
+            deadline_s,
+            options,
+            answer,
+            left_out,
+        }),
+        None => {
+            let most: Vec<String> = options
+                .iter()
+                .map(|o| match o.available {
+                    Some(a) => format!(
+                        "{} x {} ({:.2} days at P90 together)",
+                        a,
+                        o.name,
+                        tokens / (f64::from(a) * o.tok_per_s) / SECONDS_PER_DAY
+                    ),
+                    None => format!("{} (unlimited)", o.name),
+                })
+                .collect();
+            bail!(
+                "--cheapest-mix: no mix of the available nodes meets the deadline {} at P90; \
+                 available: {}{}",
+                human_duration(deadline_s),
+                most.join(", "),
+                if left_out.is_empty() {
+                    String::new()
+                } else {
+                    format!("; left out: {}", left_out.join("; "))
+                }
+            )
+        }
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +253,8 @@ mod tests {
                 completions: None,
                 avg_output_tokens: None,
                 avg_input_tokens: None,
+                output_length: None,
+                input_length: None,
             },
             limits: Limits {
                 deadline_s: None,
@@ -170,6 +263,7 @@ mod tests {
                 max_latency_s: None,
                 sustained_fraction: 1.0,
                 slo: Default::default(),
+                cheapest_mix: false,
             },
             facts,
             catalog,

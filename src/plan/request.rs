@@ -7,6 +7,7 @@ use crate::record::RunResult;
 
 use super::catalog::Catalog;
 use super::facts::{normalize, Facts, ModelFacts};
+use super::lengths;
 use super::slo::Slo;
 use super::workload::Workload;
 
@@ -21,6 +22,8 @@ pub struct Limits {
     pub sustained_fraction: f64,
     /// TTFT and ITL p99 limits: the plan runs at the highest load that meets them.
     pub slo: Slo,
+    /// Find the cheapest mix of node types that meets the deadline at P90.
+    pub cheapest_mix: bool,
 }
 
 /// The node a run was measured on.
@@ -104,8 +107,18 @@ impl<'a> PlanRequest<'a> {
     }
 
     /// Context tokens per sequence: (mean over a completion's decode, full at its end).
+    /// With an output length distribution the mean is time-weighted, input + E[L^2] / 2E[L]
+    /// (long requests hold their slot longer), and the full context the length-biased
+    /// input + E[L^2] / E[L] (what a sequence in flight reaches); equal lengths L give
+    /// input + L/2 and input + L.
     pub(super) fn context_tokens(&self) -> (f64, f64) {
         let input = self.workload.avg_input_tokens.unwrap_or(0.0);
+        if let Some(d) = &self.workload.output_length {
+            return (
+                input + lengths::time_weighted_context(d),
+                input + lengths::length_biased_mean(d),
+            );
+        }
         let output = self.workload.avg_output_tokens.unwrap_or(0.0);
         (input + output / 2.0, input + output)
     }

@@ -3,6 +3,8 @@
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::profile::LengthDist;
+
 /// The token budget of the job.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Workload {
@@ -14,6 +16,21 @@ pub struct Workload {
     pub avg_output_tokens: Option<f64>,
     /// Average input (prompt) tokens per completion, when known.
     pub avg_input_tokens: Option<f64>,
+    /// The output lengths as a distribution (`--output-length`, `--lengths-from`): its mean
+    /// is `avg_output_tokens`; its spread sets the time-weighted context and the tail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_length: Option<LengthDist>,
+    /// The prompt lengths as a distribution; its mean is `avg_input_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_length: Option<LengthDist>,
+}
+
+/// Which of the workload's flags were given (the length distributions must not contradict them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Given {
+    pub avg_output: bool,
+    pub avg_input: bool,
+    pub total: bool,
 }
 
 /// Parses a number written as `902087`, `902,087`, `1_640_000_000`, `1.64e9` or `0.5`.
@@ -125,7 +142,58 @@ impl Workload {
             completions,
             avg_output_tokens: avg_out,
             avg_input_tokens: avg_in,
+            output_length: None,
+            input_length: None,
         })
+    }
+
+    /// Adds the length distributions: the output distribution's mean becomes the average
+    /// output tokens (and, with `--completions`, the token total); the input distribution's
+    /// mean the average input tokens. `avg_output_tokens` and `avg_input_tokens` are the
+    /// flags' values, which must not say otherwise.
+    pub fn with_lengths(
+        mut self,
+        output: Option<LengthDist>,
+        input: Option<LengthDist>,
+        given: Given,
+    ) -> Result<Workload> {
+        if let Some(d) = output {
+            let (mean, _) = d.moments();
+            if given.avg_output {
+                bail!(
+                    "--avg-output-tokens and an output length distribution (--output-length or \
+                     --lengths-from, mean {mean:.1}) both give the average: give one"
+                );
+            }
+            match self.completions {
+                Some(n) if given.total => {
+                    // --output-tokens and --completions: the total is given; the mean must agree.
+                    let derived = self.output_tokens / n;
+                    if (derived - mean).abs() > 0.01 * mean {
+                        bail!(
+                            "--output-tokens / --completions = {derived:.1} tokens per completion, \
+                             but the output length distribution's mean is {mean:.1}: give two of \
+                             the three"
+                        );
+                    }
+                }
+                Some(n) => self.output_tokens = n * mean,
+                None => self.completions = Some((self.output_tokens / mean).round().max(1.0)),
+            }
+            self.avg_output_tokens = Some(mean);
+            self.output_length = Some(d);
+        }
+        if let Some(d) = input {
+            if given.avg_input {
+                bail!(
+                    "--avg-input-tokens and an input length distribution (--input-length or \
+                     --lengths-from) both give the prompt length: give one"
+                );
+            }
+            self.avg_input_tokens = Some(d.moments().0);
+            self.input_length = Some(d);
+        }
+        Ok(self)
     }
 }
 

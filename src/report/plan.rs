@@ -77,6 +77,26 @@ pub fn render_table(plan: &Plan) -> String {
         job.push_str(&format!(", {} input tokens avg", thousands(i)));
     }
     let _ = writeln!(s, "throughline plan: {job}");
+    for (what, d) in [("output", &w.output_length), ("input", &w.input_length)] {
+        if let Some(d) = d {
+            let (m, sd) = d.moments();
+            let _ = writeln!(
+                s,
+                "  {what} lengths: {} (mean {}, sd {}){}",
+                dist_name(d),
+                thousands(m),
+                thousands(sd),
+                if what == "output" {
+                    format!(
+                        "; time-weighted context E[L^2]/2E[L] = {} tokens",
+                        thousands(crate::plan::lengths::time_weighted_context(d))
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
     let l = &plan.limits;
     let mut limits = Vec::new();
     if let Some(m) = &plan.model {
@@ -223,7 +243,7 @@ pub fn render_table(plan: &Plan) -> String {
         s,
         "P50 time and days: one node, at the median throughput; P10-P90: the spread the data \
          supports (unknown: no measured spread). nodes: to meet the deadline at P50 (and at \
-         90% confidence; ?: unknown), keeping one request's duration for the end-of-job tail. cost: P50, \
+         90% confidence; ?: unknown), keeping the end-of-job tail free (one request's duration, or from the length distribution). cost: P50, \
          illustrative prices{}. latency: per request, Little's law (concurrency x avg output \
          tokens / throughput per replica). roof %: throughput per replica / memory-bandwidth \
          roofline at that batch (>=: batch unknown, bound at the most that fits in memory).",
@@ -272,13 +292,31 @@ pub fn render_table(plan: &Plan) -> String {
                 format!("unknown: {}", n.interval.how)
             }
         );
+        if let (Some(j), Some(t)) = (n.job_s, n.end_tail_s) {
+            let _ = writeln!(
+                s,
+                "  job on one node: {} (P10-P90 {}), of which {} is the end-of-job tail (the \
+                 longest requests left when the queue empties, from the length distribution)",
+                human_duration(j.p50),
+                if n.interval.known {
+                    format!("{}-{}", human_duration(j.p10), human_duration(j.p90))
+                } else {
+                    "unknown".to_string()
+                },
+                human_duration(t)
+            );
+        }
         if let Some(d) = &n.deadline {
             if d.tail_s > 0.0 {
                 let _ = writeln!(
                     s,
-                    "  deadline: the last {} kept for the end-of-job tail (one request at the \
-                     planned concurrency)",
-                    human_duration(d.tail_s)
+                    "  deadline: the last {} kept for the end-of-job tail ({})",
+                    human_duration(d.tail_s),
+                    if n.end_tail_s.is_some() {
+                        "from the length distribution"
+                    } else {
+                        "one request at the planned concurrency"
+                    }
                 );
             }
         }
@@ -351,6 +389,28 @@ pub fn render_table(plan: &Plan) -> String {
             let _ = writeln!(s, "  {line}");
         }
     }
+    if let Some(m) = &plan.mix {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "cheapest mix for the deadline {} at P90 ({} mixes searched; each node type at its \
+             P10 throughput, catalog prices and available counts):",
+            human_duration(m.deadline_s),
+            m.answer.evaluated
+        );
+        let _ = writeln!(s, "  best:      {}", mix_line(&m.answer.best));
+        match &m.answer.runner_up {
+            Some(r) => {
+                let _ = writeln!(s, "  runner-up: {}", mix_line(r));
+            }
+            None => {
+                let _ = writeln!(s, "  runner-up: none (no other mix meets the deadline)");
+            }
+        }
+        for l in &m.left_out {
+            let _ = writeln!(s, "  left out: {l}");
+        }
+    }
     if !plan.summary.is_empty() {
         let _ = writeln!(s);
         let _ = writeln!(s, "summary:");
@@ -373,6 +433,30 @@ pub fn render_table(plan: &Plan) -> String {
         }
     }
     s
+}
+
+/// "2 x rtx6000-8x-dp + 1 x b200-7x: 3 nodes, 40.2 hours, $1,234".
+fn mix_line(m: &crate::plan::mix::Mix) -> String {
+    let counts: Vec<String> = m.counts.iter().map(|(n, c)| format!("{c} x {n}")).collect();
+    format!(
+        "{}: {} node(s), {} at P90, {}",
+        counts.join(" + "),
+        m.nodes,
+        human_duration(m.hours * 3600.0),
+        money(m.usd)
+    )
+}
+
+/// "lognormal" and the like.
+fn dist_name(d: &crate::profile::LengthDist) -> &'static str {
+    use crate::profile::LengthDist::*;
+    match d {
+        Fixed { .. } => "fixed",
+        Uniform { .. } => "uniform",
+        Normal { .. } => "normal",
+        Lognormal { .. } => "lognormal",
+        Histogram { .. } => "histogram",
+    }
 }
 
 /// The plan as JSON.
