@@ -52,7 +52,8 @@ pub struct Shared {
 
 impl Shared {
     /// Writes a finished request, with the lengths drawn for it (`requested_input_words`,
-    /// `requested_output_tokens`; absent where the profile draws none).
+    /// or `requested_input_tokens` with the model's tokenizer, and `requested_output_tokens`;
+    /// absent where the profile draws none).
     pub(crate) fn journal(&self, record: &RequestRecord, drawn: Drawn) -> Result<()> {
         #[derive(serde::Serialize)]
         struct Line<'a> {
@@ -61,11 +62,16 @@ impl Shared {
             #[serde(skip_serializing_if = "Option::is_none")]
             requested_input_words: Option<u32>,
             #[serde(skip_serializing_if = "Option::is_none")]
+            requested_input_tokens: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             requested_output_tokens: Option<u32>,
         }
+        // With the model's tokenizer the asked length is tokens, else words.
+        let exact = self.prompts.exact();
         let mut line = serde_json::to_vec(&Line {
             record,
-            requested_input_words: drawn.input_words,
+            requested_input_words: drawn.input_words.filter(|_| !exact),
+            requested_input_tokens: drawn.input_words.filter(|_| exact),
             requested_output_tokens: drawn.output_tokens,
         })?;
         line.push(b'\n');

@@ -339,6 +339,7 @@ pub(crate) mod tests {
             open_loop: None,
             excluded_requests: 0,
             round: None,
+            input_check: None,
         }
     }
 
@@ -373,6 +374,7 @@ concurrency = [1]
             warnings: vec![],
             base: None,
             drift: None,
+            notes: Vec::new(),
         }
     }
 
