@@ -1066,8 +1066,8 @@ impl Profile {
 
 /// The SHA-256 of a file's bytes, read in pieces (a dataset can be large).
 fn file_digest(path: &Path, what: &str) -> Result<String> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
+    let mut file = std::fs::File::open(path)
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
     let mut hasher = Sha256::new();
     std::io::copy(&mut file, &mut hasher)
         .with_context(|| format!("cannot read {what} {}", path.display()))?;
@@ -1263,6 +1263,108 @@ concurrency = [1, 4, 16, 32, 64]
 trials = 5
 request_timeout = "2m"
 "#;
+
+    /// Dataset, tokenizer and trace files are read relative to the profile and hashed by
+    /// content: the same bytes elsewhere are the same measurement, other bytes are not.
+    #[test]
+    fn workload_files_are_relative_and_hashed_by_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, body: &str| std::fs::write(dir.path().join(name), body).unwrap();
+        write("d.jsonl", "{\"prompt\": \"a\", \"max_tokens\": 3}\n");
+        write("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n");
+        write("tokenizer.json", "{}");
+        // A dataset profile, or (dataset "") a trace profile; both with the tokenizer.
+        let profile = |dataset: &str, trace: &str| {
+            let mut text = GOOD.replace("ignore_eos = true", "tokenizer = \".\"");
+            if dataset.is_empty() {
+                text = text.replace(
+                    "concurrency = [1, 4, 16, 32, 64]",
+                    &format!("trace = {{ path = \"{trace}\" }}"),
+                );
+            } else {
+                text = text.replace(
+                    "tokenizer = \".\"",
+                    &format!("tokenizer = \".\"\ndataset = {{ path = \"{dataset}\", format = \"jsonl\" }}"),
+                );
+            }
+            let path = dir.path().join("p.toml");
+            std::fs::write(&path, text).unwrap();
+            Profile::load(&path).unwrap()
+        };
+        let p = profile("d.jsonl", "");
+        assert_eq!(
+            p.workload.dataset.as_ref().unwrap().path,
+            dir.path().join("d.jsonl")
+        );
+        assert_eq!(
+            p.workload.tokenizer.as_ref().unwrap(),
+            &dir.path().join(".")
+        );
+        let h = p.canonical_hash().unwrap();
+        write("copy.jsonl", "{\"prompt\": \"a\", \"max_tokens\": 3}\n");
+        assert_eq!(profile("copy.jsonl", "").canonical_hash().unwrap(), h);
+        write("copy.jsonl", "{\"prompt\": \"b\", \"max_tokens\": 3}\n");
+        assert_ne!(profile("copy.jsonl", "").canonical_hash().unwrap(), h);
+        let t = profile("", "t.csv");
+        assert_eq!(t.sweep.trace.as_ref().unwrap().speedup, 1.0);
+        let th = t.canonical_hash().unwrap();
+        write("t2.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n");
+        assert_eq!(profile("", "t2.csv").canonical_hash().unwrap(), th);
+        write("t2.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n");
+        assert_ne!(profile("", "t2.csv").canonical_hash().unwrap(), th);
+        write("tokenizer.json", "{ }");
+        assert_ne!(profile("d.jsonl", "").canonical_hash().unwrap(), h);
+    }
+
+    #[test]
+    fn dataset_and_trace_conflicts_name_the_field() {
+        let err = |from: &str, to: &str| {
+            format!("{:#}", Profile::parse(&GOOD.replace(from, to)).unwrap_err())
+        };
+        let e = err(
+            "ignore_eos = true",
+            "prompts_file = \"p.jsonl\"\ndataset = { path = \"d\", format = \"sharegpt\" }",
+        );
+        assert!(
+            e.contains("workload.prompts_file") && e.contains("line 8"),
+            "{e}"
+        );
+        let e = err(
+            "ignore_eos = true",
+            "dataset = { path = \"d\", format = \"csv\" }",
+        );
+        assert!(e.contains("csv"), "{e}");
+        let e = err("trials = 5", "trials = 5\ntrace = { path = \"t.csv\" }");
+        assert!(
+            e.contains("sweep.trace") && e.contains("remove `concurrency`"),
+            "{e}"
+        );
+        let trace = |extra: &str| {
+            GOOD.replace(
+                "concurrency = [1, 4, 16, 32, 64]",
+                &format!("trace = {{ path = \"t.csv\"{extra} }}"),
+            )
+        };
+        let e = format!("{:#}", Profile::parse(&trace(", speedup = 0")).unwrap_err());
+        assert!(e.contains("speedup 0"), "{e}");
+        let e = format!(
+            "{:#}",
+            Profile::parse(&trace("").replace("trials = 5", "trials = 5\nrequests_per_level = 9"))
+                .unwrap_err()
+        );
+        assert!(e.contains("sweep.requests_per_level"), "{e}");
+        let e = format!(
+            "{:#}",
+            Profile::parse(&trace("").replace(
+                "ignore_eos = true",
+                "[workload.output_length]\ndistribution = \"fixed\"\nvalue = 5"
+            ))
+            .unwrap_err()
+        );
+        assert!(e.contains("workload.output_length"), "{e}");
+        let p = Profile::parse(&trace(", speedup = 4.0, rows = 10")).unwrap();
+        assert!(p.sweep.is_open_loop());
+    }
 
     #[test]
     fn parses_with_defaults() {

@@ -10,7 +10,9 @@ use common::*;
 use throughline::tokenize::ModelTokenizer;
 
 fn fixture(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
 }
 
 fn tokenizer_path() -> String {
@@ -77,7 +79,10 @@ fn prompts_are_exact_in_tokens_with_the_models_tokenizer() {
     let check = &results["levels"][0]["trials"][0]["input_check"];
     assert_eq!(check["requested_mean"], check["achieved_mean"], "{check}");
     assert_eq!(check["exact"], true);
-    assert!(notes(&results).contains("input lengths are exact"), "{results}");
+    assert!(
+        notes(&results).contains("input lengths are exact"),
+        "{results}"
+    );
 
     // The same server, the profile without the tokenizer: words are not tokens.
     let words = write_profile(
@@ -93,7 +98,10 @@ fn prompts_are_exact_in_tokens_with_the_models_tokenizer() {
     let flagged = flags_of(&results, "input-length-off");
     assert_eq!(flagged.len(), 2, "{results}");
     assert!(flagged[0].contains("words"), "{flagged:?}");
-    assert!(notes(&results).contains("words of synthetic text"), "{results}");
+    assert!(
+        notes(&results).contains("words of synthetic text"),
+        "{results}"
+    );
     // The report shows the flag.
     assert!(text(&out).contains("usage.prompt_tokens"), "{}", text(&out));
 
@@ -122,7 +130,9 @@ fn sharegpt_rows_go_out_round_robin_with_their_answer_lengths() {
          dataset = {{ path = {:?}, format = \"sharegpt\" }}\n\
          [sweep]\nconcurrency = [2]\nrequests_per_level = 8\ntrials = 1\n",
         tokenizer_path(),
-        fixture("datasets/sharegpt-sample.json").display().to_string()
+        fixture("datasets/sharegpt-sample.json")
+            .display()
+            .to_string()
     );
     let profile = write_profile(dir.path(), "sharegpt", &sim.urls, &body);
     let out_dir = dir.path().join("out");
@@ -130,13 +140,19 @@ fn sharegpt_rows_go_out_round_robin_with_their_answer_lengths() {
     assert_eq!(code(&out), 0, "{}", text(&out));
 
     let t = ModelTokenizer::load(&fixture("tokenizer")).unwrap();
-    let data: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("datasets/sharegpt-sample.json")).unwrap())
-            .unwrap();
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("datasets/sharegpt-sample.json")).unwrap(),
+    )
+    .unwrap();
     let usable: Vec<(usize, usize)> = ["kv-cache", "batching", "sort", "short"]
         .iter()
         .map(|id| {
-            let c = data.as_array().unwrap().iter().find(|c| c["id"] == *id).unwrap();
+            let c = data
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["id"] == *id)
+                .unwrap();
             let turn = |i: usize| c["conversations"][i]["value"].as_str().unwrap();
             (t.count(turn(0)), t.count(turn(1)))
         })
@@ -145,12 +161,19 @@ fn sharegpt_rows_go_out_round_robin_with_their_answer_lengths() {
     assert_eq!(lines.len(), 8);
     for l in &lines {
         let (prompt, answer) = usable[l["index"].as_u64().unwrap() as usize % 4];
-        assert_eq!(l["requested_output_tokens"].as_u64(), Some(answer as u64), "{l}");
+        assert_eq!(
+            l["requested_output_tokens"].as_u64(),
+            Some(answer as u64),
+            "{l}"
+        );
         assert_eq!(l["output_tokens"].as_u64(), Some(answer as u64), "{l}");
         assert_eq!(l["input_tokens"].as_u64(), Some(prompt as u64), "{l}");
     }
     let results = read_json(&out_dir.join("results.json"));
-    assert!(notes(&results).contains("4 requests sent round-robin"), "{results}");
+    assert!(
+        notes(&results).contains("4 requests sent round-robin"),
+        "{results}"
+    );
     assert!(notes(&results).contains("exact (tokenizer"), "{results}");
     // Datasets ask for no input length: nothing to check.
     assert!(results["levels"][0]["trials"][0]["input_check"].is_null());
@@ -175,7 +198,10 @@ fn sharegpt_rows_go_out_round_robin_with_their_answer_lengths() {
     assert_eq!(asked, vec![20, 12, 16, 20, 12, 16]);
     let results = read_json(&out_dir.join("results.json"));
     assert!(notes(&results).contains("estimated"), "{results}");
-    assert!(notes(&results).contains("1 of 3 dataset rows ask for more"), "{results}");
+    assert!(
+        notes(&results).contains("1 of 3 dataset rows ask for more"),
+        "{results}"
+    );
 }
 
 /// A trace is replayed open loop: every request is sent at its timestamp over the speedup
@@ -219,7 +245,10 @@ fn a_trace_is_replayed_on_its_schedule_with_its_lengths() {
         for (l, (secs, input, output)) in reqs.iter().zip(&rows) {
             let scheduled = l["scheduled_s"].as_f64().unwrap() - t0;
             let want = (secs - rows[0].0) / 2.0;
-            assert!((scheduled - want).abs() < 1e-3, "{scheduled} vs {want}: {l}");
+            assert!(
+                (scheduled - want).abs() < 1e-3,
+                "{scheduled} vs {want}: {l}"
+            );
             let lag = l["sent_s"].as_f64().unwrap() - l["scheduled_s"].as_f64().unwrap();
             assert!((0.0..0.1).contains(&lag), "sent {lag} s late: {l}");
             assert_eq!(l["input_tokens"].as_u64(), Some(*input), "{l}");
@@ -229,10 +258,16 @@ fn a_trace_is_replayed_on_its_schedule_with_its_lengths() {
     let results = read_json(&out_dir.join("results.json"));
     let level = &results["levels"][0];
     // One level: the trace's mean rate (11 gaps over 4 s, at twice the speed).
-    assert!((level["rate"].as_f64().unwrap() - 5.5).abs() < 1e-9, "{level}");
+    assert!(
+        (level["rate"].as_f64().unwrap() - 5.5).abs() < 1e-9,
+        "{level}"
+    );
     let open = &level["trials"][0]["open_loop"];
     assert_eq!(open["arrival"], "trace");
     assert!(open["e2e_from_schedule_ms"]["p50"].as_f64().unwrap() > 0.0);
     assert!(flags_of(&results, "input-length-off").is_empty());
-    assert!(notes(&results).contains("12 requests over 4.000 s"), "{results}");
+    assert!(
+        notes(&results).contains("12 requests over 4.000 s"),
+        "{results}"
+    );
 }

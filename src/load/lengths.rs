@@ -67,12 +67,15 @@ impl Lengths {
             let mut rng = ChaCha8Rng::seed_from_u64(mix(self.seed, salt, n));
             whole(s.sample(&mut rng), cap)
         };
-        let row = (self.rows.as_ref()).map_or(Drawn::default(), |r| r[(n % r.len() as u64) as usize]);
+        let row =
+            (self.rows.as_ref()).map_or(Drawn::default(), |r| r[(n % r.len() as u64) as usize]);
         Drawn {
             input_words: (row.input_words.map(|v| v.clamp(1, self.input_cap.max(1))))
                 .or_else(|| self.input.as_ref().map(|s| at(1, s, self.input_cap))),
-            output_tokens: (row.output_tokens.map(|v| v.clamp(1, self.output_cap.max(1))))
-                .or_else(|| self.output.as_ref().map(|s| at(2, s, self.output_cap))),
+            output_tokens: (row
+                .output_tokens
+                .map(|v| v.clamp(1, self.output_cap.max(1))))
+            .or_else(|| self.output.as_ref().map(|s| at(2, s, self.output_cap))),
         }
     }
 }

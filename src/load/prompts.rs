@@ -270,7 +270,11 @@ mod tests {
         assert!(p.exact());
         for (i, n) in [(0, 100), (1, 100), (2, 7), (3, 1000), (4, 1), (5, 33)] {
             let text = p.get_sized(i, Some(n)).to_text();
-            assert_eq!(t.count(&text), n as usize, "request {i}, {n} tokens: {text:?}");
+            assert_eq!(
+                t.count(&text),
+                n as usize,
+                "request {i}, {n} tokens: {text:?}"
+            );
             if n >= 7 {
                 assert!(text.starts_with("Run 0000abcd"), "{text}");
             }

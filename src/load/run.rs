@@ -583,7 +583,8 @@ impl<'a> Prepared<'a> {
         t.excluded_requests = excluded;
         t.open_loop = open_loop;
         t.flags.extend(schedule_flag);
-        t.flags.extend(input_check.as_ref().and_then(input_check::judge));
+        t.flags
+            .extend(input_check.as_ref().and_then(input_check::judge));
         t.input_check = input_check;
         headroom::judge_reads(&mut client, &reads, t.itl_ms.as_ref().map(|p| p.p50));
         t.flags.extend(headroom::flag(&client));
