@@ -46,6 +46,8 @@ pub mod limits {
     pub const GAMMA_SHAPE_MAX: f64 = 100.0;
     /// `workload.input_tokens` (words of a synthetic prompt, built for every request).
     pub const INPUT_TOKENS: u32 = 10_000_000;
+    /// `workload.prefix_groups`: distinct shared prefixes, each built once and held.
+    pub const PREFIX_GROUPS: u32 = 100_000;
     /// `workload.max_tokens` (and so `min_tokens`, `degenerate_below`).
     pub const MAX_TOKENS: u32 = 10_000_000;
     /// `sweep.concurrency` levels and `sweep.max_concurrency`: each a socket and a task.
@@ -170,6 +172,14 @@ pub struct Workload {
     /// Real requests from a dataset file, sent round-robin, each with its own output length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetSpec>,
+    /// A system prompt of this many tokens (words without `tokenizer`) opens every synthetic
+    /// prompt, shared by the requests of a group (request n is in group n mod
+    /// `prefix_groups`): a workload a server's prefix cache can serve, on purpose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix_tokens: Option<u32>,
+    /// With `shared_prefix_tokens`: how many different system prompts (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_groups: Option<u32>,
 }
 
 /// `workload.dataset`: a ShareGPT JSON or JSONL file of requests (see load/dataset.rs).
@@ -942,6 +952,40 @@ impl Profile {
                         "field `workload.dataset`: rows {r} is outside [1, {}]",
                         limits::REQUESTS
                     );
+                }
+            }
+        }
+        if w.prefix_groups.is_some() && w.shared_prefix_tokens.is_none() {
+            bail!("field `workload.prefix_groups`: needs `workload.shared_prefix_tokens`");
+        }
+        if let Some(n) = w.shared_prefix_tokens {
+            if !(1..=limits::INPUT_TOKENS).contains(&n) {
+                bail!(
+                    "field `workload.shared_prefix_tokens`: {n} is outside [1, {}]",
+                    limits::INPUT_TOKENS
+                );
+            }
+            let groups = w.prefix_groups.unwrap_or(1);
+            if !(1..=limits::PREFIX_GROUPS).contains(&groups) {
+                bail!(
+                    "field `workload.prefix_groups`: {groups} is outside [1, {}]",
+                    limits::PREFIX_GROUPS
+                );
+            }
+            if u64::from(n) * u64::from(groups) > u64::from(limits::INPUT_TOKENS) {
+                bail!(
+                    "field `workload.prefix_groups`: {groups} prefixes of {n} tokens are more \
+                     than {} tokens in all (every prefix is held in memory)",
+                    limits::INPUT_TOKENS
+                );
+            }
+            for (key, set) in [
+                ("prompts_file", w.prompts_file.is_some()),
+                ("dataset", w.dataset.is_some()),
+                ("shared_prefix_tokens", self.sweep.trace.is_some()),
+            ] {
+                if set {
+                    bail!("field `workload.{key}`: a shared prefix opens synthetic prompts only (not with prompts_file, dataset or sweep.trace)");
                 }
             }
         }

@@ -271,3 +271,39 @@ fn a_trace_is_replayed_on_its_schedule_with_its_lengths() {
         "{results}"
     );
 }
+
+/// A shared prefix: every prompt opens with its group's system prompt of exactly N tokens,
+/// so the server counts N more prompt tokens than the request's own part, and the check
+/// (requested = own + prefix) raises no flag.
+#[test]
+fn a_shared_prefix_adds_exactly_its_tokens() {
+    let _turn = timing_lock();
+    let sim = Sim::start(1, &["--preset", "fast", "--tokenizer", &tokenizer_path()]);
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!(
+        "[workload]\nmax_tokens = 8\ninput_tokens = 40\ntokenizer = {:?}\n\
+         shared_prefix_tokens = 200\nprefix_groups = 2\n\
+         [sweep]\nconcurrency = [2]\nrequests_per_level = 6\ntrials = 1\n",
+        tokenizer_path()
+    );
+    let profile = write_profile(dir.path(), "prefix", &sim.urls, &body);
+    let out_dir = dir.path().join("out");
+    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    for l in read_journal(&out_dir) {
+        assert_eq!(l["input_tokens"].as_u64(), Some(240), "{l}");
+    }
+    let results = read_json(&out_dir.join("results.json"));
+    assert!(
+        flags_of(&results, "input-length-off").is_empty(),
+        "{results}"
+    );
+    assert_eq!(
+        results["levels"][0]["trials"][0]["input_check"]["requested_mean"],
+        240.0
+    );
+    assert!(
+        notes(&results).contains("2 system prompts of 200 tokens"),
+        "{results}"
+    );
+}

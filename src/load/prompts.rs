@@ -55,6 +55,9 @@ pub enum Prompts {
         /// With the model's tokenizer, `words` (and a drawn length) is a number of tokens,
         /// made exact by cutting the text at that many tokens.
         tokenizer: Option<SharedTokenizer>,
+        /// `workload.shared_prefix_tokens`: the groups' system prompts (request n takes
+        /// prefix n mod their number) and their length.
+        prefixes: Option<(std::sync::Arc<[String]>, u32)>,
     },
     /// A prompts file's or a dataset's prompts, used round-robin.
     File(Vec<Prompt>),
@@ -121,6 +124,7 @@ impl Prompts {
                 words,
                 run_tag: rand::random(),
                 tokenizer: None,
+                prefixes: None,
             }),
             Some(path) => Ok(Prompts::File(read_jsonl(path)?)),
         }
@@ -140,14 +144,66 @@ impl Prompts {
         match (self, words) {
             (
                 Prompts::Synthetic {
-                    run_tag, tokenizer, ..
+                    run_tag,
+                    tokenizer,
+                    prefixes,
+                    ..
                 },
                 Some(w),
-            ) => Prompt::Text(match tokenizer {
-                Some(t) => exact(&t.0, *run_tag, index, w),
-                None => synthetic(*run_tag, index, w),
-            }),
+            ) => {
+                let text = match tokenizer {
+                    Some(t) => exact(&t.0, *run_tag, index, w),
+                    None => synthetic(*run_tag, index, w),
+                };
+                match prefixes {
+                    Some((list, _)) => Prompt::Messages(vec![
+                        serde_json::json!({
+                            "role": "system",
+                            "content": list[(index % list.len() as u64) as usize],
+                        }),
+                        serde_json::json!({"role": "user", "content": text}),
+                    ]),
+                    None => Prompt::Text(text),
+                }
+            }
             _ => self.get(index),
+        }
+    }
+
+    /// Synthetic prompts opened by one of `groups` shared system prompts of `tokens` tokens
+    /// (words without a tokenizer; set the tokenizer first). Each prefix opens with the
+    /// run's tag, so a later run does not find the last run's prefixes cached either.
+    pub fn with_prefixes(mut self, tokens: u32, groups: u32) -> Prompts {
+        if let Prompts::Synthetic {
+            run_tag,
+            tokenizer,
+            prefixes,
+            ..
+        } = &mut self
+        {
+            let list: Vec<String> = (0..u64::from(groups.max(1)))
+                .map(|g| {
+                    // Seeds far from the requests' own (request numbers count up from 0).
+                    let seed = u64::MAX - g;
+                    match tokenizer {
+                        Some(t) => exact(&t.0, *run_tag, seed, tokens),
+                        None => synthetic(*run_tag, seed, tokens),
+                    }
+                })
+                .collect();
+            *prefixes = Some((list.into(), tokens));
+        }
+        self
+    }
+
+    /// The shared prefix's length in tokens (words without a tokenizer), 0 without one.
+    pub fn prefix_tokens(&self) -> u32 {
+        match self {
+            Prompts::Synthetic {
+                prefixes: Some((_, n)),
+                ..
+            } => *n,
+            _ => 0,
         }
     }
 
@@ -238,6 +294,7 @@ mod tests {
             words: 50,
             run_tag: 7,
             tokenizer: None,
+            prefixes: None,
         };
         assert_eq!(p.get(3), p.get(3));
         assert_ne!(p.get(3), p.get(4));
@@ -247,6 +304,7 @@ mod tests {
             words: 50,
             run_tag: 8,
             tokenizer: None,
+            prefixes: None,
         };
         let (a, b) = (p.get(3).to_text(), other.get(3).to_text());
         assert_ne!(a.split(' ').nth(1), b.split(' ').nth(1));
@@ -266,6 +324,7 @@ mod tests {
             words: 100,
             run_tag: 0xabcd,
             tokenizer: Some(SharedTokenizer(t.clone())),
+            prefixes: None,
         };
         assert!(p.exact());
         for (i, n) in [(0, 100), (1, 100), (2, 7), (3, 1000), (4, 1), (5, 33)] {
@@ -281,6 +340,35 @@ mod tests {
         }
         assert_ne!(p.get(0), p.get(1));
         assert_eq!(t.count(&p.get(9).to_text()), 100);
+    }
+
+    /// Requests of a group share their system prompt exactly; groups and runs do not.
+    #[test]
+    fn shared_prefixes_are_shared_within_a_group_only() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tokenizer");
+        let t = std::sync::Arc::new(ModelTokenizer::load(&path).unwrap());
+        let run = |tag: u32| {
+            Prompts::Synthetic {
+                words: 30,
+                run_tag: tag,
+                tokenizer: Some(SharedTokenizer(t.clone())),
+                prefixes: None,
+            }
+            .with_prefixes(64, 3)
+        };
+        let p = run(1);
+        let system = |p: &Prompts, i: u64| match p.get(i) {
+            Prompt::Messages(m) => {
+                assert_eq!(t.count(m[1]["content"].as_str().unwrap()), 30);
+                m[0]["content"].as_str().unwrap().to_string()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(system(&p, 0), system(&p, 3));
+        assert_ne!(system(&p, 0), system(&p, 1));
+        assert_ne!(system(&p, 0), system(&run(2), 0));
+        assert_eq!(t.count(&system(&p, 2)), 64);
+        assert_eq!(p.prefix_tokens(), 64);
     }
 
     #[test]

@@ -565,7 +565,8 @@ impl<'a> Prepared<'a> {
             super::prompts::Prompts::Synthetic { words, .. } => {
                 input_check::check(&measured, shared.prompts.exact(), |index| {
                     let n = first_prompt + u64::from(index);
-                    Some(shared.lengths.draw(n).input_words.unwrap_or(*words))
+                    let own = shared.lengths.draw(n).input_words.unwrap_or(*words);
+                    Some(own.saturating_add(shared.prompts.prefix_tokens()))
                 })
             }
             super::prompts::Prompts::File(_) => None,

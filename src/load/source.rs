@@ -103,6 +103,20 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
                 .to_string(),
         });
     }
+    if let Some(tokens) = w.shared_prefix_tokens {
+        let groups = w.prefix_groups.unwrap_or(1);
+        prompts = prompts.with_prefixes(tokens, groups);
+        notes.push(format!(
+            "shared prefix: every prompt opens with one of {groups} system prompts of {tokens} \
+             {} (request n takes prefix n mod {groups}), which a server's prefix cache can \
+             serve; the cache's effect is what this run measures against one without it",
+            if tokenizer.is_some() {
+                "tokens"
+            } else {
+                "words"
+            }
+        ));
+    }
     let Some(spec) = &profile.sweep.trace else {
         return Ok(Source {
             prompts,
