@@ -471,6 +471,11 @@ impl Arrival {
 }
 
 impl Sweep {
+    /// The number of levels: concurrencies, rates, or the one of a trace.
+    pub fn level_count(&self) -> usize {
+        self.concurrency.len() + self.rates.len() + usize::from(self.trace.is_some())
+    }
+
     /// True when the sweep is open loop (levels are request rates, or a trace's replay).
     pub fn is_open_loop(&self) -> bool {
         !self.rates.is_empty() || self.trace.is_some()
