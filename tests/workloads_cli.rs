@@ -307,3 +307,41 @@ fn a_shared_prefix_adds_exactly_its_tokens() {
         "{results}"
     );
 }
+
+/// A malformed dataset or trace row stops the run before anything is sent, with the file,
+/// the line and the field.
+#[test]
+fn bad_rows_are_refused_with_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoints = ["http://127.0.0.1:9".to_string()];
+    std::fs::write(
+        dir.path().join("d.jsonl"),
+        "{\"prompt\": \"ok\"}\n{\"prompt\": \"bad\", \"max_tokens\": \"many\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("t.csv"),
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.1,10,5\n2023-11-16 18:15:47,ten,5\n",
+    )
+    .unwrap();
+    for (name, body, want) in [
+        (
+            "dataset",
+            "[workload]\nmax_tokens = 8\ndataset = { path = \"d.jsonl\", format = \"jsonl\" }\n\
+             [sweep]\nconcurrency = [1]\n",
+            ["d.jsonl", "line 2", "field `max_tokens`"],
+        ),
+        (
+            "trace",
+            "[workload]\nmax_tokens = 8\n[sweep]\ntrace = { path = \"t.csv\" }\n",
+            ["t.csv", "line 3", "column `ContextTokens`"],
+        ),
+    ] {
+        let profile = write_profile(dir.path(), name, &endpoints, body);
+        let out = run_bench_cli(&profile, &dir.path().join(name), &["--no-progress"]);
+        assert_eq!(code(&out), 2, "{}", text(&out));
+        for w in want {
+            assert!(text(&out).contains(w), "{name}: {w}: {}", text(&out));
+        }
+    }
+}

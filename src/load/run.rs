@@ -263,10 +263,14 @@ impl<'a> Prepared<'a> {
         // Before anything is sent: a run that runs out of descriptors part way loses its
         // results.
         let uncapped = profile.sweep.is_open_loop() && profile.sweep.max_concurrency.is_none();
-        fdlimit::ensure(
-            &fdlimit::Need::of(profile, setup.base_endpoints.len()),
-            uncapped,
-        )?;
+        // The workload's files are read first: a bad row is reported before anything is sent.
+        let source = source::prepare(profile)?;
+        let mut need = fdlimit::Need::of(profile, setup.base_endpoints.len());
+        if let (Some(t), true) = (&source.trace, uncapped) {
+            // Without a cap, every request of the trace may be in flight at once.
+            need.in_flight = t.entries.len() as u64;
+        }
+        fdlimit::ensure(&need, uncapped)?;
         let api_key = client::api_key_header(profile)?;
         let probe_client = client::build_probe_client(api_key.as_ref())?;
 
@@ -307,7 +311,6 @@ impl<'a> Prepared<'a> {
         let (extra_fields, dialect_warning) =
             dialect::fixed_length_fields(engine.as_deref(), &profile.workload);
 
-        let source = source::prepare(profile)?;
         std::fs::create_dir_all(&setup.out_dir)
             .with_context(|| format!("cannot create output folder {}", setup.out_dir.display()))?;
         // The journal starts over: what was derived from the old one goes first, so no
