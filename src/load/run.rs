@@ -580,8 +580,9 @@ impl<'a> Prepared<'a> {
         let misses =
             dialect::length_misses(&measured, &profile.workload, &shared.lengths, first_prompt);
         let mut t = summarize_trial_folded(trial, measured, itl);
-        let asked =
-            (profile.workload.output_length.is_none()).then_some(profile.workload.max_tokens);
+        // One length for all, unless drawn or given per row (a dataset, a trace).
+        let asked = (profile.workload.output_length.is_none() && shared.lengths.rows() == 0)
+            .then_some(profile.workload.max_tokens);
         dialect::note_length_misses(&mut t, misses, asked);
         telemetry::attach(&mut t, server);
         t.excluded_requests = excluded;

@@ -191,11 +191,18 @@ pub(crate) async fn send_one(
     scheduled_s: Option<f64>,
     window: Option<Window>,
 ) -> Finished {
-    let (urls, model) = match batch.arm {
-        Some(Arm::Base) => (&shared.base_urls, &shared.base_model),
-        _ => (&shared.urls, &shared.model),
+    let body = build_body(shared, batch, index);
+    send_built(shared, batch, index, body, scheduled_s, window).await
+}
+
+/// The body of request `index` of the batch. Built apart from the send so an open-loop
+/// schedule can build it before the send time (cutting a prompt at N tokens takes a
+/// tokenizer pass, which would otherwise count as send lag).
+pub(crate) fn build_body(shared: &Shared, batch: Batch, index: u32) -> bytes::Bytes {
+    let model = match batch.arm {
+        Some(Arm::Base) => &shared.base_model,
+        _ => &shared.model,
     };
-    let endpoint = index as usize % urls.len();
     let number = batch.first_prompt + u64::from(index);
     let drawn = shared.lengths.draw(number);
     let prompt = shared.prompts.get_sized(number, drawn.input_words);
@@ -204,7 +211,23 @@ pub(crate) async fn send_one(
     if let Some(tokens) = drawn.output_tokens {
         super::dialect::set_output_length(&mut body, tokens, shared.workload.ignore_eos);
     }
-    let body = bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+    bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+}
+
+/// Sends a built request body as request `index` of the batch.
+pub(crate) async fn send_built(
+    shared: &Shared,
+    batch: Batch,
+    index: u32,
+    body: bytes::Bytes,
+    scheduled_s: Option<f64>,
+    window: Option<Window>,
+) -> Finished {
+    let urls = match batch.arm {
+        Some(Arm::Base) => &shared.base_urls,
+        _ => &shared.urls,
+    };
+    let endpoint = index as usize % urls.len();
     let sent_s = shared.clock.elapsed().as_secs_f64();
     let request = send(
         &shared.client,
