@@ -46,6 +46,8 @@ pub mod limits {
     pub const GAMMA_SHAPE_MAX: f64 = 100.0;
     /// `workload.input_tokens` (words of a synthetic prompt, built for every request).
     pub const INPUT_TOKENS: u32 = 10_000_000;
+    /// `workload.prefix_groups`: distinct shared prefixes, each built once and held.
+    pub const PREFIX_GROUPS: u32 = 100_000;
     /// `workload.max_tokens` (and so `min_tokens`, `degenerate_below`).
     pub const MAX_TOKENS: u32 = 10_000_000;
     /// `sweep.concurrency` levels and `sweep.max_concurrency`: each a socket and a task.
@@ -161,6 +163,64 @@ pub struct Workload {
     /// Synthetic prompt lengths (words) drawn per request, instead of `input_tokens` for all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_length: Option<LengthDist>,
+    /// The served model's `tokenizer.json` (or a folder holding one), relative to the
+    /// profile file: synthetic prompts (and drawn or traced input lengths) are then exactly
+    /// that many tokens instead of words, and dataset answers are counted exactly. Hashed by
+    /// content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<PathBuf>,
+    /// Real requests from a dataset file, sent round-robin, each with its own output length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetSpec>,
+    /// A system prompt of this many tokens (words without `tokenizer`) opens every synthetic
+    /// prompt, shared by the requests of a group (request n is in group n mod
+    /// `prefix_groups`): a workload a server's prefix cache can serve, on purpose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix_tokens: Option<u32>,
+    /// With `shared_prefix_tokens`: how many different system prompts (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_groups: Option<u32>,
+}
+
+/// `workload.dataset`: a ShareGPT JSON or JSONL file of requests (see load/dataset.rs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSpec {
+    /// The file, relative to the profile file; hashed by content (SHA-256), not by path.
+    pub path: PathBuf,
+    pub format: DatasetFormat,
+    /// Keep the first `rows` usable rows only (default: all, up to `limits::DATASET_ROWS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u32>,
+}
+
+/// Which format a dataset file is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetFormat {
+    /// ShareGPT JSON: the first human turn is the prompt, the answer after it sets the length.
+    Sharegpt,
+    /// One request a line: `prompt` or `messages`, optional `max_tokens` or `output`.
+    Jsonl,
+}
+
+/// `sweep.trace`: an open-loop replay of a timestamped trace (see load/trace.rs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// An Azure LLM inference trace (`.csv`) or timestamped JSONL, relative to the profile
+    /// file; hashed by content (SHA-256), not by path.
+    pub path: PathBuf,
+    /// Send times are the trace's divided by this (2.0 replays twice as fast).
+    #[serde(default = "default_speedup")]
+    pub speedup: f64,
+    /// Replay the first `rows` requests only (default: all, up to `limits::REQUESTS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u32>,
+}
+
+fn default_speedup() -> f64 {
+    1.0
 }
 
 /// A distribution of lengths (tokens or words), drawn per request and rounded to a whole
@@ -337,6 +397,9 @@ pub struct Sweep {
     /// Requests sent before a level's first trial and not counted.
     #[serde(default)]
     pub warmup_requests: u32,
+    /// Replay a timestamped trace open loop (one level), instead of `concurrency` or `rates`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceSpec>,
     /// Independent replicates per level; the gate needs at least its `min_trials`.
     #[serde(default = "default_trials")]
     pub trials: u32,
@@ -408,9 +471,58 @@ impl Arrival {
 }
 
 impl Sweep {
-    /// True when the sweep is open loop (levels are request rates).
+    /// The number of levels: concurrencies, rates, or the one of a trace.
+    pub fn level_count(&self) -> usize {
+        self.concurrency.len() + self.rates.len() + usize::from(self.trace.is_some())
+    }
+
+    /// True when the sweep is open loop (levels are request rates, or a trace's replay).
     pub fn is_open_loop(&self) -> bool {
-        !self.rates.is_empty()
+        !self.rates.is_empty() || self.trace.is_some()
+    }
+
+    /// Checks `sweep.trace`: it is the sweep's one level, replayed on its own schedule.
+    fn validate_trace(&self) -> Result<()> {
+        let Some(t) = &self.trace else {
+            return Ok(());
+        };
+        if !self.concurrency.is_empty() || !self.rates.is_empty() {
+            bail!("field `sweep.trace`: a trace is the sweep's one level; remove `concurrency` and `rates`");
+        }
+        for (key, set) in [
+            ("duration", self.duration.is_some()),
+            ("requests_per_level", self.requests_per_level > 0),
+            ("arrival", self.arrival.is_some()),
+            ("gamma_shape", self.gamma_shape.is_some()),
+            ("seed", self.seed.is_some()),
+        ] {
+            if set {
+                bail!("field `sweep.{key}`: not used with `sweep.trace` (the trace sets when and how many requests are sent)");
+            }
+        }
+        if !(t.speedup.is_finite() && (1e-3..=1e4).contains(&t.speedup)) {
+            bail!(
+                "field `sweep.trace`: speedup {} is outside [0.001, 10000]",
+                t.speedup
+            );
+        }
+        if let Some(r) = t.rows {
+            if !(1..=limits::REQUESTS).contains(&r) {
+                bail!(
+                    "field `sweep.trace`: rows {r} is outside [1, {}]",
+                    limits::REQUESTS
+                );
+            }
+        }
+        if let Some(c) = self.max_concurrency {
+            if !(1..=limits::CONCURRENCY).contains(&c) {
+                bail!(
+                    "field `sweep.max_concurrency`: {c} is outside [1, {}]",
+                    limits::CONCURRENCY
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The whole of a duration trial: warmup + duration + cooldown.
@@ -442,6 +554,9 @@ impl Sweep {
             }
         }
         let open = !self.rates.is_empty();
+        if self.trace.is_some() {
+            return self.validate_trace();
+        }
         for (key, set) in [
             ("max_concurrency", self.max_concurrency.is_some()),
             ("arrival", self.arrival.is_some()),
@@ -719,11 +834,24 @@ impl Profile {
             .with_context(|| format!("cannot read profile {}", path.display()))?;
         let mut profile =
             Profile::parse(&text).with_context(|| format!("invalid profile {}", path.display()))?;
-        if let Some(prompts) = &profile.workload.prompts_file {
-            if prompts.is_relative() {
-                let dir = path.parent().unwrap_or_else(|| Path::new("."));
-                profile.workload.prompts_file = Some(dir.join(prompts));
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        let resolve = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = dir.join(&*p);
             }
+        };
+        let w = &mut profile.workload;
+        for p in [w.prompts_file.as_mut(), w.tokenizer.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            resolve(p);
+        }
+        if let Some(d) = w.dataset.as_mut() {
+            resolve(&mut d.path);
+        }
+        if let Some(t) = profile.sweep.trace.as_mut() {
+            resolve(&mut t.path);
         }
         Ok(profile)
     }
@@ -814,6 +942,70 @@ impl Profile {
             }
             d.validate("workload.input_length", limits::INPUT_TOKENS)?;
         }
+        if let Some(d) = &w.dataset {
+            for (key, set) in [
+                ("prompts_file", w.prompts_file.is_some()),
+                ("input_length", w.input_length.is_some()),
+            ] {
+                if set {
+                    bail!("field `workload.{key}`: workload.dataset gives the prompts; remove one");
+                }
+            }
+            if let Some(r) = d.rows {
+                if !(1..=limits::REQUESTS).contains(&r) {
+                    bail!(
+                        "field `workload.dataset`: rows {r} is outside [1, {}]",
+                        limits::REQUESTS
+                    );
+                }
+            }
+        }
+        if w.prefix_groups.is_some() && w.shared_prefix_tokens.is_none() {
+            bail!("field `workload.prefix_groups`: needs `workload.shared_prefix_tokens`");
+        }
+        if let Some(n) = w.shared_prefix_tokens {
+            if !(1..=limits::INPUT_TOKENS).contains(&n) {
+                bail!(
+                    "field `workload.shared_prefix_tokens`: {n} is outside [1, {}]",
+                    limits::INPUT_TOKENS
+                );
+            }
+            let groups = w.prefix_groups.unwrap_or(1);
+            if !(1..=limits::PREFIX_GROUPS).contains(&groups) {
+                bail!(
+                    "field `workload.prefix_groups`: {groups} is outside [1, {}]",
+                    limits::PREFIX_GROUPS
+                );
+            }
+            if u64::from(n) * u64::from(groups) > u64::from(limits::INPUT_TOKENS) {
+                bail!(
+                    "field `workload.prefix_groups`: {groups} prefixes of {n} tokens are more \
+                     than {} tokens in all (every prefix is held in memory)",
+                    limits::INPUT_TOKENS
+                );
+            }
+            for (key, set) in [
+                ("prompts_file", w.prompts_file.is_some()),
+                ("dataset", w.dataset.is_some()),
+                ("shared_prefix_tokens", self.sweep.trace.is_some()),
+            ] {
+                if set {
+                    bail!("field `workload.{key}`: a shared prefix opens synthetic prompts only (not with prompts_file, dataset or sweep.trace)");
+                }
+            }
+        }
+        if self.sweep.trace.is_some() {
+            for (key, set) in [
+                ("prompts_file", w.prompts_file.is_some()),
+                ("dataset", w.dataset.is_some()),
+                ("input_length", w.input_length.is_some()),
+                ("output_length", w.output_length.is_some()),
+            ] {
+                if set {
+                    bail!("field `workload.{key}`: sweep.trace gives every request's input and output length; remove one");
+                }
+            }
+        }
         if let Some(t) = w.temperature {
             if !(0.0..=2.0).contains(&t) {
                 bail!("field `workload.temperature`: {t} is outside 0..=2");
@@ -826,7 +1018,7 @@ impl Profile {
         }
         let s = &self.sweep;
         s.validate_open_loop()?;
-        if s.concurrency.is_empty() && s.rates.is_empty() {
+        if s.concurrency.is_empty() && s.rates.is_empty() && s.trace.is_none() {
             bail!("field `sweep.concurrency`: needs at least one level (or set `sweep.rates`)");
         }
         if let Some(bad) = (s.concurrency.iter()).find(|c| !(1..=limits::CONCURRENCY).contains(*c))
@@ -884,29 +1076,51 @@ impl Profile {
     /// SHA-256 over the parts of the profile that decide what is measured: the API, the model,
     /// the workload and the sweep. Endpoints, the key variable, the description and the gate
     /// settings are left out: moving a server to another port or tightening the gate does not
-    /// change the measurement. A prompts file is hashed by content, not by path.
+    /// change the measurement. Files (prompts, dataset, tokenizer, trace) are hashed by
+    /// content, not by path: the same file moved is the same measurement, an edited one is not.
     pub fn canonical_hash(&self) -> Result<String> {
-        let prompts_digest = match &self.workload.prompts_file {
-            Some(path) => {
-                let bytes = std::fs::read(path)
-                    .with_context(|| format!("cannot read prompts file {}", path.display()))?;
-                Some(hex(&Sha256::digest(&bytes)))
-            }
-            None => None,
+        let w = &self.workload;
+        let mut workload = serde_json::to_value(w)?;
+        workload["prompts_file"] = match &w.prompts_file {
+            Some(path) => serde_json::json!(file_digest(path, "prompts file")?),
+            None => serde_json::Value::Null,
         };
-        let mut workload = serde_json::to_value(&self.workload)?;
-        workload["prompts_file"] = serde_json::json!(prompts_digest);
+        if let Some(path) = &w.tokenizer {
+            let file = if path.is_dir() {
+                path.join("tokenizer.json")
+            } else {
+                path.clone()
+            };
+            workload["tokenizer"] = serde_json::json!(file_digest(&file, "tokenizer")?);
+        }
+        if let Some(d) = &w.dataset {
+            workload["dataset"]["path"] = serde_json::json!(file_digest(&d.path, "dataset")?);
+        }
+        let mut sweep = serde_json::to_value(&self.sweep)?;
+        if let Some(t) = &self.sweep.trace {
+            sweep["trace"]["path"] = serde_json::json!(file_digest(&t.path, "trace")?);
+        }
         let canonical = serde_json::json!({
             "api": self.target.api,
             "model": self.target.model,
             "workload": workload,
-            "sweep": self.sweep,
+            "sweep": sweep,
         });
         // serde_json's Map is ordered by key (no preserve_order feature), so this text is
         // canonical: the same profile always gives the same bytes.
         let text = serde_json::to_string(&canonical)?;
         Ok(format!("sha256:{}", hex(&Sha256::digest(text.as_bytes()))))
     }
+}
+
+/// The SHA-256 of a file's bytes, read in pieces (a dataset can be large).
+fn file_digest(path: &Path, what: &str) -> Result<String> {
+    let mut file = std::fs::File::open(path)
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    Ok(hex(&hasher.finalize()))
 }
 
 /// What `bench --endpoint URL` (without a profile file) and `init` build a profile from: the
@@ -1098,6 +1312,108 @@ concurrency = [1, 4, 16, 32, 64]
 trials = 5
 request_timeout = "2m"
 "#;
+
+    /// Dataset, tokenizer and trace files are read relative to the profile and hashed by
+    /// content: the same bytes elsewhere are the same measurement, other bytes are not.
+    #[test]
+    fn workload_files_are_relative_and_hashed_by_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, body: &str| std::fs::write(dir.path().join(name), body).unwrap();
+        write("d.jsonl", "{\"prompt\": \"a\", \"max_tokens\": 3}\n");
+        write("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n");
+        write("tokenizer.json", "{}");
+        // A dataset profile, or (dataset "") a trace profile; both with the tokenizer.
+        let profile = |dataset: &str, trace: &str| {
+            let mut text = GOOD.replace("ignore_eos = true", "tokenizer = \".\"");
+            if dataset.is_empty() {
+                text = text.replace(
+                    "concurrency = [1, 4, 16, 32, 64]",
+                    &format!("trace = {{ path = \"{trace}\" }}"),
+                );
+            } else {
+                text = text.replace(
+                    "tokenizer = \".\"",
+                    &format!("tokenizer = \".\"\ndataset = {{ path = \"{dataset}\", format = \"jsonl\" }}"),
+                );
+            }
+            let path = dir.path().join("p.toml");
+            std::fs::write(&path, text).unwrap();
+            Profile::load(&path).unwrap()
+        };
+        let p = profile("d.jsonl", "");
+        assert_eq!(
+            p.workload.dataset.as_ref().unwrap().path,
+            dir.path().join("d.jsonl")
+        );
+        assert_eq!(
+            p.workload.tokenizer.as_ref().unwrap(),
+            &dir.path().join(".")
+        );
+        let h = p.canonical_hash().unwrap();
+        write("copy.jsonl", "{\"prompt\": \"a\", \"max_tokens\": 3}\n");
+        assert_eq!(profile("copy.jsonl", "").canonical_hash().unwrap(), h);
+        write("copy.jsonl", "{\"prompt\": \"b\", \"max_tokens\": 3}\n");
+        assert_ne!(profile("copy.jsonl", "").canonical_hash().unwrap(), h);
+        let t = profile("", "t.csv");
+        assert_eq!(t.sweep.trace.as_ref().unwrap().speedup, 1.0);
+        let th = t.canonical_hash().unwrap();
+        write("t2.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n");
+        assert_eq!(profile("", "t2.csv").canonical_hash().unwrap(), th);
+        write("t2.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n1,2,3\n");
+        assert_ne!(profile("", "t2.csv").canonical_hash().unwrap(), th);
+        write("tokenizer.json", "{ }");
+        assert_ne!(profile("d.jsonl", "").canonical_hash().unwrap(), h);
+    }
+
+    #[test]
+    fn dataset_and_trace_conflicts_name_the_field() {
+        let err = |from: &str, to: &str| {
+            format!("{:#}", Profile::parse(&GOOD.replace(from, to)).unwrap_err())
+        };
+        let e = err(
+            "ignore_eos = true",
+            "prompts_file = \"p.jsonl\"\ndataset = { path = \"d\", format = \"sharegpt\" }",
+        );
+        assert!(
+            e.contains("workload.prompts_file") && e.contains("line 8"),
+            "{e}"
+        );
+        let e = err(
+            "ignore_eos = true",
+            "dataset = { path = \"d\", format = \"csv\" }",
+        );
+        assert!(e.contains("csv"), "{e}");
+        let e = err("trials = 5", "trials = 5\ntrace = { path = \"t.csv\" }");
+        assert!(
+            e.contains("sweep.trace") && e.contains("remove `concurrency`"),
+            "{e}"
+        );
+        let trace = |extra: &str| {
+            GOOD.replace(
+                "concurrency = [1, 4, 16, 32, 64]",
+                &format!("trace = {{ path = \"t.csv\"{extra} }}"),
+            )
+        };
+        let e = format!("{:#}", Profile::parse(&trace(", speedup = 0")).unwrap_err());
+        assert!(e.contains("speedup 0"), "{e}");
+        let e = format!(
+            "{:#}",
+            Profile::parse(&trace("").replace("trials = 5", "trials = 5\nrequests_per_level = 9"))
+                .unwrap_err()
+        );
+        assert!(e.contains("sweep.requests_per_level"), "{e}");
+        let e = format!(
+            "{:#}",
+            Profile::parse(&trace("").replace(
+                "ignore_eos = true",
+                "[workload.output_length]\ndistribution = \"fixed\"\nvalue = 5"
+            ))
+            .unwrap_err()
+        );
+        assert!(e.contains("workload.output_length"), "{e}");
+        let p = Profile::parse(&trace(", speedup = 4.0, rows = 10")).unwrap();
+        assert!(p.sweep.is_open_loop());
+    }
 
     #[test]
     fn parses_with_defaults() {

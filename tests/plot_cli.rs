@@ -59,6 +59,7 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
         open_loop: None,
         excluded_requests: 0,
         round: None,
+        input_check: None,
     }
 }
 
@@ -97,6 +98,7 @@ trials = 3
         warnings: vec![],
         base: None,
         drift: None,
+        notes: Vec::new(),
     }
 }
 

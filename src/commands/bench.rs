@@ -310,7 +310,7 @@ pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
     println!(
         "throughline bench: profile {:?}, {} level(s) x {} trial(s), {} endpoint(s){}",
         p.name,
-        p.sweep.concurrency.len() + p.sweep.rates.len(),
+        p.sweep.level_count(),
         p.sweep.trials,
         p.target.endpoints.len(),
         match setup.base_endpoints.len() {

@@ -56,13 +56,7 @@ impl TokenCounter for EstimatedTokens {
     }
 }
 
-/// Which format a dataset file is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DatasetFormat {
-    Sharegpt,
-    Jsonl,
-}
+pub use crate::profile::DatasetFormat;
 
 /// Reads a dataset; `max_rows` keeps the first rows only (a bound on memory and on the run).
 pub fn load(

@@ -13,7 +13,7 @@ use crate::profile::{LengthDist, Workload};
 /// The lengths of one request; `None` where the profile draws none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Drawn {
-    /// Words of the synthetic prompt.
+    /// Length of the synthetic prompt: words, or tokens where the profile names a tokenizer.
     pub input_words: Option<u32>,
     /// The request's `max_tokens` (and minimum, with `ignore_eos`).
     pub output_tokens: Option<u32>,
@@ -27,6 +27,9 @@ pub struct Lengths {
     output: Option<Sampler>,
     input_cap: u32,
     output_cap: u32,
+    /// Lengths given per request by a dataset or a trace, used round-robin by request number
+    /// in place of draws (an output length the row leaves out is drawn, or `max_tokens`).
+    rows: Option<std::sync::Arc<[Drawn]>>,
 }
 
 impl Lengths {
@@ -37,12 +40,25 @@ impl Lengths {
             output: workload.output_length.as_ref().map(Sampler::new),
             input_cap,
             output_cap: workload.max_tokens,
+            rows: None,
         }
+    }
+
+    /// These lengths with per-request rows (a dataset's or a trace's): request n takes row
+    /// n mod rows, each length capped as a draw is (output at `max_tokens`).
+    pub fn with_rows(mut self, rows: Vec<Drawn>) -> Lengths {
+        self.rows = (!rows.is_empty()).then(|| rows.into());
+        self
+    }
+
+    /// The number of per-request rows (0 without a dataset or trace).
+    pub fn rows(&self) -> usize {
+        self.rows.as_ref().map_or(0, |r| r.len())
     }
 
     /// True when the profile draws any length.
     pub fn draws(&self) -> bool {
-        self.input.is_some() || self.output.is_some()
+        self.input.is_some() || self.output.is_some() || self.rows.is_some()
     }
 
     /// The lengths of request number `n` of the run (its prompt number).
@@ -51,9 +67,15 @@ impl Lengths {
             let mut rng = ChaCha8Rng::seed_from_u64(mix(self.seed, salt, n));
             whole(s.sample(&mut rng), cap)
         };
+        let row =
+            (self.rows.as_ref()).map_or(Drawn::default(), |r| r[(n % r.len() as u64) as usize]);
         Drawn {
-            input_words: self.input.as_ref().map(|s| at(1, s, self.input_cap)),
-            output_tokens: self.output.as_ref().map(|s| at(2, s, self.output_cap)),
+            input_words: (row.input_words.map(|v| v.clamp(1, self.input_cap.max(1))))
+                .or_else(|| self.input.as_ref().map(|s| at(1, s, self.input_cap))),
+            output_tokens: (row
+                .output_tokens
+                .map(|v| v.clamp(1, self.output_cap.max(1))))
+            .or_else(|| self.output.as_ref().map(|s| at(2, s, self.output_cap))),
         }
     }
 }

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::outcome::Finished;
-use super::sweep::{send_one, Batch, Shared};
+use super::sweep::{build_body, send_built, Batch, Shared};
 use crate::profile::Arrival;
 use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::OpenLoopStats;
@@ -86,6 +86,8 @@ pub async fn run_schedule(
     let mut handles = Vec::with_capacity(offsets.len());
     for (i, &offset) in offsets.iter().enumerate() {
         let at = t0 + Duration::from_secs_f64(offset);
+        // Built before its send time, so building it is not send lag.
+        let body = build_body(shared, batch, i as u32);
         // An interrupted run sends nothing more (checked at least every 100 ms of a long
         // gap); what was sent is still awaited and counted.
         loop {
@@ -118,7 +120,8 @@ pub async fn run_schedule(
         let window = batch.windows.map(|w| w.window_at(offset));
         let shared = Arc::clone(shared);
         handles.push(tokio::spawn(async move {
-            let finished = send_one(&shared, batch, i as u32, Some(scheduled_s), window).await;
+            let finished =
+                send_built(&shared, batch, i as u32, body, Some(scheduled_s), window).await;
             drop(permit);
             let drawn = shared.lengths.draw(batch.first_prompt + i as u64);
             shared.journal(&finished.record, drawn)?;

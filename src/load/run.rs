@@ -12,12 +12,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::client::{self, RequestLimits};
-use super::prompts::Prompts;
 use super::sweep::{measured_only, run_batch, urls_for, Batch, Shared, Windows};
 use super::trial::{summarize_trial_folded, GapSink};
 use super::{
-    dialect, fdlimit, headroom, http, interrupt, lengths, now_rfc3339, openloop, outcome,
-    preconnect, probe, progress, telemetry, write_results, BenchOutcome, BenchSetup,
+    dialect, fdlimit, headroom, http, input_check, interrupt, now_rfc3339, openloop, outcome,
+    preconnect, probe, progress, source, telemetry, write_results, BenchOutcome, BenchSetup,
 };
 use crate::profile::{Arrival, Profile, TrialOrder};
 use crate::record::checks::level_problems;
@@ -128,6 +127,7 @@ pub async fn run_bench(
             levels,
         }),
         drift: None,
+        notes: run.notes.clone(),
     };
     result.drift = result.drift();
     if let Some(d) = result.drift.as_ref().filter(|d| d.flagged) {
@@ -239,6 +239,11 @@ struct Prepared<'a> {
     base_endpoints: &'a [String],
     base_model: Option<String>,
     next_prompt: u64,
+    /// `sweep.trace`: its send offsets at the speedup, and its length (a trial's first
+    /// request number is a multiple of it, so request i takes the trace's row i).
+    trace: Option<(Vec<f64>, u64)>,
+    /// How the workload was made (input lengths in words or tokens, dataset, trace).
+    notes: Vec<String>,
     /// The run's trials in the order they run.
     slots: Vec<Slot>,
     /// The progress step running now.
@@ -256,10 +261,14 @@ impl<'a> Prepared<'a> {
         // Before anything is sent: a run that runs out of descriptors part way loses its
         // results.
         let uncapped = profile.sweep.is_open_loop() && profile.sweep.max_concurrency.is_none();
-        fdlimit::ensure(
-            &fdlimit::Need::of(profile, setup.base_endpoints.len()),
-            uncapped,
-        )?;
+        // The workload's files are read first: a bad row is reported before anything is sent.
+        let source = source::prepare(profile)?;
+        let mut need = fdlimit::Need::of(profile, setup.base_endpoints.len());
+        if let (Some(t), true) = (&source.trace, uncapped) {
+            // Without a cap, every request of the trace may be in flight at once.
+            need.in_flight = t.entries.len() as u64;
+        }
+        fdlimit::ensure(&need, uncapped)?;
         let api_key = client::api_key_header(profile)?;
         let probe_client = client::build_probe_client(api_key.as_ref())?;
 
@@ -300,10 +309,6 @@ impl<'a> Prepared<'a> {
         let (extra_fields, dialect_warning) =
             dialect::fixed_length_fields(engine.as_deref(), &profile.workload);
 
-        let prompts = Prompts::load(
-            profile.workload.input_tokens,
-            profile.workload.prompts_file.as_deref(),
-        )?;
         std::fs::create_dir_all(&setup.out_dir)
             .with_context(|| format!("cannot create output folder {}", setup.out_dir.display()))?;
         // The journal starts over: what was derived from the old one goes first, so no
@@ -321,7 +326,12 @@ impl<'a> Prepared<'a> {
             measure,
             cooldown: sweep.cooldown.unwrap_or_default(),
         });
-        let levels: Vec<(u32, Option<f64>)> = if sweep.is_open_loop() {
+        let trace = (source.trace.as_ref())
+            .zip(sweep.trace.as_ref())
+            .map(|(t, spec)| source::trace_schedule(t, spec.speedup));
+        let levels: Vec<(u32, Option<f64>)> = if let Some((_, rate)) = &trace {
+            vec![(sweep.max_concurrency.unwrap_or(0), Some(*rate))]
+        } else if sweep.is_open_loop() {
             let cap = sweep.max_concurrency.unwrap_or(0);
             sweep.rates.iter().map(|&r| (cap, Some(r))).collect()
         } else {
@@ -339,7 +349,8 @@ impl<'a> Prepared<'a> {
             sweep.order,
             sweep.seed.unwrap_or(0),
         );
-        let (steps, planned_requests) = plan_steps(profile, &levels, &slots);
+        let trace_len = trace.as_ref().map(|(o, _)| o.len() as u64);
+        let (steps, planned_requests) = plan_steps(profile, &levels, &slots, trace_len);
         let mode = match setup.show_progress {
             false => progress::Mode::Off,
             true if std::io::stderr().is_terminal() => progress::Mode::Bar,
@@ -357,12 +368,8 @@ impl<'a> Prepared<'a> {
             api: profile.target.api,
             workload: profile.workload.clone(),
             extra_fields,
-            prompts,
-            lengths: lengths::Lengths::new(
-                &profile.workload,
-                profile.workload.seed.unwrap_or(0),
-                crate::profile::limits::INPUT_TOKENS,
-            ),
+            prompts: source.prompts,
+            lengths: source.lengths,
             api_key,
             limits: RequestLimits {
                 request_timeout: profile.sweep.request_timeout,
@@ -388,6 +395,11 @@ impl<'a> Prepared<'a> {
             base_endpoints: &setup.base_endpoints,
             base_model,
             next_prompt: 0,
+            trace: trace.map(|(offsets, _)| {
+                let n = offsets.len() as u64;
+                (offsets, n)
+            }),
+            notes: source.notes,
             slots,
             step: 0,
         })
@@ -471,6 +483,10 @@ impl<'a> Prepared<'a> {
     ) -> Result<(Option<TrialResult>, Option<String>)> {
         let (profile, shared) = (self.profile, &self.shared);
         let trial = slot.round;
+        if let Some((_, n)) = &self.trace {
+            // Request i of the trial is the trace's row i.
+            self.next_prompt = self.next_prompt.next_multiple_of((*n).max(1));
+        }
         let first_prompt = self.next_prompt;
         let label = format!("{name} trial {trial}/{}", profile.sweep.trials);
         shared.progress.begin(self.step, label);
@@ -493,8 +509,12 @@ impl<'a> Prepared<'a> {
         // The telemetry cross-check counts the client's tokens one by one: it needs the gaps.
         *shared.gaps.lock().unwrap_or_else(|e| e.into_inner()) = GapSink::new(watch.is_some());
         let monitor = headroom::Monitor::start();
-        let finished = match rate {
-            Some(r) => {
+        let finished = match (rate, &self.trace) {
+            (Some(_), Some((offsets, _))) => {
+                openloop::run_schedule(shared, batch, offsets, profile.sweep.max_concurrency)
+                    .await?
+            }
+            (Some(r), None) => {
                 let n = match self.windows {
                     Some(w) => open_loop_count(r, w.total()),
                     None => profile.sweep.requests_per_level as usize,
@@ -510,7 +530,7 @@ impl<'a> Prepared<'a> {
                 openloop::run_schedule(shared, batch, &offsets, profile.sweep.max_concurrency)
                     .await?
             }
-            None => run_batch(shared, batch).await?,
+            (None, _) => run_batch(shared, batch).await?,
         };
         let (mut client, reads) = monitor.finish();
         shared.progress.end_step();
@@ -529,25 +549,45 @@ impl<'a> Prepared<'a> {
         }
         let (measured, excluded) = measured_only(finished);
         let open_loop = rate.map(|r| {
-            openloop::stats(
+            let mut stats = openloop::stats(
                 r,
                 profile.sweep.arrival.unwrap_or(Arrival::Poisson),
                 &measured,
-            )
+            );
+            if self.trace.is_some() {
+                stats.arrival = "trace".to_string();
+            }
+            stats
         });
+        // Synthetic prompts ask for a length (each request's drawn or traced one, else
+        // input_tokens); a prompts file or a dataset asks for none.
+        let input_check = match &shared.prompts {
+            super::prompts::Prompts::Synthetic { words, .. } => {
+                input_check::check(&measured, shared.prompts.exact(), |index| {
+                    let n = first_prompt + u64::from(index);
+                    let own = shared.lengths.draw(n).input_words.unwrap_or(*words);
+                    Some(own.saturating_add(shared.prompts.prefix_tokens()))
+                })
+            }
+            super::prompts::Prompts::File(_) => None,
+        };
         let schedule_flag =
             (open_loop.as_ref()).and_then(|o| openloop::judge_schedule(o, measured.len()));
         headroom::judge_sends(&mut client, &measured);
         let misses =
             dialect::length_misses(&measured, &profile.workload, &shared.lengths, first_prompt);
         let mut t = summarize_trial_folded(trial, measured, itl);
-        let asked =
-            (profile.workload.output_length.is_none()).then_some(profile.workload.max_tokens);
+        // One length for all, unless drawn or given per row (a dataset, a trace).
+        let asked = (profile.workload.output_length.is_none() && shared.lengths.rows() == 0)
+            .then_some(profile.workload.max_tokens);
         dialect::note_length_misses(&mut t, misses, asked);
         telemetry::attach(&mut t, server);
         t.excluded_requests = excluded;
         t.open_loop = open_loop;
         t.flags.extend(schedule_flag);
+        t.flags
+            .extend(input_check.as_ref().and_then(input_check::judge));
+        t.input_check = input_check;
         headroom::judge_reads(&mut client, &reads, t.itl_ms.as_ref().map(|p| p.p50));
         t.flags.extend(headroom::flag(&client));
         t.client = Some(client);
@@ -615,6 +655,7 @@ fn plan_steps(
     profile: &Profile,
     levels: &[(u32, Option<f64>)],
     slots: &[Slot],
+    trace_requests: Option<u64>,
 ) -> (Vec<progress::Step>, u64) {
     use progress::{Step, StepKind};
     let sweep = &profile.sweep;
@@ -647,7 +688,7 @@ fn plan_steps(
                 }
             }
             (Some(r), None) => {
-                let n = u64::from(sweep.requests_per_level);
+                let n = trace_requests.unwrap_or(u64::from(sweep.requests_per_level));
                 requests += n;
                 StepKind::Timed {
                     seconds: n as f64 / r,

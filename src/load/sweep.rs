@@ -52,7 +52,8 @@ pub struct Shared {
 
 impl Shared {
     /// Writes a finished request, with the lengths drawn for it (`requested_input_words`,
-    /// `requested_output_tokens`; absent where the profile draws none).
+    /// or `requested_input_tokens` with the model's tokenizer, and `requested_output_tokens`;
+    /// absent where the profile draws none).
     pub(crate) fn journal(&self, record: &RequestRecord, drawn: Drawn) -> Result<()> {
         #[derive(serde::Serialize)]
         struct Line<'a> {
@@ -61,11 +62,16 @@ impl Shared {
             #[serde(skip_serializing_if = "Option::is_none")]
             requested_input_words: Option<u32>,
             #[serde(skip_serializing_if = "Option::is_none")]
+            requested_input_tokens: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             requested_output_tokens: Option<u32>,
         }
+        // With the model's tokenizer the asked length is tokens, else words.
+        let exact = self.prompts.exact();
         let mut line = serde_json::to_vec(&Line {
             record,
-            requested_input_words: drawn.input_words,
+            requested_input_words: drawn.input_words.filter(|_| !exact),
+            requested_input_tokens: drawn.input_words.filter(|_| exact),
             requested_output_tokens: drawn.output_tokens,
         })?;
         line.push(b'\n');
@@ -185,11 +191,18 @@ pub(crate) async fn send_one(
     scheduled_s: Option<f64>,
     window: Option<Window>,
 ) -> Finished {
-    let (urls, model) = match batch.arm {
-        Some(Arm::Base) => (&shared.base_urls, &shared.base_model),
-        _ => (&shared.urls, &shared.model),
+    let body = build_body(shared, batch, index);
+    send_built(shared, batch, index, body, scheduled_s, window).await
+}
+
+/// The body of request `index` of the batch. Built apart from the send so an open-loop
+/// schedule can build it before the send time (cutting a prompt at N tokens takes a
+/// tokenizer pass, which would otherwise count as send lag).
+pub(crate) fn build_body(shared: &Shared, batch: Batch, index: u32) -> bytes::Bytes {
+    let model = match batch.arm {
+        Some(Arm::Base) => &shared.base_model,
+        _ => &shared.model,
     };
-    let endpoint = index as usize % urls.len();
     let number = batch.first_prompt + u64::from(index);
     let drawn = shared.lengths.draw(number);
     let prompt = shared.prompts.get_sized(number, drawn.input_words);
@@ -198,7 +211,23 @@ pub(crate) async fn send_one(
     if let Some(tokens) = drawn.output_tokens {
         super::dialect::set_output_length(&mut body, tokens, shared.workload.ignore_eos);
     }
-    let body = bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+    bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+}
+
+/// Sends a built request body as request `index` of the batch.
+pub(crate) async fn send_built(
+    shared: &Shared,
+    batch: Batch,
+    index: u32,
+    body: bytes::Bytes,
+    scheduled_s: Option<f64>,
+    window: Option<Window>,
+) -> Finished {
+    let urls = match batch.arm {
+        Some(Arm::Base) => &shared.base_urls,
+        _ => &shared.urls,
+    };
+    let endpoint = index as usize % urls.len();
     let sent_s = shared.clock.elapsed().as_secs_f64();
     let request = send(
         &shared.client,

@@ -100,6 +100,7 @@ pub fn summarize_trial_folded(
         open_loop: None,
         excluded_requests: 0,
         round: None,
+        input_check: None,
     };
     if finished.is_empty() {
         return result;

@@ -52,6 +52,7 @@ fn trial(succeeded: u64, tokens: u64, tok_s: f64, per_req: Option<f64>, input: u
         open_loop: None,
         excluded_requests: 0,
         round: None,
+        input_check: None,
     }
 }
 
@@ -86,6 +87,7 @@ fn transcribed(
             .collect(),
         base: None,
         drift: None,
+        notes: Vec::new(),
     }
 }
 

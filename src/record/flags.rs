@@ -22,6 +22,9 @@ pub enum FlagKind {
     /// Open loop: the achieved request rate missed the target rate (the schedule collapsed
     /// into a burst, or the client or a concurrency cap could not keep up).
     ScheduleMissed,
+    /// The prompt tokens the server counted are off the requested ones by more than 1% on
+    /// average (no tokenizer, a chat template, or a different tokenizer).
+    InputLengthOff,
     /// Not measured by throughline: transcribed from someone's report.
     Transcribed,
     /// A flag from an older results file whose kind was not recorded.

@@ -57,6 +57,10 @@ pub struct RunResult {
     /// Interleaved runs: the trend of tok/s across the rounds (`flagged`: the server drifted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
+    /// What the reader should know about how the workload was made (input lengths in words,
+    /// output lengths estimated): facts about the run, not doubts about a trial.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Where the numbers were measured: the fingerprint a baseline is compared on.
@@ -318,6 +322,21 @@ pub struct TrialResult {
     /// runs that did not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round: Option<u32>,
+    /// The prompt tokens the server counted against those the requests asked for, where the
+    /// run asked for a length (synthetic prompts, traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_check: Option<InputCheck>,
+}
+
+/// A trial's prompt lengths: asked for and achieved (`usage.prompt_tokens`), means over the
+/// successful requests whose server reported prompt tokens.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InputCheck {
+    pub requests: u64,
+    pub requested_mean: f64,
+    pub achieved_mean: f64,
+    /// Requested lengths are tokens of the model's tokenizer (else words: an estimate).
+    pub exact: bool,
 }
 
 impl TrialResult {
@@ -846,6 +865,7 @@ pub mod fake {
             open_loop: None,
             excluded_requests: 0,
             round: None,
+            input_check: None,
         }
     }
 
@@ -883,6 +903,7 @@ pub mod fake {
             warnings: vec![],
             base: None,
             drift: None,
+            notes: Vec::new(),
         }
     }
 }

@@ -159,6 +159,14 @@ pub fn planned(profile: &Profile, arms: usize) -> String {
         sweep.concurrency.iter().map(|&c| (c, None)).collect()
     };
     let arms_text = if arms > 1 { " x 2 arms" } else { "" };
+    if let Some(t) = &sweep.trace {
+        return format!(
+            "planned: 1 level (a trace replayed at speedup {}) x {} trial(s){arms_text}; each \
+             trial lasts the trace's span / speedup plus its last requests (the trace is read \
+             when the run starts)",
+            t.speedup, sweep.trials
+        );
+    }
     let head = format!(
         "planned: {} level(s) x {} trial(s){arms_text}",
         levels.len(),

@@ -346,6 +346,7 @@ pub(crate) mod tests {
             open_loop: None,
             excluded_requests: 0,
             round: None,
+            input_check: None,
         }
     }
 
@@ -380,6 +381,7 @@ concurrency = [1]
             warnings: vec![],
             base: None,
             drift: None,
+            notes: Vec::new(),
         }
     }
 
