@@ -34,6 +34,7 @@ mod engine;
 pub mod faults;
 mod http;
 mod metrics;
+mod prefix_cache;
 mod presets;
 mod replay;
 mod sched;
