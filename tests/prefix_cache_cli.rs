@@ -63,8 +63,7 @@ const SHARED: &str = "shared_prefix_tokens = 200\nprefix_groups = 4\n";
 fn a_shared_prefix_is_served_from_the_simulated_cache() {
     let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
-    let (console, journal, results, sim) =
-        bench(dir.path(), "shared", &["--prefix-cache"], SHARED);
+    let (console, journal, results, sim) = bench(dir.path(), "shared", &["--prefix-cache"], SHARED);
     // The first request of each of the 4 groups prefills its system prompt; every later
     // one finds its 200 tokens cached.
     let mut misses = 0;
@@ -99,6 +98,8 @@ fn a_shared_prefix_is_served_from_the_simulated_cache() {
     }
     assert!(console.contains("prefix cache: "), "{console}");
     assert!(console.contains("% of prompt tokens served"), "{console}");
+    let report = std::fs::read_to_string(dir.path().join("shared/report.md")).unwrap();
+    assert!(report.contains(": prefix cache: "), "{report}");
 }
 
 /// Without a shared prefix the cache serves nothing (the server still reports 0 cached
@@ -127,6 +128,11 @@ fn no_shared_prefix_or_no_cache_shows_no_cache_effect() {
         assert!(t.get("prefix_cache").is_none(), "{t}");
     }
     assert!(!console.contains("prefix cache"), "{console}");
+    let report = std::fs::read_to_string(dir.path().join("uncached/report.md")).unwrap();
+    assert!(!report.contains("prefix cache"), "{report}");
     assert_eq!(counter(&sim, "throughline_sim_prefix_cache_hits_total"), 0);
-    assert_eq!(counter(&sim, "throughline_sim_prefix_cache_queries_total"), 0);
+    assert_eq!(
+        counter(&sim, "throughline_sim_prefix_cache_queries_total"),
+        0
+    );
 }

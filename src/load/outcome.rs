@@ -169,7 +169,8 @@ fn impossible_count(tokens: u64, chunks: usize, workload: &Workload) -> Option<S
 /// the prompt tokens the same usage reports (a count without them, or above them, is
 /// dropped rather than believed; a side figure does not fail the request).
 fn cached_tokens(u: super::chunk::Usage) -> Option<u64> {
-    u.cached_tokens.filter(|&c| u.prompt_tokens.is_some_and(|p| c <= p))
+    u.cached_tokens
+        .filter(|&c| u.prompt_tokens.is_some_and(|p| c <= p))
 }
 
 /// When every request of a batch failed to connect, the server is gone (or was never

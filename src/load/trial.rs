@@ -262,7 +262,10 @@ mod tests {
             ],
         );
         let c = t.prefix_cache.unwrap();
-        assert_eq!((c.requests, c.prompt_tokens, c.cached_tokens), (2, 480, 200));
+        assert_eq!(
+            (c.requests, c.prompt_tokens, c.cached_tokens),
+            (2, 480, 200)
+        );
         assert!((c.share - 200.0 / 480.0).abs() < 1e-12);
         let none = summarize_trial(1, vec![req(100, None, false)]);
         assert_eq!(none.prefix_cache, None);

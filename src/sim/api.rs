@@ -129,7 +129,10 @@ fn count_messages(
                 .collect(),
             Some(_) => return Err("message `content` must be a string or an array".into()),
         };
-        let tokens = texts.iter().map(|t| count(t)).fold(0u32, u32::saturating_add);
+        let tokens = texts
+            .iter()
+            .map(|t| count(t))
+            .fold(0u32, u32::saturating_add);
         n = n.saturating_add(tokens);
         if i == 0 && m.get("role").and_then(Value::as_str) == Some("system") {
             prefix = Prefix::of(texts, tokens);
@@ -295,18 +298,26 @@ mod tests {
             let body = format!("{{\"messages\": {messages}}}");
             parse(Kind::Chat, body.as_bytes(), 16, None).unwrap().params
         };
-        let a = chat(r#"[{"role":"system","content":"be brief now"},{"role":"user","content":"hi"}]"#);
+        let a =
+            chat(r#"[{"role":"system","content":"be brief now"},{"role":"user","content":"hi"}]"#);
         assert_eq!((a.prompt_tokens, a.prefix.unwrap().tokens), (4, 3));
-        let b = chat(r#"[{"role":"system","content":[{"type":"text","text":"be brief now"}]},{"role":"user","content":"other words"}]"#);
+        let b = chat(
+            r#"[{"role":"system","content":[{"type":"text","text":"be brief now"}]},{"role":"user","content":"other words"}]"#,
+        );
         assert_eq!(b.prefix, a.prefix, "the same text as parts");
-        let c = chat(r#"[{"role":"system","content":"be terse now"},{"role":"user","content":"hi"}]"#);
+        let c =
+            chat(r#"[{"role":"system","content":"be terse now"},{"role":"user","content":"hi"}]"#);
         assert_ne!(c.prefix.unwrap().hash, a.prefix.unwrap().hash);
-        let late = chat(r#"[{"role":"user","content":"hi"},{"role":"system","content":"be brief now"}]"#);
+        let late =
+            chat(r#"[{"role":"user","content":"hi"},{"role":"system","content":"be brief now"}]"#);
         assert_eq!(late.prefix, None);
         let p = parse(Kind::Completion, br#"{"prompt":"be brief now"}"#, 16, None).unwrap();
         assert_eq!(p.params.prefix, None);
         assert_eq!(usage(4, 2, None).get("prompt_tokens_details"), None);
-        assert_eq!(usage(4, 2, Some(3))["prompt_tokens_details"]["cached_tokens"], 3);
+        assert_eq!(
+            usage(4, 2, Some(3))["prompt_tokens_details"]["cached_tokens"],
+            3
+        );
     }
 
     /// With a tokenizer, text is counted in its tokens (the fixture's count of this text is

@@ -72,7 +72,9 @@ pub async fn run(
         metrics
             .prefix_cache_queries
             .fetch_add(step.cache_queries, Relaxed);
-        metrics.prefix_cache_hits.fetch_add(step.cache_hits, Relaxed);
+        metrics
+            .prefix_cache_hits
+            .fetch_add(step.cache_hits, Relaxed);
         publish(&metrics, &sched);
         if secs > 0.0 {
             deadline += step_duration(secs);

@@ -158,7 +158,9 @@ impl<H> Scheduler<H> {
                 break;
             };
             if let Some(cache) = &mut self.cache {
-                let cached = job.prefix.map_or(0, |p| cache.lookup(p).min(job.prompt_tokens));
+                let cached = job
+                    .prefix
+                    .map_or(0, |p| cache.lookup(p).min(job.prompt_tokens));
                 job.cached = Some(cached);
                 hits += u64::from(cached);
             }
@@ -340,7 +342,11 @@ mod tests {
         assert_eq!((first.prompt_tokens, first.cache_queries), (480, 480));
         assert_eq!(first.cache_hits, 200, "the second request of the step hits");
         let want = step_seconds(&cfg, 2, 480 - 200);
-        assert!((first.secs - want).abs() < 1e-12, "{} vs {want}", first.secs);
+        assert!(
+            (first.secs - want).abs() < 1e-12,
+            "{} vs {want}",
+            first.secs
+        );
         assert_eq!(emitted(&mut s), vec![(0, Some(0)), (1, Some(200))]);
         s.submit(2, p);
         s.submit(3, GenParams { prefix: None, ..p });
