@@ -60,6 +60,7 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
         excluded_requests: 0,
         round: None,
         input_check: None,
+        prefix_cache: None,
     }
 }
 

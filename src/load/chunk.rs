@@ -31,6 +31,9 @@ impl ChunkInfo {
 pub struct Usage {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: u64,
+    /// `prompt_tokens_details.cached_tokens`: prompt tokens the server's prefix cache served
+    /// (vLLM, SGLang and OpenAI report it; absent where the server does not).
+    pub cached_tokens: Option<u64>,
 }
 
 /// Parses a stream chunk's JSON. Errors describe what is wrong, for the `protocol` class.
@@ -86,6 +89,14 @@ struct WireUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<Obj<WireDetails>>,
+}
+
+#[derive(serde::Deserialize)]
+struct WireDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 /// A struct read only from a JSON object: serde would also read one from an array, field by
@@ -121,6 +132,7 @@ impl WireChunk<'_> {
                 Some(Usage {
                     prompt_tokens: u.prompt_tokens,
                     completion_tokens: u.completion_tokens?,
+                    cached_tokens: u.prompt_tokens_details.and_then(|Obj(d)| d.cached_tokens),
                 })
             }),
             ..ChunkInfo::default()
@@ -190,6 +202,10 @@ fn parse_usage(v: &Value) -> Option<Usage> {
     Some(Usage {
         prompt_tokens: v.get("prompt_tokens").and_then(Value::as_u64),
         completion_tokens: completion,
+        cached_tokens: v
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens"))
+            .and_then(Value::as_u64),
     })
 }
 
@@ -241,9 +257,29 @@ mod tests {
             c.usage,
             Some(Usage {
                 prompt_tokens: Some(26),
-                completion_tokens: 1115
+                completion_tokens: 1115,
+                cached_tokens: None,
             })
         );
+    }
+
+    /// vLLM's and OpenAI's `prompt_tokens_details.cached_tokens`, on both readings; a null or
+    /// malformed details object reports nothing cached.
+    #[test]
+    fn cached_tokens_are_read_from_the_prompt_details() {
+        let with = |details: &str| {
+            let data = format!(
+                r#"{{"choices":[],"usage":{{"prompt_tokens":240,"completion_tokens":8,"prompt_tokens_details":{details}}}}}"#
+            );
+            let typed = parse_chunk(&data).unwrap();
+            assert_eq!(typed, parse_chunk_generic(&data).unwrap(), "{data}");
+            typed.usage.unwrap().cached_tokens
+        };
+        assert_eq!(with(r#"{"cached_tokens":200}"#), Some(200));
+        assert_eq!(with("null"), None);
+        assert_eq!(with("{}"), None);
+        assert_eq!(with(r#"{"cached_tokens":-1}"#), None);
+        assert_eq!(with(r#"[200]"#), None);
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub fn arb_json() -> impl Strategy<Value = Value> {
         Just("usage".to_string()),
         Just("completion_tokens".to_string()),
         Just("prompt_tokens".to_string()),
+        Just("prompt_tokens_details".to_string()),
+        Just("cached_tokens".to_string()),
         Just("finish_reason".to_string()),
         Just("error".to_string()),
         "[a-z]{1,6}",
@@ -76,6 +78,7 @@ proptest! {
         finish in proptest::option::of("stop|length"),
         completion in proptest::option::of(0u64..5000),
         prompt in proptest::option::of(0u64..5000),
+        cached in proptest::option::of(0u64..5000),
         legacy in any::<bool>(),
     ) {
         let choice = if legacy {
@@ -86,6 +89,9 @@ proptest! {
         let mut v = json!({"id": "x", "choices": [choice]});
         if completion.is_some() || prompt.is_some() {
             v["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion});
+            if let Some(c) = cached {
+                v["usage"]["prompt_tokens_details"] = json!({"cached_tokens": c});
+            }
         }
         let text = v.to_string();
         prop_assert_eq!(parse_chunk(&text), parse_chunk_generic(&text), "{}", text);

@@ -123,6 +123,7 @@ pub fn finish(mut obs: Observed, slot: Slot, workload: &Workload) -> Finished {
             tpot_ms,
             output_tokens,
             input_tokens: obs.usage.and_then(|u| u.prompt_tokens),
+            cached_tokens: obs.usage.and_then(cached_tokens),
             token_source: attribution.source,
             chunks: obs.chunks.len() as u32,
             finish_reason: obs.finish_reason,
@@ -162,6 +163,14 @@ fn impossible_count(tokens: u64, chunks: usize, workload: &Workload) -> Option<S
         ));
     }
     None
+}
+
+/// The prompt tokens the server's prefix cache served, when the count can be true: at most
+/// the prompt tokens the same usage reports (a count without them, or above them, is
+/// dropped rather than believed; a side figure does not fail the request).
+fn cached_tokens(u: super::chunk::Usage) -> Option<u64> {
+    u.cached_tokens
+        .filter(|&c| u.prompt_tokens.is_some_and(|p| c <= p))
 }
 
 /// When every request of a batch failed to connect, the server is gone (or was never
@@ -230,6 +239,7 @@ mod tests {
             usage: Some(Usage {
                 prompt_tokens: Some(10),
                 completion_tokens: tokens,
+                cached_tokens: None,
             }),
             ..Observed::default()
         }
@@ -245,6 +255,25 @@ mod tests {
         assert!((r.tpot_ms.unwrap() - 100.0).abs() < 1e-6);
         assert_eq!(f.gaps_ms.len(), 9);
         assert_eq!(r.token_source, TokenSource::Usage);
+    }
+
+    /// Cached prompt tokens are recorded when they can be true: at most the prompt tokens.
+    #[test]
+    fn cached_tokens_are_kept_only_within_the_prompt() {
+        let with = |prompt: Option<u64>, cached: Option<u64>| {
+            let mut obs = observed(10);
+            obs.usage = obs.usage.map(|u| Usage {
+                prompt_tokens: prompt,
+                cached_tokens: cached,
+                ..u
+            });
+            finish(obs, slot(), &workload(false)).record.cached_tokens
+        };
+        assert_eq!(with(Some(10), Some(8)), Some(8));
+        assert_eq!(with(Some(10), Some(10)), Some(10));
+        assert_eq!(with(Some(10), None), None);
+        assert_eq!(with(Some(10), Some(11)), None);
+        assert_eq!(with(None, Some(3)), None);
     }
 
     #[test]

@@ -674,6 +674,7 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
                 tpot_ms: None,
                 output_tokens: n,
                 input_tokens: None,
+                cached_tokens: None,
                 token_source: TokenSource::Usage,
                 chunks: n as u32,
                 finish_reason: None,

@@ -5,7 +5,7 @@
 
 use super::outcome::Finished;
 use crate::record::flags::{FlagKind, TrialFlag};
-use crate::record::{TokenSource, TrialResult, Window};
+use crate::record::{PrefixCacheUse, TokenSource, TrialResult, Window};
 use crate::stats::LatencySketch;
 
 /// The token gaps of the trial running now, folded in as each request finishes so a trial's
@@ -101,6 +101,7 @@ pub fn summarize_trial_folded(
         excluded_requests: 0,
         round: None,
         input_check: None,
+        prefix_cache: None,
     };
     if finished.is_empty() {
         return result;
@@ -122,6 +123,7 @@ pub fn summarize_trial_folded(
     );
     let mut speeds = Vec::new();
     let mut estimated_splits = 0u64;
+    let mut cache: Option<PrefixCacheUse> = None;
     for f in finished {
         let r = f.record;
         result.input_tokens = result
@@ -138,6 +140,17 @@ pub fn summarize_trial_folded(
             }
             None => {
                 result.succeeded += 1;
+                if let (Some(prompt), Some(cached)) = (r.input_tokens, r.cached_tokens) {
+                    let c = cache.get_or_insert(PrefixCacheUse {
+                        requests: 0,
+                        prompt_tokens: 0,
+                        cached_tokens: 0,
+                        share: 0.0,
+                    });
+                    c.requests += 1;
+                    c.prompt_tokens = c.prompt_tokens.saturating_add(prompt);
+                    c.cached_tokens = c.cached_tokens.saturating_add(cached);
+                }
                 result.output_tokens = result.output_tokens.saturating_add(r.output_tokens);
                 *result.token_sources.entry(r.token_source).or_insert(0) += 1;
                 estimated_splits += u64::from(f.estimated_split);
@@ -158,6 +171,14 @@ pub fn summarize_trial_folded(
     if !speeds.is_empty() {
         result.per_request_tok_per_s = Some(speeds.iter().sum::<f64>() / speeds.len() as f64);
     }
+    result.prefix_cache = cache.map(|c| PrefixCacheUse {
+        share: if c.prompt_tokens > 0 {
+            c.cached_tokens as f64 / c.prompt_tokens as f64
+        } else {
+            0.0
+        },
+        ..c
+    });
     result.ttft_ms = ttft.percentiles();
     result.itl_ms = itl.percentiles();
     result.tpot_ms = tpot.percentiles();
@@ -216,6 +237,38 @@ mod tests {
         assert_eq!(kept.gaps_ms.len(), KEPT_GAPS_LIMIT - 5);
         assert!(over.gaps_ms.is_empty());
         assert_eq!(sink.into_itl().count(), KEPT_GAPS_LIMIT as u64 + 5);
+    }
+
+    /// The share of prompt tokens served from the cache, over the successful requests that
+    /// reported it; absent when none did.
+    #[test]
+    fn the_cache_share_counts_successes_that_reported_it() {
+        let req = |input: u64, cached: Option<u64>, failed: bool| {
+            let mut f = a_finished_request(1.0, 100.0);
+            f.record.input_tokens = Some(input);
+            f.record.cached_tokens = cached;
+            if failed {
+                f.record.error = Some(ErrorClass::Reset);
+            }
+            f
+        };
+        let t = summarize_trial(
+            1,
+            vec![
+                req(240, Some(0), false),
+                req(240, Some(200), false),
+                req(240, Some(200), true),
+                req(100, None, false),
+            ],
+        );
+        let c = t.prefix_cache.unwrap();
+        assert_eq!(
+            (c.requests, c.prompt_tokens, c.cached_tokens),
+            (2, 480, 200)
+        );
+        assert!((c.share - 200.0 / 480.0).abs() < 1e-12);
+        let none = summarize_trial(1, vec![req(100, None, false)]);
+        assert_eq!(none.prefix_cache, None);
     }
 
     /// Folded and unfolded summaries agree, exactly, for a small trial.

@@ -53,6 +53,7 @@ fn trial(succeeded: u64, tokens: u64, tok_s: f64, per_req: Option<f64>, input: u
         excluded_requests: 0,
         round: None,
         input_check: None,
+        prefix_cache: None,
     }
 }
 

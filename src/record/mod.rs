@@ -326,6 +326,21 @@ pub struct TrialResult {
     /// run asked for a length (synthetic prompts, traces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_check: Option<InputCheck>,
+    /// How much of the prompts the server's prefix cache served, where it reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCacheUse>,
+}
+
+/// A trial's prompt tokens served from the server's prefix cache, over the successful
+/// requests whose server reported both `usage.prompt_tokens` and
+/// `prompt_tokens_details.cached_tokens`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PrefixCacheUse {
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// `cached_tokens / prompt_tokens` (0 when no prompt tokens).
+    pub share: f64,
 }
 
 /// A trial's prompt lengths: asked for and achieved (`usage.prompt_tokens`), means over the
@@ -349,6 +364,10 @@ impl TrialResult {
             ("requests_per_s", Some(self.requests_per_s)),
             ("error_rate", Some(self.error_rate)),
             ("per_request_tok_per_s", self.per_request_tok_per_s),
+            (
+                "prefix_cache.share",
+                self.prefix_cache.as_ref().map(|c| c.share),
+            ),
         ]
         .into_iter()
         .find_map(|(name, v)| {
@@ -594,6 +613,10 @@ pub struct RequestRecord {
     pub tpot_ms: Option<f64>,
     pub output_tokens: u64,
     pub input_tokens: Option<u64>,
+    /// Of the input tokens, those the server's prefix cache served
+    /// (`usage.prompt_tokens_details.cached_tokens`); absent where the server reported none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
     pub token_source: TokenSource,
     /// Content chunks received.
     pub chunks: u32,
@@ -866,6 +889,7 @@ pub mod fake {
             excluded_requests: 0,
             round: None,
             input_check: None,
+            prefix_cache: None,
         }
     }
 

@@ -69,10 +69,33 @@ pub fn level_row(level: &LevelResult) -> String {
     )
 }
 
-/// What the server's own metrics said at a level (saturation, token cross-check), indented
-/// under its row; None when no telemetry was collected.
+/// What the server's own metrics said at a level (saturation, token cross-check) and how
+/// much of the prompts its prefix cache served, one indented line each under its row; None
+/// when neither was reported.
 pub fn server_note(level: &LevelResult) -> Option<String> {
-    level_note(&level.trials).map(|n| format!("{:>6}   {n}", ""))
+    let lines: Vec<String> = [level_note(&level.trials), cache_note(level)]
+        .into_iter()
+        .flatten()
+        .map(|n| format!("{:>6}   {n}", ""))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// The share of prompt tokens the server's prefix cache served at a level (mean over the
+/// trials that reported it), where the server reported `cached_tokens`.
+pub fn cache_note(level: &LevelResult) -> Option<String> {
+    let shares: Vec<f64> = level
+        .trials
+        .iter()
+        .filter_map(|t| t.prefix_cache.as_ref().map(|c| c.share))
+        .collect();
+    let mean = Spread::of(&shares)?.mean;
+    Some(format!(
+        "prefix cache: {:.1}% of prompt tokens served from the server's cache (mean over {} \
+         trial(s), usage.prompt_tokens_details.cached_tokens)",
+        mean * 100.0,
+        shares.len()
+    ))
 }
 
 /// One line on what the server's metrics said at a level, for the console.

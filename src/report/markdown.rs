@@ -125,6 +125,12 @@ pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
     if result.levels.is_empty() {
         let _ = writeln!(out, "\n_No level was measured._");
     }
+    let cache: Vec<String> = (result.levels.iter())
+        .filter_map(|l| super::console::cache_note(l).map(|n| format!("- {}: {n}", l.label())))
+        .collect();
+    if !cache.is_empty() {
+        let _ = writeln!(out, "\n{}", cache.join("\n"));
+    }
 
     let warnings = warnings(result);
     if !warnings.is_empty() {

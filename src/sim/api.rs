@@ -9,6 +9,7 @@
 
 use serde_json::{json, Value};
 
+use super::prefix_cache::Prefix;
 use super::sched::{FinishReason, GenParams};
 use crate::tokenize::ModelTokenizer;
 
@@ -42,9 +43,9 @@ pub fn parse(
         Some(t) => u32::try_from(t.count(s)).unwrap_or(u32::MAX),
         None => words(s),
     };
-    let prompt_tokens = match kind {
+    let (prompt_tokens, prefix) = match kind {
         Kind::Chat => count_messages(obj.get("messages"), &count)?,
-        Kind::Completion => count_prompt(obj.get("prompt"), &count)?,
+        Kind::Completion => (count_prompt(obj.get("prompt"), &count)?, None),
     };
     let uint = |key: &str| -> Result<Option<u32>, String> {
         match obj.get(key) {
@@ -93,6 +94,7 @@ pub fn parse(
             max_tokens,
             min_tokens,
             ignore_eos: flag(obj, "ignore_eos")?,
+            prefix,
         },
         stream: flag(obj, "stream")?,
         include_usage: flag(opts, "include_usage")?,
@@ -105,29 +107,38 @@ fn words(s: &str) -> u32 {
     s.split_whitespace().count() as u32
 }
 
-fn count_messages(messages: Option<&Value>, count: &dyn Fn(&str) -> u32) -> Result<u32, String> {
+/// The messages' prompt tokens, and the opening system message as a cacheable prefix.
+fn count_messages(
+    messages: Option<&Value>,
+    count: &dyn Fn(&str) -> u32,
+) -> Result<(u32, Option<Prefix>), String> {
     let list = match messages {
         Some(Value::Array(l)) if !l.is_empty() => l,
         Some(Value::Array(_)) => return Err("`messages` must not be empty".into()),
         Some(_) => return Err("`messages` must be an array".into()),
         None => return Err("missing `messages`".into()),
     };
-    let mut n = 0;
-    for m in list {
-        match m.get("content") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) => n += count(s),
-            Some(Value::Array(parts)) => {
-                n += parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .map(count)
-                    .sum::<u32>()
-            }
+    let (mut n, mut prefix) = (0u32, None);
+    for (i, m) in list.iter().enumerate() {
+        let texts: Vec<&str> = match m.get("content") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s],
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect(),
             Some(_) => return Err("message `content` must be a string or an array".into()),
+        };
+        let tokens = texts
+            .iter()
+            .map(|t| count(t))
+            .fold(0u32, u32::saturating_add);
+        n = n.saturating_add(tokens);
+        if i == 0 && m.get("role").and_then(Value::as_str) == Some("system") {
+            prefix = Prefix::of(texts, tokens);
         }
     }
-    Ok(n)
+    Ok((n, prefix))
 }
 
 fn count_prompt(prompt: Option<&Value>, count: &dyn Fn(&str) -> u32) -> Result<u32, String> {
@@ -159,12 +170,18 @@ pub fn token_text(start: u32, n: u32) -> String {
     s
 }
 
-pub fn usage(prompt: u32, completion: u32) -> Value {
-    json!({
+/// The usage object; with the prefix cache on (`cached` is Some), the prompt tokens found
+/// cached as `prompt_tokens_details.cached_tokens`, as vLLM and OpenAI report them.
+pub fn usage(prompt: u32, completion: u32, cached: Option<u32>) -> Value {
+    let mut v = json!({
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-    })
+    });
+    if let Some(c) = cached {
+        v["prompt_tokens_details"] = json!({ "cached_tokens": c });
+    }
+    v
 }
 
 /// Fields every response object carries.
@@ -272,6 +289,35 @@ mod tests {
         assert!(p.stream && p.include_usage && !p.continuous_usage);
         let p = parse(Kind::Completion, br#"{"prompt":[1,2,3]}"#, 100, None).unwrap();
         assert_eq!((p.params.prompt_tokens, p.params.max_tokens), (3, 100));
+    }
+
+    /// Only an opening system message is a cacheable prefix, counted like the prompt.
+    #[test]
+    fn the_opening_system_message_is_the_prefix() {
+        let chat = |messages: &str| {
+            let body = format!("{{\"messages\": {messages}}}");
+            parse(Kind::Chat, body.as_bytes(), 16, None).unwrap().params
+        };
+        let a =
+            chat(r#"[{"role":"system","content":"be brief now"},{"role":"user","content":"hi"}]"#);
+        assert_eq!((a.prompt_tokens, a.prefix.unwrap().tokens), (4, 3));
+        let b = chat(
+            r#"[{"role":"system","content":[{"type":"text","text":"be brief now"}]},{"role":"user","content":"other words"}]"#,
+        );
+        assert_eq!(b.prefix, a.prefix, "the same text as parts");
+        let c =
+            chat(r#"[{"role":"system","content":"be terse now"},{"role":"user","content":"hi"}]"#);
+        assert_ne!(c.prefix.unwrap().hash, a.prefix.unwrap().hash);
+        let late =
+            chat(r#"[{"role":"user","content":"hi"},{"role":"system","content":"be brief now"}]"#);
+        assert_eq!(late.prefix, None);
+        let p = parse(Kind::Completion, br#"{"prompt":"be brief now"}"#, 16, None).unwrap();
+        assert_eq!(p.params.prefix, None);
+        assert_eq!(usage(4, 2, None).get("prompt_tokens_details"), None);
+        assert_eq!(
+            usage(4, 2, Some(3))["prompt_tokens_details"]["cached_tokens"],
+            3
+        );
     }
 
     /// With a tokenizer, text is counted in its tokens (the fixture's count of this text is

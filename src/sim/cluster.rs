@@ -241,6 +241,11 @@ pub struct ServeSimArgs {
     /// real server does with its model's; without it, one token per word.
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<std::path::PathBuf>,
+    /// Cache each chat request's opening system message (by a hash of its text, 4,096 per
+    /// replica, least recently used out): a request whose system message is cached prefills
+    /// only the rest, and usage reports the rest as `prompt_tokens_details.cached_tokens`.
+    #[arg(long)]
+    pub prefix_cache: bool,
     /// Keep each streamed chunk's send time per `user` and serve them at GET /sim/send-times
     /// (for `selfbench`).
     #[arg(long, hide = true)]
@@ -271,6 +276,7 @@ impl ServeSimArgs {
             cfg.model = m.clone();
         }
         cfg.record_send_times = self.record_send_times;
+        cfg.prefix_cache = self.prefix_cache;
         if let Some(path) = &self.tokenizer {
             let t = crate::tokenize::ModelTokenizer::load(path).context("--tokenizer")?;
             cfg.tokenizer = Some(crate::tokenize::SharedTokenizer(Arc::new(t)));

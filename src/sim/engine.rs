@@ -64,10 +64,17 @@ pub async fn run(
         }
         let gone = sched.retain(|tx| !tx.is_closed());
         metrics.aborted.fetch_add(gone as u64, Relaxed);
-        let Some((secs, prefill)) = sched.begin_step() else {
+        let Some(step) = sched.begin_step() else {
             continue;
         };
-        metrics.prompt_tokens.fetch_add(prefill, Relaxed);
+        let secs = step.secs;
+        metrics.prompt_tokens.fetch_add(step.prompt_tokens, Relaxed);
+        metrics
+            .prefix_cache_queries
+            .fetch_add(step.cache_queries, Relaxed);
+        metrics
+            .prefix_cache_hits
+            .fetch_add(step.cache_hits, Relaxed);
         publish(&metrics, &sched);
         if secs > 0.0 {
             deadline += step_duration(secs);

@@ -252,7 +252,7 @@ async fn full_response(
         text.push_str(&api::token_text(e.start, e.tokens));
         n += e.tokens;
         if let Some(finish) = e.finish {
-            let usage = api::usage(ctx.req.params.prompt_tokens, n);
+            let usage = api::usage(ctx.req.params.prompt_tokens, n, e.cached);
             let mut v = ctx.env().full(text, finish, usage);
             match kind {
                 Some(FaultKind::Reset) => {
@@ -363,13 +363,13 @@ fn sse_events(
             let prompt = ctx.req.params.prompt_tokens;
             let no_usage = fault == Some(FaultKind::NoUsage);
             if ctx.req.continuous_usage && !no_usage {
-                chunk["usage"] = api::usage(prompt, n);
+                chunk["usage"] = api::usage(prompt, n, e.cached);
             }
             out.push(frame(&chunk));
             let finished = e.finish.is_some();
             if finished {
                 if ctx.req.include_usage && !no_usage {
-                    out.push(frame(&env.usage_chunk(api::usage(prompt, n))));
+                    out.push(frame(&env.usage_chunk(api::usage(prompt, n, e.cached))));
                 }
                 if fault != Some(FaultKind::NoDone) {
                     out.push(Bytes::from_static(b"data: [DONE]\n\n"));

@@ -12,6 +12,11 @@ pub struct Metrics {
     pub generation_tokens: AtomicU64,
     /// Prompt tokens of requests admitted (prefilled).
     pub prompt_tokens: AtomicU64,
+    /// Prompt tokens looked up in the prefix cache (`--prefix-cache`), like vLLM's
+    /// `vllm:prefix_cache_queries_total`.
+    pub prefix_cache_queries: AtomicU64,
+    /// Of those, tokens found cached (no prefill), like `vllm:prefix_cache_hits_total`.
+    pub prefix_cache_hits: AtomicU64,
     /// Requests that ran to a finish_reason.
     pub requests: AtomicU64,
     /// Requests whose client went away before they finished.
@@ -53,8 +58,20 @@ impl Metrics {
         put(
             "throughline_sim_prompt_tokens_total",
             "counter",
-            "Prompt tokens prefilled (whitespace-separated words).",
+            "Prompt tokens of requests admitted, cached ones included.",
             &self.prompt_tokens,
+        );
+        put(
+            "throughline_sim_prefix_cache_queries_total",
+            "counter",
+            "Prompt tokens looked up in the prefix cache (0 without --prefix-cache).",
+            &self.prefix_cache_queries,
+        );
+        put(
+            "throughline_sim_prefix_cache_hits_total",
+            "counter",
+            "Prompt tokens found in the prefix cache (not prefilled).",
+            &self.prefix_cache_hits,
         );
         put(
             "throughline_sim_requests_total",

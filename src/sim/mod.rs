@@ -19,12 +19,15 @@
 //! the request is accepted (so it is not the first token), put `finish_reason` on the
 //! chunk carrying the last tokens (like vLLM), then the `include_usage` chunk, then
 //! `[DONE]`. `/metrics` counts generation tokens as they are handed to a client,
-//! `requests_total` as requests finish, and aborted requests apart.
+//! `requests_total` as requests finish, and aborted requests apart. With `--prefix-cache`,
+//! an opening system message already prefilled costs no prefill time again
+//! (`prefix_cache`), and usage reports its tokens as `prompt_tokens_details.cached_tokens`.
 //!
 //! Layout: `config` (knobs), `presets` (calibrated configurations), `sched` (the engine's
 //! clock-free logic), `engine` (the real-time task), `replay` (virtual-time calibration),
-//! `api` (OpenAI shapes), `http` (axum handlers, SSE), `metrics` (Prometheus), `cluster`
-//! (replicas and the `serve-sim` command).
+//! `prefix_cache` (the bounded cache of system messages), `api` (OpenAI shapes), `http`
+//! (axum handlers, SSE), `metrics` (Prometheus), `cluster` (replicas and the `serve-sim`
+//! command).
 
 mod api;
 mod cluster;
@@ -34,6 +37,7 @@ mod engine;
 pub mod faults;
 mod http;
 mod metrics;
+mod prefix_cache;
 mod presets;
 mod replay;
 mod sched;

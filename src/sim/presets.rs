@@ -31,6 +31,7 @@ fn base(preset: &str, model: &str) -> SimConfig {
         seed: 0,
         record_send_times: false,
         tokenizer: None,
+        prefix_cache: false,
     }
 }
 

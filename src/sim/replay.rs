@@ -25,6 +25,7 @@ pub fn simulated_closed_loop_throughput(
         max_tokens,
         min_tokens: 0,
         ignore_eos: true,
+        prefix: None,
     };
     let mut sched = Scheduler::new(config.session());
     let mut sent = 0;
@@ -33,8 +34,8 @@ pub fn simulated_closed_loop_throughput(
         sent += 1;
     }
     let (mut clock, mut tokens) = (0.0f64, 0u64);
-    while let Some((secs, _)) = sched.begin_step() {
-        clock += secs;
+    while let Some(step) = sched.begin_step() {
+        clock += step.secs;
         let mut completed = 0;
         sched.finish_step(|_, e| {
             tokens += u64::from(e.tokens);

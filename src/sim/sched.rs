@@ -10,6 +10,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::config::SimConfig;
 use super::draw::{mix_seed, standard_normal};
+use super::prefix_cache::{Prefix, PrefixCache, PREFIX_CACHE_ENTRIES};
 
 pub use super::config::step_seconds;
 
@@ -36,6 +37,8 @@ pub struct GenParams {
     pub max_tokens: u32,
     pub min_tokens: u32,
     pub ignore_eos: bool,
+    /// The opening system message of a chat request, which the prefix cache can serve.
+    pub prefix: Option<Prefix>,
 }
 
 /// Tokens one request gained in one step.
@@ -47,11 +50,28 @@ pub struct Emission {
     pub tokens: u32,
     /// Set on the request's last step.
     pub finish: Option<FinishReason>,
+    /// The request's prompt tokens served from the prefix cache (None: no cache).
+    pub cached: Option<u32>,
+}
+
+/// What admitting requests into a step cost and found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    /// The step's duration.
+    pub secs: f64,
+    /// Prompt tokens of the requests admitted in it, cached ones included.
+    pub prompt_tokens: u64,
+    /// Prompt tokens looked up in the prefix cache (every admitted request's, when it is on).
+    pub cache_queries: u64,
+    /// Of those, the tokens found cached (not prefilled).
+    pub cache_hits: u64,
 }
 
 struct Job<H> {
     handle: H,
     prompt_tokens: u32,
+    prefix: Option<Prefix>,
+    cached: Option<u32>,
     target: u32,
     max_tokens: u32,
     generated: u32,
@@ -64,12 +84,17 @@ pub struct Scheduler<H> {
     waiting: VecDeque<Job<H>>,
     running: Vec<Job<H>>,
     submitted: u64,
+    cache: Option<PrefixCache>,
 }
 
 impl<H> Scheduler<H> {
     pub fn new(cfg: SimConfig) -> Self {
         let rng = ChaCha8Rng::seed_from_u64(mix_seed(cfg.seed));
+        let cache = cfg
+            .prefix_cache
+            .then(|| PrefixCache::new(PREFIX_CACHE_ENTRIES));
         Scheduler {
+            cache,
             cfg,
             rng,
             waiting: VecDeque::new(),
@@ -105,6 +130,8 @@ impl<H> Scheduler<H> {
         self.waiting.push_back(Job {
             handle,
             prompt_tokens: p.prompt_tokens,
+            prefix: p.prefix,
+            cached: None,
             target: target.max(1),
             max_tokens: max,
             generated: 0,
@@ -120,23 +147,37 @@ impl<H> Scheduler<H> {
     }
 
     /// Admits waiting requests into free slots (FIFO) and returns the coming step's
-    /// duration in seconds with the prompt tokens it prefilled, or `None` when nothing runs.
-    pub fn begin_step(&mut self) -> Option<(f64, u64)> {
-        let mut prefill = 0u64;
+    /// duration with the prompt tokens it admitted, or `None` when nothing runs. With the
+    /// prefix cache, each admitted request looks its system message up (in admission order,
+    /// so the first of a group prefills it and the next ones, even in the same step, find it
+    /// cached); only the tokens not found cached cost prefill time.
+    pub fn begin_step(&mut self) -> Option<Step> {
+        let (mut prompt, mut computed, mut hits) = (0u64, 0u64, 0u64);
         while self.running.len() < self.cfg.max_running {
-            let Some(job) = self.waiting.pop_front() else {
+            let Some(mut job) = self.waiting.pop_front() else {
                 break;
             };
-            prefill += u64::from(job.prompt_tokens);
+            if let Some(cache) = &mut self.cache {
+                let cached = job
+                    .prefix
+                    .map_or(0, |p| cache.lookup(p).min(job.prompt_tokens));
+                job.cached = Some(cached);
+                hits += u64::from(cached);
+            }
+            let tokens = u64::from(job.prompt_tokens);
+            prompt += tokens;
+            computed += tokens - u64::from(job.cached.unwrap_or(0));
             self.running.push(job);
         }
         if self.running.is_empty() {
             return None;
         }
-        Some((
-            step_seconds(&self.cfg, self.running.len(), prefill),
-            prefill,
-        ))
+        Some(Step {
+            secs: step_seconds(&self.cfg, self.running.len(), computed),
+            prompt_tokens: prompt,
+            cache_queries: if self.cache.is_some() { prompt } else { 0 },
+            cache_hits: hits,
+        })
     }
 
     /// Ends the step: every running request gains 1..=mtp_max tokens. `deliver` returns
@@ -147,7 +188,7 @@ impl<H> Scheduler<H> {
             let k = self.draw_tokens_per_step();
             let job = &mut self.running[i];
             let tokens = k.min(job.target - job.generated);
-            let start = job.generated;
+            let (start, cached) = (job.generated, job.cached);
             job.generated += tokens;
             let finish = (job.generated >= job.target).then_some({
                 if job.generated >= job.max_tokens {
@@ -162,6 +203,7 @@ impl<H> Scheduler<H> {
                     start,
                     tokens,
                     finish,
+                    cached,
                 },
             );
             if finish.is_some() || !delivered {
@@ -202,6 +244,7 @@ mod tests {
             max_tokens: max,
             min_tokens: 0,
             ignore_eos,
+            prefix: None,
         }
     }
 
@@ -265,6 +308,64 @@ mod tests {
         });
         assert_eq!(seen, vec![0, 1]);
         assert_eq!(s.retain(|id| *id != 2), 1);
+    }
+
+    /// With the prefix cache, the first request of a system prompt prefills all of it; the
+    /// next ones (in the same step or later) find it cached: those tokens cost no prefill
+    /// time and are reported per request. Without the cache nothing is cached or reported.
+    #[test]
+    fn the_prefix_cache_saves_the_prefill_of_a_shared_system_prompt() {
+        let cfg = SimConfig {
+            prefix_cache: true,
+            max_running: 4,
+            ..SimConfig::preset("fast").unwrap()
+        };
+        assert!(cfg.prefill_s_per_token > 0.0);
+        let shared = Prefix::of(["you are a helpful assistant"], 200);
+        let p = GenParams {
+            prompt_tokens: 240,
+            prefix: shared,
+            ..params(1, true)
+        };
+        let emitted = |s: &mut Scheduler<u32>| {
+            let mut seen = vec![];
+            s.finish_step(|id, e| {
+                seen.push((*id, e.cached));
+                true
+            });
+            seen
+        };
+        let mut s = Scheduler::new(cfg.clone());
+        s.submit(0, p);
+        s.submit(1, p);
+        let first = s.begin_step().unwrap();
+        assert_eq!((first.prompt_tokens, first.cache_queries), (480, 480));
+        assert_eq!(first.cache_hits, 200, "the second request of the step hits");
+        let want = step_seconds(&cfg, 2, 480 - 200);
+        assert!(
+            (first.secs - want).abs() < 1e-12,
+            "{} vs {want}",
+            first.secs
+        );
+        assert_eq!(emitted(&mut s), vec![(0, Some(0)), (1, Some(200))]);
+        s.submit(2, p);
+        s.submit(3, GenParams { prefix: None, ..p });
+        let later = s.begin_step().unwrap();
+        assert_eq!((later.cache_queries, later.cache_hits), (480, 200));
+        assert!((later.secs - step_seconds(&cfg, 2, 280)).abs() < 1e-12);
+        assert_eq!(emitted(&mut s), vec![(2, Some(200)), (3, Some(0))]);
+
+        let off = SimConfig {
+            prefix_cache: false,
+            ..cfg.clone()
+        };
+        let mut s = Scheduler::new(off.clone());
+        s.submit(0, p);
+        s.submit(1, p);
+        let step = s.begin_step().unwrap();
+        assert_eq!((step.cache_queries, step.cache_hits), (0, 0));
+        assert!((step.secs - step_seconds(&off, 2, 480)).abs() < 1e-12);
+        assert_eq!(emitted(&mut s), vec![(0, None), (1, None)]);
     }
 
     #[test]

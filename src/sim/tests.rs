@@ -290,6 +290,7 @@ async fn config_errors_are_clear() {
         model: None,
         record_send_times: false,
         tokenizer: None,
+        prefix_cache: false,
         faults: Default::default(),
     };
     let e = args("nope", 1.0).to_config().unwrap_err().to_string();
@@ -493,6 +494,7 @@ async fn out_of_range_flags_are_refused_before_the_engine_runs() {
         model: None,
         record_send_times: false,
         tokenizer: None,
+        prefix_cache: false,
         faults: Default::default(),
     };
     let cases = [

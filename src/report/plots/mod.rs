@@ -347,6 +347,7 @@ pub(crate) mod tests {
             excluded_requests: 0,
             round: None,
             input_check: None,
+            prefix_cache: None,
         }
     }
 

@@ -1,0 +1,137 @@
+//! The simulated prefix cache (`serve-sim --prefix-cache`): a chat request's opening system
+//! message, known by a hash of its text, is prefilled once; a later request admitted with the
+//! same system message finds it cached and prefills only the rest of its prompt, as vLLM's
+//! automatic prefix caching does for a shared system prompt. Bounded: the least recently used
+//! prefix is forgotten past [`PREFIX_CACHE_ENTRIES`], so memory stays fixed however many
+//! distinct prefixes arrive.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+
+/// Most distinct prefixes one replica's cache holds.
+pub const PREFIX_CACHE_ENTRIES: usize = 4096;
+
+/// A request's cacheable prefix: its opening system message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    /// Hash of the system message's text (the same text, the same hash, in every process).
+    pub hash: u64,
+    /// Its prompt tokens, as the simulator counts them (words, or `--tokenizer` tokens).
+    pub tokens: u32,
+}
+
+impl Prefix {
+    /// The prefix of a system message made of `texts` (its content, or its content parts in
+    /// order) that counts `tokens`; None for an empty one (nothing to cache).
+    pub fn of<'a>(texts: impl IntoIterator<Item = &'a str>, tokens: u32) -> Option<Prefix> {
+        // Fixed keys: the same hash in every process of a build, unlike RandomState.
+        let mut h = std::hash::DefaultHasher::new();
+        for t in texts {
+            t.hash(&mut h);
+        }
+        (tokens > 0).then(|| Prefix {
+            hash: h.finish(),
+            tokens,
+        })
+    }
+}
+
+/// A bounded LRU of prefixes: hash -> (tokens, last use), and last use -> hash to find the
+/// oldest in O(log n).
+#[derive(Debug)]
+pub struct PrefixCache {
+    capacity: usize,
+    clock: u64,
+    entries: HashMap<u64, (u32, u64)>,
+    by_use: BTreeMap<u64, u64>,
+}
+
+impl PrefixCache {
+    pub fn new(capacity: usize) -> Self {
+        PrefixCache {
+            capacity: capacity.max(1),
+            clock: 0,
+            entries: HashMap::new(),
+            by_use: BTreeMap::new(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The prompt tokens `p` finds cached: all of them on a hit (the entry becomes the most
+    /// recently used), none on a miss (the prefix is then cached, its prefill being done by
+    /// this request, and the least recently used entry evicted past the bound).
+    pub fn lookup(&mut self, p: Prefix) -> u32 {
+        self.clock += 1;
+        let now = self.clock;
+        if let Some((tokens, used)) = self.entries.get_mut(&p.hash) {
+            self.by_use.remove(used);
+            *used = now;
+            self.by_use.insert(now, p.hash);
+            // Same text, same count; the min guards a hash collision.
+            return (*tokens).min(p.tokens);
+        }
+        if self.entries.len() >= self.capacity {
+            if let Some((_, oldest)) = self.by_use.pop_first() {
+                self.entries.remove(&oldest);
+            }
+        }
+        self.entries.insert(p.hash, (p.tokens, now));
+        self.by_use.insert(now, p.hash);
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefix(text: &str) -> Prefix {
+        Prefix::of([text], text.split_whitespace().count() as u32).unwrap()
+    }
+
+    #[test]
+    fn the_first_request_misses_and_the_next_hit() {
+        let mut c = PrefixCache::new(8);
+        let a = prefix("you are a helpful assistant");
+        assert_eq!(c.lookup(a), 0);
+        assert_eq!(c.lookup(a), 5);
+        assert_eq!(c.lookup(a), 5);
+        assert_eq!(c.lookup(prefix("you are a terse assistant")), 0);
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn hashes_depend_on_the_text_only() {
+        assert_eq!(prefix("a b c"), prefix("a b c"));
+        assert_ne!(prefix("a b c").hash, prefix("a b d").hash);
+        // Content parts are hashed in order, apart: ["ab", "c"] is not ["a", "bc"].
+        assert_ne!(
+            Prefix::of(["ab", "c"], 2).unwrap().hash,
+            Prefix::of(["a", "bc"], 2).unwrap().hash
+        );
+        assert_eq!(Prefix::of([""], 0), None);
+    }
+
+    /// Past the bound the least recently used prefix goes: a hit refreshes an entry.
+    #[test]
+    fn the_bound_evicts_the_least_recently_used() {
+        let mut c = PrefixCache::new(2);
+        let (a, b, d) = (prefix("a a"), prefix("b b b"), prefix("d"));
+        assert_eq!(c.lookup(a), 0);
+        assert_eq!(c.lookup(b), 0);
+        assert_eq!(c.lookup(a), 2, "a is now the most recently used");
+        assert_eq!(c.lookup(d), 0, "evicts b");
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.lookup(a), 2);
+        assert_eq!(c.lookup(b), 0, "b was evicted");
+        let mut big = PrefixCache::new(PREFIX_CACHE_ENTRIES);
+        for i in 0..3 * PREFIX_CACHE_ENTRIES {
+            big.lookup(prefix(&format!("system {i}")));
+        }
+        assert_eq!(big.len(), PREFIX_CACHE_ENTRIES);
+    }
+}
