@@ -5,8 +5,10 @@
 //! prefix is forgotten past [`PREFIX_CACHE_ENTRIES`], so memory stays fixed however many
 //! distinct prefixes arrive.
 
-use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
+use std::num::NonZeroUsize;
+
+use lru::LruCache;
 
 /// Most distinct prefixes one replica's cache holds.
 pub const PREFIX_CACHE_ENTRIES: usize = 4096;
@@ -36,23 +38,17 @@ impl Prefix {
     }
 }
 
-/// A bounded LRU of prefixes: hash -> (tokens, last use), and last use -> hash to find the
-/// oldest in O(log n).
+/// A bounded LRU of prefixes (hash -> tokens), through the `lru` crate.
 #[derive(Debug)]
 pub struct PrefixCache {
-    capacity: usize,
-    clock: u64,
-    entries: HashMap<u64, (u32, u64)>,
-    by_use: BTreeMap<u64, u64>,
+    entries: LruCache<u64, u32>,
 }
 
 impl PrefixCache {
     pub fn new(capacity: usize) -> Self {
+        let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
         PrefixCache {
-            capacity: capacity.max(1),
-            clock: 0,
-            entries: HashMap::new(),
-            by_use: BTreeMap::new(),
+            entries: LruCache::new(capacity),
         }
     }
 
@@ -65,22 +61,11 @@ impl PrefixCache {
     /// recently used), none on a miss (the prefix is then cached, its prefill being done by
     /// this request, and the least recently used entry evicted past the bound).
     pub fn lookup(&mut self, p: Prefix) -> u32 {
-        self.clock += 1;
-        let now = self.clock;
-        if let Some((tokens, used)) = self.entries.get_mut(&p.hash) {
-            self.by_use.remove(used);
-            *used = now;
-            self.by_use.insert(now, p.hash);
+        if let Some(tokens) = self.entries.get(&p.hash) {
             // Same text, same count; the min guards a hash collision.
             return (*tokens).min(p.tokens);
         }
-        if self.entries.len() >= self.capacity {
-            if let Some((_, oldest)) = self.by_use.pop_first() {
-                self.entries.remove(&oldest);
-            }
-        }
-        self.entries.insert(p.hash, (p.tokens, now));
-        self.by_use.insert(now, p.hash);
+        self.entries.put(p.hash, p.tokens);
         0
     }
 }
