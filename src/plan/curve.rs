@@ -116,7 +116,10 @@ pub fn points_per_replica(run: &RunResult) -> Vec<(f64, f64)> {
 /// C = 16 run 2 waves for 1.5 waves' work and read 25% low. A plan runs a long job with its
 /// slots full, so it plans from the steady rate; the job's own end is the tail, which the
 /// plan adds from the job's lengths. 1 for every other trial (unequal lengths do not run in
-/// waves), and for trials that lost requests.
+/// waves), and for trials that lost requests. It assumes a decode step lasts as long with the
+/// last wave's fewer requests as with full slots: true where decoding is memory-bound (and on
+/// the simulator's fixed preset), optimistic where a smaller batch steps faster; the plan's
+/// note says so.
 pub fn wave_factor(run: &RunResult, concurrency: u32, t: &crate::record::TrialResult) -> f64 {
     let w = &run.profile.workload;
     let equal_lengths = w.ignore_eos && w.output_length.is_none();
@@ -252,8 +255,10 @@ pub fn estimate(
     if !waves.is_empty() {
         notes.push(format!(
             "{origin}: equal-length requests ran in waves whose last one was part-empty at {}; \
-             planned from the steady rate (window rate x waves x C / requests); make \
-             requests_per_level a multiple of every concurrency to measure it directly",
+             planned from the steady rate (window rate x waves x C / requests), which assumes \
+             a step lasts as long with the last wave's fewer requests (true where decoding is \
+             memory-bound; optimistic where it is compute-bound); make requests_per_level a \
+             multiple of every concurrency to measure it directly",
             waves.join(", ")
         ));
     }
