@@ -43,18 +43,6 @@ fn edited(results: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> PathBuf 
     path
 }
 
-fn gate(results: &Path, baseline: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "gate",
-        "--results",
-        results.to_str().unwrap(),
-        "--baseline",
-        baseline.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    run(&args)
-}
-
 /// Item 3: a pull request's profile cannot loosen its own gate. The baseline was blessed
 /// with the default settings (3% minimum effect, 25% guard); the candidate's profile asks
 /// for a 50% minimum effect, a 90% guard and alpha 0.4, and runs 40% slower. With the

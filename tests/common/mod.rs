@@ -220,6 +220,19 @@ pub fn bless(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
     run(&args)
 }
 
+/// `throughline gate --results RESULTS --baseline BASELINE [extra...]`.
+pub fn gate(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "gate",
+        "--results",
+        results.to_str().unwrap(),
+        "--baseline",
+        baseline.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
 /// Waits for `child` at most `limit`, killing it (and failing) past that.
 pub fn wait_with_deadline(child: Child, limit: Duration, what: &str) -> Output {
     let started = Instant::now();
