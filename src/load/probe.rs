@@ -135,6 +135,18 @@ async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
 }
 
 async fn metrics_text(client: &reqwest::Client, endpoint: &str, path: &str) -> Option<String> {
+    let body = get_capped(client, endpoint, path, MAX_METRICS_BODY).await?;
+    String::from_utf8(body).ok()
+}
+
+/// The body of `GET {endpoint}{path}` (5 s timeout, at most `limit` bytes); `None` on any
+/// failure or a non-2xx answer: probes that may find nothing.
+async fn get_capped(
+    client: &reqwest::Client,
+    endpoint: &str,
+    path: &str,
+    limit: usize,
+) -> Option<Vec<u8>> {
     let url = format!("{}{path}", base_url(endpoint));
     let response = client
         .get(url)
@@ -145,8 +157,7 @@ async fn metrics_text(client: &reqwest::Client, endpoint: &str, path: &str) -> O
     if !response.status().is_success() {
         return None;
     }
-    let body = read_capped(response, MAX_METRICS_BODY).await.ok()?;
-    String::from_utf8(body).ok()
+    read_capped(response, limit).await.ok()
 }
 
 /// The Prometheus pages engines serve: most at `/metrics`, NVIDIA NIM at `/v1/metrics`,
@@ -205,17 +216,7 @@ async fn engine_version(
     engine: Option<&str>,
 ) -> Option<String> {
     let (_, path, field) = VERSION_ROUTES.iter().find(|(e, _, _)| Some(*e) == engine)?;
-    let url = format!("{}{path}", base_url(endpoint));
-    let response = client
-        .get(url)
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?;
-    if !response.status().is_success() {
-        return None;
-    }
-    let body = read_capped(response, MAX_PROBE_BODY).await.ok()?;
+    let body = get_capped(client, endpoint, path, MAX_PROBE_BODY).await?;
     version_field(&body, field)
 }
 
