@@ -9,9 +9,9 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::process::{PeakRss, SimProcess};
-use crate::load::{run_bench, BenchSetup};
+use super::quiet_setup;
+use crate::load::run_bench;
 use crate::profile::Profile;
-use crate::record::Environment;
 
 /// What one trial length measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,13 +52,7 @@ pub async fn measure(spec: &str) -> Result<MemoryFigures> {
     );
     let profile = Profile::parse(&text)?;
     let dir = tempfile::tempdir().context("cannot create a temporary folder")?;
-    let setup = BenchSetup {
-        profile,
-        environment: Environment::default(),
-        out_dir: dir.path().to_path_buf(),
-        show_progress: false,
-        base_endpoints: Vec::new(),
-    };
+    let setup = quiet_setup(profile, dir.path());
     let rss = PeakRss::start();
     let wall = Instant::now();
     let outcome = run_bench(setup, |_, _| {}).await;

@@ -433,13 +433,7 @@ async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Re
     );
     let profile = Profile::parse(&text)?;
     let dir = tempfile::tempdir().context("cannot create a temporary folder")?;
-    let setup = BenchSetup {
-        profile,
-        environment: Environment::default(),
-        out_dir: dir.path().to_path_buf(),
-        show_progress: false,
-        base_endpoints: Vec::new(),
-    };
+    let setup = quiet_setup(profile, dir.path());
 
     let rss = PeakRss::start();
     let cpu0 = process_cpu();
@@ -508,4 +502,16 @@ async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Re
         itl_min_ms: t.itl_ms.as_ref().map(|p| p.min),
         headroom: t.client.clone(),
     })
+}
+
+/// A run of the client under measurement: no progress output, default fingerprint, one arm,
+/// results into `out` (a temporary folder).
+pub(super) fn quiet_setup(profile: crate::profile::Profile, out: &std::path::Path) -> BenchSetup {
+    BenchSetup {
+        profile,
+        environment: Environment::default(),
+        out_dir: out.to_path_buf(),
+        show_progress: false,
+        base_endpoints: Vec::new(),
+    }
 }
