@@ -56,6 +56,9 @@ pub mod limits {
     pub const REQUESTS: u32 = 1_000_000;
     /// `sweep.trials`.
     pub const TRIALS: u32 = 1000;
+    /// `workload.dataset.turns`: user turns sent per conversation (each carries the ones
+    /// before it, so a conversation's last prompt holds all of them).
+    pub const TURNS: u32 = 256;
 }
 
 /// The whole profile file.
@@ -192,6 +195,26 @@ pub struct DatasetSpec {
     /// Keep the first `rows` usable rows only (default: all, up to `limits::DATASET_ROWS`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u32>,
+    /// ShareGPT only: send up to this many user turns of each conversation, one after the
+    /// answer to the one before, each carrying the conversation so far (default 1: the first
+    /// turn alone). Multi-turn runs are closed loop: a turn waits for its predecessor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u32>,
+    /// With `turns` above 1: which answers a later turn carries (default `server`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<History>,
+}
+
+/// The assistant turns a multi-turn conversation carries forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum History {
+    /// The server's own answers, as a chat client sends them back (a server that caches
+    /// what it generated serves the history from its prefix cache, as in real chats).
+    #[default]
+    Server,
+    /// The dataset's reference answers: the same prompts every run, whatever the server said.
+    Dataset,
 }
 
 /// Which format a dataset file is in.
@@ -959,6 +982,7 @@ impl Profile {
                     );
                 }
             }
+            self.validate_turns(d)?;
         }
         if w.prefix_groups.is_some() && w.shared_prefix_tokens.is_none() {
             bail!("field `workload.prefix_groups`: needs `workload.shared_prefix_tokens`");
@@ -1110,6 +1134,40 @@ impl Profile {
         // canonical: the same profile always gives the same bytes.
         let text = serde_json::to_string(&canonical)?;
         Ok(format!("sha256:{}", hex(&Sha256::digest(text.as_bytes()))))
+    }
+}
+
+impl Profile {
+    /// Checks `workload.dataset.turns` and `history`: multi-turn conversations come from
+    /// ShareGPT files and run closed loop (a turn is sent when the answer before it is in).
+    fn validate_turns(&self, d: &DatasetSpec) -> Result<()> {
+        let turns = d.turns.unwrap_or(1);
+        if !(1..=limits::TURNS).contains(&turns) {
+            bail!(
+                "field `workload.dataset.turns`: {turns} is outside [1, {}]",
+                limits::TURNS
+            );
+        }
+        if turns == 1 {
+            if d.history.is_some() {
+                bail!("field `workload.dataset.history`: needs `turns` above 1 (one turn carries no history)");
+            }
+            return Ok(());
+        }
+        if d.format != DatasetFormat::Sharegpt {
+            bail!(
+                "field `workload.dataset.turns`: multi-turn conversations come from ShareGPT \
+                 files (a JSONL row's `messages` is sent as one request, its history included)"
+            );
+        }
+        if self.sweep.is_open_loop() {
+            bail!(
+                "field `workload.dataset.turns`: multi-turn conversations run closed loop (a \
+                 turn is sent when the answer to the one before it has come back); use \
+                 `sweep.concurrency`, not `sweep.rates` or `sweep.trace`"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -1413,6 +1471,64 @@ request_timeout = "2m"
         assert!(e.contains("workload.output_length"), "{e}");
         let p = Profile::parse(&trace(", speedup = 4.0, rows = 10")).unwrap();
         assert!(p.sweep.is_open_loop());
+    }
+
+    /// Multi-turn conversations: ShareGPT only, closed loop only, a bounded number of turns;
+    /// `history` only with more than one turn. Unset keys leave the profile hash as it was.
+    #[test]
+    fn multi_turn_settings_are_checked() {
+        let with = |dataset: &str, sweep: &str| {
+            let text = GOOD
+                .replace("ignore_eos = true", &format!("dataset = {{ {dataset} }}"))
+                .replace("concurrency = [1, 4, 16, 32, 64]", sweep);
+            Profile::parse(&text).map_err(|e| format!("{e:#}"))
+        };
+        let closed = "concurrency = [1, 4]";
+        let sharegpt = "path = \"d.json\", format = \"sharegpt\"";
+        let p = with(
+            &format!("{sharegpt}, turns = 4, history = \"dataset\""),
+            closed,
+        )
+        .unwrap();
+        let d = p.workload.dataset.as_ref().unwrap();
+        assert_eq!((d.turns, d.history), (Some(4), Some(History::Dataset)));
+        for (dataset, sweep, expect) in [
+            (
+                format!("{sharegpt}, turns = 0"),
+                closed,
+                "turns`: 0 is outside",
+            ),
+            (
+                format!("{sharegpt}, turns = 257"),
+                closed,
+                "turns`: 257 is outside",
+            ),
+            (
+                format!("{sharegpt}, history = \"server\""),
+                closed,
+                "needs `turns` above 1",
+            ),
+            (
+                "path = \"d.jsonl\", format = \"jsonl\", turns = 2".to_string(),
+                closed,
+                "come from ShareGPT",
+            ),
+            (
+                format!("{sharegpt}, turns = 2"),
+                "rates = [1.0]",
+                "run closed loop",
+            ),
+            (format!("{sharegpt}, history = \"mine\""), closed, "mine"),
+        ] {
+            let e = with(&dataset, sweep).unwrap_err();
+            assert!(e.contains(expect), "{dataset} / {sweep}: {e}");
+        }
+        let one = with(sharegpt, closed).unwrap();
+        let json = serde_json::to_string(one.workload.dataset.as_ref().unwrap()).unwrap();
+        assert!(
+            !json.contains("turns") && !json.contains("history"),
+            "{json}"
+        );
     }
 
     #[test]

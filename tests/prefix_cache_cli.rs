@@ -2,7 +2,8 @@
 //! every request's `cached_tokens` (from `usage.prompt_tokens_details`), in each trial's
 //! `prefix_cache` share, in the console note, and in the simulator's own counters, which
 //! agree with what the client recorded. Without a shared prefix, or without the cache,
-//! nothing is cached.
+//! nothing is cached. Multi-turn conversations carry their history forward, and the
+//! server's own answers come back to it as the next turn's cached prefix.
 
 mod common;
 
@@ -135,4 +136,124 @@ fn no_shared_prefix_or_no_cache_shows_no_cache_effect() {
         counter(&sim, "throughline_sim_prefix_cache_queries_total"),
         0
     );
+}
+
+/// A multi-turn run: each turn follows the answer to the one before and carries the whole
+/// conversation. With the server's answers carried, every later turn finds its history
+/// (the previous prompt and the answer the simulator generated) cached, token for token;
+/// with the dataset's reference answers the history is the same text every time, which the
+/// server never generated, so only a repeated conversation finds it cached.
+#[test]
+fn multi_turn_conversations_carry_their_history() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let dataset =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/datasets/sharegpt-multiturn.json");
+    let run = |name: &str, history: &str| {
+        let tok = tokenizer_path();
+        let sim = Sim::start(
+            1,
+            &["--preset", "fast", "--tokenizer", &tok, "--prefix-cache"],
+        );
+        let body = format!(
+            "[workload]\nmax_tokens = 64\nignore_eos = true\ndegenerate_below = 1\n\
+             tokenizer = {tok:?}\n\
+             dataset = {{ path = {dataset:?}, format = \"sharegpt\", turns = 3{history} }}\n\
+             [sweep]\nconcurrency = [2]\nrequests_per_level = 11\ntrials = 2\n"
+        );
+        let profile = write_profile(dir.path(), name, &sim.urls, &body);
+        let out_dir = dir.path().join(name);
+        let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
+        assert_eq!(code(&out), 0, "{}", text(&out));
+        let notes = read_json(&out_dir.join("results.json"))["notes"].to_string();
+        (notes, read_journal(&out_dir), sim)
+    };
+    let (notes, journal, sim) = run("server", "");
+    assert!(notes.contains("multi-turn: 4 conversations"), "{notes}");
+    // Group the turns by (trial, conversation), in the order they were sent.
+    let mut chats: std::collections::BTreeMap<(u64, u64, u64), Vec<&serde_json::Value>> =
+        Default::default();
+    for l in &journal {
+        assert_eq!(l["error"], serde_json::Value::Null, "{l}");
+        let key = (
+            l["trial"].as_u64().unwrap(),
+            l["conversation"].as_u64().unwrap_or_else(|| panic!("{l}")),
+            0,
+        );
+        chats.entry(key).or_default().push(l);
+    }
+    let mut later_turns = 0;
+    for turns in chats.values_mut() {
+        turns.sort_by(|a, b| {
+            a["sent_s"]
+                .as_f64()
+                .partial_cmp(&b["sent_s"].as_f64())
+                .unwrap()
+        });
+        for (i, pair) in turns.windows(2).enumerate() {
+            let (before, after) = (pair[0], pair[1]);
+            assert_eq!(before["turn"].as_u64(), Some(i as u64 + 1), "{before}");
+            assert_eq!(after["turn"].as_u64(), Some(i as u64 + 2), "{after}");
+            assert!(
+                after["sent_s"].as_f64() >= before["end_s"].as_f64(),
+                "{after}"
+            );
+            // The history is the turn before and the answer the server gave it, all cached.
+            let history = before["input_tokens"].as_u64().unwrap()
+                + before["output_tokens"].as_u64().unwrap();
+            assert_eq!(after["cached_tokens"].as_u64(), Some(history), "{after}");
+            assert!(after["input_tokens"].as_u64().unwrap() > history, "{after}");
+            later_turns += 1;
+        }
+        assert_eq!(turns[0]["turn"].as_u64(), Some(1));
+        assert_eq!(
+            turns[0]["cached_tokens"].as_u64(),
+            Some(0),
+            "a first turn has no history"
+        );
+    }
+    assert!(
+        later_turns >= 8,
+        "{later_turns} later turns in {} requests",
+        journal.len()
+    );
+    let sum: u64 = journal
+        .iter()
+        .filter_map(|l| l["cached_tokens"].as_u64())
+        .sum();
+    assert_eq!(
+        counter(&sim, "throughline_sim_prefix_cache_hits_total"),
+        sum
+    );
+    // Each turn asks for its reference answer's length, and gets it (ignore_eos).
+    for l in &journal {
+        assert_eq!(l["output_tokens"], l["requested_output_tokens"], "{l}");
+    }
+    drop(sim);
+
+    let (_, journal, _sim) = run("dataset", ", history = \"dataset\"");
+    let tokenizer =
+        throughline::tokenize::ModelTokenizer::load(std::path::Path::new(&tokenizer_path()))
+            .unwrap();
+    let text = std::fs::read_to_string(&dataset).unwrap();
+    let conversations: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let said = |c: u64, i: usize| {
+        let turns = conversations[c as usize % 4]["conversations"]
+            .as_array()
+            .unwrap();
+        tokenizer.count(turns[i]["value"].as_str().unwrap()) as u64
+    };
+    let mut seen = std::collections::HashSet::new();
+    for l in &journal {
+        let (c, turn) = (
+            l["conversation"].as_u64().unwrap(),
+            l["turn"].as_u64().unwrap(),
+        );
+        // The prompt is the dataset's text: its questions and reference answers so far.
+        let expected: u64 = (0..(2 * turn as usize - 1)).map(|i| said(c, i)).sum();
+        assert_eq!(l["input_tokens"].as_u64(), Some(expected), "{l}");
+        if turn > 1 && seen.insert((c % 4, turn)) {
+            assert_eq!(l["cached_tokens"].as_u64(), Some(0), "never generated: {l}");
+        }
+    }
 }

@@ -174,6 +174,32 @@ fn parse_chunk_generic(data: &str) -> Result<ChunkInfo, String> {
     Ok(info)
 }
 
+/// Appends a chunk's (or a whole response's) answer text to `out`, up to `cap` bytes in all:
+/// `text`, `delta.content` or `message.content` of each choice. Reasoning is left out, as
+/// a chat client leaves it out of the history it sends back. A second reading of the chunk,
+/// done only for multi-turn runs that carry the server's answers forward.
+pub fn append_answer(data: &str, out: &mut String, cap: usize) {
+    let Ok(value) = serde_json::from_str::<Value>(data) else {
+        return;
+    };
+    let Some(choices) = value.get("choices").and_then(Value::as_array) else {
+        return;
+    };
+    for choice in choices {
+        let text = (choice.get("text").and_then(Value::as_str))
+            .or_else(|| choice.pointer("/delta/content").and_then(Value::as_str))
+            .or_else(|| choice.pointer("/message/content").and_then(Value::as_str));
+        if let Some(text) = text {
+            let room = cap.saturating_sub(out.len());
+            let mut end = text.len().min(room);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            out.push_str(&text[..end]);
+        }
+    }
+}
+
 /// Parses a whole non-streaming response body the same way.
 pub fn parse_response(data: &str) -> Result<ChunkInfo, String> {
     parse_chunk(data)
@@ -232,6 +258,26 @@ pub fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_answer_text_is_content_without_reasoning_and_bounded() {
+        let mut out = String::new();
+        for chunk in [
+            r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"caf\u00e9 "}}]}"#,
+            r#"{"choices":[{"text":"ab"}]}"#,
+            r#"{"choices":[{"message":{"role":"assistant","content":"!"}}]}"#,
+            "not json",
+            r#"{"usage":{"completion_tokens":3}}"#,
+        ] {
+            append_answer(chunk, &mut out, 1000);
+        }
+        assert_eq!(out, "café ab!");
+        let mut out = String::new();
+        append_answer(r#"{"choices":[{"text":"éé"}]}"#, &mut out, 3);
+        assert_eq!(out, "é", "cut at the cap, on a character boundary");
+    }
 
     #[test]
     fn role_only_chunk_has_no_content() {

@@ -10,7 +10,8 @@ use hyper::Uri;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::timeout_at;
 
-use super::chunk::{clip, parse_chunk, parse_response, Usage};
+use super::chunk::{append_answer, clip, parse_chunk, parse_response, Usage};
+use super::conversation::MAX_ANSWER_BYTES;
 use super::http::LoadClient;
 use super::read_delay;
 use super::sse::{SseDecoder, SseError};
@@ -152,6 +153,9 @@ pub struct RequestLimits {
     pub request_timeout: Duration,
     /// The longest wait for the next piece of the response once it has started.
     pub stall_timeout: Duration,
+    /// Keep the answer's text (up to `conversation::MAX_ANSWER_BYTES`) in
+    /// [`Observed::answer`]: multi-turn runs carry it into the next turn.
+    pub keep_answer: bool,
 }
 
 /// What the client observed for one request, before classification.
@@ -174,6 +178,8 @@ pub struct Observed {
     pub finish_reason: Option<String>,
     pub http_status: Option<u16>,
     pub failure: Option<(ErrorClass, String)>,
+    /// The answer's text, kept only when [`RequestLimits::keep_answer`] is set.
+    pub answer: Option<String>,
 }
 
 /// Sends `body` to `url` and observes the response. `clock` is the run's time origin. The
@@ -192,6 +198,7 @@ pub async fn send(
     let start = Instant::now();
     let mut obs = Observed {
         sent_s: since(start),
+        answer: limits.keep_answer.then(String::new),
         ..Observed::default()
     };
     let deadline = tokio::time::Instant::from_std(start + limits.request_timeout);
@@ -553,6 +560,9 @@ fn handle_events(events: &mut Vec<String>, obs: &mut Observed, now: f64, done: &
                 info.text_chars,
                 info.usage.map(|u| u.completion_tokens),
             );
+            if let Some(answer) = obs.answer.as_mut() {
+                append_answer(&data, answer, MAX_ANSWER_BYTES);
+            }
         }
         if info.usage.is_some() {
             obs.usage = info.usage;
@@ -610,6 +620,9 @@ async fn read_whole(
             }
             obs.usage = info.usage;
             obs.finish_reason = info.finish_reason.clone();
+            if let Some(answer) = obs.answer.as_mut() {
+                append_answer(text, answer, MAX_ANSWER_BYTES);
+            }
             if info.has_content() {
                 obs.chunks.push(
                     now,
@@ -693,6 +706,7 @@ mod tests {
         RequestLimits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(10),
+            keep_answer: false,
         }
     }
 
@@ -894,6 +908,7 @@ mod tests {
         let limits = RequestLimits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(400),
+            keep_answer: false,
         };
         let started = Instant::now();
         let obs = send_with(port, limits).await;
@@ -957,6 +972,7 @@ mod tests {
         let limits = RequestLimits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(600),
+            keep_answer: false,
         };
         let obs = send_with(port, limits).await;
         assert!(obs.failure.is_none(), "{:?}", obs.failure);
@@ -971,6 +987,7 @@ mod tests {
         let limits = RequestLimits {
             request_timeout: Duration::from_millis(550),
             stall_timeout: Duration::from_millis(500),
+            keep_answer: false,
         };
         let started = Instant::now();
         let obs = send_with(port, limits).await;

@@ -3,6 +3,9 @@
 //! * **ShareGPT** JSON (an array of `{"conversations": [{"from": "human", "value": ...},
 //!   {"from": "gpt", "value": ...}, ...]}`, as vLLM's and SGLang's benchmarks read it): the
 //!   first human turn is the prompt, the answer after it sets the request's output length.
+//!   With `turns` above 1 a conversation keeps its later human turns and their reference
+//!   answers too (up to `turns` pairs, stopping where the turns stop alternating), for
+//!   multi-turn runs (load/conversation.rs).
 //! * **JSONL**, one request per line: `prompt` (text) or `messages` (chat), and optionally
 //!   `max_tokens` (this request's output length) and `output` (a reference answer whose
 //!   length sets it instead).
@@ -31,6 +34,17 @@ pub struct DatasetRow {
     pub prompt: Prompt,
     /// The output length this request asks for; None leaves the profile's `max_tokens`.
     pub max_tokens: Option<u32>,
+    /// Multi-turn datasets: the conversation's turns, the first included (empty otherwise).
+    pub turns: Vec<ChatTurn>,
+}
+
+/// One turn of a conversation: what the user says and the dataset's answer to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatTurn {
+    pub user: String,
+    pub answer: String,
+    /// The answer's length in tokens: the output length this turn asks for.
+    pub answer_tokens: u32,
 }
 
 /// Counts tokens in text.
@@ -58,17 +72,19 @@ impl TokenCounter for EstimatedTokens {
 
 pub use crate::profile::DatasetFormat;
 
-/// Reads a dataset; `max_rows` keeps the first rows only (a bound on memory and on the run).
+/// Reads a dataset; `max_rows` keeps the first rows only (a bound on memory and on the run);
+/// `turns` above 1 keeps that many turns of each ShareGPT conversation.
 pub fn load(
     path: &Path,
     format: DatasetFormat,
     max_rows: usize,
+    turns: usize,
     counter: &dyn TokenCounter,
 ) -> Result<Vec<DatasetRow>> {
     let text = crate::fsutil::read_bounded(path, DATASET_FILE_BYTES)
         .with_context(|| format!("cannot read dataset {}", path.display()))?;
     let rows = match format {
-        DatasetFormat::Sharegpt => sharegpt(&text, max_rows, counter),
+        DatasetFormat::Sharegpt => sharegpt(&text, max_rows, turns, counter),
         DatasetFormat::Jsonl => jsonl(&text, max_rows, counter),
     }
     .with_context(|| format!("dataset {}", path.display()))?;
@@ -92,7 +108,13 @@ struct Turn {
 
 /// ShareGPT: conversations whose first turn is a human's and whose second answers it; the
 /// others (system-first, empty, one-sided) are skipped, as the reference benchmarks do.
-fn sharegpt(text: &str, max_rows: usize, counter: &dyn TokenCounter) -> Result<Vec<DatasetRow>> {
+/// With `turns` above 1, the following human/answer pairs are kept too, up to `turns`.
+fn sharegpt(
+    text: &str,
+    max_rows: usize,
+    turns: usize,
+    counter: &dyn TokenCounter,
+) -> Result<Vec<DatasetRow>> {
     let conversations: Vec<Conversation> = serde_json::from_str(text).map_err(|e| {
         anyhow!(
             "line {}, column {}: not ShareGPT JSON (an array of objects with \
@@ -106,22 +128,39 @@ fn sharegpt(text: &str, max_rows: usize, counter: &dyn TokenCounter) -> Result<V
         if rows.len() >= max_rows {
             break;
         }
-        let [first, second, ..] = c.conversations.as_slice() else {
+        let pairs = answered_pairs(&c.conversations, turns.max(1), counter);
+        let Some(first) = pairs.first() else {
             continue;
         };
-        if !is_human(&first.from) || is_human(&second.from) || first.value.trim().is_empty() {
-            continue;
-        }
-        let output = counter.count(&second.value);
-        if output == 0 {
-            continue;
-        }
         rows.push(DatasetRow {
-            prompt: Prompt::Text(first.value.clone()),
-            max_tokens: Some(output.min(MAX_ROW_OUTPUT_TOKENS as usize) as u32),
+            prompt: Prompt::Text(first.user.clone()),
+            max_tokens: Some(first.answer_tokens),
+            turns: if turns > 1 { pairs } else { Vec::new() },
         });
     }
     Ok(rows)
+}
+
+/// The leading (human, answer) pairs of a conversation, at most `most`: it stops at a turn
+/// out of alternation, an empty question or an empty answer.
+fn answered_pairs(turns: &[Turn], most: usize, counter: &dyn TokenCounter) -> Vec<ChatTurn> {
+    let mut pairs = Vec::new();
+    for pair in turns.chunks_exact(2).take(most) {
+        let [question, answer] = pair else { break };
+        if !is_human(&question.from) || is_human(&answer.from) || question.value.trim().is_empty() {
+            break;
+        }
+        let tokens = counter.count(&answer.value);
+        if tokens == 0 {
+            break;
+        }
+        pairs.push(ChatTurn {
+            user: question.value.clone(),
+            answer: answer.value.clone(),
+            answer_tokens: tokens.min(MAX_ROW_OUTPUT_TOKENS as usize) as u32,
+        });
+    }
+    pairs
 }
 
 fn is_human(from: &str) -> bool {
@@ -163,7 +202,11 @@ fn jsonl(text: &str, max_rows: usize, counter: &dyn TokenCounter) -> Result<Vec<
             (None, Some(_)) => bail!("line {line_no}: field `output`: expected a string"),
             (None, None) => None,
         };
-        rows.push(DatasetRow { prompt, max_tokens });
+        rows.push(DatasetRow {
+            prompt,
+            max_tokens,
+            turns: Vec::new(),
+        });
     }
     Ok(rows)
 }
@@ -206,24 +249,64 @@ mod tests {
           {"id": "e", "conversations": [
              {"from": "human", "value": "Say hi"}, {"from": "gpt", "value": "hi"}]}
         ]"#;
-        let rows = sharegpt(text, 100, &Words).unwrap();
+        let rows = sharegpt(text, 100, 1, &Words).unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].prompt, Prompt::Text("What is a KV cache?".into()));
         assert_eq!(rows[0].max_tokens, Some(9));
         assert_eq!(rows[1].max_tokens, Some(1));
-        assert_eq!(sharegpt(text, 1, &Words).unwrap().len(), 1);
+        assert_eq!(sharegpt(text, 1, 1, &Words).unwrap().len(), 1);
+        assert!(
+            rows.iter().all(|r| r.turns.is_empty()),
+            "one turn keeps no history"
+        );
+    }
+
+    /// Multi-turn: the leading answered pairs, up to `turns`, stopping where they stop.
+    #[test]
+    fn sharegpt_keeps_the_answered_turns_for_multi_turn_runs() {
+        let text = r#"[
+          {"conversations": [
+             {"from": "human", "value": "q1"}, {"from": "gpt", "value": "a b"},
+             {"from": "human", "value": "q2"}, {"from": "gpt", "value": "c d e"},
+             {"from": "human", "value": "q3"}, {"from": "gpt", "value": "f"}]},
+          {"conversations": [
+             {"from": "human", "value": "r1"}, {"from": "gpt", "value": "x"},
+             {"from": "human", "value": "r2"}, {"from": "human", "value": "out of turn"}]},
+          {"conversations": [
+             {"from": "human", "value": "s1"}, {"from": "gpt", "value": "y"},
+             {"from": "human", "value": "unanswered"}]}
+        ]"#;
+        let rows = sharegpt(text, 10, 2, &Words).unwrap();
+        let shape: Vec<Vec<(&str, &str, u32)>> = (rows.iter())
+            .map(|r| {
+                (r.turns.iter())
+                    .map(|t| (t.user.as_str(), t.answer.as_str(), t.answer_tokens))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                vec![("q1", "a b", 2), ("q2", "c d e", 3)],
+                vec![("r1", "x", 1)],
+                vec![("s1", "y", 1)],
+            ]
+        );
+        assert_eq!(rows[0].prompt, Prompt::Text("q1".into()));
+        assert_eq!(rows[0].max_tokens, Some(2));
+        assert_eq!(sharegpt(text, 10, 3, &Words).unwrap()[0].turns.len(), 3);
     }
 
     #[test]
     fn sharegpt_errors_say_where() {
         let err = format!(
             "{:#}",
-            sharegpt("[{\"conversations\": [}]", 10, &Words).unwrap_err()
+            sharegpt("[{\"conversations\": [}]", 10, 1, &Words).unwrap_err()
         );
         assert!(err.contains("line 1, column"), "{err}");
         let err = format!(
             "{:#}",
-            sharegpt("{\"not\": \"an array\"}", 10, &Words).unwrap_err()
+            sharegpt("{\"not\": \"an array\"}", 10, 1, &Words).unwrap_err()
         );
         assert!(err.contains("ShareGPT"), "{err}");
     }
@@ -279,12 +362,12 @@ mod tests {
         std::fs::write(&path, "\n\n").unwrap();
         let err = format!(
             "{:#}",
-            load(&path, DatasetFormat::Jsonl, 10, &Words).unwrap_err()
+            load(&path, DatasetFormat::Jsonl, 10, 1, &Words).unwrap_err()
         );
         assert!(err.contains("holds no usable request"), "{err}");
         let err = format!(
             "{:#}",
-            load(dir.path(), DatasetFormat::Jsonl, 10, &Words).unwrap_err()
+            load(dir.path(), DatasetFormat::Jsonl, 10, 1, &Words).unwrap_err()
         );
         assert!(err.contains("not a regular file"), "{err}");
     }

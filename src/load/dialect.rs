@@ -108,7 +108,8 @@ pub fn set_output_length(body: &mut Value, tokens: u32, ignore_eos: bool) {
 
 /// Successful requests whose output was not the requested length, when the profile asks
 /// for fixed lengths (`ignore_eos`); zero otherwise. The requested length is the drawn one
-/// where the profile draws lengths (request n of the batch is request `first + n` of the run).
+/// where the profile draws lengths (request n of the batch is request `first + n` of the run),
+/// or the one the request itself records (multi-turn turns).
 pub fn length_misses(
     finished: &[Finished],
     workload: &Workload,
@@ -121,9 +122,8 @@ pub fn length_misses(
     finished
         .iter()
         .filter(|f| {
-            let want = (lengths
-                .draw(first + u64::from(f.record.index))
-                .output_tokens)
+            let want = (f.requested_output_tokens)
+                .or_else(|| (lengths.draw(first + u64::from(f.record.index))).output_tokens)
                 .unwrap_or(workload.max_tokens);
             f.record.error.is_none() && f.record.output_tokens != u64::from(want)
         })

@@ -3,6 +3,7 @@
 pub mod body;
 pub mod chunk;
 pub mod client;
+pub mod conversation;
 pub mod dataset;
 pub mod dialect;
 pub mod fdlimit;

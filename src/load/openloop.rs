@@ -124,7 +124,7 @@ pub async fn run_schedule(
                 send_built(&shared, batch, i as u32, body, Some(scheduled_s), window).await;
             drop(permit);
             let drawn = shared.lengths.draw(batch.first_prompt + i as u64);
-            shared.journal(&finished.record, drawn)?;
+            shared.journal(&finished.record, drawn, None)?;
             shared.progress.request_done(&finished.record);
             anyhow::Ok(finished)
         }));

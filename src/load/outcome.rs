@@ -25,6 +25,12 @@ pub struct Finished {
     pub gaps_ms: Vec<f32>,
     /// Per-chunk token counts were spread by text length, not reported by the server.
     pub estimated_split: bool,
+    /// The answer's text, when the client was asked to keep it (multi-turn runs take it
+    /// at once, so trials do not hold answers).
+    pub answer: Option<String>,
+    /// The output length this request asked for, where it is not the one drawn for its
+    /// number (a multi-turn run's turns); length checks read it first.
+    pub requested_output_tokens: Option<u32>,
 }
 
 /// Classifies one observed request under the profile's workload rules: a response without
@@ -102,6 +108,8 @@ pub fn finish(mut obs: Observed, slot: Slot, workload: &Workload) -> Finished {
         None => (None, None),
     };
     Finished {
+        answer: obs.answer.take(),
+        requested_output_tokens: None,
         estimated_split: attribution.estimated_split && error.is_none(),
         gaps_ms,
         record: RequestRecord {

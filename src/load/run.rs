@@ -374,7 +374,9 @@ impl<'a> Prepared<'a> {
             limits: RequestLimits {
                 request_timeout: profile.sweep.request_timeout,
                 stall_timeout: profile.sweep.stall_timeout,
+                keep_answer: (source.conversations.as_ref()).is_some_and(|c| c.keeps_answers()),
             },
+            conversations: source.conversations,
             clock: Instant::now(),
             journal: Mutex::new(Box::new(BufWriter::new(journal))),
             progress,

@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
+use super::conversation::Conversations;
 use super::dataset::{self, EstimatedTokens, TokenCounter};
 use super::lengths::{Drawn, Lengths};
 use super::prompts::Prompts;
 use super::trace::{self, Trace};
-use crate::profile::{limits, DatasetFormat, Profile};
+use crate::profile::{limits, DatasetFormat, History, Profile};
 use crate::tokenize::{ModelTokenizer, SharedTokenizer};
 
 /// The requests of a run, ready to send.
@@ -21,6 +22,8 @@ pub struct Source {
     /// `sweep.trace`: the replayed trace (its lengths are in `lengths`, row i for request i
     /// of a trial whose first request number is a multiple of the trace's length).
     pub trace: Option<Trace>,
+    /// `workload.dataset.turns` above 1: the conversations, sent turn by turn.
+    pub conversations: Option<Conversations>,
     /// For the run's notes.
     pub notes: Vec<String>,
 }
@@ -49,7 +52,8 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
             None => &EstimatedTokens,
         };
         let max_rows = d.rows.unwrap_or(limits::REQUESTS) as usize;
-        let rows = dataset::load(&d.path, d.format, max_rows, counter)?;
+        let turns = d.turns.unwrap_or(1) as usize;
+        let rows = dataset::load(&d.path, d.format, max_rows, turns, counter)?;
         let capped = (rows.iter())
             .filter(|r| r.max_tokens.is_some_and(|m| m > w.max_tokens))
             .count();
@@ -81,10 +85,28 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
                 })
                 .collect(),
         );
+        let conversations = (turns > 1).then(|| {
+            let history = d.history.unwrap_or_default();
+            let list: Vec<_> = rows.iter().map(|r| r.turns.clone()).collect();
+            let sent: usize = list.iter().map(Vec::len).sum();
+            notes.push(format!(
+                "multi-turn: {} conversations of up to {turns} turns ({sent} turns in all, {:.1} \
+                 on average), each turn sent after the answer to the one before and carrying \
+                 the conversation so far, with {}; a failed turn ends its conversation",
+                list.len(),
+                sent as f64 / list.len().max(1) as f64,
+                match history {
+                    History::Server => "the server's own answers",
+                    History::Dataset => "the dataset's reference answers",
+                }
+            ));
+            Conversations::new(list, history, w.max_tokens)
+        });
         return Ok(Source {
             prompts: Prompts::File(rows.into_iter().map(|r| r.prompt).collect()),
             lengths,
             trace: None,
+            conversations,
             notes,
         });
     }
@@ -122,6 +144,7 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
             prompts,
             lengths,
             trace: None,
+            conversations: None,
             notes,
         });
     };
@@ -162,6 +185,7 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
         prompts,
         lengths,
         trace: Some(trace),
+        conversations: None,
         notes,
     })
 }

@@ -3,7 +3,7 @@
 //! finish, and send the next, until the trial's request count is reached.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,10 +12,11 @@ use reqwest::header::HeaderValue;
 
 use super::body::{api_url, request_body};
 use super::client::{send, Observed, RequestLimits};
+use super::conversation::{Conversations, TurnOf};
 use super::interrupt::Interrupt;
 use super::lengths::{Drawn, Lengths};
 use super::outcome::{finish, Finished, Slot};
-use super::prompts::Prompts;
+use super::prompts::{Prompt, Prompts};
 use super::trial::GapSink;
 use crate::profile::{Api, Workload};
 use crate::record::{Arm, ErrorClass, RequestRecord, Window};
@@ -37,6 +38,8 @@ pub struct Shared {
     pub prompts: Prompts,
     /// The per-request lengths drawn from the profile's distributions, if any.
     pub lengths: Lengths,
+    /// Multi-turn datasets: the conversations a worker sends turn by turn.
+    pub conversations: Option<Conversations>,
     pub api_key: Option<HeaderValue>,
     pub limits: RequestLimits,
     /// The run's time origin.
@@ -53,12 +56,20 @@ pub struct Shared {
 impl Shared {
     /// Writes a finished request, with the lengths drawn for it (`requested_input_words`,
     /// or `requested_input_tokens` with the model's tokenizer, and `requested_output_tokens`;
-    /// absent where the profile draws none).
-    pub(crate) fn journal(&self, record: &RequestRecord, drawn: Drawn) -> Result<()> {
+    /// absent where the profile draws none) and, in multi-turn runs, its `conversation` and
+    /// `turn`.
+    pub(crate) fn journal(
+        &self,
+        record: &RequestRecord,
+        drawn: Drawn,
+        turn: Option<TurnOf>,
+    ) -> Result<()> {
         #[derive(serde::Serialize)]
         struct Line<'a> {
             #[serde(flatten)]
             record: &'a RequestRecord,
+            #[serde(flatten, skip_serializing_if = "Option::is_none")]
+            turn: Option<TurnOf>,
             #[serde(skip_serializing_if = "Option::is_none")]
             requested_input_words: Option<u32>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -70,6 +81,7 @@ impl Shared {
         let exact = self.prompts.exact();
         let mut line = serde_json::to_vec(&Line {
             record,
+            turn,
             requested_input_words: drawn.input_words.filter(|_| !exact),
             requested_input_tokens: drawn.input_words.filter(|_| exact),
             requested_output_tokens: drawn.output_tokens,
@@ -130,6 +142,7 @@ impl Windows {
 /// Sends a batch closed-loop and returns every request, finished.
 pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finished>> {
     let next = Arc::new(AtomicU32::new(0));
+    let next_conversation = Arc::new(AtomicU64::new(0));
     let (limit, workers) = match batch.windows {
         Some(_) => (u32::MAX, batch.concurrency),
         None => (batch.requests, batch.concurrency.min(batch.requests.max(1))),
@@ -139,10 +152,13 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
     for _ in 0..workers {
         let shared = Arc::clone(shared);
         let next = Arc::clone(&next);
+        let next_conversation = Arc::clone(&next_conversation);
         handles.push(tokio::spawn(async move {
             let mut done = Vec::new();
             // When this worker's previous response ended (seconds on the run's clock).
             let mut previous_end: Option<f64> = None;
+            // Multi-turn runs: this worker's conversation in progress.
+            let mut chat = None;
             loop {
                 if shared.interrupt.is_stopping() {
                     break;
@@ -161,13 +177,38 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
                 if index >= limit {
                     break;
                 }
-                let mut finished = send_one(&shared, batch, index, None, window).await;
+                let (mut finished, drawn, turn) = match &shared.conversations {
+                    None => {
+                        let drawn = shared.lengths.draw(batch.first_prompt + u64::from(index));
+                        let f = send_one(&shared, batch, index, None, window).await;
+                        (f, drawn, None)
+                    }
+                    Some(conversations) => {
+                        let c = chat.take().unwrap_or_else(|| {
+                            let n = next_conversation.fetch_add(1, Ordering::Relaxed);
+                            conversations.start(batch.first_prompt + n)
+                        });
+                        let (prompt, tokens, turn) = conversations.request(&c);
+                        let body = body_for(&shared, batch, &prompt, Some(tokens));
+                        let mut f = send_built(&shared, batch, index, body, None, window).await;
+                        let answer = match f.record.error {
+                            None => Some(f.answer.take().unwrap_or_default()),
+                            Some(_) => None,
+                        };
+                        chat = conversations.advance(c, answer);
+                        f.requested_output_tokens = Some(tokens);
+                        let drawn = Drawn {
+                            input_words: None,
+                            output_tokens: Some(tokens),
+                        };
+                        (f, drawn, Some(turn))
+                    }
+                };
                 let record = &mut finished.record;
                 record.idle_before_ms =
                     previous_end.map(|end| ((record.sent_s - end) * 1000.0).max(0.0));
                 previous_end = Some(record.end_s);
-                let drawn = shared.lengths.draw(batch.first_prompt + u64::from(index));
-                shared.journal(&finished.record, drawn)?;
+                shared.journal(&finished.record, drawn, turn)?;
                 shared.progress.request_done(&finished.record);
                 done.push(finished);
             }
@@ -199,16 +240,26 @@ pub(crate) async fn send_one(
 /// schedule can build it before the send time (cutting a prompt at N tokens takes a
 /// tokenizer pass, which would otherwise count as send lag).
 pub(crate) fn build_body(shared: &Shared, batch: Batch, index: u32) -> bytes::Bytes {
+    let number = batch.first_prompt + u64::from(index);
+    let drawn = shared.lengths.draw(number);
+    let prompt = shared.prompts.get_sized(number, drawn.input_words);
+    body_for(shared, batch, &prompt, drawn.output_tokens)
+}
+
+/// The body that sends `prompt` to the batch's arm, asking for `output_tokens` when given.
+fn body_for(
+    shared: &Shared,
+    batch: Batch,
+    prompt: &Prompt,
+    output_tokens: Option<u32>,
+) -> bytes::Bytes {
     let model = match batch.arm {
         Some(Arm::Base) => &shared.base_model,
         _ => &shared.model,
     };
-    let number = batch.first_prompt + u64::from(index);
-    let drawn = shared.lengths.draw(number);
-    let prompt = shared.prompts.get_sized(number, drawn.input_words);
-    let mut body = request_body(shared.api, model, &shared.workload, &prompt);
+    let mut body = request_body(shared.api, model, &shared.workload, prompt);
     super::dialect::merge_fields(&mut body, &shared.extra_fields);
-    if let Some(tokens) = drawn.output_tokens {
+    if let Some(tokens) = output_tokens {
         super::dialect::set_output_length(&mut body, tokens, shared.workload.ignore_eos);
     }
     bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())

@@ -655,6 +655,8 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
         Finished {
             gaps_ms: gaps.into_iter().map(|g| g as f32).collect(),
             estimated_split: false,
+            answer: None,
+            requested_output_tokens: None,
             record: RequestRecord {
                 concurrency: 1,
                 trial: 1,

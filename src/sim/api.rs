@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use super::prefix_cache::Prefix;
+use super::prefix_cache::{chain, Prefix};
 use super::sched::{FinishReason, GenParams};
 use crate::tokenize::ModelTokenizer;
 
@@ -43,9 +43,9 @@ pub fn parse(
         Some(t) => u32::try_from(t.count(s)).unwrap_or(u32::MAX),
         None => words(s),
     };
-    let (prompt_tokens, prefix) = match kind {
+    let (prompt_tokens, prefix, conversation) = match kind {
         Kind::Chat => count_messages(obj.get("messages"), &count)?,
-        Kind::Completion => (count_prompt(obj.get("prompt"), &count)?, None),
+        Kind::Completion => (count_prompt(obj.get("prompt"), &count)?, None, None),
     };
     let uint = |key: &str| -> Result<Option<u32>, String> {
         match obj.get(key) {
@@ -95,6 +95,7 @@ pub fn parse(
             min_tokens,
             ignore_eos: flag(obj, "ignore_eos")?,
             prefix,
+            conversation,
         },
         stream: flag(obj, "stream")?,
         include_usage: flag(opts, "include_usage")?,
@@ -107,18 +108,19 @@ fn words(s: &str) -> u32 {
     s.split_whitespace().count() as u32
 }
 
-/// The messages' prompt tokens, and the opening system message as a cacheable prefix.
+/// The messages' prompt tokens, their cacheable prefix (every message but the last) and the
+/// chained hash of all of them (which the request's answer extends when it finishes).
 fn count_messages(
     messages: Option<&Value>,
     count: &dyn Fn(&str) -> u32,
-) -> Result<(u32, Option<Prefix>), String> {
+) -> Result<(u32, Option<Prefix>, Option<u64>), String> {
     let list = match messages {
         Some(Value::Array(l)) if !l.is_empty() => l,
         Some(Value::Array(_)) => return Err("`messages` must not be empty".into()),
         Some(_) => return Err("`messages` must be an array".into()),
         None => return Err("missing `messages`".into()),
     };
-    let (mut n, mut prefix) = (0u32, None);
+    let (mut n, mut prefix, mut hash) = (0u32, None, 0u64);
     for (i, m) in list.iter().enumerate() {
         let texts: Vec<&str> = match m.get("content") {
             None | Some(Value::Null) => Vec::new(),
@@ -129,16 +131,13 @@ fn count_messages(
                 .collect(),
             Some(_) => return Err("message `content` must be a string or an array".into()),
         };
-        let tokens = texts
-            .iter()
-            .map(|t| count(t))
-            .fold(0u32, u32::saturating_add);
-        n = n.saturating_add(tokens);
-        if i == 0 && m.get("role").and_then(Value::as_str) == Some("system") {
-            prefix = Prefix::of(texts, tokens);
+        if i + 1 == list.len() && n > 0 {
+            prefix = Some(Prefix { hash, tokens: n });
         }
+        n = (texts.iter().map(|t| count(t))).fold(n, u32::saturating_add);
+        hash = chain(hash, texts);
     }
-    Ok((n, prefix))
+    Ok((n, prefix, Some(hash)))
 }
 
 fn count_prompt(prompt: Option<&Value>, count: &dyn Fn(&str) -> u32) -> Result<u32, String> {
@@ -291,9 +290,10 @@ mod tests {
         assert_eq!((p.params.prompt_tokens, p.params.max_tokens), (3, 100));
     }
 
-    /// Only an opening system message is a cacheable prefix, counted like the prompt.
+    /// The messages before the last are the cacheable prefix, counted like the prompt: a
+    /// shared system message, or a conversation's history.
     #[test]
-    fn the_opening_system_message_is_the_prefix() {
+    fn the_messages_before_the_last_are_the_prefix() {
         let chat = |messages: &str| {
             let body = format!("{{\"messages\": {messages}}}");
             parse(Kind::Chat, body.as_bytes(), 16, None).unwrap().params
@@ -308,11 +308,23 @@ mod tests {
         let c =
             chat(r#"[{"role":"system","content":"be terse now"},{"role":"user","content":"hi"}]"#);
         assert_ne!(c.prefix.unwrap().hash, a.prefix.unwrap().hash);
-        let late =
-            chat(r#"[{"role":"user","content":"hi"},{"role":"system","content":"be brief now"}]"#);
-        assert_eq!(late.prefix, None);
+        let alone = chat(r#"[{"role":"user","content":"be brief now"}]"#);
+        assert_eq!(alone.prefix, None, "one message has no history");
+        assert_eq!(alone.conversation, Some(chain(0, ["be brief now"])));
+        let turn2 = chat(
+            r#"[{"role":"user","content":"be brief now"},{"role":"assistant","content":"the quick "},{"role":"user","content":"and"}]"#,
+        );
+        let history = chain(chain(0, ["be brief now"]), ["the quick "]);
+        assert_eq!(
+            turn2.prefix,
+            Some(Prefix {
+                hash: history,
+                tokens: 5
+            })
+        );
+        assert_eq!(turn2.conversation, Some(chain(history, ["and"])));
         let p = parse(Kind::Completion, br#"{"prompt":"be brief now"}"#, 16, None).unwrap();
-        assert_eq!(p.params.prefix, None);
+        assert_eq!((p.params.prefix, p.params.conversation), (None, None));
         assert_eq!(usage(4, 2, None).get("prompt_tokens_details"), None);
         assert_eq!(
             usage(4, 2, Some(3))["prompt_tokens_details"]["cached_tokens"],

@@ -241,9 +241,10 @@ pub struct ServeSimArgs {
     /// real server does with its model's; without it, one token per word.
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<std::path::PathBuf>,
-    /// Cache each chat request's opening system message (by a hash of its text, 4,096 per
-    /// replica, least recently used out): a request whose system message is cached prefills
-    /// only the rest, and usage reports the rest as `prompt_tokens_details.cached_tokens`.
+    /// Cache chat prompts at message boundaries (a chained hash of the texts, 4,096 entries
+    /// per replica, least recently used out): a request whose messages before its last (a
+    /// system prompt, a conversation's history and answers) are cached prefills only the
+    /// rest, and usage reports the cached part as `prompt_tokens_details.cached_tokens`.
     #[arg(long)]
     pub prefix_cache: bool,
     /// Keep each streamed chunk's send time per `user` and serve them at GET /sim/send-times

@@ -53,8 +53,8 @@ pub struct SimConfig {
     /// Count prompt tokens with this tokenizer (as a real server does) instead of one per
     /// whitespace-separated word.
     pub tokenizer: Option<crate::tokenize::SharedTokenizer>,
-    /// Cache chat requests' opening system messages (see `prefix_cache.rs`): a request whose
-    /// system message was prefilled before prefills only the rest of its prompt.
+    /// Cache chat prompts at message boundaries (see `prefix_cache.rs`): a request whose
+    /// messages before its last were prefilled (or generated) before prefills only the rest.
     pub prefix_cache: bool,
 }
 

@@ -20,12 +20,12 @@
 //! chunk carrying the last tokens (like vLLM), then the `include_usage` chunk, then
 //! `[DONE]`. `/metrics` counts generation tokens as they are handed to a client,
 //! `requests_total` as requests finish, and aborted requests apart. With `--prefix-cache`,
-//! an opening system message already prefilled costs no prefill time again
-//! (`prefix_cache`), and usage reports its tokens as `prompt_tokens_details.cached_tokens`.
+//! a chat prompt's messages before its last (a system prompt, a conversation's history,
+//! answers included) already prefilled cost no prefill time again (`prefix_cache`), and usage reports its tokens as `prompt_tokens_details.cached_tokens`.
 //!
 //! Layout: `config` (knobs), `presets` (calibrated configurations), `sched` (the engine's
 //! clock-free logic), `engine` (the real-time task), `replay` (virtual-time calibration),
-//! `prefix_cache` (the bounded cache of system messages), `api` (OpenAI shapes), `http`
+//! `prefix_cache` (the bounded cache of prompt prefixes), `api` (OpenAI shapes), `http`
 //! (axum handlers, SSE), `metrics` (Prometheus), `cluster` (replicas and the `serve-sim`
 //! command).
 

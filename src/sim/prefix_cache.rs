@@ -1,9 +1,12 @@
-//! The simulated prefix cache (`serve-sim --prefix-cache`): a chat request's opening system
-//! message, known by a hash of its text, is prefilled once; a later request admitted with the
-//! same system message finds it cached and prefills only the rest of its prompt, as vLLM's
-//! automatic prefix caching does for a shared system prompt. Bounded: the least recently used
-//! prefix is forgotten past [`PREFIX_CACHE_ENTRIES`], so memory stays fixed however many
-//! distinct prefixes arrive.
+//! The simulated prefix cache (`serve-sim --prefix-cache`), at message boundaries: a chat
+//! request's messages before its last one (a shared system prompt, or a conversation's
+//! history) are its cacheable prefix. A request whose prefix is cached prefills only the
+//! rest of its prompt, as vLLM's automatic prefix caching does. What a request prefilled is
+//! cached when it is admitted, and when it finishes, its prompt followed by its answer, as
+//! an engine keeps the tokens it generated: the next turn of a conversation, which sends
+//! that answer back, finds its whole history cached. Bounded: the least recently used entry
+//! is forgotten past [`PREFIX_CACHE_ENTRIES`], so memory stays fixed however many distinct
+//! prefixes arrive.
 
 use std::hash::{Hash, Hasher};
 use std::num::NonZeroUsize;
@@ -13,26 +16,35 @@ use lru::LruCache;
 /// Most distinct prefixes one replica's cache holds.
 pub const PREFIX_CACHE_ENTRIES: usize = 4096;
 
-/// A request's cacheable prefix: its opening system message.
+/// A request's cacheable prefix: its messages before the last one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prefix {
-    /// Hash of the system message's text (the same text, the same hash, in every process).
+    /// [`chain`] over the messages' texts (the same texts, the same hash, in every process).
     pub hash: u64,
     /// Its prompt tokens, as the simulator counts them (words, or `--tokenizer` tokens).
     pub tokens: u32,
 }
 
+/// The hash of the messages so far (`previous`, 0 for none) followed by one more message
+/// made of `texts` (its content, or its content parts in order). Chained, so a request's
+/// prompt followed by its answer hashes as the next turn's history does.
+pub fn chain<'a>(previous: u64, texts: impl IntoIterator<Item = &'a str>) -> u64 {
+    // Fixed keys: the same hash in every process of a build, unlike RandomState.
+    let mut h = std::hash::DefaultHasher::new();
+    previous.hash(&mut h);
+    for t in texts {
+        t.hash(&mut h);
+    }
+    h.finish()
+}
+
 impl Prefix {
-    /// The prefix of a system message made of `texts` (its content, or its content parts in
-    /// order) that counts `tokens`; None for an empty one (nothing to cache).
+    /// The prefix of one message made of `texts` that counts `tokens`; None for an empty
+    /// one (nothing to cache).
+    #[cfg(test)]
     pub fn of<'a>(texts: impl IntoIterator<Item = &'a str>, tokens: u32) -> Option<Prefix> {
-        // Fixed keys: the same hash in every process of a build, unlike RandomState.
-        let mut h = std::hash::DefaultHasher::new();
-        for t in texts {
-            t.hash(&mut h);
-        }
         (tokens > 0).then(|| Prefix {
-            hash: h.finish(),
+            hash: chain(0, texts),
             tokens,
         })
     }
@@ -68,6 +80,13 @@ impl PrefixCache {
         self.entries.put(p.hash, p.tokens);
         0
     }
+
+    /// Caches `p` (a finished request's prompt and answer), the most recently used entry.
+    pub fn insert(&mut self, p: Prefix) {
+        if p.tokens > 0 {
+            self.entries.put(p.hash, p.tokens);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -99,6 +118,28 @@ mod tests {
             Prefix::of(["a", "bc"], 2).unwrap().hash
         );
         assert_eq!(Prefix::of([""], 0), None);
+        // Chained per message: [a][b] is not [b][a], and not the one message [a, b].
+        let (a, b) = (chain(0, ["a"]), chain(0, ["b"]));
+        assert_ne!(chain(a, ["b"]), chain(b, ["a"]));
+        assert_ne!(chain(a, ["b"]), chain(0, ["a", "b"]));
+    }
+
+    /// A finished answer, inserted, is found by the next turn that carries it.
+    #[test]
+    fn an_inserted_answer_is_found_by_the_next_turn() {
+        let mut c = PrefixCache::new(8);
+        let history = chain(chain(0, ["q1"]), ["a1 "]);
+        c.insert(Prefix {
+            hash: history,
+            tokens: 7,
+        });
+        c.insert(Prefix { hash: 5, tokens: 0 });
+        assert_eq!(c.len(), 1, "nothing to cache in an empty prefix");
+        let next_turn = Prefix {
+            hash: history,
+            tokens: 9,
+        };
+        assert_eq!(c.lookup(next_turn), 7);
     }
 
     /// Past the bound the least recently used prefix goes: a hit refreshes an entry.

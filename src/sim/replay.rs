@@ -26,6 +26,7 @@ pub fn simulated_closed_loop_throughput(
         min_tokens: 0,
         ignore_eos: true,
         prefix: None,
+        conversation: None,
     };
     let mut sched = Scheduler::new(config.session());
     let mut sent = 0;

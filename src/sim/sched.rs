@@ -8,9 +8,10 @@ use std::collections::VecDeque;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::api::token_text;
 use super::config::SimConfig;
 use super::draw::{mix_seed, standard_normal};
-use super::prefix_cache::{Prefix, PrefixCache, PREFIX_CACHE_ENTRIES};
+use super::prefix_cache::{chain, Prefix, PrefixCache, PREFIX_CACHE_ENTRIES};
 
 pub use super::config::step_seconds;
 
@@ -37,8 +38,11 @@ pub struct GenParams {
     pub max_tokens: u32,
     pub min_tokens: u32,
     pub ignore_eos: bool,
-    /// The opening system message of a chat request, which the prefix cache can serve.
+    /// A chat request's messages before its last one, which the prefix cache can serve.
     pub prefix: Option<Prefix>,
+    /// A chat request's chained hash of all its messages: with its answer, cached when it
+    /// finishes (the next turn of its conversation carries both).
+    pub conversation: Option<u64>,
 }
 
 /// Tokens one request gained in one step.
@@ -71,6 +75,7 @@ struct Job<H> {
     handle: H,
     prompt_tokens: u32,
     prefix: Option<Prefix>,
+    conversation: Option<u64>,
     cached: Option<u32>,
     target: u32,
     max_tokens: u32,
@@ -131,6 +136,7 @@ impl<H> Scheduler<H> {
             handle,
             prompt_tokens: p.prompt_tokens,
             prefix: p.prefix,
+            conversation: p.conversation,
             cached: None,
             target: target.max(1),
             max_tokens: max,
@@ -207,7 +213,19 @@ impl<H> Scheduler<H> {
                 },
             );
             if finish.is_some() || !delivered {
-                self.running.remove(i);
+                let job = self.running.remove(i);
+                if let (Some(cache), Some(hash), true) = (
+                    &mut self.cache,
+                    job.conversation,
+                    finish.is_some() && delivered,
+                ) {
+                    // The answer as the client received it: the generated tokens' text.
+                    let answer = token_text(0, job.generated);
+                    cache.insert(Prefix {
+                        hash: chain(hash, [answer.as_str()]),
+                        tokens: job.prompt_tokens.saturating_add(job.generated),
+                    });
+                }
             } else {
                 i += 1;
             }
@@ -245,6 +263,7 @@ mod tests {
             min_tokens: 0,
             ignore_eos,
             prefix: None,
+            conversation: None,
         }
     }
 
