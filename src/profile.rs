@@ -167,7 +167,8 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_length: Option<LengthDist>,
     /// The served model's `tokenizer.json` (or a folder holding one), relative to the
-    /// profile file: synthetic prompts (and drawn or traced input lengths) are then exactly
+    /// profile file, or a model id (`Qwen/Qwen3-8B`) found in the local Hugging Face cache
+    /// when no such path exists: synthetic prompts (and drawn or traced input lengths) are then exactly
     /// that many tokens instead of words, and dataset answers are counted exactly. Hashed by
     /// content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -864,11 +865,11 @@ impl Profile {
             }
         };
         let w = &mut profile.workload;
-        for p in [w.prompts_file.as_mut(), w.tokenizer.as_mut()]
-            .into_iter()
-            .flatten()
-        {
+        if let Some(p) = w.prompts_file.as_mut() {
             resolve(p);
+        }
+        if let Some(t) = w.tokenizer.as_mut() {
+            *t = crate::tokenize::resolve(dir, t).context("field `workload.tokenizer`")?;
         }
         if let Some(d) = w.dataset.as_mut() {
             resolve(&mut d.path);

@@ -3,9 +3,35 @@
 //! that `input_tokens` means tokens, not words; the simulator uses it to report
 //! `usage.prompt_tokens` as a real server would.
 
-use std::path::Path;
+pub mod hf_cache;
+
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
+
+/// Where the tokenizer named `value` is (in a profile, relative to its folder `dir`; on the
+/// command line, to "."): that file or folder when it exists, else, for a model id such as
+/// `Qwen/Qwen3-8B`, its snapshot in the local Hugging Face cache (hf_cache.rs). A path that
+/// is neither is returned as it is, and loading it says it is missing.
+pub fn resolve(dir: &Path, value: &Path) -> Result<PathBuf> {
+    let local = dir.join(value);
+    if local.exists() {
+        return Ok(local);
+    }
+    let Some(id) = value.to_str().filter(|v| hf_cache::looks_like_repo_id(v)) else {
+        return Ok(local);
+    };
+    let found = hf_cache::hub_cache_dir(|k| std::env::var(k).ok())
+        .context("no Hugging Face cache folder (set HF_HUB_CACHE or HF_HOME)")
+        .and_then(|cache| hf_cache::find(&cache, id));
+    found.with_context(|| {
+        format!(
+            "tokenizer {id:?}: not a file or folder ({} does not exist), nor a model in the \
+             local Hugging Face cache",
+            local.display()
+        )
+    })
+}
 
 /// The largest tokenizer.json read (Llama 3's is 9 MB, Qwen's 7 MB; a bound, not a target).
 pub const TOKENIZER_FILE_BYTES: u64 = 64 * 1024 * 1024;

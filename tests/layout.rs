@@ -29,6 +29,8 @@ const FLOORS: &[(&str, u8)] = &[
 const LEAF_EDGES: &[(&str, &str)] = &[
     // A profile file is read with the bounded reader (a FIFO or /dev/zero is refused).
     ("profile", "fsutil"),
+    // A profile's tokenizer may be a model id, found in the Hugging Face cache.
+    ("profile", "tokenize"),
     // A tokenizer.json is read with the bounded reader.
     ("tokenize", "fsutil"),
     // The simulator counts prompt tokens with a model's tokenizer when given one.

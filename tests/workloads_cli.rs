@@ -345,3 +345,59 @@ fn bad_rows_are_refused_with_file_line_and_field() {
         }
     }
 }
+
+/// A model id as the tokenizer (`tokenizer = "acme/tiny"`, no such path beside the profile)
+/// is found in the local Hugging Face cache, laid out as huggingface_hub lays it out (the
+/// file a link into blobs/, refs/main naming the snapshot), by the client and by serve-sim;
+/// a model that is not there is a bad profile (exit 2) that says where it was looked for.
+#[test]
+fn a_model_id_finds_its_tokenizer_in_the_hugging_face_cache() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("hub");
+    let repo = cache.join("models--acme--tiny");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let snapshot = repo.join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("blobs")).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::copy(tokenizer_path(), repo.join("blobs/5e1f")).unwrap();
+    std::os::unix::fs::symlink("../../blobs/5e1f", snapshot.join("tokenizer.json")).unwrap();
+    std::fs::write(repo.join("refs/main"), commit).unwrap();
+    let env = [("HF_HUB_CACHE", cache.to_str().unwrap())];
+
+    let sim = Sim::start_env(1, &["--preset", "fast", "--tokenizer", "acme/tiny"], &env);
+    let body = exact_profile("completions", false)
+        .replace("[workload]\n", "[workload]\ntokenizer = \"acme/tiny\"\n");
+    let profile = write_profile(dir.path(), "by-id", &sim.urls, &body);
+    let out_dir = dir.path().join("by-id-out");
+    let out = bench_command(&profile, &out_dir)
+        .arg("--no-progress")
+        .envs(env)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    for l in read_journal(&out_dir) {
+        assert_eq!(l["input_tokens"], l["requested_input_tokens"], "{l}");
+        assert!(l["requested_input_tokens"].is_u64(), "{l}");
+    }
+    let results = read_json(&out_dir.join("results.json"));
+    assert!(notes(&results).contains("models--acme--tiny"), "{results}");
+
+    let absent = write_profile(
+        dir.path(),
+        "absent",
+        &sim.urls,
+        &body.replace("acme/tiny", "acme/absent"),
+    );
+    let out = bench_command(&absent, &dir.path().join("absent-out"))
+        .envs(env)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("workload.tokenizer") && said.contains("models--acme--absent"),
+        "{said}"
+    );
+}

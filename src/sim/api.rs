@@ -154,21 +154,6 @@ fn count_prompt(prompt: Option<&Value>, count: &dyn Fn(&str) -> u32) -> Result<u
     }
 }
 
-const WORDS: &[&str] = &[
-    "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs", "far",
-    "into", "green", "hills", "while", "birds", "sing", "soft", "songs",
-];
-
-/// Text of output tokens `start..start + n`: n words, each followed by a space.
-pub fn token_text(start: u32, n: u32) -> String {
-    let mut s = String::new();
-    for i in start..start + n {
-        s.push_str(WORDS[i as usize % WORDS.len()]);
-        s.push(' ');
-    }
-    s
-}
-
 /// The usage object; with the prefix cache on (`cached` is Some), the prompt tokens found
 /// cached as `prompt_tokens_details.cached_tokens`, as vLLM and OpenAI report them.
 pub fn usage(prompt: u32, completion: u32, cached: Option<u32>) -> Value {
@@ -369,11 +354,5 @@ mod tests {
                 String::from_utf8_lossy(body)
             );
         }
-    }
-
-    #[test]
-    fn token_text_has_one_word_per_token() {
-        assert_eq!(token_text(0, 3).split_whitespace().count(), 3);
-        assert!(token_text(5, 2).ends_with(' '));
     }
 }

@@ -237,8 +237,9 @@ pub struct ServeSimArgs {
     /// Override the model id the server reports.
     #[arg(long)]
     pub model: Option<String>,
-    /// Count prompt tokens (usage.prompt_tokens, prefill time) with this tokenizer.json, as a
-    /// real server does with its model's; without it, one token per word.
+    /// Count prompt tokens (usage.prompt_tokens, prefill time) with this tokenizer.json (or a
+    /// folder holding one, or a model id found in the local Hugging Face cache), as a real
+    /// server does with its model's; without it, one token per word.
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<std::path::PathBuf>,
     /// Cache chat prompts at message boundaries (a chained hash of the texts, 4,096 entries
@@ -279,7 +280,9 @@ impl ServeSimArgs {
         cfg.record_send_times = self.record_send_times;
         cfg.prefix_cache = self.prefix_cache;
         if let Some(path) = &self.tokenizer {
-            let t = crate::tokenize::ModelTokenizer::load(path).context("--tokenizer")?;
+            let path =
+                crate::tokenize::resolve(std::path::Path::new(""), path).context("--tokenizer")?;
+            let t = crate::tokenize::ModelTokenizer::load(&path).context("--tokenizer")?;
             cfg.tokenizer = Some(crate::tokenize::SharedTokenizer(Arc::new(t)));
         }
         cfg.validate()?;

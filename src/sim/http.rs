@@ -249,7 +249,7 @@ async fn full_response(
     let (mut text, mut n) = (String::new(), 0);
     let kind = fault.map(|f| f.kind);
     while let Some(e) = rx.recv().await {
-        text.push_str(&api::token_text(e.start, e.tokens));
+        text.push_str(&super::text::token_text(e.start, e.tokens));
         n += e.tokens;
         if let Some(finish) = e.finish {
             let usage = api::usage(ctx.req.params.prompt_tokens, n, e.cached);
@@ -359,7 +359,8 @@ fn sse_events(
             n += e.tokens;
             let mut out = Vec::with_capacity(3);
             let env = ctx.env();
-            let mut chunk = env.content_chunk(&api::token_text(e.start, e.tokens), e.finish);
+            let mut chunk =
+                env.content_chunk(&super::text::token_text(e.start, e.tokens), e.finish);
             let prompt = ctx.req.params.prompt_tokens;
             let no_usage = fault == Some(FaultKind::NoUsage);
             if ctx.req.continuous_usage && !no_usage {

@@ -25,9 +25,9 @@
 //!
 //! Layout: `config` (knobs), `presets` (calibrated configurations), `sched` (the engine's
 //! clock-free logic), `engine` (the real-time task), `replay` (virtual-time calibration),
-//! `prefix_cache` (the bounded cache of prompt prefixes), `api` (OpenAI shapes), `http`
-//! (axum handlers, SSE), `metrics` (Prometheus), `cluster` (replicas and the `serve-sim`
-//! command).
+//! `prefix_cache` (the bounded cache of prompt prefixes), `text` (the output tokens'
+//! words), `api` (OpenAI shapes), `http` (axum handlers, SSE), `metrics` (Prometheus),
+//! `cluster` (replicas and the `serve-sim` command).
 
 mod api;
 mod cluster;
@@ -43,6 +43,7 @@ mod replay;
 mod sched;
 #[cfg(test)]
 mod tests;
+mod text;
 
 pub use cluster::{run_cli, ServeSimArgs, SimCluster};
 pub use config::SimConfig;

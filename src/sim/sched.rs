@@ -8,10 +8,10 @@ use std::collections::VecDeque;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::api::token_text;
 use super::config::SimConfig;
 use super::draw::{mix_seed, standard_normal};
 use super::prefix_cache::{chain, Prefix, PrefixCache, PREFIX_CACHE_ENTRIES};
+use super::text::token_text;
 
 pub use super::config::step_seconds;
 
