@@ -869,7 +869,12 @@ impl Profile {
             resolve(p);
         }
         if let Some(t) = w.tokenizer.as_mut() {
-            *t = crate::tokenize::resolve(dir, t).context("field `workload.tokenizer`")?;
+            *t = crate::tokenize::resolve(dir, t).with_context(|| {
+                format!(
+                    "invalid profile {}: field `workload.tokenizer`",
+                    path.display()
+                )
+            })?;
         }
         if let Some(d) = w.dataset.as_mut() {
             resolve(&mut d.path);
@@ -1159,6 +1164,12 @@ impl Profile {
             bail!(
                 "field `workload.dataset.turns`: multi-turn conversations come from ShareGPT \
                  files (a JSONL row's `messages` is sent as one request, its history included)"
+            );
+        }
+        if self.target.api != Api::Chat {
+            bail!(
+                "field `workload.dataset.turns`: multi-turn conversations need the chat API \
+                 (target.api = \"chat\"): a completions prompt has no turns to carry"
             );
         }
         if self.sweep.is_open_loop() {
@@ -1524,6 +1535,14 @@ request_timeout = "2m"
             let e = with(&dataset, sweep).unwrap_err();
             assert!(e.contains(expect), "{dataset} / {sweep}: {e}");
         }
+        let completions = GOOD
+            .replace("[target]\n", "[target]\napi = \"completions\"\n")
+            .replace(
+                "ignore_eos = true",
+                &format!("dataset = {{ {sharegpt}, turns = 2 }}"),
+            );
+        let e = format!("{:#}", Profile::parse(&completions).unwrap_err());
+        assert!(e.contains("need the chat API"), "{e}");
         let one = with(sharegpt, closed).unwrap();
         let json = serde_json::to_string(one.workload.dataset.as_ref().unwrap()).unwrap();
         assert!(

@@ -141,8 +141,8 @@ fn no_shared_prefix_or_no_cache_shows_no_cache_effect() {
 /// A multi-turn run: each turn follows the answer to the one before and carries the whole
 /// conversation. With the server's answers carried, every later turn finds its history
 /// (the previous prompt and the answer the simulator generated) cached, token for token;
-/// with the dataset's reference answers the history is the same text every time, which the
-/// server never generated, so only a repeated conversation finds it cached.
+/// with the dataset's reference answers, which the server never generated, a turn first
+/// finds only the turn before's prompt cached (a repeated conversation finds it all).
 #[test]
 fn multi_turn_conversations_carry_their_history() {
     let _turn = timing_lock();
@@ -253,7 +253,73 @@ fn multi_turn_conversations_carry_their_history() {
         let expected: u64 = (0..(2 * turn as usize - 1)).map(|i| said(c, i)).sum();
         assert_eq!(l["input_tokens"].as_u64(), Some(expected), "{l}");
         if turn > 1 && seen.insert((c % 4, turn)) {
-            assert_eq!(l["cached_tokens"].as_u64(), Some(0), "never generated: {l}");
+            // The reference answer was never generated: the first time, only the turn
+            // before's prompt is found cached, not the history after it.
+            let previous: u64 = (0..(2 * turn as usize - 3)).map(|i| said(c, i)).sum();
+            assert_eq!(l["cached_tokens"].as_u64(), Some(previous), "{l}");
         }
     }
+}
+
+/// A turn that fails ends its conversation: its successors are never sent, the worker starts
+/// the next conversation, and every request is journalled once, failed ones in their class.
+/// All turns of a conversation go to one endpoint (of two replicas), where its history is.
+#[test]
+fn a_failed_turn_ends_its_conversation_and_turns_stay_on_one_endpoint() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let dataset =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/datasets/sharegpt-multiturn.json");
+    let sim = Sim::start(
+        2,
+        &[
+            "--preset",
+            "fast",
+            "--prefix-cache",
+            "--fault-reset-rate",
+            "0.25",
+        ],
+    );
+    let body = format!(
+        "[workload]\nmax_tokens = 64\nignore_eos = true\ndegenerate_below = 1\n\
+         dataset = {{ path = {dataset:?}, format = \"sharegpt\", turns = 3 }}\n\
+         [sweep]\nconcurrency = [3]\nrequests_per_level = 24\ntrials = 2\nmax_error_rate = 1.0\n"
+    );
+    let profile = write_profile(dir.path(), "faulty", &sim.urls, &body);
+    let out_dir = dir.path().join("faulty");
+    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let journal = read_journal(&out_dir);
+    assert_eq!(journal.len(), 48, "every request journalled once");
+    let mut chats: std::collections::BTreeMap<(u64, u64), Vec<&serde_json::Value>> =
+        Default::default();
+    for l in &journal {
+        let key = (
+            l["trial"].as_u64().unwrap(),
+            l["conversation"].as_u64().unwrap(),
+        );
+        chats.entry(key).or_default().push(l);
+    }
+    let failed = journal.iter().filter(|l| !l["error"].is_null()).count();
+    assert!(failed > 0, "the faults should fail some turns");
+    let mut ended_early = 0;
+    for turns in chats.values_mut() {
+        turns.sort_by_key(|l| l["turn"].as_u64());
+        for (i, l) in turns.iter().enumerate() {
+            assert_eq!(l["turn"].as_u64(), Some(i as u64 + 1), "contiguous: {l}");
+            assert_eq!(l["endpoint"], turns[0]["endpoint"], "one endpoint: {l}");
+            if !l["error"].is_null() {
+                assert_eq!(l["error"], "reset", "{l}");
+                assert_eq!(i + 1, turns.len(), "nothing after a failed turn: {l}");
+                ended_early += usize::from(i + 1 < 3);
+            }
+        }
+    }
+    assert!(
+        ended_early > 0,
+        "some conversation should end before its third turn"
+    );
+    let endpoints: std::collections::BTreeSet<_> =
+        journal.iter().map(|l| l["endpoint"].as_u64()).collect();
+    assert_eq!(endpoints.len(), 2, "both replicas serve conversations");
 }

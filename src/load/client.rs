@@ -11,7 +11,6 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::timeout_at;
 
 use super::chunk::{append_answer, clip, parse_chunk, parse_response, Usage};
-use super::conversation::MAX_ANSWER_BYTES;
 use super::http::LoadClient;
 use super::read_delay;
 use super::sse::{SseDecoder, SseError};
@@ -153,9 +152,9 @@ pub struct RequestLimits {
     pub request_timeout: Duration,
     /// The longest wait for the next piece of the response once it has started.
     pub stall_timeout: Duration,
-    /// Keep the answer's text (up to `conversation::MAX_ANSWER_BYTES`) in
-    /// [`Observed::answer`]: multi-turn runs carry it into the next turn.
-    pub keep_answer: bool,
+    /// Keep up to this many bytes of the answer's text in [`Observed::answer`] (0: none):
+    /// multi-turn runs carry it into the next turn (`conversation::answer_cap`).
+    pub answer_bytes: usize,
 }
 
 /// What the client observed for one request, before classification.
@@ -178,8 +177,10 @@ pub struct Observed {
     pub finish_reason: Option<String>,
     pub http_status: Option<u16>,
     pub failure: Option<(ErrorClass, String)>,
-    /// The answer's text, kept only when [`RequestLimits::keep_answer`] is set.
+    /// The answer's text, kept only when [`RequestLimits::answer_bytes`] is set.
     pub answer: Option<String>,
+    /// The most bytes of it kept.
+    pub answer_cap: usize,
 }
 
 /// Sends `body` to `url` and observes the response. `clock` is the run's time origin. The
@@ -198,7 +199,8 @@ pub async fn send(
     let start = Instant::now();
     let mut obs = Observed {
         sent_s: since(start),
-        answer: limits.keep_answer.then(String::new),
+        answer: (limits.answer_bytes > 0).then(String::new),
+        answer_cap: limits.answer_bytes,
         ..Observed::default()
     };
     let deadline = tokio::time::Instant::from_std(start + limits.request_timeout);
@@ -561,7 +563,7 @@ fn handle_events(events: &mut Vec<String>, obs: &mut Observed, now: f64, done: &
                 info.usage.map(|u| u.completion_tokens),
             );
             if let Some(answer) = obs.answer.as_mut() {
-                append_answer(&data, answer, MAX_ANSWER_BYTES);
+                append_answer(&data, answer, obs.answer_cap);
             }
         }
         if info.usage.is_some() {
@@ -621,7 +623,7 @@ async fn read_whole(
             obs.usage = info.usage;
             obs.finish_reason = info.finish_reason.clone();
             if let Some(answer) = obs.answer.as_mut() {
-                append_answer(text, answer, MAX_ANSWER_BYTES);
+                append_answer(text, answer, obs.answer_cap);
             }
             if info.has_content() {
                 obs.chunks.push(
@@ -706,7 +708,7 @@ mod tests {
         RequestLimits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(10),
-            keep_answer: false,
+            answer_bytes: 0,
         }
     }
 
@@ -908,7 +910,7 @@ mod tests {
         let limits = RequestLimits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(400),
-            keep_answer: false,
+            answer_bytes: 0,
         };
         let started = Instant::now();
         let obs = send_with(port, limits).await;
@@ -972,7 +974,7 @@ mod tests {
         let limits = RequestLimits {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(600),
-            keep_answer: false,
+            answer_bytes: 0,
         };
         let obs = send_with(port, limits).await;
         assert!(obs.failure.is_none(), "{:?}", obs.failure);
@@ -987,7 +989,7 @@ mod tests {
         let limits = RequestLimits {
             request_timeout: Duration::from_millis(550),
             stall_timeout: Duration::from_millis(500),
-            keep_answer: false,
+            answer_bytes: 0,
         };
         let started = Instant::now();
         let obs = send_with(port, limits).await;

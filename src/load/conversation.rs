@@ -7,8 +7,12 @@
 //!
 //! Every turn is one request, counted and journalled like any other, with its conversation
 //! number and turn. A turn that fails ends its conversation (its successors would carry a
-//! history the server never answered); the worker starts the next conversation.
+//! history the server never answered); the worker starts the next conversation. So does a
+//! conversation whose history would pass [`MAX_HISTORY_BYTES`] (counted, and warned about).
+//! A conversation's turns all go to one endpoint, as a chat's would with session affinity,
+//! so the history a server cached is there for the next turn.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -17,9 +21,16 @@ use super::dataset::ChatTurn;
 use super::prompts::Prompt;
 use crate::profile::History;
 
-/// The most bytes of one answer carried forward: far above a real answer (a million
-/// tokens), a bound against a server that streams without end.
-pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+/// The most bytes of one answer kept to carry forward, whatever `max_tokens` allows.
+pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Bytes kept per output token asked for: far above a real token's text (a few bytes), a
+/// bound against a server that sends more text than its tokens could hold.
+const ANSWER_BYTES_PER_TOKEN: usize = 32;
+
+/// The most bytes of history one conversation carries (each worker holds one conversation):
+/// about two million tokens of text, past any context window.
+pub const MAX_HISTORY_BYTES: usize = 8 * 1024 * 1024;
 
 /// The conversations of a run, used round-robin by conversation number.
 #[derive(Debug, Clone)]
@@ -28,6 +39,8 @@ pub struct Conversations {
     pub history: History,
     /// `workload.max_tokens`: no turn asks for more.
     max_tokens: u32,
+    /// Conversations ended because their history reached [`MAX_HISTORY_BYTES`].
+    ended_at_bound: Arc<AtomicU64>,
 }
 
 /// Where a request stands in its conversation, as journalled.
@@ -47,21 +60,55 @@ pub struct Chat {
     turn: usize,
     /// The conversation so far: user and assistant messages, the next user turn last.
     messages: Vec<Value>,
+    /// The bytes of text in `messages`.
+    bytes: usize,
+}
+
+impl Chat {
+    /// The endpoint its turns go to (the request's endpoint list, modulo its length).
+    pub fn endpoint(&self) -> usize {
+        self.number as usize
+    }
 }
 
 impl Conversations {
-    /// `list` holds each conversation's turns (none empty); `max_tokens` caps their lengths.
-    pub fn new(list: Vec<Vec<ChatTurn>>, history: History, max_tokens: u32) -> Conversations {
-        Conversations {
-            list: list.into_iter().filter(|c| !c.is_empty()).collect(),
+    /// `list` holds each conversation's turns (empty ones are left out; None when none is
+    /// left); `max_tokens` caps their lengths.
+    pub fn new(
+        list: Vec<Vec<ChatTurn>>,
+        history: History,
+        max_tokens: u32,
+    ) -> Option<Conversations> {
+        let list: Arc<[Vec<ChatTurn>]> = list.into_iter().filter(|c| !c.is_empty()).collect();
+        (!list.is_empty()).then(|| Conversations {
+            list,
             history,
             max_tokens,
+            ended_at_bound: Arc::default(),
+        })
+    }
+
+    /// How much of each answer the client keeps: none with the dataset's answers, else the
+    /// asked length's worth of text (bounded by [`MAX_ANSWER_BYTES`]).
+    pub fn answer_bytes(&self) -> usize {
+        match self.history {
+            History::Dataset => 0,
+            History::Server => (self.max_tokens as usize)
+                .saturating_mul(ANSWER_BYTES_PER_TOKEN)
+                .clamp(4096, MAX_ANSWER_BYTES),
         }
     }
 
-    /// Whether the server's answers must be kept to carry them forward.
-    pub fn keeps_answers(&self) -> bool {
-        self.history == History::Server && !self.list.is_empty()
+    /// The run's warning when conversations were cut short by the history bound.
+    pub fn bound_warning(&self) -> Option<String> {
+        match self.ended_at_bound.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(format!(
+                "{n} conversation(s) ended before their last turn: their history reached \
+                 {} MiB (a server sending far more text than its answers' tokens?)",
+                MAX_HISTORY_BYTES >> 20
+            )),
+        }
     }
 
     fn turns(&self, number: u64) -> &[ChatTurn] {
@@ -74,6 +121,7 @@ impl Conversations {
         Chat {
             number,
             turn: 0,
+            bytes: first.user.len(),
             messages: vec![json!({"role": "user", "content": first.user})],
         }
     }
@@ -104,6 +152,11 @@ impl Conversations {
         };
         chat.turn += 1;
         let next = turns.get(chat.turn)?;
+        chat.bytes = chat.bytes.saturating_add(carried.len() + next.user.len());
+        if chat.bytes > MAX_HISTORY_BYTES {
+            self.ended_at_bound.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
         (chat.messages).push(json!({"role": "assistant", "content": carried}));
         (chat.messages).push(json!({"role": "user", "content": next.user}));
         Some(chat)
@@ -136,6 +189,7 @@ mod tests {
             history,
             64,
         )
+        .unwrap()
     }
 
     fn contents(p: &Prompt) -> Vec<String> {
@@ -157,7 +211,7 @@ mod tests {
     #[test]
     fn turns_carry_the_conversation_so_far() {
         let c = conversations(History::Server);
-        assert!(c.keeps_answers());
+        assert_eq!(c.answer_bytes(), 4096, "64 tokens' worth, at least 4 KiB");
         let chat = c.start(0);
         let (p, tokens, at) = c.request(&chat);
         assert_eq!(contents(&p), ["user:q1"]);
@@ -180,7 +234,7 @@ mod tests {
     #[test]
     fn dataset_history_carries_the_reference_answers() {
         let c = conversations(History::Dataset);
-        assert!(!c.keeps_answers());
+        assert_eq!(c.answer_bytes(), 0);
         let chat = c.advance(c.start(0), Some(String::new())).unwrap();
         let (p, _, _) = c.request(&chat);
         assert_eq!(contents(&p), ["user:q1", "assistant:a1", "user:q2"]);
@@ -195,5 +249,21 @@ mod tests {
         assert_eq!(contents(&p), ["user:r1"], "3 mod 2 usable conversations");
         assert_eq!((tokens, at.conversation), (3, 3));
         assert!(c.advance(c.start(1), Some("x".into())).is_none());
+        assert!(Conversations::new(vec![vec![]], History::Server, 8).is_none());
+    }
+
+    /// A history past the bound ends its conversation, counted in the run's warning; the
+    /// kept answer is bounded by the asked length.
+    #[test]
+    fn a_history_past_the_bound_ends_the_conversation() {
+        let c = conversations(History::Server);
+        assert_eq!(c.bound_warning(), None);
+        let huge = "x".repeat(MAX_HISTORY_BYTES);
+        assert!(c.advance(c.start(0), Some(huge)).is_none());
+        let w = c.bound_warning().unwrap();
+        assert!(w.starts_with("1 conversation(s) ended"), "{w}");
+        let big = Conversations::new(vec![vec![turn("q", "a", 1)]], History::Server, u32::MAX);
+        assert_eq!(big.unwrap().answer_bytes(), MAX_ANSWER_BYTES);
+        assert_eq!(c.start(7).endpoint(), 7);
     }
 }

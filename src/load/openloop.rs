@@ -120,8 +120,16 @@ pub async fn run_schedule(
         let window = batch.windows.map(|w| w.window_at(offset));
         let shared = Arc::clone(shared);
         handles.push(tokio::spawn(async move {
-            let finished =
-                send_built(&shared, batch, i as u32, body, Some(scheduled_s), window).await;
+            let finished = send_built(
+                &shared,
+                batch,
+                i as u32,
+                body,
+                Some(scheduled_s),
+                window,
+                None,
+            )
+            .await;
             drop(permit);
             let drawn = shared.lengths.draw(batch.first_prompt + i as u64);
             shared.journal(&finished.record, drawn, None)?;

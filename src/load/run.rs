@@ -108,7 +108,10 @@ pub async fn run_bench(
             "the run stopped early: {why}; the trials after it were not run (results marked incomplete)"
         ));
     }
-    let warnings = run.warnings(&head, base.as_deref());
+    let mut warnings = run.warnings(&head, base.as_deref());
+    if let Some(c) = &run.shared.conversations {
+        warnings.extend(c.bound_warning());
+    }
     let mut result = RunResult {
         schema_version: SCHEMA_VERSION,
         tool: format!("throughline {}", env!("CARGO_PKG_VERSION")),
@@ -374,7 +377,7 @@ impl<'a> Prepared<'a> {
             limits: RequestLimits {
                 request_timeout: profile.sweep.request_timeout,
                 stall_timeout: profile.sweep.stall_timeout,
-                keep_answer: (source.conversations.as_ref()).is_some_and(|c| c.keeps_answers()),
+                answer_bytes: (source.conversations.as_ref()).map_or(0, |c| c.answer_bytes()),
             },
             conversations: source.conversations,
             clock: Instant::now(),

@@ -68,7 +68,7 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
             rows.len(),
             counter.describe()
         ));
-        if capped > 0 {
+        if capped > 0 && turns == 1 {
             notes.push(format!(
                 "{capped} of {} dataset rows ask for more than workload.max_tokens = {}; they \
                  ask for {} instead",
@@ -88,6 +88,16 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
         let conversations = (turns > 1).then(|| {
             let history = d.history.unwrap_or_default();
             let list: Vec<_> = rows.iter().map(|r| r.turns.clone()).collect();
+            let capped = (list.iter().flatten())
+                .filter(|t| t.answer_tokens > w.max_tokens)
+                .count();
+            if capped > 0 {
+                notes.push(format!(
+                    "{capped} turns ask for more than workload.max_tokens = {} (their \
+                     reference answers are longer); they ask for {} instead",
+                    w.max_tokens, w.max_tokens
+                ));
+            }
             let sent: usize = list.iter().map(Vec::len).sum();
             notes.push(format!(
                 "multi-turn: {} conversations of up to {turns} turns ({sent} turns in all, {:.1} \
@@ -102,6 +112,7 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
             ));
             Conversations::new(list, history, w.max_tokens)
         });
+        let conversations = conversations.flatten();
         return Ok(Source {
             prompts: Prompts::File(rows.into_iter().map(|r| r.prompt).collect()),
             lengths,

@@ -190,11 +190,13 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
                         });
                         let (prompt, tokens, turn) = conversations.request(&c);
                         let body = body_for(&shared, batch, &prompt, Some(tokens));
-                        let mut f = send_built(&shared, batch, index, body, None, window).await;
-                        let answer = match f.record.error {
-                            None => Some(f.answer.take().unwrap_or_default()),
-                            Some(_) => None,
-                        };
+                        let endpoint = Some(c.endpoint());
+                        let mut f =
+                            send_built(&shared, batch, index, body, None, window, endpoint).await;
+                        // Taken whatever the outcome: a failed turn's partial answer is not
+                        // held until the trial ends.
+                        let answer = f.answer.take().unwrap_or_default();
+                        let answer = f.record.error.is_none().then_some(answer);
                         chat = conversations.advance(c, answer);
                         f.requested_output_tokens = Some(tokens);
                         let drawn = Drawn {
@@ -233,7 +235,7 @@ pub(crate) async fn send_one(
     window: Option<Window>,
 ) -> Finished {
     let body = build_body(shared, batch, index);
-    send_built(shared, batch, index, body, scheduled_s, window).await
+    send_built(shared, batch, index, body, scheduled_s, window, None).await
 }
 
 /// The body of request `index` of the batch. Built apart from the send so an open-loop
@@ -265,7 +267,8 @@ fn body_for(
     bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
 }
 
-/// Sends a built request body as request `index` of the batch.
+/// Sends a built request body as request `index` of the batch, to `endpoint` (by default
+/// the endpoints take turns by request index).
 pub(crate) async fn send_built(
     shared: &Shared,
     batch: Batch,
@@ -273,12 +276,13 @@ pub(crate) async fn send_built(
     body: bytes::Bytes,
     scheduled_s: Option<f64>,
     window: Option<Window>,
+    endpoint: Option<usize>,
 ) -> Finished {
     let urls = match batch.arm {
         Some(Arm::Base) => &shared.base_urls,
         _ => &shared.urls,
     };
-    let endpoint = index as usize % urls.len();
+    let endpoint = endpoint.unwrap_or(index as usize) % urls.len();
     let sent_s = shared.clock.elapsed().as_secs_f64();
     let request = send(
         &shared.client,

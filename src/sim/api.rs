@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use super::prefix_cache::{chain, Prefix};
+use super::prefix_cache::{chain, Candidates, Prefix};
 use super::sched::{FinishReason, GenParams};
 use crate::tokenize::ModelTokenizer;
 
@@ -43,9 +43,9 @@ pub fn parse(
         Some(t) => u32::try_from(t.count(s)).unwrap_or(u32::MAX),
         None => words(s),
     };
-    let (prompt_tokens, prefix, conversation) = match kind {
+    let (prompt_tokens, prefixes, conversation) = match kind {
         Kind::Chat => count_messages(obj.get("messages"), &count)?,
-        Kind::Completion => (count_prompt(obj.get("prompt"), &count)?, None, None),
+        Kind::Completion => (count_prompt(obj.get("prompt"), &count)?, [None; 3], None),
     };
     let uint = |key: &str| -> Result<Option<u32>, String> {
         match obj.get(key) {
@@ -94,7 +94,7 @@ pub fn parse(
             max_tokens,
             min_tokens,
             ignore_eos: flag(obj, "ignore_eos")?,
-            prefix,
+            prefixes,
             conversation,
         },
         stream: flag(obj, "stream")?,
@@ -108,20 +108,22 @@ fn words(s: &str) -> u32 {
     s.split_whitespace().count() as u32
 }
 
-/// The messages' prompt tokens, their cacheable prefix (every message but the last) and the
-/// chained hash of all of them (which the request's answer extends when it finishes).
+/// The messages' prompt tokens, their cacheable prefixes, and the whole prompt as a prefix
+/// (which the request's answer extends when it finishes).
 fn count_messages(
     messages: Option<&Value>,
     count: &dyn Fn(&str) -> u32,
-) -> Result<(u32, Option<Prefix>, Option<u64>), String> {
+) -> Result<(u32, Candidates, Option<Prefix>), String> {
     let list = match messages {
         Some(Value::Array(l)) if !l.is_empty() => l,
         Some(Value::Array(_)) => return Err("`messages` must not be empty".into()),
         Some(_) => return Err("`messages` must be an array".into()),
         None => return Err("missing `messages`".into()),
     };
-    let (mut n, mut prefix, mut hash) = (0u32, None, 0u64);
-    for (i, m) in list.iter().enumerate() {
+    // The prefix after each message (its chained hash and the tokens so far).
+    let mut after = Vec::with_capacity(list.len());
+    let (mut n, mut hash) = (0u32, 0u64);
+    for m in list {
         let texts: Vec<&str> = match m.get("content") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(s)) => vec![s],
@@ -131,13 +133,26 @@ fn count_messages(
                 .collect(),
             Some(_) => return Err("message `content` must be a string or an array".into()),
         };
-        if i + 1 == list.len() && n > 0 {
-            prefix = Some(Prefix { hash, tokens: n });
-        }
         n = (texts.iter().map(|t| count(t))).fold(n, u32::saturating_add);
         hash = chain(hash, texts);
+        after.push(Prefix { hash, tokens: n });
     }
-    Ok((n, prefix, Some(hash)))
+    let last = after.len() - 1;
+    let mut candidates: Candidates = [None; 3];
+    let picks = [
+        last.checked_sub(1),
+        last.checked_sub(2),
+        (last > 0).then_some(0),
+    ];
+    let mut taken = 0;
+    for i in picks.into_iter().flatten() {
+        let p = after[i];
+        if p.tokens > 0 && !candidates.contains(&Some(p)) {
+            candidates[taken] = Some(p);
+            taken += 1;
+        }
+    }
+    Ok((n, candidates, Some(after[last]).filter(|p| p.tokens > 0)))
 }
 
 fn count_prompt(prompt: Option<&Value>, count: &dyn Fn(&str) -> u32) -> Result<u32, String> {
@@ -275,41 +290,50 @@ mod tests {
         assert_eq!((p.params.prompt_tokens, p.params.max_tokens), (3, 100));
     }
 
-    /// The messages before the last are the cacheable prefix, counted like the prompt: a
-    /// shared system message, or a conversation's history.
+    /// The cacheable prefixes, counted like the prompt: the messages before the last (a
+    /// shared system message, or a conversation's history), before the last two, and the
+    /// opening message; the whole prompt is kept apart.
     #[test]
-    fn the_messages_before_the_last_are_the_prefix() {
+    fn the_messages_before_the_last_are_the_prefixes() {
         let chat = |messages: &str| {
             let body = format!("{{\"messages\": {messages}}}");
             parse(Kind::Chat, body.as_bytes(), 16, None).unwrap().params
         };
         let a =
             chat(r#"[{"role":"system","content":"be brief now"},{"role":"user","content":"hi"}]"#);
-        assert_eq!((a.prompt_tokens, a.prefix.unwrap().tokens), (4, 3));
+        assert_eq!(a.prompt_tokens, 4);
+        let system = Prefix {
+            hash: chain(0, ["be brief now"]),
+            tokens: 3,
+        };
+        assert_eq!(a.prefixes, [Some(system), None, None]);
+        assert_eq!(a.conversation.unwrap().tokens, 4);
         let b = chat(
             r#"[{"role":"system","content":[{"type":"text","text":"be brief now"}]},{"role":"user","content":"other words"}]"#,
         );
-        assert_eq!(b.prefix, a.prefix, "the same text as parts");
+        assert_eq!(b.prefixes, a.prefixes, "the same text as parts");
         let c =
             chat(r#"[{"role":"system","content":"be terse now"},{"role":"user","content":"hi"}]"#);
-        assert_ne!(c.prefix.unwrap().hash, a.prefix.unwrap().hash);
+        assert_ne!(c.prefixes, a.prefixes);
         let alone = chat(r#"[{"role":"user","content":"be brief now"}]"#);
-        assert_eq!(alone.prefix, None, "one message has no history");
-        assert_eq!(alone.conversation, Some(chain(0, ["be brief now"])));
+        assert_eq!(alone.prefixes, [None; 3], "one message has no history");
+        assert_eq!(alone.conversation, Some(system));
         let turn2 = chat(
-            r#"[{"role":"user","content":"be brief now"},{"role":"assistant","content":"the quick "},{"role":"user","content":"and"}]"#,
+            r#"[{"role":"system","content":"be brief now"},{"role":"user","content":"q"},{"role":"assistant","content":"the quick "},{"role":"user","content":"and"}]"#,
         );
-        let history = chain(chain(0, ["be brief now"]), ["the quick "]);
+        let question = chain(system.hash, ["q"]);
+        let history = chain(question, ["the quick "]);
+        let at = |hash, tokens| Some(Prefix { hash, tokens });
         assert_eq!(
-            turn2.prefix,
-            Some(Prefix {
-                hash: history,
-                tokens: 5
-            })
+            turn2.prefixes,
+            [at(history, 6), at(question, 4), Some(system)]
         );
-        assert_eq!(turn2.conversation, Some(chain(history, ["and"])));
+        assert_eq!(turn2.conversation, at(chain(history, ["and"]), 7));
         let p = parse(Kind::Completion, br#"{"prompt":"be brief now"}"#, 16, None).unwrap();
-        assert_eq!((p.params.prefix, p.params.conversation), (None, None));
+        assert_eq!(
+            (p.params.prefixes, p.params.conversation),
+            ([None; 3], None)
+        );
         assert_eq!(usage(4, 2, None).get("prompt_tokens_details"), None);
         assert_eq!(
             usage(4, 2, Some(3))["prompt_tokens_details"]["cached_tokens"],

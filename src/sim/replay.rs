@@ -25,7 +25,7 @@ pub fn simulated_closed_loop_throughput(
         max_tokens,
         min_tokens: 0,
         ignore_eos: true,
-        prefix: None,
+        prefixes: [None; 3],
         conversation: None,
     };
     let mut sched = Scheduler::new(config.session());

@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::config::SimConfig;
 use super::draw::{mix_seed, standard_normal};
-use super::prefix_cache::{chain, Prefix, PrefixCache, PREFIX_CACHE_ENTRIES};
+use super::prefix_cache::{chain, Candidates, Prefix, PrefixCache, PREFIX_CACHE_ENTRIES};
 use super::text::token_text;
 
 pub use super::config::step_seconds;
@@ -38,11 +38,11 @@ pub struct GenParams {
     pub max_tokens: u32,
     pub min_tokens: u32,
     pub ignore_eos: bool,
-    /// A chat request's messages before its last one, which the prefix cache can serve.
-    pub prefix: Option<Prefix>,
-    /// A chat request's chained hash of all its messages: with its answer, cached when it
+    /// A chat request's prefixes the prefix cache can serve, longest first (api.rs).
+    pub prefixes: Candidates,
+    /// A chat request's whole prompt: cached on admission and, with its answer, when it
     /// finishes (the next turn of its conversation carries both).
-    pub conversation: Option<u64>,
+    pub conversation: Option<Prefix>,
 }
 
 /// Tokens one request gained in one step.
@@ -74,8 +74,8 @@ pub struct Step {
 struct Job<H> {
     handle: H,
     prompt_tokens: u32,
-    prefix: Option<Prefix>,
-    conversation: Option<u64>,
+    prefixes: Candidates,
+    conversation: Option<Prefix>,
     cached: Option<u32>,
     target: u32,
     max_tokens: u32,
@@ -135,7 +135,7 @@ impl<H> Scheduler<H> {
         self.waiting.push_back(Job {
             handle,
             prompt_tokens: p.prompt_tokens,
-            prefix: p.prefix,
+            prefixes: p.prefixes,
             conversation: p.conversation,
             cached: None,
             target: target.max(1),
@@ -154,9 +154,9 @@ impl<H> Scheduler<H> {
 
     /// Admits waiting requests into free slots (FIFO) and returns the coming step's
     /// duration with the prompt tokens it admitted, or `None` when nothing runs. With the
-    /// prefix cache, each admitted request looks its system message up (in admission order,
-    /// so the first of a group prefills it and the next ones, even in the same step, find it
-    /// cached); only the tokens not found cached cost prefill time.
+    /// prefix cache, each admitted request looks its prefixes up (in admission order, so the
+    /// first of a group prefills a shared system prompt and the next ones, even in the same
+    /// step, find it cached); only the tokens not found cached cost prefill time.
     pub fn begin_step(&mut self) -> Option<Step> {
         let (mut prompt, mut computed, mut hits) = (0u64, 0u64, 0u64);
         while self.running.len() < self.cfg.max_running {
@@ -164,9 +164,8 @@ impl<H> Scheduler<H> {
                 break;
             };
             if let Some(cache) = &mut self.cache {
-                let cached = job
-                    .prefix
-                    .map_or(0, |p| cache.lookup(p).min(job.prompt_tokens));
+                let candidates: Vec<Prefix> = job.prefixes.iter().flatten().copied().collect();
+                let cached = (cache.admit(&candidates, job.conversation)).min(job.prompt_tokens);
                 job.cached = Some(cached);
                 hits += u64::from(cached);
             }
@@ -214,16 +213,16 @@ impl<H> Scheduler<H> {
             );
             if finish.is_some() || !delivered {
                 let job = self.running.remove(i);
-                if let (Some(cache), Some(hash), true) = (
+                if let (Some(cache), Some(prompt), true) = (
                     &mut self.cache,
                     job.conversation,
                     finish.is_some() && delivered,
                 ) {
                     // The answer as the client received it: the generated tokens' text.
                     let answer = token_text(0, job.generated);
-                    cache.insert(Prefix {
-                        hash: chain(hash, [answer.as_str()]),
-                        tokens: job.prompt_tokens.saturating_add(job.generated),
+                    cache.keep_turn(Prefix {
+                        hash: chain(prompt.hash, [answer.as_str()]),
+                        tokens: prompt.tokens.saturating_add(job.generated),
                     });
                 }
             } else {
@@ -262,7 +261,7 @@ mod tests {
             max_tokens: max,
             min_tokens: 0,
             ignore_eos,
-            prefix: None,
+            prefixes: [None; 3],
             conversation: None,
         }
     }
@@ -343,7 +342,7 @@ mod tests {
         let shared = Prefix::of(["you are a helpful assistant"], 200);
         let p = GenParams {
             prompt_tokens: 240,
-            prefix: shared,
+            prefixes: [shared, None, None],
             ..params(1, true)
         };
         let emitted = |s: &mut Scheduler<u32>| {
@@ -368,7 +367,13 @@ mod tests {
         );
         assert_eq!(emitted(&mut s), vec![(0, Some(0)), (1, Some(200))]);
         s.submit(2, p);
-        s.submit(3, GenParams { prefix: None, ..p });
+        s.submit(
+            3,
+            GenParams {
+                prefixes: [None; 3],
+                ..p
+            },
+        );
         let later = s.begin_step().unwrap();
         assert_eq!((later.cache_queries, later.cache_hits), (480, 200));
         assert!((later.secs - step_seconds(&cfg, 2, 280)).abs() < 1e-12);

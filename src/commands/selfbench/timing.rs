@@ -85,7 +85,7 @@ pub async fn measure_timing(
     let limits = RequestLimits {
         request_timeout: Duration::from_secs(600),
         stall_timeout: Duration::from_secs(60),
-        keep_answer: false,
+        answer_bytes: 0,
     };
     let rss = PeakRss::start();
     if !cold {
