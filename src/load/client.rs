@@ -153,7 +153,7 @@ pub struct RequestLimits {
     /// The longest wait for the next piece of the response once it has started.
     pub stall_timeout: Duration,
     /// Keep up to this many bytes of the answer's text in [`Observed::answer`] (0: none):
-    /// multi-turn runs carry it into the next turn (`conversation::answer_cap`).
+    /// multi-turn runs carry it into the next turn (`Conversations::answer_bytes`).
     pub answer_bytes: usize,
 }
 
