@@ -12,7 +12,7 @@ use reqwest::header::HeaderValue;
 
 use super::body::{api_url, request_body};
 use super::client::{send, Observed, RequestLimits};
-use super::conversation::{Conversations, TurnOf};
+use super::conversation::{Chat, Conversations, TurnOf};
 use super::interrupt::Interrupt;
 use super::lengths::{Drawn, Lengths};
 use super::outcome::{finish, Finished, Slot};
@@ -188,21 +188,9 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
                             let n = next_conversation.fetch_add(1, Ordering::Relaxed);
                             conversations.start(batch.first_prompt + n)
                         });
-                        let (prompt, tokens, turn) = conversations.request(&c);
-                        let body = body_for(&shared, batch, &prompt, Some(tokens));
-                        let endpoint = Some(c.endpoint());
-                        let mut f =
-                            send_built(&shared, batch, index, body, None, window, endpoint).await;
-                        // Taken whatever the outcome: a failed turn's partial answer is not
-                        // held until the trial ends.
-                        let answer = f.answer.take().unwrap_or_default();
-                        let answer = f.record.error.is_none().then_some(answer);
-                        chat = conversations.advance(c, answer);
-                        f.requested_output_tokens = Some(tokens);
-                        let drawn = Drawn {
-                            input_words: None,
-                            output_tokens: Some(tokens),
-                        };
+                        let (f, drawn, turn, next) =
+                            send_turn(&shared, conversations, c, batch, index, window).await;
+                        chat = next;
                         (f, drawn, Some(turn))
                     }
                 };
@@ -223,6 +211,33 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
     }
     all.sort_by_key(|f| f.record.index);
     Ok(all)
+}
+
+/// Sends the next turn of `chat` as request `index` of the batch, to the conversation's
+/// endpoint; returns it with the length it asked for, its place, and the conversation with
+/// its answer carried (None when the conversation is over).
+async fn send_turn(
+    shared: &Shared,
+    conversations: &Conversations,
+    chat: Chat,
+    batch: Batch,
+    index: u32,
+    window: Option<Window>,
+) -> (Finished, Drawn, TurnOf, Option<Chat>) {
+    let (prompt, tokens, turn) = conversations.request(&chat);
+    let body = body_for(shared, batch, &prompt, Some(tokens));
+    let endpoint = Some(chat.endpoint());
+    let mut f = send_built(shared, batch, index, body, None, window, endpoint).await;
+    // Taken whatever the outcome: a failed turn's partial answer is not held until the
+    // trial ends.
+    let answer = f.answer.take().unwrap_or_default();
+    let next = conversations.advance(chat, f.record.error.is_none().then_some(answer));
+    f.requested_output_tokens = Some(tokens);
+    let drawn = Drawn {
+        input_words: None,
+        output_tokens: Some(tokens),
+    };
+    (f, drawn, turn, next)
 }
 
 /// Sends request `index` of the batch; `scheduled_s` (open loop) and `window` (duration
