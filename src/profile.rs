@@ -885,6 +885,44 @@ impl Profile {
         Ok(profile)
     }
 
+    /// Checks `workload.dataset.turns` and `history`: multi-turn conversations come from
+    /// ShareGPT files and run closed loop (a turn is sent when the answer before it is in).
+    fn validate_turns(&self, d: &DatasetSpec) -> Result<()> {
+        let turns = d.turns.unwrap_or(1);
+        if !(1..=limits::TURNS).contains(&turns) {
+            bail!(
+                "field `workload.dataset.turns`: {turns} is outside [1, {}]",
+                limits::TURNS
+            );
+        }
+        if turns == 1 {
+            if d.history.is_some() {
+                bail!("field `workload.dataset.history`: needs `turns` above 1 (one turn carries no history)");
+            }
+            return Ok(());
+        }
+        if d.format != DatasetFormat::Sharegpt {
+            bail!(
+                "field `workload.dataset.turns`: multi-turn conversations come from ShareGPT \
+                 files (a JSONL row's `messages` is sent as one request, its history included)"
+            );
+        }
+        if self.target.api != Api::Chat {
+            bail!(
+                "field `workload.dataset.turns`: multi-turn conversations need the chat API \
+                 (target.api = \"chat\"): a completions prompt has no turns to carry"
+            );
+        }
+        if self.sweep.is_open_loop() {
+            bail!(
+                "field `workload.dataset.turns`: multi-turn conversations run closed loop (a \
+                 turn is sent when the answer to the one before it has come back); use \
+                 `sweep.concurrency`, not `sweep.rates` or `sweep.trace`"
+            );
+        }
+        Ok(())
+    }
+
     /// Parses and validates profile text.
     pub fn parse(text: &str) -> Result<Profile> {
         let profile: Profile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -1140,46 +1178,6 @@ impl Profile {
         // canonical: the same profile always gives the same bytes.
         let text = serde_json::to_string(&canonical)?;
         Ok(format!("sha256:{}", hex(&Sha256::digest(text.as_bytes()))))
-    }
-}
-
-impl Profile {
-    /// Checks `workload.dataset.turns` and `history`: multi-turn conversations come from
-    /// ShareGPT files and run closed loop (a turn is sent when the answer before it is in).
-    fn validate_turns(&self, d: &DatasetSpec) -> Result<()> {
-        let turns = d.turns.unwrap_or(1);
-        if !(1..=limits::TURNS).contains(&turns) {
-            bail!(
-                "field `workload.dataset.turns`: {turns} is outside [1, {}]",
-                limits::TURNS
-            );
-        }
-        if turns == 1 {
-            if d.history.is_some() {
-                bail!("field `workload.dataset.history`: needs `turns` above 1 (one turn carries no history)");
-            }
-            return Ok(());
-        }
-        if d.format != DatasetFormat::Sharegpt {
-            bail!(
-                "field `workload.dataset.turns`: multi-turn conversations come from ShareGPT \
-                 files (a JSONL row's `messages` is sent as one request, its history included)"
-            );
-        }
-        if self.target.api != Api::Chat {
-            bail!(
-                "field `workload.dataset.turns`: multi-turn conversations need the chat API \
-                 (target.api = \"chat\"): a completions prompt has no turns to carry"
-            );
-        }
-        if self.sweep.is_open_loop() {
-            bail!(
-                "field `workload.dataset.turns`: multi-turn conversations run closed loop (a \
-                 turn is sent when the answer to the one before it has come back); use \
-                 `sweep.concurrency`, not `sweep.rates` or `sweep.trace`"
-            );
-        }
-        Ok(())
     }
 }
 

@@ -35,8 +35,7 @@ fn the_seeds_job_runs_short_against_the_simulator() {
     let profile = dir.path().join("short.profile.toml");
     std::fs::write(&profile, body).unwrap();
     let out_dir = dir.path().join("out");
-    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&profile, &out_dir);
     let lines = read_journal(&out_dir);
     assert_eq!(lines.len(), 8);
     for l in &lines {

@@ -24,17 +24,9 @@ request_timeout = "20s"
 /// The relative runs: 8 trials a side. With 5, an unchanged head came out "cannot tell" at
 /// C = 2 now and then (detectable drop 3.0%, the minimum effect itself; seen twice in a day,
 /// once on a quiet machine): honest, but this test is about a pass.
-const PROFILE_RELATIVE: &str = r#"
-[workload]
-input_tokens = 16
-max_tokens = 16
-ignore_eos = true
-[sweep]
-concurrency = [2, 8]
-warmup_requests = 2
-trials = 8
-request_timeout = "20s"
-"#;
+fn profile_relative() -> String {
+    PROFILE.replace("trials = 5", "trials = 8")
+}
 
 /// A simulator whose every decode step lasts 10 ms: throughput independent of the batch, and
 /// long enough steps that timer jitter on a busy machine stays far below the 3% minimum effect.
@@ -50,7 +42,7 @@ fn bench(sim: &Sim, dir: &Path, name: &str) -> std::path::PathBuf {
 
 /// Runs the profile against `head` and, in the same job, against `base` (relative mode).
 fn bench_relative(head: &Sim, base: &Sim, dir: &Path, name: &str) -> std::path::PathBuf {
-    let profile = write_profile(dir, "gated", &head.urls, PROFILE_RELATIVE);
+    let profile = write_profile(dir, "gated", &head.urls, &profile_relative());
     let out = dir.join(name);
     let o = run_bench_cli(&profile, &out, &["--base-endpoint", &base.urls[0]]);
     assert_eq!(code(&o), 0, "{}", text(&o));

@@ -36,8 +36,7 @@ fn output_lengths_follow_the_drawn_ones_and_are_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let profile = write_profile(dir.path(), "lengths", &sim.urls, PROFILE);
     let out_dir = dir.path().join("out");
-    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&profile, &out_dir);
 
     let lines = read_journal(&out_dir);
     assert_eq!(lines.len(), 2 + 2 * 24);
@@ -60,8 +59,7 @@ fn output_lengths_follow_the_drawn_ones_and_are_recorded() {
 
     // The same seed draws the same lengths again; the distribution is part of the hash.
     let again = dir.path().join("again");
-    let out = run_bench_cli(&profile, &again, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&profile, &again);
     let drawn = |ls: &[serde_json::Value]| -> Vec<(u64, u64)> {
         let mut v: Vec<(u64, u64)> = ls
             .iter()
@@ -84,7 +82,6 @@ fn output_lengths_follow_the_drawn_ones_and_are_recorded() {
         &PROFILE.replace("sd = 15", "sd = 16"),
     );
     let other_out = dir.path().join("other-out");
-    let out = run_bench_cli(&other, &other_out, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&other, &other_out);
     assert_ne!(hash(&out_dir), hash(&other_out));
 }

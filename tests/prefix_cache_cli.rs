@@ -46,8 +46,7 @@ fn bench(
     );
     let profile = write_profile(dir, name, &sim.urls, &body);
     let out_dir = dir.join(name);
-    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    let out = bench_ok(&profile, &out_dir);
     let results = read_json(&out_dir.join("results.json"));
     (text(&out), read_journal(&out_dir), results, sim)
 }
@@ -163,8 +162,7 @@ fn multi_turn_conversations_carry_their_history() {
         );
         let profile = write_profile(dir.path(), name, &sim.urls, &body);
         let out_dir = dir.path().join(name);
-        let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-        assert_eq!(code(&out), 0, "{}", text(&out));
+        bench_ok(&profile, &out_dir);
         let notes = read_json(&out_dir.join("results.json"))["notes"].to_string();
         (notes, read_journal(&out_dir), sim)
     };
@@ -287,8 +285,7 @@ fn a_failed_turn_ends_its_conversation_and_turns_stay_on_one_endpoint() {
     );
     let profile = write_profile(dir.path(), "faulty", &sim.urls, &body);
     let out_dir = dir.path().join("faulty");
-    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&profile, &out_dir);
     let journal = read_journal(&out_dir);
     assert_eq!(journal.len(), 48, "every request journalled once");
     let mut chats: std::collections::BTreeMap<(u64, u64), Vec<&serde_json::Value>> =

@@ -62,8 +62,7 @@ fn prompts_are_exact_in_tokens_with_the_models_tokenizer() {
         &exact_profile("completions", true),
     );
     let out_dir = dir.path().join("exact-out");
-    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&profile, &out_dir);
     let lines = read_journal(&out_dir);
     assert_eq!(lines.len(), 24);
     let mut lengths = std::collections::BTreeSet::new();
@@ -92,8 +91,7 @@ fn prompts_are_exact_in_tokens_with_the_models_tokenizer() {
         &exact_profile("completions", false),
     );
     let words_out = dir.path().join("words-out");
-    let out = run_bench_cli(&words, &words_out, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    let out = bench_ok(&words, &words_out);
     let results = read_json(&words_out.join("results.json"));
     let flagged = flags_of(&results, "input-length-off");
     assert_eq!(flagged.len(), 2, "{results}");
@@ -109,8 +107,7 @@ fn prompts_are_exact_in_tokens_with_the_models_tokenizer() {
     // real server's template tokens would show as the flag.
     let chat = write_profile(dir.path(), "chat", &sim.urls, &exact_profile("chat", true));
     let chat_out = dir.path().join("chat-out");
-    let out = run_bench_cli(&chat, &chat_out, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&chat, &chat_out);
     for l in read_journal(&chat_out) {
         assert_eq!(l["input_tokens"], l["requested_input_tokens"], "{l}");
     }
@@ -136,8 +133,7 @@ fn sharegpt_rows_go_out_round_robin_with_their_answer_lengths() {
     );
     let profile = write_profile(dir.path(), "sharegpt", &sim.urls, &body);
     let out_dir = dir.path().join("out");
-    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&profile, &out_dir);
 
     let t = ModelTokenizer::load(&fixture("tokenizer")).unwrap();
     let data: serde_json::Value = serde_json::from_str(
@@ -187,8 +183,7 @@ fn sharegpt_rows_go_out_round_robin_with_their_answer_lengths() {
     );
     let profile = write_profile(dir.path(), "jsonl", &sim.urls, &jsonl);
     let out_dir = dir.path().join("jsonl-out");
-    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&profile, &out_dir);
     let asked: Vec<u64> = read_journal(&out_dir)
         .iter()
         .map(|l| l["requested_output_tokens"].as_u64().unwrap())
@@ -221,8 +216,7 @@ fn a_trace_is_replayed_on_its_schedule_with_its_lengths() {
     );
     let profile = write_profile(dir.path(), "trace", &sim.urls, &body);
     let out_dir = dir.path().join("out");
-    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&profile, &out_dir);
 
     let csv = std::fs::read_to_string(fixture("traces/azure-sample.csv")).unwrap();
     let rows: Vec<(f64, u64, u64)> = csv
@@ -288,8 +282,7 @@ fn a_shared_prefix_adds_exactly_its_tokens() {
     );
     let profile = write_profile(dir.path(), "prefix", &sim.urls, &body);
     let out_dir = dir.path().join("out");
-    let out = run_bench_cli(&profile, &out_dir, &["--no-progress"]);
-    assert_eq!(code(&out), 0, "{}", text(&out));
+    bench_ok(&profile, &out_dir);
     for l in read_journal(&out_dir) {
         assert_eq!(l["input_tokens"].as_u64(), Some(240), "{l}");
     }

@@ -36,7 +36,7 @@ pub const MAX_HISTORY_BYTES: usize = 8 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct Conversations {
     list: Arc<[Vec<ChatTurn>]>,
-    pub history: History,
+    history: History,
     /// `workload.max_tokens`: no turn asks for more.
     max_tokens: u32,
     /// Conversations ended because their history reached [`MAX_HISTORY_BYTES`].

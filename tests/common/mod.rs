@@ -30,6 +30,14 @@ pub fn bench_command(profile: &Path, out: &Path) -> Command {
     cmd
 }
 
+/// Runs `throughline bench --profile PROFILE --out OUT --no-progress`, asserts it exited 0
+/// (showing its output when not), and returns its output.
+pub fn bench_ok(profile: &Path, out: &Path) -> Output {
+    let o = run_bench_cli(profile, out, &["--no-progress"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    o
+}
+
 /// Runs `throughline bench --profile PROFILE --out OUT EXTRA...` and returns its output.
 pub fn run_bench_cli(profile: &Path, out: &Path, extra: &[&str]) -> Output {
     bench_command(profile, out)
@@ -208,27 +216,23 @@ pub fn git(dir: &Path, args: &[&str]) {
 
 /// `throughline baseline bless --results RESULTS --baseline BASELINE [extra...]`.
 pub fn bless(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "baseline",
-        "bless",
-        "--results",
-        results.to_str().unwrap(),
-        "--baseline",
-        baseline.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    run(&args)
+    with_results_and_baseline(&["baseline", "bless"], results, baseline, extra)
 }
 
 /// `throughline gate --results RESULTS --baseline BASELINE [extra...]`.
 pub fn gate(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "gate",
-        "--results",
-        results.to_str().unwrap(),
-        "--baseline",
-        baseline.to_str().unwrap(),
-    ];
+    with_results_and_baseline(&["gate"], results, baseline, extra)
+}
+
+fn with_results_and_baseline(
+    command: &[&str],
+    results: &Path,
+    baseline: &Path,
+    extra: &[&str],
+) -> Output {
+    let mut args = command.to_vec();
+    args.extend(["--results", results.to_str().unwrap()]);
+    args.extend(["--baseline", baseline.to_str().unwrap()]);
     args.extend_from_slice(extra);
     run(&args)
 }
