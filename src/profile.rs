@@ -685,6 +685,13 @@ pub struct GateSettings {
     /// Trials needed on each side before a level may fail.
     #[serde(default = "default_min_trials")]
     pub min_trials: u32,
+    /// "Pass" rules out, at every level, a drop larger than `tolerance` with this one-sided
+    /// confidence (0.95; no multiplicity correction: every level must pass on its own).
+    #[serde(default = "default_pass_confidence")]
+    pub pass_confidence: f64,
+    /// The drop a pass rules out (0.05 = 5%). `min_effect` stays the fail threshold.
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
     /// A drop beyond this (0.25 = 25%) fails even when the data cannot estimate the
     /// between-session variation (a baseline of one or two sessions): no plausible restart
     /// or neighbour moves a server that far.
@@ -730,6 +737,7 @@ impl GateSettings {
         alpha: Option<f64>,
         min_effect: Option<f64>,
         min_trials: Option<u32>,
+        tolerance: Option<f64>,
     ) -> Result<GateSettings> {
         if let Some(a) = alpha.filter(|a| !(*a > 0.0 && *a < 0.5)) {
             bail!("--alpha: {a} is outside (0, 0.5)");
@@ -740,10 +748,14 @@ impl GateSettings {
         if let Some(n) = min_trials.filter(|n| *n < 2) {
             bail!("--min-trials: {n} is below 2 (a variance needs two trials)");
         }
+        if let Some(t) = tolerance.filter(|t| !(*t > 0.0 && *t < 1.0)) {
+            bail!("--tolerance: {t} is outside (0, 1) (0.05 means 5%)");
+        }
         let settings = GateSettings {
             alpha: alpha.unwrap_or(self.alpha),
             min_effect: min_effect.unwrap_or(self.min_effect),
             min_trials: min_trials.unwrap_or(self.min_trials),
+            tolerance: tolerance.unwrap_or(self.tolerance),
             ..self.clone()
         };
         settings.validate()?;
@@ -764,6 +776,8 @@ impl GateSettings {
         within("alpha", self.alpha, 0.0, 0.5, true)?;
         within("min_effect", self.min_effect, 0.0, 1.0, false)?;
         within("guard", self.guard, self.min_effect, 1.0, true)?;
+        within("pass_confidence", self.pass_confidence, 0.5, 1.0, false)?;
+        within("tolerance", self.tolerance, 0.0, 1.0, true)?;
         if self.min_trials < 2 {
             bail!("field `gate.min_trials`: must be at least 2 (a variance needs two trials)");
         }
@@ -789,6 +803,8 @@ impl Default for GateSettings {
             alpha: default_alpha(),
             min_effect: default_min_effect(),
             min_trials: default_min_trials(),
+            pass_confidence: default_pass_confidence(),
+            tolerance: default_tolerance(),
             guard: default_guard(),
             fail_on_inconclusive: false,
             max_sessions: default_max_sessions(),
@@ -809,6 +825,12 @@ fn default_alpha() -> f64 {
 }
 fn default_min_effect() -> f64 {
     0.03
+}
+fn default_pass_confidence() -> f64 {
+    0.95
+}
+fn default_tolerance() -> f64 {
+    0.05
 }
 fn default_min_trials() -> u32 {
     5

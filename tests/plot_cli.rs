@@ -59,6 +59,8 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
         open_loop: None,
         excluded_requests: 0,
         round: None,
+        block: None,
+        slot: None,
         input_check: None,
         prefix_cache: None,
     }
@@ -100,6 +102,7 @@ trials = 3
         base: None,
         drift: None,
         notes: Vec::new(),
+        servers: None,
     }
 }
 

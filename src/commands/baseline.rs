@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use crate::exit::Exit;
-use crate::gate::baseline::{bless, Baseline, BaselineLock, BlessMode};
+use crate::gate::baseline::{bless, calibration_rows, Baseline, BaselineLock, BlessMode};
 use crate::record::RunResult;
 
 /// The examples `baseline --help` ends with (tests/help_examples.rs runs each).
@@ -18,7 +18,9 @@ Examples:
       --profile ../throughline.toml
   # Add a session (another run on main) to it
   throughline baseline bless -r throughline-results/results.json -b baselines/main.toml \\
-      --append";
+      --append
+  # Calibrate the relative gate's slots from an A/A run in blocks (the same server twice)
+  throughline baseline calibrate -r aa/results.json -b baselines/main.toml";
 
 #[derive(Debug, Args)]
 pub struct BaselineArgs {
@@ -30,6 +32,24 @@ pub struct BaselineArgs {
 pub enum BaselineCommand {
     /// Write a baseline from run results, one session per results file.
     Bless(BlessArgs),
+    /// Add an A/A calibration of the relative gate's two slots to a baseline, from a run in
+    /// blocks whose two arms ran the same server (e.g. nightly on main): the slot effect and
+    /// the start spread, which a pull request's relative check then takes into account.
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// results.json of an A/A run in blocks (`bench` or `ci` with --server-command and
+    /// --base-server-command set to the same command).
+    #[arg(long, short = 'r', value_name = "RUN.json")]
+    pub results: PathBuf,
+    /// The baseline file to add the calibration to.
+    #[arg(long, short = 'b', value_name = "FILE")]
+    pub baseline: PathBuf,
+    /// The commit measured (default: $GITHUB_SHA, else the work tree's HEAD).
+    #[arg(long)]
+    pub commit: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -59,6 +79,40 @@ pub struct BlessArgs {
 
 pub async fn run(args: BaselineArgs) -> Result<Exit> {
     match args.command {
+        BaselineCommand::Calibrate(c) => {
+            let run = RunResult::load(&c.results)?;
+            let writing = stop_on_signals_outside_writes();
+            let _lock = BaselineLock::acquire(&c.baseline)?;
+            let mut baseline = Baseline::load(&c.baseline)?;
+            let commit = c
+                .commit
+                .clone()
+                .or_else(|| std::env::var("GITHUB_SHA").ok())
+                .or_else(|| crate::gate::gitref::head_commit(&c.baseline));
+            let rows = calibration_rows(&baseline, &run, commit)?;
+            let added = rows.len();
+            baseline.add_calibration(rows);
+            {
+                let _writing = writing.lock().unwrap_or_else(|e| e.into_inner());
+                baseline.save(&c.baseline)?;
+            }
+            println!(
+                "calibrated {}: {added} A/A block row(s) added ({} in the file)",
+                c.baseline.display(),
+                baseline.calibration.len()
+            );
+            for level in baseline.levels() {
+                if let Some(cal) = baseline.slot_calibration(level) {
+                    println!(
+                        "  C={level}: slot 1 over slot 0 {:+.2}%, sd of an A/A block difference {:.2}% ({} blocks)",
+                        (cal.bias.exp() - 1.0) * 100.0,
+                        cal.variance.sqrt() * 100.0,
+                        cal.blocks
+                    );
+                }
+            }
+            Ok(Exit::Pass)
+        }
         BaselineCommand::Bless(b) => {
             let runs = b
                 .results

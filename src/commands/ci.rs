@@ -256,6 +256,8 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     let charts = VerdictCharts::of(&written, args.image_base_url.as_deref());
 
     let mut verdict = evaluate(&baseline, result, &settings)?;
+    verdict.overridden = args.overrides.listed(&baseline.gate);
+    verdict.settings_from = Some(format!("baseline {} at {reference}", baseline.name));
     verdict.baseline_ref = Some(reference);
     // Ours first: annotations show only the first few warnings.
     warnings.append(&mut verdict.warnings);
@@ -413,6 +415,8 @@ fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
         warnings: vec![message.to_string()],
         design: None,
         drift: None,
+        settings_from: None,
+        overridden: Vec::new(),
     }
 }
 

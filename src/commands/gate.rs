@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::exit::Exit;
 use crate::gate::baseline::Baseline;
-use crate::gate::{evaluate, evaluate_relative};
+use crate::gate::{evaluate, evaluate_relative, SettingOverride};
 use crate::profile::GateSettings;
 use crate::record::trials_by_level;
 use crate::record::RunResult;
@@ -68,12 +68,50 @@ pub struct GateOverrides {
     /// Trials needed on each side to fail a level (default: the baseline's).
     #[arg(long)]
     pub min_trials: Option<u32>,
+    /// The drop a pass rules out at every level, e.g. 0.05 (default: the baseline's).
+    #[arg(long)]
+    pub tolerance: Option<f64>,
 }
 
 impl GateOverrides {
     /// `settings` with these flags put in their place, checked (errors name the flag).
     pub fn apply(&self, settings: &GateSettings) -> Result<GateSettings> {
-        settings.overridden(self.alpha, self.min_effect, self.min_trials)
+        settings.overridden(self.alpha, self.min_effect, self.min_trials, self.tolerance)
+    }
+
+    /// The flags given whose value differs from `settings` (the baseline's), for the verdict.
+    pub fn listed(&self, settings: &GateSettings) -> Vec<SettingOverride> {
+        let mut out = Vec::new();
+        let mut push = |field: &str, value: Option<String>, was: String| {
+            if let Some(value) = value.filter(|v| *v != was) {
+                out.push(SettingOverride {
+                    field: field.into(),
+                    value,
+                    was,
+                });
+            }
+        };
+        push(
+            "alpha",
+            self.alpha.map(|v| v.to_string()),
+            settings.alpha.to_string(),
+        );
+        push(
+            "min_effect",
+            self.min_effect.map(|v| v.to_string()),
+            settings.min_effect.to_string(),
+        );
+        push(
+            "min_trials",
+            self.min_trials.map(|v| v.to_string()),
+            settings.min_trials.to_string(),
+        );
+        push(
+            "tolerance",
+            self.tolerance.map(|v| v.to_string()),
+            settings.tolerance.to_string(),
+        );
+        out
     }
 }
 
@@ -90,15 +128,23 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         ),
     };
     // The settings are the baseline's (as on the target branch), else the run's profile's.
-    let settings = args.overrides.apply(
-        baseline
-            .as_ref()
-            .map_or(&candidate.profile.gate, |b| &b.gate),
-    )?;
+    let given = baseline
+        .as_ref()
+        .map_or(&candidate.profile.gate, |b| &b.gate);
+    let settings = args.overrides.apply(given)?;
     let mut verdict = match &baseline {
         Some(b) => evaluate(b, &candidate, &settings)?,
         None => evaluate_relative(&candidate, &settings)?,
     };
+    verdict.overridden = args.overrides.listed(given);
+    verdict.settings_from = Some(match (&baseline, &args.baseline_ref) {
+        (Some(b), Some(r)) => format!("baseline {} at {r}", b.name),
+        (Some(b), None) => format!("baseline {} (working tree)", b.name),
+        (None, _) => format!(
+            "the run's own profile {} (no --baseline: nothing outside the run vouches for them)",
+            candidate.profile_name
+        ),
+    });
     verdict.baseline_ref = args.baseline_ref.clone();
     // The charts draw the run beside what it was compared with.
     let (beside, per_request) = match (&candidate.base, &baseline) {

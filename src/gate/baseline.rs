@@ -18,6 +18,7 @@ use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
 use crate::record::flags::FlagKind;
 use crate::record::{Environment, RunResult, TrialMetric};
+use crate::stats::decision::SlotCalibration;
 
 /// The largest baseline file read (bytes): a rolling window of sessions of trial values.
 pub const BASELINE_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -37,6 +38,28 @@ pub struct Baseline {
     pub environment: Environment,
     pub gate: GateSettings,
     pub sessions: Vec<Session>,
+    /// A/A calibration of the relative gate's two server slots (`baseline calibrate`): one
+    /// row per A/A block and level, newest last, at most [`MAX_CALIBRATION_ROWS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calibration: Vec<CalibrationRow>,
+}
+
+/// The most calibration rows a baseline keeps (the oldest go first).
+pub const MAX_CALIBRATION_ROWS: usize = 2000;
+
+/// One A/A block at one level: the same server in both slots, started fresh.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationRow {
+    /// When the A/A run started (RFC 3339).
+    pub measured_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    pub concurrency: u32,
+    /// ln(tok/s of the server on slot 1) - ln(tok/s of the server on slot 0), trial means.
+    pub slot_difference: f64,
+    /// The within-block (trial-to-trial) variance of that difference.
+    pub within_variance: f64,
 }
 
 /// One blessed run.
@@ -84,6 +107,103 @@ impl BaselineLevel {
             TrialMetric::E2eP99 => &self.e2e_p99_ms,
         }
     }
+}
+
+/// The A/A rows of a relative run in blocks whose two arms ran the same server command
+/// (`baseline calibrate`): per level and block, ln(slot 1's tok/s) - ln(slot 0's) over the
+/// trial means (after the same outlier rule the gate applies within a block) and its
+/// within-block variance. Refused: a run that is not A/A, not in blocks, or was not
+/// measured with the baseline's profile and fingerprint (exit 3).
+pub fn calibration_rows(
+    baseline: &Baseline,
+    run: &RunResult,
+    commit: Option<String>,
+) -> Result<Vec<CalibrationRow>> {
+    let (Some(base), Some(servers)) = (&run.base, &run.servers) else {
+        bail!(
+            "the run is not an A/A run of servers throughline started: calibrate from `bench` \
+             or `ci` with --server-command and --base-server-command set to the same command"
+        );
+    };
+    if servers.base_command.as_deref() != Some(servers.head_command.as_str()) {
+        bail!(
+            "the run's arms ran different commands ({:?} and {:?}): an A/A calibration runs the \
+             same server in both slots",
+            servers.head_command,
+            servers.base_command.as_deref().unwrap_or("")
+        );
+    }
+    if !run.complete {
+        bail!("the run is marked incomplete (it was stopped); it cannot calibrate");
+    }
+    if run.profile_hash != baseline.profile_hash {
+        return Err(not_comparable(format!(
+            "the run used profile {}, the baseline was measured with {}",
+            run.profile_hash, baseline.profile_hash
+        )));
+    }
+    let (differ, _) = fingerprint_differences(&baseline.environment, &run.environment);
+    if !differ.is_empty() {
+        return Err(not_comparable(format!(
+            "the environment differs from the baseline's: {}",
+            differ.join("; ")
+        )));
+    }
+    let mut rows = Vec::new();
+    for head in &run.levels {
+        let Some(base) = base
+            .levels
+            .iter()
+            .find(|l| l.concurrency == head.concurrency)
+        else {
+            continue;
+        };
+        for block in &servers.blocks {
+            let values = |level: &crate::record::LevelResult| -> Vec<f64> {
+                (level.trials.iter())
+                    .filter(|t| t.succeeded > 0 && t.block == Some(block.number))
+                    .map(|t| t.output_tok_per_s.ln())
+                    .filter(|v| v.is_finite())
+                    .collect()
+            };
+            let (b, h) = (values(base), values(head));
+            let (mb, mh) = crate::stats::decision::outlier_mask_relative(
+                &b,
+                &h,
+                crate::stats::decision::OUTLIER_Z,
+            );
+            let keep = |v: &[f64], m: &[bool]| -> Vec<f64> {
+                v.iter()
+                    .zip(m)
+                    .filter(|(_, &x)| !x)
+                    .map(|(&v, _)| v)
+                    .collect()
+            };
+            let (b, h) = (keep(&b, &mb), keep(&h, &mh));
+            if b.len() < 2 || h.len() < 2 {
+                continue;
+            }
+            let d = crate::stats::mean(&h) - crate::stats::mean(&b);
+            let within = crate::stats::variance(&h) / h.len() as f64
+                + crate::stats::variance(&b) / b.len() as f64;
+            // Oriented slot 1 minus slot 0: the head ran on slot 1 or on slot 0.
+            let x = if block.head_slot == 1 { d } else { -d };
+            rows.push(CalibrationRow {
+                measured_at: run.started_at.clone(),
+                commit: commit.clone(),
+                concurrency: head.concurrency,
+                slot_difference: x,
+                within_variance: within,
+            });
+        }
+    }
+    if rows.is_empty() {
+        bail!(
+            "the run has no block with at least 2 trials per arm at any level: nothing to \
+             calibrate from"
+        );
+    }
+    Ok(rows)
 }
 
 /// Whether `bless` adds a session or starts over.
@@ -150,7 +270,49 @@ impl Baseline {
                 }
             }
         }
+        if self.calibration.len() > MAX_CALIBRATION_ROWS {
+            bail!(
+                "baseline {origin}: field `calibration`: {} rows, at most {MAX_CALIBRATION_ROWS} are kept",
+                self.calibration.len()
+            );
+        }
+        for (i, row) in self.calibration.iter().enumerate() {
+            // A slot difference beyond +-ln 2 is no slot effect but a broken server.
+            let ok = row.slot_difference.is_finite()
+                && row.slot_difference.abs() < std::f64::consts::LN_2
+                && row.within_variance.is_finite()
+                && row.within_variance >= 0.0
+                && row.within_variance < 1.0;
+            if !ok {
+                bail!(
+                    "baseline {origin}: field `calibration[{i}]` (C={}): slot_difference {} / \
+                     within_variance {} is not a plausible A/A figure (|difference| < ln 2, \
+                     variance in [0, 1))",
+                    row.concurrency,
+                    row.slot_difference,
+                    row.within_variance
+                );
+            }
+        }
         Ok(())
+    }
+
+    /// The A/A calibration of the slots at `concurrency`, when at least two blocks hold it.
+    pub fn slot_calibration(&self, concurrency: u32) -> Option<SlotCalibration> {
+        let rows = self
+            .calibration
+            .iter()
+            .filter(|r| r.concurrency == concurrency);
+        let (x, within): (Vec<f64>, Vec<f64>) =
+            rows.map(|r| (r.slot_difference, r.within_variance)).unzip();
+        SlotCalibration::from_blocks(&x, &within)
+    }
+
+    /// Adds A/A rows, keeping the newest [`MAX_CALIBRATION_ROWS`].
+    pub fn add_calibration(&mut self, rows: Vec<CalibrationRow>) {
+        self.calibration.extend(rows);
+        let excess = self.calibration.len().saturating_sub(MAX_CALIBRATION_ROWS);
+        self.calibration.drain(..excess);
     }
 
     /// Writes the baseline atomically.
@@ -415,6 +577,7 @@ pub fn bless(
             environment: first.environment.clone(),
             gate: first.profile.gate.clone(),
             sessions: Vec::new(),
+            calibration: Vec::new(),
         },
     };
     if profile_path.is_some() {

@@ -11,7 +11,8 @@ use crate::record::checks::level_problems;
 use crate::record::flags::FlagKind;
 use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric};
 use crate::stats::decision::{
-    decide, history_level, relative_level, DecisionSettings, Design, LevelOutcome, LevelTest,
+    crossover_level, decide, history_level, relative_level, Block, DecisionSettings, Design,
+    LevelOutcome, LevelTest, SlotCalibration,
 };
 use crate::stats::Spread;
 
@@ -42,12 +43,14 @@ pub fn evaluate(
         )));
     }
     let mut verdict = match &candidate.base {
-        Some(_) => evaluate_relative(candidate, settings)?,
+        Some(_) => relative(candidate, settings, &|c| baseline.slot_calibration(c))?,
         None => {
             check_candidate(candidate)?;
             let sources = |metric: TrialMetric, c: u32| Sides {
                 base: baseline.sessions_of(metric, c),
                 head: candidate_values(&candidate.levels, metric, c),
+                blocks: Vec::new(),
+                calibration: None,
             };
             let mut levels = baseline.levels();
             levels.extend(candidate.levels.iter().map(|l| l.concurrency));
@@ -75,6 +78,15 @@ pub fn evaluate(
 /// Gates a relative (A/B) run on its own: the head arm (the run's levels) against the base
 /// arm measured in the same job. The settings are the run's profile's unless given.
 pub fn evaluate_relative(candidate: &RunResult, settings: &GateSettings) -> Result<Verdict> {
+    relative(candidate, settings, &|_| None)
+}
+
+/// The relative verdict, with an A/A calibration per level where the baseline holds one.
+fn relative(
+    candidate: &RunResult,
+    settings: &GateSettings,
+    calibration: &dyn Fn(u32) -> Option<SlotCalibration>,
+) -> Result<Verdict> {
     let Some(base) = &candidate.base else {
         bail!(
             "the run measured one server; a relative verdict needs a run of two (bench or ci \
@@ -89,12 +101,19 @@ pub fn evaluate_relative(candidate: &RunResult, settings: &GateSettings) -> Resu
             problems.join("; ")
         );
     }
-    // The base arm is one session, shared with the head: the session offset cancels.
+    // Without blocks the base arm is one session, shared with the head: the session offset
+    // cancels. In blocks each block is a session of both arms, slots swapped between them.
     let sources = |metric: TrialMetric, c: u32| {
-        let base = candidate_values(&base.levels, metric, c);
+        let base_values = candidate_values(&base.levels, metric, c);
         Sides {
-            base: if base.is_empty() { vec![] } else { vec![base] },
+            base: if base_values.is_empty() {
+                vec![]
+            } else {
+                vec![base_values]
+            },
             head: candidate_values(&candidate.levels, metric, c),
+            blocks: blocks_at(&base.levels, &candidate.levels, metric, c),
+            calibration: calibration(c).filter(|_| metric.is_throughput()),
         }
     };
     let levels = (candidate.levels.iter().chain(&base.levels))
@@ -136,25 +155,72 @@ fn candidate_values(levels: &[LevelResult], metric: TrialMetric, c: u32) -> Vec<
         .unwrap_or_default()
 }
 
+/// The trials of a relative run in blocks at level `c`, block by block (each block's base
+/// and head values and the head's slot); empty when the run has no blocks.
+fn blocks_at(
+    base: &[LevelResult],
+    head: &[LevelResult],
+    metric: TrialMetric,
+    c: u32,
+) -> Vec<Block> {
+    let trials = |levels: &[LevelResult]| -> Vec<(u32, Option<u32>, f64)> {
+        let Some(level) = levels.iter().find(|l| l.concurrency == c) else {
+            return Vec::new();
+        };
+        (level.trials.iter())
+            .filter(|t| t.succeeded > 0)
+            .filter_map(|t| Some((t.block?, t.slot, metric.of(t)?)))
+            .collect()
+    };
+    let (b, h) = (trials(base), trials(head));
+    let mut numbers: Vec<u32> = b.iter().chain(&h).map(|t| t.0).collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    let scale = |x: f64| {
+        if metric.higher_is_worse() {
+            -x.ln()
+        } else {
+            x.ln()
+        }
+    };
+    numbers
+        .into_iter()
+        .map(|n| Block {
+            base: b.iter().filter(|t| t.0 == n).map(|t| scale(t.2)).collect(),
+            head: h.iter().filter(|t| t.0 == n).map(|t| scale(t.2)).collect(),
+            head_slot: h.iter().find(|t| t.0 == n).and_then(|t| t.1).unwrap_or(0),
+        })
+        .collect()
+}
+
 /// One level's raw values: the baseline's by session (relative: one "session", the base
-/// arm), the candidate's (the head's).
+/// arm), the candidate's (the head's), and a run in blocks block by block (on the gate's
+/// scale), with the A/A calibration of its slots where the baseline has one.
 struct Sides {
     base: Vec<Vec<f64>>,
     head: Vec<f64>,
+    blocks: Vec<Block>,
+    calibration: Option<SlotCalibration>,
 }
 
-/// The gated metrics with their minimum effects on the gate's scale (a latency rise of m is
-/// a drop of 1 - 1/(1 + m) on the inverse scale).
-fn metrics(settings: &GateSettings) -> Vec<(TrialMetric, f64)> {
-    let mut out = vec![(TrialMetric::OutputTokPerS, settings.min_effect)];
+/// The gated metrics with their minimum effects and pass tolerances on the gate's scale (a
+/// latency rise of m is a drop of 1 - 1/(1 + m) on the inverse scale). A latency gate's pass
+/// rules out a rise of its own fail threshold or the tolerance, whichever is larger.
+fn metrics(settings: &GateSettings) -> Vec<(TrialMetric, f64, f64)> {
+    let mut out = vec![(
+        TrialMetric::OutputTokPerS,
+        settings.min_effect,
+        settings.tolerance,
+    )];
     let l = &settings.latency;
+    let inverse = |m: f64| 1.0 - 1.0 / (1.0 + m);
     for (metric, rise) in [
         (TrialMetric::TtftP99, l.ttft_p99),
         (TrialMetric::ItlP99, l.itl_p99),
         (TrialMetric::E2eP99, l.e2e_p99),
     ] {
         if let Some(m) = rise {
-            out.push((metric, 1.0 - 1.0 / (1.0 + m)));
+            out.push((metric, inverse(m), inverse(m.max(settings.tolerance))));
         }
     }
     out
@@ -182,12 +248,14 @@ fn gate(
         warnings.extend(lines.into_iter().map(|line| format!("base arm: {line}")));
     }
     let mut levels = Vec::new();
-    for &(metric, min_effect) in &metrics {
+    for &(metric, min_effect, tolerance) in &metrics {
         let decision = DecisionSettings {
             alpha: settings.alpha / metrics.len() as f64,
             min_effect,
             guard: settings.guard,
             power: POWER,
+            pass_confidence: settings.pass_confidence,
+            tolerance,
         };
         let mut verdicts = Vec::new();
         let mut tests = Vec::new();
@@ -261,6 +329,8 @@ fn gate(
         worst_ratio,
         drift,
         warnings,
+        settings_from: None,
+        overridden: Vec::new(),
     }
 }
 
@@ -323,6 +393,9 @@ fn level(
     };
     let head_ln: Vec<f64> = head.iter().map(scale).collect();
     let test = match design {
+        Design::Relative if !sides.blocks.is_empty() => {
+            crossover_level(&sides.blocks, sides.calibration.as_ref(), settings.guard)
+        }
         Design::Relative => {
             let base_ln: Vec<f64> = base.iter().map(scale).collect();
             relative_level(
@@ -357,11 +430,11 @@ fn finish_level(
     // Throughput: head / base. Latency: the test's ratio is base / head latency; people
     // read head / base latency, so it and its bounds are inverted.
     let (ratio, low, high) = match latency {
-        false => (test.ratio, Some(test.lower), test.upper),
+        false => (test.ratio, Some(test.pass_lower), test.pass_upper),
         true => (
             test.ratio.map(|r| 1.0 / r),
-            test.upper.map(|u| 1.0 / u),
-            (test.lower > 0.0).then(|| 1.0 / test.lower),
+            test.pass_upper.map(|u| 1.0 / u),
+            (test.pass_lower > 0.0).then(|| 1.0 / test.pass_lower),
         ),
     };
     v.ratio = ratio;

@@ -46,12 +46,47 @@ pub struct Verdict {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
     pub warnings: Vec<String>,
+    /// Where the settings came from ("baseline demo at origin/main", "the run's own
+    /// profile"), said in every verdict so that nobody gates with settings they did not see.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_from: Option<String>,
+    /// Settings given on the command line over the baseline's, each printed in the verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overridden: Vec<SettingOverride>,
+}
+
+/// A gate setting given on the command line in place of the baseline's (or profile's).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SettingOverride {
+    /// The setting, as in the profile (`alpha`, `min_effect`, `min_trials`, `tolerance`).
+    pub field: String,
+    pub value: String,
+    /// What the baseline (or the run's profile) says.
+    pub was: String,
+}
+
+impl Verdict {
+    /// "settings overridden: alpha 0.05 (baseline: 0.01)", or None when nothing was.
+    pub fn overrides_line(&self) -> Option<String> {
+        if self.overridden.is_empty() {
+            return None;
+        }
+        let source = match self.design {
+            Some(Design::Relative) if self.baseline_name.ends_with("(base arm)") => "profile",
+            _ => "baseline",
+        };
+        let parts: Vec<String> = (self.overridden.iter())
+            .map(|o| format!("{} {} ({source}: {})", o.field, o.value, o.was))
+            .collect();
+        Some(format!("settings overridden: {}", parts.join(", ")))
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
-    /// No regression: every gated level's bound lies above 1 - min_effect.
+    /// No regression: every gated level's bound at the pass confidence lies above
+    /// 1 - tolerance.
     Pass,
     /// The data cannot tell (exit 0, said loudly; exit 3 with `fail_on_inconclusive`).
     Inconclusive,
@@ -100,7 +135,8 @@ pub struct LevelVerdict {
     pub baseline_mean: Option<f64>,
     pub candidate_mean: Option<f64>,
     /// Candidate / baseline geometric means (of throughput, or of latency for a latency
-    /// gate), with its bounds at the decision's own level (one-sided 1 - alpha'/m each).
+    /// gate), with its one-sided bounds at the pass confidence (`gate.pass_confidence`, 95%):
+    /// the bounds the pass rule reads.
     pub ratio: Option<f64>,
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
@@ -122,7 +158,7 @@ pub struct LevelVerdict {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum LevelStatus {
-    /// No regression: the bound lies above 1 - min_effect.
+    /// No regression: the bound at the pass confidence lies above 1 - tolerance.
     Pass,
     Regression,
     /// Faster, beyond the minimum effect at the decision's level.

@@ -131,6 +131,7 @@ pub async fn run_bench(
         }),
         drift: None,
         notes: run.notes.clone(),
+        servers: None,
     };
     result.drift = result.drift();
     if let Some(d) = result.drift.as_ref().filter(|d| d.flagged) {

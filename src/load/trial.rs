@@ -100,6 +100,8 @@ pub fn summarize_trial_folded(
         open_loop: None,
         excluded_requests: 0,
         round: None,
+        block: None,
+        slot: None,
         input_check: None,
         prefix_cache: None,
     };

@@ -52,6 +52,8 @@ fn trial(succeeded: u64, tokens: u64, tok_s: f64, per_req: Option<f64>, input: u
         open_loop: None,
         excluded_requests: 0,
         round: None,
+        block: None,
+        slot: None,
         input_check: None,
         prefix_cache: None,
     }
@@ -89,6 +91,7 @@ fn transcribed(
         base: None,
         drift: None,
         notes: Vec::new(),
+        servers: None,
     }
 }
 

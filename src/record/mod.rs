@@ -12,6 +12,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub mod blocks;
 pub mod checks;
 pub mod files;
 pub mod flags;
@@ -61,6 +62,10 @@ pub struct RunResult {
     /// output lengths estimated): facts about the run, not doubts about a trial.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Servers throughline started itself (`--server-command`): the commands, the slots and
+    /// each block's server pair. Absent when the servers were started by someone else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servers: Option<blocks::ServerSetup>,
 }
 
 /// Where the numbers were measured: the fingerprint a baseline is compared on.
@@ -322,6 +327,12 @@ pub struct TrialResult {
     /// runs that did not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round: Option<u32>,
+    /// Relative runs in blocks: the block (1-based) the trial ran in (both servers started
+    /// fresh for it) and the slot (0-based, `--slots`) its arm's server ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
     /// The prompt tokens the server counted against those the requests asked for, where the
     /// run asked for a length (synthetic prompts, traces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -688,6 +699,8 @@ impl RunResult {
             .map(|b| b.levels.as_slice())
             .unwrap_or(&[]);
         let (mut cells, mut values, mut rounds) = (Vec::new(), Vec::new(), Vec::new());
+        // A run in blocks: each block is its own session (its servers started fresh).
+        let mut sessions = Vec::new();
         for (arm, levels) in [&self.levels[..], base].into_iter().enumerate() {
             for (i, level) in levels.iter().enumerate() {
                 for t in level.trials.iter().filter(|t| t.succeeded > 0) {
@@ -697,10 +710,10 @@ impl RunResult {
                     cells.push((arm * 100_000 + i) as u32);
                     values.push(t.output_tok_per_s.ln());
                     rounds.push(t.round?);
+                    sessions.push(t.block.unwrap_or(0));
                 }
             }
         }
-        let sessions = vec![0; values.len()];
         drift_check(&cells, &values, &rounds, &sessions)
     }
 
@@ -888,6 +901,8 @@ pub mod fake {
             open_loop: None,
             excluded_requests: 0,
             round: None,
+            block: None,
+            slot: None,
             input_check: None,
             prefix_cache: None,
         }
@@ -928,6 +943,7 @@ pub mod fake {
             base: None,
             drift: None,
             notes: Vec::new(),
+            servers: None,
         }
     }
 }

@@ -148,6 +148,8 @@ mod tests {
                 warnings: vec![],
                 design: None,
                 drift: None,
+                settings_from: None,
+                overridden: Vec::new(),
             },
         }
     }

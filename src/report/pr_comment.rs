@@ -24,6 +24,12 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
         headline(verdict)
     );
     let _ = writeln!(out, "{}\n", against_line(verdict));
+    if let Some(line) = verdict.overrides_line() {
+        let _ = writeln!(out, "**{line}**\n");
+    }
+    for line in super::verdict::slot_lines(verdict) {
+        let _ = writeln!(out, "{line}\n");
+    }
     let _ = writeln!(
         out,
         "| C | baseline tok/s | candidate tok/s | ratio [bounds] | trials b/c | detectable drop | verdict |"

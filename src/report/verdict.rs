@@ -84,7 +84,12 @@ pub fn headline(verdict: &Verdict) -> String {
         })
         .collect();
     match verdict.outcome {
-        Outcome::Pass => format!("PASS: no regression {against}{worst}"),
+        Outcome::Pass => format!(
+            "PASS: no regression {against}{worst}{}",
+            ruled_out(verdict)
+                .map(|r| format!("; {r}"))
+                .unwrap_or_default()
+        ),
         Outcome::Inconclusive => format!(
             "INCONCLUSIVE: the data cannot tell whether this change is slower {against}{worst}; \
              not failed{}",
@@ -104,6 +109,129 @@ pub fn headline(verdict: &Verdict) -> String {
     }
 }
 
+/// What a pass rules out, from the throughput levels' lower bounds at the pass confidence:
+/// "no drop larger than 4.1% at any level (95% one-sided)". None when no level has a bound.
+pub fn ruled_out(verdict: &Verdict) -> Option<String> {
+    let lowest = (verdict.levels.iter())
+        .filter(|l| l.metric.is_throughput() && l.p_slower.is_some())
+        .filter_map(|l| l.ci_low)
+        .reduce(f64::min)?;
+    let confidence = verdict.settings.pass_confidence * 100.0;
+    Some(if lowest >= 1.0 {
+        format!("no drop at any level ({confidence:.0}% one-sided)")
+    } else {
+        format!(
+            "no drop larger than {:.1}% at any level ({confidence:.0}% one-sided)",
+            (1.0 - lowest) * 100.0
+        )
+    })
+}
+
+/// What a relative verdict knows of slot and start effects, one line each: the slot effect
+/// and start spread the blocks measured (or the calibration gave), or plainly that they are
+/// not covered. Empty for history verdicts.
+pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
+    if verdict.design != Some(Design::Relative) {
+        return Vec::new();
+    }
+    let tests: Vec<(u32, &crate::stats::decision::LevelTest)> = (verdict.levels.iter())
+        .filter(|l| l.metric.is_throughput())
+        .filter_map(|l| l.test.as_ref().map(|t| (l.concurrency, t)))
+        .collect();
+    let blocks: Vec<(u32, &crate::stats::decision::CrossoverInfo)> = (tests.iter())
+        .filter_map(|(c, t)| t.crossover.as_ref().map(|x| (*c, x)))
+        .collect();
+    if blocks.is_empty() {
+        if tests.is_empty() {
+            return Vec::new();
+        }
+        return vec![
+            "slots: one server start per arm, so a difference between the two servers (a GPU, \
+             its clocks, a start) is not covered and would read as a change; let throughline \
+             start the servers (--server-command, --base-server-command: blocks with the slots \
+             swapped) or calibrate the slots on main (baseline calibrate)"
+                .into(),
+        ];
+    }
+    let mut out = Vec::new();
+    let effects: Vec<String> = (blocks.iter())
+        .filter_map(|(c, x)| {
+            let s = x.slot_effect?;
+            let pct = (s.exp() - 1.0) * 100.0;
+            let (fast, slow) = if pct >= 0.0 { (1, 0) } else { (0, 1) };
+            let from = x.slot_effect_from.as_deref().unwrap_or("blocks");
+            Some(format!(
+                "C={c}: slot {fast} {:.1}% faster than slot {slow} ({from})",
+                pct.abs()
+            ))
+        })
+        .collect();
+    let n = blocks.iter().map(|(_, x)| x.blocks).max().unwrap_or(0);
+    if !effects.is_empty() {
+        out.push(format!(
+            "slots: {}; it falls on both arms{}",
+            effects.join(", "),
+            if blocks
+                .iter()
+                .all(|(_, x)| x.head_on_slot0 > 0 && x.head_on_slot1 > 0)
+            {
+                format!(" (swapped between {n} blocks) and cancels")
+            } else {
+                " (taken out with the calibration's estimate)".into()
+            }
+        ));
+    }
+    let spreads: Vec<String> = (blocks.iter())
+        .filter_map(|(c, x)| {
+            let sd = x.start_spread?;
+            Some(format!(
+                "C={c} {:.1}% ({:.0} df{})",
+                sd * 100.0,
+                x.start_spread_df,
+                if x.calibrated {
+                    ", with calibration"
+                } else {
+                    ""
+                }
+            ))
+        })
+        .collect();
+    if !spreads.is_empty() {
+        out.push(format!(
+            "start spread (sd of a block's difference beyond its trials' noise): {}",
+            spreads.join(", ")
+        ));
+    }
+    let uncovered: Vec<String> = (blocks.iter())
+        .filter(|(_, x)| !x.starts_covered)
+        .map(|(c, _)| format!("C={c}"))
+        .collect();
+    if !uncovered.is_empty() {
+        out.push(format!(
+            "start effects not covered at {}: {n} block(s) and no calibration leave no degrees of \
+             freedom for the start spread; the test used the trials' noise alone (4+ blocks, or \
+             `baseline calibrate` on main, cover it)",
+            uncovered.join(", ")
+        ));
+    }
+    out
+}
+
+/// Where the settings came from and what the command line overrode, one line each.
+pub fn settings_lines(verdict: &Verdict) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(from) = &verdict.settings_from {
+        out.push(format!("settings: from {from}"));
+    }
+    out.extend(verdict.overrides_line());
+    out
+}
+
+/// Whether a relative verdict was measured in blocks.
+fn in_blocks(verdict: &Verdict) -> bool {
+    (verdict.levels.iter()).any(|l| l.test.as_ref().is_some_and(|t| t.crossover.is_some()))
+}
+
 /// How the decision was made, in one or two lines.
 fn method(verdict: &Verdict) -> String {
     let s = &verdict.settings;
@@ -113,6 +241,12 @@ fn method(verdict: &Verdict) -> String {
         .filter(|l| l.p_slower.is_some())
         .count();
     let design = match verdict.design {
+        Some(Design::Relative) if in_blocks(verdict) => {
+            "relative in blocks: both servers started fresh in each block, slots swapped between \
+             blocks, trials interleaved within; the change is the mean of the two orientations' \
+             block differences (slot effect cancels), its spread from the blocks (df from the \
+             blocks) or an A/A calibration; outlier rule within each block"
+        }
         Some(Design::Relative) => {
             "relative: base and head in one job, trials interleaved; Welch on ln(tok/s) after the \
              outlier rule (trials 5 robust sds and 5% from both arms' medians set aside)"
@@ -130,12 +264,16 @@ fn method(verdict: &Verdict) -> String {
     format!(
         "gate: {design}; Holm across {gated} levels, alpha {} ({} for the test, {} for the {:.0}% \
          guard); a level fails when significant and at least {:.1}% slower, or beyond the guard; \
-         bounds are one-sided at the decision's own level; at least {} trials a side",
+         it passes when its one-sided {:.0}% bound rules out a drop of {:.1}% (every level on its \
+         own: no multiplicity correction); bounds shown at {:.0}%; at least {} trials a side",
         s.alpha,
         split.main_alpha(),
         split.guard_alpha(),
         s.guard * 100.0,
         s.min_effect * 100.0,
+        s.pass_confidence * 100.0,
+        s.tolerance * 100.0,
+        s.pass_confidence * 100.0,
         s.min_trials
     )
 }
@@ -233,6 +371,12 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
         );
     }
     let _ = writeln!(out, "{}", method(verdict));
+    for line in slot_lines(verdict)
+        .into_iter()
+        .chain(settings_lines(verdict))
+    {
+        let _ = writeln!(out, "{line}");
+    }
     for w in &verdict.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
@@ -299,12 +443,20 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
     }
     let _ = writeln!(
         out,
-        "\n{}\n\nThree outcomes: **regression** (exit 1), **pass** (no regression: the bound lies \
-         above {:.0}%), **inconclusive** (the data cannot tell; exit 0 unless \
-         `fail_on_inconclusive`).\n",
+        "\n{}\n\nThree outcomes: **regression** (exit 1), **pass** (every level's one-sided \
+         {:.0}% bound lies above {:.0}%: no drop larger than {:.0}% at any level), \
+         **inconclusive** (the data cannot tell; exit 0 unless `fail_on_inconclusive`).\n",
         method(verdict),
-        (1.0 - verdict.settings.min_effect) * 100.0
+        verdict.settings.pass_confidence * 100.0,
+        (1.0 - verdict.settings.tolerance) * 100.0,
+        verdict.settings.tolerance * 100.0,
     );
+    for line in slot_lines(verdict)
+        .into_iter()
+        .chain(settings_lines(verdict))
+    {
+        let _ = writeln!(out, "{line}\n");
+    }
     if !verdict.warnings.is_empty() {
         let _ = writeln!(out, "**Warnings**\n");
         for w in &verdict.warnings {

@@ -28,8 +28,8 @@ pub mod summary;
 pub mod usl;
 
 pub use decision::{
-    decide, drift_check, history_level, relative_level, DecisionSettings, Design, Drift,
-    LevelOutcome, LevelTest,
+    decide, drift_check, history_level, mean, relative_level, var as variance, DecisionSettings,
+    Design, Drift, LevelOutcome, LevelTest,
 };
 pub use error::StatsError;
 pub use holm::holm;

@@ -346,6 +346,8 @@ pub(crate) mod tests {
             open_loop: None,
             excluded_requests: 0,
             round: None,
+            block: None,
+            slot: None,
             input_check: None,
             prefix_cache: None,
         }
@@ -383,6 +385,7 @@ concurrency = [1]
             base: None,
             drift: None,
             notes: Vec::new(),
+            servers: None,
         }
     }
 

@@ -331,6 +331,8 @@ pub(crate) mod tests {
             worst_ratio: Some(0.91),
             drift: None,
             warnings: vec![],
+            settings_from: None,
+            overridden: Vec::new(),
         }
     }
 

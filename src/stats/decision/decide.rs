@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::level::{LevelOutcome, LevelTest};
-use super::t_ppf;
+use super::{finite, t_ppf};
 use crate::stats::holm::holm;
 
 /// Settings of the decision.
@@ -24,6 +24,13 @@ pub struct DecisionSettings {
     pub guard: f64,
     /// Power at which the smallest detectable drop is reported.
     pub power: f64,
+    /// "Pass" needs, at every level, the one-sided bound at this confidence (0.95) above
+    /// 1 - `tolerance`. Every level must pass, an intersection-union claim: no multiplicity
+    /// correction is due, and its error is a missed regression, held like a power (5%), not
+    /// like a false failure (the fail side's Holm level, 0.16% per level, never passed).
+    pub pass_confidence: f64,
+    /// The drop a pass rules out (0.05 = 5%); `min_effect` stays the fail threshold.
+    pub tolerance: f64,
 }
 
 impl Default for DecisionSettings {
@@ -33,6 +40,8 @@ impl Default for DecisionSettings {
             min_effect: 0.03,
             guard: 0.25,
             power: 0.8,
+            pass_confidence: 0.95,
+            tolerance: 0.05,
         }
     }
 }
@@ -53,11 +62,12 @@ impl DecisionSettings {
 ///
 /// - **Regression**: (Holm p < main alpha and ratio <= 1 - min_effect) or Holm p_guard < guard
 ///   alpha (`guard_tripped`).
-/// - **NoRegression**: lower = exp(d - t_{1 - a/m, df} se) > 1 - min_effect.
+/// - **NoRegression**: pass_lower = exp(d - t_{pass_confidence, df} se) > 1 - tolerance.
 /// - **Inconclusive** otherwise.
 ///
-/// and lower, upper = exp(d + t se), mdd = 1 - exp(-(t_{1-a/m,df} + t_{power,df}) se) (lower 0,
-/// upper and mdd None where not estimable). Returns the overall outcome: Regression if any
+/// and lower = exp(d - t se), upper = exp(d + t se) at the fail side's level 1 - a/m, the
+/// pass bounds likewise at `pass_confidence`, mdd = 1 - exp(-(t_{1-a/m,df} + t_{power,df})
+/// se) (lower bounds 0, upper bounds and mdd None where not estimable). Returns the overall outcome: Regression if any
 /// level is, NoRegression if all are, else Inconclusive (also for no levels at all).
 pub fn decide(levels: &mut [LevelTest], settings: &DecisionSettings) -> LevelOutcome {
     let m = levels.len();
@@ -73,7 +83,11 @@ pub fn decide(levels: &mut [LevelTest], settings: &DecisionSettings) -> LevelOut
         lv.p_holm = a;
         lv.p_guard_holm = b;
         (lv.lower, lv.upper, lv.mdd) = (0.0, None, None);
+        (lv.pass_lower, lv.pass_upper) = (0.0, None);
         if let (Some(d), Some(se), true) = (lv.d, lv.se, lv.df > 0.0) {
+            let tp = t_ppf(settings.pass_confidence, lv.df);
+            lv.pass_lower = finite((d - tp * se).exp()).unwrap_or(0.0);
+            lv.pass_upper = finite((d + tp * se).exp());
             let tq = t_ppf(q, lv.df);
             let lower = (d - tq * se).exp();
             if lower.is_finite() {
@@ -87,7 +101,7 @@ pub fn decide(levels: &mut [LevelTest], settings: &DecisionSettings) -> LevelOut
         lv.guard_tripped = b < alpha_g;
         lv.outcome = if main || lv.guard_tripped {
             LevelOutcome::Regression
-        } else if lv.lower > 1.0 - settings.min_effect {
+        } else if lv.pass_lower > 1.0 - settings.tolerance {
             LevelOutcome::NoRegression
         } else {
             LevelOutcome::Inconclusive

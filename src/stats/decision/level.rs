@@ -76,16 +76,26 @@ pub struct LevelTest {
     /// lower 0 and upper None (unbounded) when not estimable.
     pub lower: f64,
     pub upper: Option<f64>,
+    /// The one-sided bounds at the pass confidence (0.95, no multiplicity correction): what
+    /// the pass rule reads and the verdict shows. 0 and None when not estimable.
+    #[serde(default)]
+    pub pass_lower: f64,
+    #[serde(default)]
+    pub pass_upper: Option<f64>,
     /// Smallest drop detected with the set power, sigma_b included; None = no drop can be
     /// detected (not estimable, e.g. history with one baseline session).
     pub mdd: Option<f64>,
     pub outcome: LevelOutcome,
     /// The gross-regression guard fired (Holm p_guard below the guard alpha).
     pub guard_tripped: bool,
+    /// A relative run in blocks (servers restarted, slots swapped): what the blocks said
+    /// about slot and start effects ([`super::crossover_level`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crossover: Option<super::CrossoverInfo>,
 }
 
 impl LevelTest {
-    fn new(design: Design, d: Option<f64>) -> LevelTest {
+    pub(super) fn new(design: Design, d: Option<f64>) -> LevelTest {
         LevelTest {
             design,
             sessions_base: 0,
@@ -112,9 +122,12 @@ impl LevelTest {
             p_guard_holm: 1.0,
             lower: 0.0,
             upper: None,
+            pass_lower: 0.0,
+            pass_upper: None,
             mdd: None,
             outcome: LevelOutcome::Inconclusive,
             guard_tripped: false,
+            crossover: None,
         }
     }
 
@@ -124,14 +137,14 @@ impl LevelTest {
     }
 
     /// Sets the main (se, df) when both are usable; otherwise leaves the level not estimable.
-    fn set_main(&mut self, se: f64, df: f64) {
+    pub(super) fn set_main(&mut self, se: f64, df: f64) {
         if se.is_finite() && se >= 0.0 && df.is_finite() && df > 0.0 {
             self.se = Some(se);
             self.df = df;
         }
     }
 
-    fn set_within(&mut self, se_w: f64, df_w: f64) {
+    pub(super) fn set_within(&mut self, se_w: f64, df_w: f64) {
         if se_w.is_finite() && se_w > 0.0 && df_w > 0.0 {
             self.se_w = se_w;
             self.df_w = df_w;
@@ -141,7 +154,7 @@ impl LevelTest {
     /// p = P(T_df <= d/se) (one-sided, "head slower"); p_guard = P(T_df_w <= (d - ln(1 -
     /// guard)) / se_w), the test of "the drop is at most the guard" on within-session noise.
     /// A guard outside (0, 1) is off.
-    fn finish(mut self, guard: f64) -> LevelTest {
+    pub(super) fn finish(mut self, guard: f64) -> LevelTest {
         self.d = self.d.and_then(finite);
         let Some(d) = self.d else {
             self.se = None;

@@ -12,6 +12,9 @@
 //! * [`history_level`]: a candidate session against k baseline sessions of main: a
 //!   prediction-interval t test with the between-session variance and its k-1 degrees of
 //!   freedom (Satterthwaite when the candidate has fewer trials than the baseline sessions).
+//! * [`crossover_level`]: relative runs in blocks (servers restarted, slots swapped): the
+//!   slot effect cancels and the start spread is estimated from the blocks, or taken from an
+//!   A/A calibration ([`SlotCalibration`]).
 //! * [`decide`]: Holm across levels for the main test and the guard, the per-level outcome,
 //!   the bounds and the smallest detectable drop, and the overall outcome.
 //! * [`drift_check`]: a trend across the interleaved rounds of a run.
@@ -24,6 +27,7 @@
 //! Nothing here panics on data; the only panic is a session-label slice whose length differs
 //! from its values' (a caller bug).
 
+mod crossover;
 mod decide;
 mod drift;
 mod level;
@@ -31,6 +35,7 @@ mod outliers;
 #[cfg(test)]
 mod vectors;
 
+pub use crossover::{crossover_level, Block, CrossoverInfo, SlotCalibration};
 pub use decide::{decide, DecisionSettings};
 pub use drift::{drift_check, drift_check_at, Drift, DRIFT_ALPHA, DRIFT_MIN_SIZE};
 pub use level::{history_level, relative_level, Design, LevelOutcome, LevelTest};
@@ -39,12 +44,12 @@ pub use outliers::{outlier_mask_relative, OUTLIER_Z};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// Mean; NaN for an empty slice (callers check sizes first).
-fn mean(x: &[f64]) -> f64 {
+pub fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 
-/// Sample variance (divisor n - 1).
-fn var(x: &[f64]) -> f64 {
+/// Sample variance (divisor n - 1); NaN for fewer than two values.
+pub fn var(x: &[f64]) -> f64 {
     let m = mean(x);
     x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() as f64 - 1.0)
 }

@@ -57,7 +57,7 @@ fn check_levels(case: &str, levels: &[LevelTest], verdict: LevelOutcome, want: &
         };
         assert_eq!(mode, w["mode"], "{c}.mode");
         assert_eq!(outcome_name(lv.outcome), w["outcome"], "{c}.outcome");
-        let nums: [(&str, Option<f64>); 18] = [
+        let nums: [(&str, Option<f64>); 20] = [
             ("ratio", lv.ratio),
             ("d", lv.d),
             ("se", lv.se),
@@ -68,6 +68,8 @@ fn check_levels(case: &str, levels: &[LevelTest], verdict: LevelOutcome, want: &
             ("p_guard_holm", Some(lv.p_guard_holm)),
             ("lower", Some(lv.lower)),
             ("upper", lv.upper),
+            ("pass_lower", Some(lv.pass_lower)),
+            ("pass_upper", lv.pass_upper),
             ("mdd", lv.mdd),
             ("sigma_w", lv.sigma_w),
             ("sigma_b", lv.sigma_b),

@@ -31,6 +31,8 @@ ALPHA_GUARD = 0.001 # the guard's within-session test (Holm over levels)
 MIN_EFFECT = 0.03   # a drop must be at least this big to FAIL
 GUARD = 0.25        # gross-regression guard
 POWER = 0.80        # for the smallest detectable drop
+PASS_CONFIDENCE = 0.95  # "pass": the one-sided bound at this confidence, at every level (issue 26)
+TOLERANCE = 0.05    # ... lies above 1 - TOLERANCE
 OUTLIER_Z = 5.0     # robust-z threshold of the outlier rule
 MAD_K = 1.482602218505602  # 1 / Phi^-1(3/4)
 
@@ -146,6 +148,8 @@ class Level:
     p_guard_holm: float = float("nan")
     lower: float = float("nan")   # one-sided bound at level 1 - alpha/m
     upper: float = float("nan")
+    pass_lower: float = float("nan")  # one-sided bounds at PASS_CONFIDENCE (no multiplicity correction)
+    pass_upper: float = float("nan")
     mdd: float = float("nan")     # smallest drop detected with POWER at alpha/m
     outcome: str = ""
     notes: list = field(default_factory=list)
@@ -262,12 +266,15 @@ def history_level(base_sessions: Sequence[Sequence[float]], cand: Sequence[float
 # ---------------------------------------------------------------- the decision
 
 def decide(levels: Sequence[Level], alpha=ALPHA_MAIN, alpha_guard=ALPHA_GUARD,
-           min_effect=MIN_EFFECT, power=POWER) -> str:
+           min_effect=MIN_EFFECT, power=POWER, pass_confidence=PASS_CONFIDENCE,
+           tolerance=TOLERANCE) -> str:
     """Holm across levels, per-level outcome, overall verdict. a = alpha (main, 0.008).
 
     REGRESSION at a level:  (p_holm < a and ratio <= 1 - min_effect)
                             or p_guard_holm < alpha_guard    (gross-regression guard)
-    NO_REGRESSION:          lower one-sided bound at 1 - a/m  >  1 - min_effect
+    NO_REGRESSION:          one-sided bound at pass_confidence  >  1 - tolerance
+                            (every level must pass: an intersection-union claim, so no
+                            multiplicity correction; its error is a missed regression)
     smallest detectable drop: 1 - exp(-(t_{1-a/m,df} + t_{power,df}) se)
     INCONCLUSIVE:           otherwise.
     Overall: REGRESSION if any level is; NO_REGRESSION if all are; else INCONCLUSIVE.
@@ -284,13 +291,17 @@ def decide(levels: Sequence[Level], alpha=ALPHA_MAIN, alpha_guard=ALPHA_GUARD,
             lv.lower = math.exp(lv.d - tq * lv.se)
             lv.upper = math.exp(lv.d + tq * lv.se)
             lv.mdd = 1 - math.exp(-(tq + t_ppf(power, lv.df)) * lv.se)
+            tp = t_ppf(pass_confidence, lv.df)
+            lv.pass_lower = math.exp(lv.d - tp * lv.se)
+            lv.pass_upper = math.exp(lv.d + tp * lv.se)
         else:
             lv.lower, lv.upper, lv.mdd = 0.0, math.inf, math.inf
+            lv.pass_lower, lv.pass_upper = 0.0, math.inf
         if (a < alpha and lv.ratio <= 1 - min_effect) or b < alpha_g:
             lv.outcome = "REGRESSION"
             if not (a < alpha and lv.ratio <= 1 - min_effect):
                 lv.notes.append("gross-regression guard")
-        elif lv.lower > 1 - min_effect:
+        elif lv.pass_lower > 1 - tolerance:
             lv.outcome = "NO_REGRESSION"
         else:
             lv.outcome = "INCONCLUSIVE"

@@ -1,0 +1,197 @@
+//! A relative run in blocks: each block is a whole relative run (both servers started fresh,
+//! trials interleaved), the arms' slots swapped from one block to the next. This file keeps
+//! what the blocks were and puts their results together into one run whose trials carry
+//! their block and slot, which the gate reads (`stats::decision::crossover_level`).
+
+use serde::{Deserialize, Serialize};
+
+use super::{BaseArm, LevelResult, RunResult};
+
+/// The servers throughline started: the commands (API key redacted), the slots and the
+/// blocks.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ServerSetup {
+    pub head_command: String,
+    pub base_command: Option<String>,
+    /// Each slot's GPUs as given to `{gpus}` (e.g. "0", "2,3").
+    pub slots: Vec<String>,
+    pub blocks: Vec<BlockRecord>,
+}
+
+/// One block: which slot each arm's server ran on, and where their logs are.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BlockRecord {
+    /// 1-based.
+    pub number: u32,
+    pub head_slot: u32,
+    pub base_slot: Option<u32>,
+    /// Logs relative to the run's folder.
+    pub head_log: String,
+    pub base_log: Option<String>,
+    /// The levels this block measured (a later block may measure only undecided ones).
+    pub levels: Vec<u32>,
+}
+
+/// One block's finished run and its slots.
+pub struct BlockRun {
+    pub record: BlockRecord,
+    pub result: RunResult,
+}
+
+/// The blocks as one run: every trial labelled with its block and its arm's slot, levels in
+/// the order first seen, warnings prefixed with their block (each said once), the run
+/// complete only when every block was. `first` gives the profile, its hash and the
+/// fingerprint (a later block measuring fewer levels ran a narrower copy of the profile).
+/// `None` for no blocks.
+pub fn combine(blocks: Vec<BlockRun>, setup: ServerSetup) -> Option<RunResult> {
+    let first = blocks.first()?.result.clone();
+    let mut out = RunResult {
+        levels: Vec::new(),
+        warnings: Vec::new(),
+        base: first.base.as_ref().map(|b| BaseArm {
+            endpoints: b.endpoints,
+            model: b.model.clone(),
+            levels: Vec::new(),
+        }),
+        drift: None,
+        notes: Vec::new(),
+        servers: Some(setup),
+        ..first
+    };
+    for block in &blocks {
+        let r = &block.result;
+        let n = block.record.number;
+        append(&mut out.levels, &r.levels, n, block.record.head_slot);
+        if let (Some(into), Some(from)) = (out.base.as_mut(), r.base.as_ref()) {
+            let slot = block.record.base_slot.unwrap_or(block.record.head_slot);
+            append(&mut into.levels, &from.levels, n, slot);
+        }
+        out.complete &= r.complete;
+        out.finished_at = r.finished_at.clone();
+        for w in &r.warnings {
+            let line = format!("block {n}: {w}");
+            if !out.warnings.contains(&line) {
+                out.warnings.push(line);
+            }
+        }
+        for note in &r.notes {
+            if !out.notes.contains(note) {
+                out.notes.push(note.clone());
+            }
+        }
+        if r.environment.engine_version != out.environment.engine_version {
+            let line = format!(
+                "block {n}: the server reported engine version {:?}, block 1 {:?}",
+                r.environment.engine_version, out.environment.engine_version
+            );
+            out.warnings.push(line);
+        }
+    }
+    out.drift = out.drift();
+    if let Some(d) = out.drift.as_ref().filter(|d| d.flagged) {
+        out.warnings.push(super::drift_warning(d));
+    }
+    Some(out)
+}
+
+/// Adds a block's levels' trials, labelled, to `into` (levels matched by concurrency).
+fn append(into: &mut Vec<LevelResult>, from: &[LevelResult], block: u32, slot: u32) {
+    for level in from {
+        let at = match into.iter().position(|l| l.concurrency == level.concurrency) {
+            Some(i) => i,
+            None => {
+                into.push(LevelResult {
+                    concurrency: level.concurrency,
+                    rate: level.rate,
+                    trials: Vec::new(),
+                });
+                into.len() - 1
+            }
+        };
+        into[at]
+            .trials
+            .extend(level.trials.iter().cloned().map(|mut t| {
+                t.block = Some(block);
+                t.slot = Some(slot);
+                t
+            }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake;
+    use super::*;
+
+    fn block(number: u32, head_slot: u32, head: &[f64], base: &[f64]) -> BlockRun {
+        let mut result = fake::run(&[(1, head), (8, head)]);
+        result.base = Some(BaseArm {
+            endpoints: 1,
+            model: None,
+            levels: fake::run(&[(1, base), (8, base)]).levels,
+        });
+        result.warnings = vec!["same warning".into()];
+        BlockRun {
+            record: BlockRecord {
+                number,
+                head_slot,
+                base_slot: Some(1 - head_slot),
+                head_log: format!("servers/block-{number}-head.log"),
+                base_log: Some(format!("servers/block-{number}-base.log")),
+                levels: vec![1, 8],
+            },
+            result,
+        }
+    }
+
+    #[test]
+    fn blocks_become_one_run_with_labelled_trials() {
+        let setup = ServerSetup {
+            head_command: "serve {port}".into(),
+            base_command: Some("serve {port}".into()),
+            slots: vec!["0".into(), "1".into()],
+            blocks: Vec::new(),
+        };
+        let mut second = block(2, 0, &[110.0, 111.0], &[100.0, 101.0]);
+        second.result.complete = false;
+        let run = combine(
+            vec![block(1, 1, &[100.0, 101.0], &[100.0, 99.0]), second],
+            setup,
+        )
+        .unwrap();
+        assert_eq!(run.levels.len(), 2);
+        let head = &run.levels[0].trials;
+        assert_eq!(head.len(), 4);
+        assert_eq!(
+            head.iter().map(|t| (t.block, t.slot)).collect::<Vec<_>>(),
+            [
+                (Some(1), Some(1)),
+                (Some(1), Some(1)),
+                (Some(2), Some(0)),
+                (Some(2), Some(0))
+            ]
+        );
+        let base = &run.base.as_ref().unwrap().levels[0].trials;
+        assert_eq!(base[0].slot, Some(0));
+        assert_eq!(base[3].slot, Some(1));
+        assert!(
+            !run.complete,
+            "one incomplete block makes the run incomplete"
+        );
+        assert_eq!(
+            run.warnings,
+            ["block 1: same warning", "block 2: same warning"]
+        );
+        assert!(run.servers.is_some());
+        assert!(combine(
+            Vec::new(),
+            ServerSetup {
+                head_command: String::new(),
+                base_command: None,
+                slots: Vec::new(),
+                blocks: Vec::new(),
+            }
+        )
+        .is_none());
+    }
+}

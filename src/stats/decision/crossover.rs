@@ -1,0 +1,416 @@
+//! Relative runs in blocks (issue 26): each block starts both servers fresh, and the arms
+//! swap their slots (GPU 0 / GPU 1, or the first / second started) from one block to the
+//! next. Interleaving trials cancels what shifts both arms; it cannot cancel a difference
+//! between the two servers themselves (a slot effect: on a real llama.cpp server the one
+//! started second was 2.5-4.4% faster) or between two starts of one server (the start
+//! spread). Blocks make both estimable:
+//!
+//! D_b = mean ln head - mean ln base in block b = delta + o_b s + u_b + e_b
+//!
+//! with o_b = +1 when the head ran on slot 1 and -1 on slot 0, s the slot effect (slot 1
+//! over slot 0), u_b the start spread and e_b the within-block noise. With both orientations
+//! delta-hat = (mean of D_+ + mean of D_-) / 2, free of s whatever it is; s-hat = (mean D_+ -
+//! mean D_-) / 2; the spread of the D_b about their orientation's mean estimates Var(u + e)
+//! with B - 2 degrees of freedom. An A/A calibration from main ([`SlotCalibration`]) adds its
+//! own blocks' spread (start spread beyond its within noise, plus this run's within noise)
+//! with its df, and its bias stands in for s where a run has one orientation only. With
+//! neither (one block, or one swap and no calibration) the start spread is not covered: the
+//! test falls back on the within-block noise and says so ([`CrossoverInfo::starts_covered`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::level::{Design, LevelTest};
+use super::outliers::{outlier_mask_relative, OUTLIER_Z};
+use super::{finite, mean, pooled_within, usable};
+
+/// One block at one level: the arms' ln values and the slot the head ran on (0 or 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    pub base: Vec<f64>,
+    pub head: Vec<f64>,
+    pub head_slot: u32,
+}
+
+/// What A/A blocks on main measured at one level (the same server in both arms, slots
+/// swapped or not): per block x = mean ln(arm on slot 1) - mean ln(arm on slot 0).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SlotCalibration {
+    /// How many A/A blocks (server pairs started) the figures come from.
+    pub blocks: usize,
+    /// Mean of x: the slot effect (ln; slot 1 over slot 0).
+    pub bias: f64,
+    /// Sample variance of x (blocks - 1 df): start spread and within noise together.
+    pub variance: f64,
+    /// Mean within-block variance of x (the part the trials' own noise explains).
+    pub within_variance: f64,
+}
+
+impl SlotCalibration {
+    /// From A/A blocks' x values and within variances; None with fewer than 2 blocks or
+    /// non-finite figures.
+    pub fn from_blocks(x: &[f64], within: &[f64]) -> Option<SlotCalibration> {
+        let pairs: Vec<(f64, f64)> = (x.iter().zip(within))
+            .filter(|(a, b)| a.is_finite() && b.is_finite() && **b >= 0.0)
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        if pairs.len() < 2 {
+            return None;
+        }
+        let xs: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        let ws: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+        Some(SlotCalibration {
+            blocks: xs.len(),
+            bias: mean(&xs),
+            variance: super::var(&xs),
+            within_variance: mean(&ws),
+        })
+    }
+
+    /// The start spread beyond within noise (a variance, >= 0), and its df.
+    fn start_variance(&self) -> (f64, f64) {
+        (
+            (self.variance - self.within_variance).max(0.0),
+            self.blocks as f64 - 1.0,
+        )
+    }
+
+    /// Usable: at least 2 blocks and finite, non-negative figures.
+    fn usable(&self) -> bool {
+        self.blocks >= 2
+            && self.bias.is_finite()
+            && self.variance.is_finite()
+            && self.variance >= 0.0
+            && self.within_variance.is_finite()
+            && self.within_variance >= 0.0
+    }
+}
+
+/// What the blocks said about the servers themselves, beside the comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossoverInfo {
+    /// Blocks used (each with both arms measured).
+    pub blocks: usize,
+    /// Blocks with the head on slot 1 and on slot 0.
+    pub head_on_slot1: usize,
+    pub head_on_slot0: usize,
+    /// Slot effect (ln, slot 1 over slot 0): from this run's blocks when both orientations
+    /// ran, else the calibration's; None when neither knows it.
+    pub slot_effect: Option<f64>,
+    /// Where `slot_effect` came from: "blocks" or "calibration".
+    pub slot_effect_from: Option<String>,
+    /// Start spread (sd of a block's difference beyond its within noise, ln) and its df.
+    pub start_spread: Option<f64>,
+    pub start_spread_df: f64,
+    /// An A/A calibration was used (its blocks counted in the df).
+    pub calibrated: bool,
+    /// Whether the test's variance covers start and slot effects; false when it fell back
+    /// on within-block noise (too few blocks and no calibration).
+    pub starts_covered: bool,
+}
+
+/// One level of a relative run in blocks; see the module doc. `guard` as in
+/// [`super::relative_level`]. A block with an empty arm is left out.
+pub fn crossover_level(
+    blocks: &[Block],
+    calibration: Option<&SlotCalibration>,
+    guard: f64,
+) -> LevelTest {
+    let calibration = calibration.filter(|c| c.usable());
+    // Per block: usable values, then the outlier rule within the block (as for one session).
+    let mut kept: Vec<(Vec<f64>, Vec<f64>, f64)> = Vec::new();
+    let (mut ignored_b, mut ignored_h, mut dropped_b, mut dropped_h) = (0, 0, 0, 0);
+    for b in blocks {
+        let (bv, _, ib) = usable(&b.base, &[], "base");
+        let (hv, _, ih) = usable(&b.head, &[], "head");
+        ignored_b += ib;
+        ignored_h += ih;
+        let (mb, mh) = outlier_mask_relative(&bv, &hv, OUTLIER_Z);
+        let keep = |v: &[f64], m: &[bool]| -> Vec<f64> {
+            v.iter()
+                .zip(m)
+                .filter(|(_, &x)| !x)
+                .map(|(&v, _)| v)
+                .collect()
+        };
+        let (bk, hk) = (keep(&bv, &mb), keep(&hv, &mh));
+        dropped_b += bv.len() - bk.len();
+        dropped_h += hv.len() - hk.len();
+        if !bk.is_empty() && !hk.is_empty() {
+            let o = if b.head_slot == 1 { 1.0 } else { -1.0 };
+            kept.push((bk, hk, o));
+        }
+    }
+    let diffs: Vec<f64> = kept.iter().map(|(b, h, _)| mean(h) - mean(b)).collect();
+    let orient: Vec<f64> = kept.iter().map(|k| k.2).collect();
+    let big_b = kept.len();
+    let n_plus = orient.iter().filter(|&&o| o > 0.0).count();
+    let n_minus = big_b - n_plus;
+    let both = n_plus > 0 && n_minus > 0;
+    let mean_of = |sign: f64| -> f64 {
+        let v: Vec<f64> = (diffs.iter().zip(&orient))
+            .filter(|(_, &o)| o == sign)
+            .map(|(&d, _)| d)
+            .collect();
+        mean(&v)
+    };
+    let (m_plus, m_minus) = (mean_of(1.0), mean_of(-1.0));
+    let d = match (big_b, both, calibration) {
+        (0, _, _) => None,
+        (_, true, _) => Some(0.5 * (m_plus + m_minus)),
+        // One orientation: the calibration's slot effect is taken out, else it stays in.
+        (_, false, Some(c)) => {
+            let o = orient[0];
+            Some(mean(&diffs) - o * c.bias)
+        }
+        (_, false, None) => Some(mean(&diffs)),
+    };
+    let mut lv = LevelTest::new(Design::Relative, d);
+    lv.sessions_base = big_b;
+    lv.sessions_head = big_b;
+    lv.n_base = kept.iter().map(|k| k.0.len()).sum();
+    lv.n_head = kept.iter().map(|k| k.1.len()).sum();
+    lv.dropped_base = dropped_b;
+    lv.dropped_head = dropped_h;
+    lv.ignored_base = ignored_b;
+    lv.ignored_head = ignored_h;
+    let cells: Vec<&Vec<f64>> = kept.iter().flat_map(|k| [&k.0, &k.1]).collect();
+    let (s2w, dfw) = pooled_within(&cells);
+    lv.sigma_w = (dfw > 0).then(|| s2w.sqrt());
+    let mut info = CrossoverInfo {
+        blocks: big_b,
+        head_on_slot1: n_plus,
+        head_on_slot0: n_minus,
+        slot_effect: None,
+        slot_effect_from: None,
+        start_spread: None,
+        start_spread_df: 0.0,
+        calibrated: calibration.is_some(),
+        starts_covered: false,
+    };
+    if both {
+        info.slot_effect = finite(0.5 * (m_plus - m_minus));
+        info.slot_effect_from = Some("blocks".into());
+    } else if let Some(c) = calibration {
+        info.slot_effect = Some(c.bias);
+        info.slot_effect_from = Some("calibration".into());
+    }
+    if d.is_none() {
+        lv.crossover = Some(info);
+        return lv.finish(guard);
+    }
+    // The within-noise variance of one block's difference, on average over the blocks.
+    let inv_n = |k: &(Vec<f64>, Vec<f64>, f64)| 1.0 / k.0.len() as f64 + 1.0 / k.1.len() as f64;
+    let mean_inv_n = kept.iter().map(inv_n).sum::<f64>() / big_b as f64;
+    let within = if dfw > 0 { s2w * mean_inv_n } else { f64::NAN };
+    // How a block's variance maps to delta-hat's: (1/n+ + 1/n-)/4 with both orientations
+    // (the mean of two orientation means), 1/B with one.
+    let factor = if both {
+        0.25 * (1.0 / n_plus as f64 + 1.0 / n_minus as f64)
+    } else {
+        1.0 / big_b as f64
+    };
+    // The run's own blocks: spread about their orientation's mean.
+    let (ss, df_own) = if both {
+        let ss: f64 = (diffs.iter().zip(&orient))
+            .map(|(&x, &o)| {
+                let m = if o > 0.0 { m_plus } else { m_minus };
+                (x - m) * (x - m)
+            })
+            .sum();
+        (ss, big_b as f64 - 2.0)
+    } else {
+        let m = mean(&diffs);
+        let ss: f64 = diffs.iter().map(|x| (x - m) * (x - m)).sum();
+        (ss, big_b as f64 - 1.0)
+    };
+    // The calibration's start spread, with this run's own within noise added.
+    let (cal_ss, df_cal) = match calibration {
+        Some(c) if within.is_finite() => {
+            let (start, df) = c.start_variance();
+            ((start + within) * df, df)
+        }
+        _ => (0.0, 0.0),
+    };
+    let df_block = df_own + df_cal;
+    if df_block > 0.0 {
+        let block_var = (ss + cal_ss) / df_block;
+        info.starts_covered = both || calibration.is_some();
+        if within.is_finite() {
+            info.start_spread = finite((block_var - within).max(0.0).sqrt());
+            info.start_spread_df = df_block;
+        }
+        let main = block_var * factor;
+        // With one orientation the calibration's bias was subtracted: its own error adds.
+        let bias_var = match (both, calibration) {
+            (false, Some(c)) => c.variance / c.blocks as f64,
+            _ => 0.0,
+        };
+        let se2 = main + bias_var;
+        let df = if bias_var > 0.0 && se2 > 0.0 {
+            let df_bias = calibration.map_or(1.0, |c| c.blocks as f64 - 1.0);
+            se2 * se2 / (main * main / df_block + bias_var * bias_var / df_bias)
+        } else {
+            df_block
+        };
+        lv.set_main(se2.sqrt(), df);
+    } else if within.is_finite() {
+        // Too few blocks and no calibration: the within-block noise alone (said in the
+        // verdict: start and slot effects are not covered).
+        lv.set_main((within * factor).sqrt(), dfw as f64);
+    }
+    if within.is_finite() {
+        lv.set_within((within * factor).sqrt(), dfw as f64);
+    }
+    lv.crossover = Some(info);
+    lv.finish(guard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{decide, DecisionSettings, LevelOutcome};
+    use super::*;
+
+    /// n trials around `centre` (ln), a fixed spread pattern (sd about 0.5%).
+    fn trials(centre: f64, n: usize) -> Vec<f64> {
+        let pattern = [-0.006, 0.004, -0.002, 0.006, 0.0, -0.004, 0.002, 0.0];
+        (0..n)
+            .map(|i| centre + pattern[i % pattern.len()])
+            .collect()
+    }
+
+    /// Blocks with the head alternating slot 1, 0, 1, 0 ... and a slot effect `slot` (slot 1
+    /// faster by `slot`, ln), a true change `delta`, per-block start offsets `starts`.
+    fn alternating(delta: f64, slot: f64, starts: &[f64], n: usize) -> Vec<Block> {
+        (starts.iter().enumerate())
+            .map(|(i, &u)| {
+                let head_slot = if i % 2 == 0 { 1 } else { 0 };
+                let (base_slot_fx, head_slot_fx) = if head_slot == 1 {
+                    (0.0, slot)
+                } else {
+                    (slot, 0.0)
+                };
+                Block {
+                    base: trials(5.0 + base_slot_fx, n),
+                    head: trials(5.0 + delta + head_slot_fx + u, n),
+                    head_slot,
+                }
+            })
+            .collect()
+    }
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn a_slot_effect_cancels_and_is_reported() {
+        // Slot 1 is 4% faster; nothing changed; starts spread a little.
+        let blocks = alternating(0.0, 0.04, &[0.003, -0.002, -0.003, 0.002], 4);
+        let lv = crossover_level(&blocks, None, 0.25);
+        let info = lv.crossover.as_ref().unwrap();
+        assert!(close(lv.d.unwrap(), 0.0, 1e-12), "delta {:?}", lv.d);
+        assert!(close(info.slot_effect.unwrap(), 0.04, 1e-12));
+        assert_eq!(
+            (info.blocks, info.head_on_slot1, info.head_on_slot0),
+            (4, 2, 2)
+        );
+        assert!(info.starts_covered && !info.calibrated);
+        assert_eq!(lv.df, 2.0);
+        let mut levels = [lv];
+        let s = DecisionSettings::default();
+        assert_ne!(decide(&mut levels, &s), LevelOutcome::Regression);
+        // The same data read as one session would call the slot a 4% regression or gain.
+        let base: Vec<f64> = blocks.iter().flat_map(|b| b.base.clone()).collect();
+        let head: Vec<f64> = blocks.iter().flat_map(|b| b.head.clone()).collect();
+        let naive = super::super::relative_level(&base, &head, &[], &[], 0.25);
+        assert!(naive.sigma_w.unwrap() > 0.015, "{naive:?}");
+    }
+
+    #[test]
+    fn the_delta_is_free_of_the_slot_effect_by_hand() {
+        // Two blocks per orientation; D = delta + o s + u exactly.
+        let (delta, s) = (-0.05, 0.03);
+        let u = [0.01, -0.01, 0.0, 0.0];
+        let blocks = alternating(delta, s, &u, 3);
+        let lv = crossover_level(&blocks, None, 0.25);
+        // D+ = delta + s + (0.01, 0.0), D- = delta - s + (-0.01, 0.0)
+        let m_plus = delta + s + 0.005;
+        let m_minus = delta - s - 0.005;
+        assert!(close(lv.d.unwrap(), 0.5 * (m_plus + m_minus), 1e-12));
+        // Residuals +-0.005 in each orientation: SS = 4 * 0.005^2, df 2, factor (1/2+1/2)/4.
+        let block_var = 4.0 * 0.005f64.powi(2) / 2.0;
+        assert!(close(lv.se.unwrap(), (block_var * 0.25).sqrt(), 1e-12));
+        let info = lv.crossover.unwrap();
+        let within = lv.sigma_w.unwrap().powi(2) * (2.0 / 3.0);
+        assert!(close(
+            info.start_spread.unwrap(),
+            (block_var - within).max(0.0).sqrt(),
+            1e-12
+        ));
+    }
+
+    #[test]
+    fn one_block_without_calibration_does_not_cover_starts() {
+        let blocks = alternating(0.0, 0.04, &[0.0], 6);
+        let lv = crossover_level(&blocks, None, 0.25);
+        let info = lv.crossover.as_ref().unwrap();
+        assert!(!info.starts_covered);
+        // The slot effect stays in the estimate: nothing could take it out.
+        assert!(close(lv.d.unwrap(), 0.04, 1e-12));
+        assert!(lv.estimable(), "within-block noise still gives a test");
+    }
+
+    #[test]
+    fn a_calibration_takes_out_the_slot_effect_of_one_block() {
+        let blocks = alternating(0.0, 0.04, &[0.0], 6);
+        let cal = SlotCalibration {
+            blocks: 20,
+            bias: 0.04,
+            variance: 0.0001,
+            within_variance: 0.00002,
+        };
+        let lv = crossover_level(&blocks, Some(&cal), 0.25);
+        let info = lv.crossover.as_ref().unwrap();
+        assert!(info.starts_covered && info.calibrated);
+        assert!(close(lv.d.unwrap(), 0.0, 1e-12));
+        assert_eq!(info.slot_effect_from.as_deref(), Some("calibration"));
+        // se^2 = (start + within) * 1 + variance / blocks; Satterthwaite df between one
+        // component's 19 and both components' 38.
+        let within = lv.sigma_w.unwrap().powi(2) * (2.0 / 6.0);
+        let want = (0.00008 + within + 0.0001 / 20.0).sqrt();
+        assert!(close(lv.se.unwrap(), want, 1e-12), "{:?} vs {want}", lv.se);
+        assert!(lv.df >= 19.0 && lv.df <= 38.0, "df {}", lv.df);
+    }
+
+    #[test]
+    fn a_real_drop_fails_through_the_blocks() {
+        let blocks = alternating(-0.10, 0.04, &[0.002, -0.002, 0.001, -0.001, 0.0, 0.0], 4);
+        let mut levels = [crossover_level(&blocks, None, 0.25)];
+        assert_eq!(
+            decide(&mut levels, &DecisionSettings::default()),
+            LevelOutcome::Regression
+        );
+    }
+
+    #[test]
+    fn calibration_needs_two_blocks() {
+        assert!(SlotCalibration::from_blocks(&[0.01], &[0.0001]).is_none());
+        let c = SlotCalibration::from_blocks(&[0.01, 0.03, f64::NAN], &[1e-4, 3e-4, 1e-4]).unwrap();
+        assert_eq!(c.blocks, 2);
+        assert!(close(c.bias, 0.02, 1e-15) && close(c.variance, 0.0002, 1e-15));
+        assert!(close(c.within_variance, 2e-4, 1e-15));
+    }
+
+    #[test]
+    fn empty_and_hostile_blocks_do_not_panic() {
+        let none = crossover_level(&[], None, 0.25);
+        assert!(none.d.is_none());
+        let odd = [Block {
+            base: vec![f64::NAN, f64::INFINITY],
+            head: vec![],
+            head_slot: 7,
+        }];
+        let lv = crossover_level(&odd, None, 0.25);
+        assert!(lv.d.is_none() && lv.p == 1.0);
+    }
+}
