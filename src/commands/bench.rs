@@ -23,7 +23,10 @@ Examples:
   throughline bench -e http://127.0.0.1:8000 -c 1,4 --max-tokens 64 --trials 2 \\
       --save-profile quick.toml -o quick
   # A profile file, its server beside another (A/B in one job, trials interleaved)
-  throughline bench -p throughline.toml --base-endpoint http://127.0.0.1:8001 -o ab";
+  throughline bench -p throughline.toml --base-endpoint http://127.0.0.1:8001 -o ab
+  # A/B in blocks: throughline starts both servers fresh per block, slots swapped
+  throughline bench -p throughline.toml --server-command 'throughline serve-sim --port {port}' \\
+      --base-server-command 'throughline serve-sim --port {port}' --blocks 2 -o blocks";
 
 /// Run a benchmark: a profile file, or a default profile built from the flags.
 #[derive(Debug, Args)]
@@ -81,6 +84,8 @@ pub struct BenchArgs {
     pub base_endpoints: Vec<String>,
     #[command(flatten)]
     pub environment: EnvironmentArgs,
+    #[command(flatten)]
+    pub servers: super::blocks::ServerArgs,
     /// Never draw a progress bar (it is drawn only on a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
@@ -153,7 +158,22 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
         show_progress: !args.no_progress,
         base_endpoints: args.base_endpoints.clone(),
     };
-    let outcome = measure(setup).await?;
+    let outcome = if args.servers.managed() {
+        if args.profile.is_none() {
+            bail!("--server-command needs --profile: the profile says what to measure");
+        }
+        // Sequential looks read the profile's gate settings (as `gate` without --baseline).
+        let settings = setup.profile.gate.clone();
+        let undecided = |run: &crate::record::RunResult| -> Result<Vec<u32>> {
+            let verdict = crate::gate::evaluate_relative(run, &settings)?;
+            Ok(super::blocks::undecided_levels(&verdict))
+        };
+        let sequential = args.servers.base_server_command.is_some();
+        super::blocks::run_in_blocks(setup, &args.servers, sequential.then_some(&undecided as _))
+            .await?
+    } else {
+        measure(setup).await?
+    };
     let exit = conclude(&outcome, &args.out);
     if outcome.interrupted.is_none() {
         args.export.write(&outcome.result, None)?;

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use crate::gate::{LevelStatus, Verdict};
 use crate::load::servers::{free_port, parse_slots, render, ManagedServer, Slot};
 use crate::load::{BenchOutcome, BenchSetup};
 use crate::record::blocks::{combine, BlockRecord, BlockRun, ServerSetup};
@@ -31,7 +32,7 @@ pub struct ServerArgs {
     /// GPUs (--slots). It runs in its own process group, its output in
     /// OUT/servers/block-N-head.log; throughline waits until it answers, measures, and stops
     /// it (SIGTERM, then SIGKILL after 30 s). Replaces the profile's endpoints.
-    #[arg(long, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND", conflicts_with_all = ["endpoints", "base_endpoints"])]
     pub server_command: Option<String>,
     /// The target branch's server (the base), started the same way: a relative run in
     /// blocks, both servers started fresh in each block, their slots swapped from one block
@@ -116,9 +117,21 @@ impl ServerArgs {
     }
 }
 
-/// Which levels a look left undecided (empty: stop). Given the run so far and how many
-/// looks the plan allows (to split alpha over).
-pub type Undecided<'a> = dyn Fn(&RunResult, u32) -> Result<Vec<u32>> + 'a;
+/// The levels a verdict left undecided (any metric): where another pair of blocks may
+/// decide.
+pub fn undecided_levels(verdict: &Verdict) -> Vec<u32> {
+    let mut levels: Vec<u32> = (verdict.levels.iter())
+        .filter(|l| l.status == LevelStatus::Inconclusive)
+        .map(|l| l.concurrency)
+        .collect();
+    levels.sort_unstable();
+    levels.dedup();
+    levels
+}
+
+/// Which levels a look left undecided (empty: stop), given the run so far (whose
+/// `servers.looks` tells the gate how many looks to split alpha over).
+pub type Undecided<'a> = dyn Fn(&RunResult) -> Result<Vec<u32>> + 'a;
 
 /// Runs the blocks and returns the combined run, written to `template.out_dir`. `undecided`
 /// (None: no sequential looks) names the levels to measure again after a look.
@@ -163,8 +176,8 @@ pub async fn run_in_blocks(
         }
         look_took = look_took.max(look_started.elapsed());
         let Some(undecided) = undecided else { break };
-        let so_far = combined(&runs, &head_command, args, &slots)?;
-        let open = undecided(&so_far, plan.looks())?;
+        let so_far = combined(&runs, &head_command, args, &slots, plan)?;
+        let open = undecided(&so_far)?;
         if open.is_empty() {
             why_stopped = format!("decided after {} block(s)", runs.len());
             break;
@@ -195,13 +208,15 @@ pub async fn run_in_blocks(
         );
         levels = open;
     }
-    let mut result = combined(&runs, &head_command, args, &slots)?;
-    result.notes.push(format!(
-        "blocks: {} run ({} planned, at most {}); stopped: {why_stopped}",
-        runs.len(),
-        plan.first,
-        plan.max
-    ));
+    let mut result = combined(&runs, &head_command, args, &slots, plan)?;
+    if let Some(servers) = result.servers.as_mut() {
+        servers.stopped = Some(format!(
+            "{} block(s) run ({} planned, at most {}); stopped: {why_stopped}",
+            runs.len(),
+            plan.first,
+            plan.max
+        ));
+    }
     crate::load::write_results(&result, &out)?;
     join_journals(&runs, &out)?;
     Ok(BenchOutcome {
@@ -226,6 +241,7 @@ fn combined(
     head_command: &str,
     args: &ServerArgs,
     slots: &[Slot],
+    plan: BlockPlan,
 ) -> Result<RunResult> {
     let redact = |c: &str| crate::record::redact::redact(c).into_owned();
     let setup = ServerSetup {
@@ -233,6 +249,8 @@ fn combined(
         base_command: args.base_server_command.as_deref().map(redact),
         slots: slots.iter().map(|s| s.gpus.clone()).collect(),
         blocks: runs.iter().map(|r| r.record.clone()).collect(),
+        looks: plan.looks(),
+        stopped: None,
     };
     let copies = runs
         .iter()

@@ -38,7 +38,11 @@ Examples:
       -e http://127.0.0.1:8000 -o ci-out
   # Relative mode: main's server beside this change's, in one job
   throughline ci -b baselines/main.toml --baseline-ref origin/main \\
-      -e http://127.0.0.1:8000 --base-endpoint http://127.0.0.1:8001 -o ci-ab";
+      -e http://127.0.0.1:8000 --base-endpoint http://127.0.0.1:8001 -o ci-ab
+  # Relative mode in blocks: throughline starts both servers, slots swapped between blocks
+  throughline ci -b baselines/main.toml --baseline-ref origin/main \\
+      --server-command 'throughline serve-sim --port {port}' \\
+      --base-server-command 'throughline serve-sim --port {port}' --slots '0;1' -o ci-blocks";
 
 /// Run the profile beside a baseline, gate it against the baseline on the target branch,
 /// and report for GitHub Actions (job summary, outputs, annotations, artifacts folder).
@@ -87,6 +91,8 @@ pub struct CiArgs {
     pub wait_healthy: Duration,
     #[command(flatten)]
     pub overrides: GateOverrides,
+    #[command(flatten)]
+    pub servers: super::blocks::ServerArgs,
     /// Prefix for the chart links in the job summary, e.g. where your workflow publishes
     /// the PNGs (default: the file names, as they sit in the artifacts folder).
     #[arg(long, value_name = "URL")]
@@ -213,19 +219,24 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         .filter(|e| !e.is_empty())
         .collect();
     super::bench::check_base_endpoints(&profile, &base_endpoints)?;
-    let all: Vec<String> = profile
-        .target
-        .endpoints
-        .iter()
-        .chain(&base_endpoints)
-        .cloned()
-        .collect();
-    // The same key header the load sends: a server that guards /v1 (vLLM's --api-key)
-    // answers 401 to a check without it.
-    let api_key = crate::load::client::api_key_header(&profile)?;
-    wait_healthy(&all, args.wait_healthy, api_key.as_ref()).await?;
     let environment = args.environment.to_environment();
-    precheck_environment(&baseline, &profile, &environment, api_key.as_ref()).await?;
+    if args.servers.managed() {
+        // The servers start inside the blocks; the fingerprint is checked after measuring.
+        args.servers.check()?;
+    } else {
+        let all: Vec<String> = profile
+            .target
+            .endpoints
+            .iter()
+            .chain(&base_endpoints)
+            .cloned()
+            .collect();
+        // The same key header the load sends: a server that guards /v1 (vLLM's --api-key)
+        // answers 401 to a check without it.
+        let api_key = crate::load::client::api_key_header(&profile)?;
+        wait_healthy(&all, args.wait_healthy, api_key.as_ref()).await?;
+        precheck_environment(&baseline, &profile, &environment, api_key.as_ref()).await?;
+    }
 
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create folder {}", args.out.display()))?;
@@ -236,7 +247,14 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         show_progress: !args.no_progress,
         base_endpoints,
     };
-    let outcome = super::bench::measure(setup).await?;
+    let outcome = if args.servers.managed() {
+        let undecided = |run: &RunResult| -> Result<Vec<u32>> {
+            Ok(super::blocks::undecided_levels(&evaluate(&baseline, run, &settings)?))
+        };
+        super::blocks::run_in_blocks(setup, &args.servers, Some(&undecided)).await?
+    } else {
+        super::bench::measure(setup).await?
+    };
     let measured = super::bench::conclude(&outcome, &args.out);
     println!("{}", crate::report::console::closing_line(&outcome.result));
     if measured != Exit::Pass {

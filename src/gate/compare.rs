@@ -119,7 +119,25 @@ fn relative(
     let levels = (candidate.levels.iter().chain(&base.levels))
         .map(|l| l.concurrency)
         .collect();
-    let mut verdict = gate(candidate, settings, Design::Relative, levels, &sources);
+    // A run in blocks that could add blocks while undecided: the fail side's alpha is
+    // split over the looks its plan allowed, so false failures stay within alpha.
+    let looks = candidate.servers.as_ref().map_or(1, |s| s.looks.max(1));
+    let per_look = GateSettings {
+        alpha: settings.alpha / f64::from(looks),
+        ..settings.clone()
+    };
+    let mut verdict = gate(candidate, &per_look, Design::Relative, levels, &sources);
+    if looks > 1 {
+        verdict.warnings.push(format!(
+            "sequential: the gate could look up to {looks} times (after the first blocks, then \
+             after each added pair), so the fail side's alpha {} is split over them ({:.4} \
+             each); the pass side keeps its confidence at every look",
+            settings.alpha, per_look.alpha
+        ));
+    }
+    if let Some(stopped) = candidate.servers.as_ref().and_then(|s| s.stopped.as_ref()) {
+        verdict.warnings.push(format!("blocks: {stopped}"));
+    }
     let overrides = candidate.environment.overridden.iter();
     verdict
         .warnings

@@ -16,6 +16,17 @@ pub struct ServerSetup {
     /// Each slot's GPUs as given to `{gpus}` (e.g. "0", "2,3").
     pub slots: Vec<String>,
     pub blocks: Vec<BlockRecord>,
+    /// How many times the gate could look (1 + the pairs of blocks the plan could add): the
+    /// gate splits the fail side's alpha over them.
+    #[serde(default = "one")]
+    pub looks: u32,
+    /// Why no further block ran ("decided after 6 block(s)", "--max-blocks 8 reached ...").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// One block: which slot each arm's server ran on, and where their logs are.
@@ -151,6 +162,8 @@ mod tests {
             base_command: Some("serve {port}".into()),
             slots: vec!["0".into(), "1".into()],
             blocks: Vec::new(),
+            looks: 1,
+            stopped: None,
         };
         let mut second = block(2, 0, &[110.0, 111.0], &[100.0, 101.0]);
         second.result.complete = false;
