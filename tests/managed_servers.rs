@@ -59,16 +59,21 @@ async fn two_servers_start_healthy_answer_and_stop() {
     let dir = tempfile::tempdir().unwrap();
     let slots = parse_slots("0;1").unwrap();
     let mut servers = Vec::new();
-    for (label, slot) in ["head", "base"].into_iter().zip(&slots) {
-        let port = free_port().unwrap();
-        let command = render(&sim_template(), port, slot).unwrap();
-        let log = dir.path().join("servers").join(format!("{label}.log"));
-        servers.push(
-            ManagedServer::start(label, &command, port, slot, &log)
-                .await
-                .unwrap(),
-        );
-    }
+    // One through start(), one through launch() (free port and render in one).
+    let port = free_port().unwrap();
+    let command = render(&sim_template(), port, &slots[0]).unwrap();
+    let log = dir.path().join("servers").join("head.log");
+    servers.push(
+        ManagedServer::start("head", &command, port, &slots[0], &log)
+            .await
+            .unwrap(),
+    );
+    let log = dir.path().join("servers").join("base.log");
+    servers.push(
+        ManagedServer::launch("base", &sim_template(), &slots[1], &log)
+            .await
+            .unwrap(),
+    );
     for server in &mut servers {
         server
             .wait_healthy(Duration::from_secs(30), None)

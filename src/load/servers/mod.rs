@@ -12,7 +12,11 @@
 //!   its command and the end of its log; so does one not healthy by the timeout;
 //! - stopping is SIGTERM to the group, up to 30 s for it to go, then SIGKILL; a server
 //!   dropped without being stopped (an error, a panic) has its group SIGKILLed.
+//!
+//! The command must keep the server in the foreground (`exec vllm serve ...`, or plain
+//! `vllm serve ...`): the `sh` exiting is read as the server exiting.
 
+mod group;
 mod slots;
 mod tail;
 
@@ -21,7 +25,6 @@ pub use tail::{escape_controls, log_tail, TAIL_BYTES};
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -31,6 +34,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use reqwest::header::HeaderValue;
 
 use crate::record::redact::redact;
+use group::{group_has_live_members, port_taken, signal_group};
 
 /// How long a stopped server has between SIGTERM and SIGKILL (vLLM frees GPU memory and
 /// shuts its workers down in a few seconds; 30 s is the workflow script's bound).
@@ -146,6 +150,20 @@ impl ManagedServer {
             grace: DEFAULT_GRACE,
             stopped: false,
         })
+    }
+
+    /// [`start`](Self::start) on a [`free_port`], the command rendered from `template`
+    /// (see [`render`]) for that port and `slot`: what a crossover block does for each
+    /// server.
+    pub async fn launch(
+        label: &str,
+        template: &str,
+        slot: &Slot,
+        log_path: &Path,
+    ) -> Result<ManagedServer> {
+        let port = free_port()?;
+        let command = render(template, port, slot)?;
+        Self::start(label, &command, port, slot, log_path).await
     }
 
     /// How long [`stop`](Self::stop) waits between SIGTERM and SIGKILL ([`DEFAULT_GRACE`]
@@ -336,46 +354,4 @@ async fn exit_of(child: &mut Child) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: killpg only sends a signal; a group that is gone gives ESRCH, ignored.
-    unsafe {
-        libc::killpg(pgid, signal);
-    }
-}
-
-/// Whether group `pgid` has a member that is not a zombie. Where /proc cannot say, whether
-/// the group exists at all.
-fn group_has_live_members(pgid: libc::pid_t) -> bool {
-    // SAFETY: signal 0 only checks that the group exists.
-    if unsafe { libc::killpg(pgid, 0) } != 0 {
-        return std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
-    }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    entries.flatten().any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|p| p.parse::<libc::pid_t>().ok());
-        pgrp == Some(pgid) && state != Some("Z") && state != Some("X")
-    })
-}
-
-/// Whether something listens on (or holds) `port` on 127.0.0.1: binding it fails, or a
-/// connection to it is accepted (a listener with SO_REUSEPORT lets a bind succeed).
-fn port_taken(port: u16) -> bool {
-    if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err() {
-        return true;
-    }
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
 }
