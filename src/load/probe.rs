@@ -344,7 +344,7 @@ pub async fn wait_healthy_saying(
 }
 
 /// One health check; `Err` says why the server is not (yet) healthy.
-async fn health(
+pub(super) async fn health(
     client: &reqwest::Client,
     endpoint: &str,
     limit: Duration,

@@ -1,0 +1,357 @@
+//! Servers throughline starts itself (`--server-command`, `--base-server-command`): start
+//! one per slot, wait until it is healthy, stop it, start it again elsewhere. The rules are
+//! those scripts/gate-server.sh keeps for the workflows:
+//!
+//! - a port already taken on 127.0.0.1 is refused before anything starts (a server left
+//!   over from a killed job would otherwise be measured in place of the new one);
+//! - the command runs under `sh -c` in its own process group, stdin closed, stdout and
+//!   stderr appended to a log file that is kept with the run's artifacts;
+//! - healthy is `GET /health` answering 2xx (else, where there is no `/health`, the probe's
+//!   fallbacks up to `GET /v1/models`), polled every 250 ms;
+//! - a server that dies while it loads fails the wait at once, naming it, its exit status,
+//!   its command and the end of its log; so does one not healthy by the timeout;
+//! - stopping is SIGTERM to the group, up to 30 s for it to go, then SIGKILL; a server
+//!   dropped without being stopped (an error, a panic) has its group SIGKILLed.
+//!
+//! The command must keep the server in the foreground (`exec vllm serve ...`, or plain
+//! `vllm serve ...`): the `sh` exiting is read as the server exiting.
+
+mod group;
+mod slots;
+mod tail;
+
+pub use slots::{free_port, parse_slots, render, Slot, MAX_SLOTS};
+pub use tail::{escape_controls, log_tail, TAIL_BYTES};
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use reqwest::header::HeaderValue;
+
+use crate::record::redact::redact;
+use group::{group_has_live_members, port_taken, signal_group};
+
+/// How long a stopped server has between SIGTERM and SIGKILL (vLLM frees GPU memory and
+/// shuts its workers down in a few seconds; 30 s is the workflow script's bound).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// How often the health wait asks, and watches the process.
+const POLL: Duration = Duration::from_millis(250);
+/// How long one health request may take (a loading server that accepts the connection
+/// and answers nothing must not stall the wait).
+const REQUEST_LIMIT: Duration = Duration::from_secs(2);
+/// How many of the log's last lines an error shows.
+const TAIL_LINES: usize = 40;
+/// How long a process group may take to go after SIGKILL (a process in the kernel, in a
+/// GPU driver's call, dies when the call returns).
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+/// A server process (group) throughline started. Stop it with [`ManagedServer::stop`];
+/// dropping it SIGKILLs its group.
+#[derive(Debug)]
+pub struct ManagedServer {
+    label: String,
+    command: String,
+    port: u16,
+    slot: Slot,
+    log_path: PathBuf,
+    /// Where this start's output begins in the log (earlier starts may have appended to it).
+    log_from: u64,
+    child: Child,
+    /// The process group: the id of the `sh` that leads it.
+    pgid: libc::pid_t,
+    started: Instant,
+    grace: Duration,
+    stopped: bool,
+}
+
+impl ManagedServer {
+    /// Starts `command` (already rendered, see [`render`]) as server `label` (a name for
+    /// messages: "head", "base") on `port` in `slot`, its output appended to `log_path`
+    /// (parent folders created) after a line saying what was started. The environment gets
+    /// `THROUGHLINE_PORT`, `THROUGHLINE_SLOT` and `THROUGHLINE_GPUS`; `CUDA_VISIBLE_DEVICES`
+    /// is left to the command (`CUDA_VISIBLE_DEVICES={gpus} vllm serve ...`), which knows
+    /// whether its engine wants it. Refused when `port` is taken on 127.0.0.1.
+    ///
+    /// Async for the callers' sake (and so that a future check may wait); nothing in it
+    /// blocks for long.
+    pub async fn start(
+        label: &str,
+        command: &str,
+        port: u16,
+        slot: &Slot,
+        log_path: &Path,
+    ) -> Result<ManagedServer> {
+        if port == 0 {
+            bail!("server {label}: port 0 is not a port to start a server on; use free_port()");
+        }
+        if port_taken(port) {
+            bail!(
+                "server {label}: port {port} on 127.0.0.1 is already in use, before the server \
+                 was started: a server left over from a killed job? Stop it, or use another port"
+            );
+        }
+        if let Some(dir) = log_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("server {label}: cannot create {}", dir.display()))?;
+        }
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path)
+            .with_context(|| format!("server {label}: cannot open {}", log_path.display()))?;
+        let log_from = log.metadata().map(|m| m.len()).unwrap_or(0);
+        writeln!(
+            log,
+            "=== throughline: starting server {label} on port {port}, slot {} (GPUs {}), at \
+             {}: {}",
+            slot.index,
+            slot.gpus,
+            super::now_rfc3339(),
+            redact(command)
+        )
+        .with_context(|| format!("server {label}: cannot write {}", log_path.display()))?;
+        let err = log
+            .try_clone()
+            .with_context(|| format!("server {label}: cannot open {}", log_path.display()))?;
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .env("THROUGHLINE_PORT", port.to_string())
+            .env("THROUGHLINE_SLOT", slot.index.to_string())
+            .env("THROUGHLINE_GPUS", &slot.gpus)
+            // Its own process group, so that stopping it stops everything it started.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                anyhow!(
+                    "server {label}: cannot run sh -c {}: {e}",
+                    redact(&escape_controls(command))
+                )
+            })?;
+        let pgid = child.id() as libc::pid_t;
+        Ok(ManagedServer {
+            label: label.to_string(),
+            command: command.to_string(),
+            port,
+            slot: slot.clone(),
+            log_path: log_path.to_path_buf(),
+            log_from,
+            child,
+            pgid,
+            started: Instant::now(),
+            grace: DEFAULT_GRACE,
+            stopped: false,
+        })
+    }
+
+    /// [`start`](Self::start) on a [`free_port`], the command rendered from `template`
+    /// (see [`render`]) for that port and `slot`: what a crossover block does for each
+    /// server.
+    pub async fn launch(
+        label: &str,
+        template: &str,
+        slot: &Slot,
+        log_path: &Path,
+    ) -> Result<ManagedServer> {
+        let port = free_port()?;
+        let command = render(template, port, slot)?;
+        Self::start(label, &command, port, slot, log_path).await
+    }
+
+    /// How long [`stop`](Self::stop) waits between SIGTERM and SIGKILL ([`DEFAULT_GRACE`]
+    /// unless set; tests shorten it).
+    pub fn set_grace(&mut self, grace: Duration) {
+        self.grace = grace;
+    }
+
+    /// `http://127.0.0.1:PORT`, the server's endpoint.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn slot(&self) -> &Slot {
+        &self.slot
+    }
+
+    /// The process id of the `sh` that runs the command, which is also its process group's.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The exit status of the `sh` that runs the command, once it has exited (it is reaped
+    /// then); `None` while it runs.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Polls the server until it is healthy (every 250 ms, 2 s per request; `api_key` goes
+    /// with every request). Fails at once when the process exits first (a server that
+    /// dies while loading the model), and at `timeout`; both errors name the server, its
+    /// command and its log, with the log's last 40 lines. Says on stderr what it waits for
+    /// every 15 s (a model can take minutes to load).
+    pub async fn wait_healthy(
+        &mut self,
+        timeout: Duration,
+        api_key: Option<&HeaderValue>,
+    ) -> Result<()> {
+        let client = super::client::build_probe_client(api_key)?;
+        let url = self.url();
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let mut why = String::from("not asked yet");
+        let mut last_said = Instant::now();
+        loop {
+            if let Some(status) = self.exited() {
+                return Err(self.failure(&format!("exited ({status}) before it was healthy")));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let waited =
+                    humantime::format_duration(Duration::from_secs(start.elapsed().as_secs()));
+                return Err(self.failure(&format!(
+                    "was not healthy after {waited}: {}",
+                    redact(&escape_controls(&why))
+                )));
+            }
+            let asked = Instant::now();
+            let check = super::probe::health(&client, &url, REQUEST_LIMIT);
+            let outcome = tokio::select! {
+                answer = check => Some(answer),
+                () = exit_of(&mut self.child) => None,
+                () = tokio::time::sleep(left) => Some(Err("no answer in time".to_string())),
+            };
+            match outcome {
+                Some(Ok(())) => return Ok(()),
+                Some(Err(e)) => why = e,
+                None => continue, // exited: said at the loop's top
+            }
+            if last_said.elapsed() >= super::probe::WAIT_MESSAGE_INTERVAL {
+                eprintln!(
+                    "waiting for server {} at {url} to be healthy (its log: {}); now: {}",
+                    self.label,
+                    self.log_path.display(),
+                    redact(&escape_controls(&why))
+                );
+                last_said = Instant::now();
+            }
+            let pause = POLL.saturating_sub(asked.elapsed());
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = exit_of(&mut self.child) => {}
+            }
+        }
+    }
+
+    /// An error about this server: `what` happened, with its command, its log's path and
+    /// its last lines (escaped, redacted).
+    fn failure(&self, what: &str) -> anyhow::Error {
+        let tail = tail::tail_from(&self.log_path, self.log_from, TAIL_LINES);
+        let text = format!(
+            "server {} (port {}, slot {}, GPUs {}) {what}, {} after it was started\n\
+             command: sh -c {}\n\
+             the last {TAIL_LINES} lines of its log {}:\n{tail}",
+            self.label,
+            self.port,
+            self.slot.index,
+            self.slot.gpus,
+            humantime::format_duration(Duration::from_millis(
+                self.started.elapsed().as_millis() as u64
+            )),
+            escape_controls(&self.command),
+            self.log_path.display(),
+        );
+        anyhow!("{}", redact(&text))
+    }
+
+    /// Stops the server: SIGTERM to its process group, up to the grace period
+    /// ([`set_grace`](Self::set_grace)) for every process in it to end, then SIGKILL to
+    /// the group. The `sh` is reaped. An error when the group outlives SIGKILL by 10 s
+    /// (a process stuck in the kernel).
+    ///
+    /// Cancel-safe: a stop dropped half-way leaves the rest to [`Drop`] (SIGKILL).
+    pub async fn stop(mut self) -> Result<()> {
+        signal_group(self.pgid, libc::SIGTERM);
+        let deadline = Instant::now() + self.grace;
+        while Instant::now() < deadline {
+            let _ = self.exited();
+            if !self.group_alive() {
+                self.stopped = true;
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        signal_group(self.pgid, libc::SIGKILL);
+        let deadline = Instant::now() + KILL_WAIT;
+        while Instant::now() < deadline {
+            let _ = self.exited();
+            if !self.group_alive() {
+                self.stopped = true;
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        bail!(
+            "server {}: its process group {} is still there 10 s after SIGKILL",
+            self.label,
+            self.pgid
+        )
+    }
+
+    /// Whether a process of the group runs: the `sh` not yet reaped, or another member that
+    /// is not a zombie (an orphan whose new parent does not reap it still counts as gone).
+    fn group_alive(&mut self) -> bool {
+        if self.exited().is_none() {
+            return true;
+        }
+        group_has_live_members(self.pgid)
+    }
+}
+
+impl Drop for ManagedServer {
+    /// SIGKILLs the group of a server not stopped, and reaps the `sh` (waiting at most 2 s:
+    /// a drop must not hang). Never panics.
+    fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        signal_group(self.pgid, libc::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_)) | Err(_)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Resolves when the child has exited (polled every 50 ms; it stays unreaped only until the
+/// caller's next [`ManagedServer::exited`]).
+async fn exit_of(child: &mut Child) {
+    loop {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
