@@ -91,7 +91,9 @@ impl ServerArgs {
         if first == 0 || first > MAX_BLOCKS {
             bail!("--blocks: {first} is outside 1..={MAX_BLOCKS}");
         }
-        let max = self.max_blocks.unwrap_or(if relative { first + 4 } else { first });
+        let max = self
+            .max_blocks
+            .unwrap_or(if relative { first + 4 } else { first });
         if max < first || max > MAX_BLOCKS {
             bail!("--max-blocks: {max} is outside {first}..={MAX_BLOCKS} (at least --blocks)");
         }
@@ -168,7 +170,11 @@ pub async fn run_in_blocks(
     let mut look_took = Duration::ZERO;
     loop {
         let n = runs.len() as u32;
-        let chunk = if n == 0 { plan.first } else { 2.min(plan.max - n) };
+        let chunk = if n == 0 {
+            plan.first
+        } else {
+            2.min(plan.max - n)
+        };
         let look_started = Instant::now();
         for k in 1..=chunk {
             let block = n + k;
@@ -352,7 +358,10 @@ async fn run_block(
         bail!("{}", died.join("\n"));
     }
     if let Some(sig) = outcome.interrupted {
-        bail!("block {n} was interrupted (signal {sig}); the blocks before it are in {}", out.display());
+        bail!(
+            "block {n} was interrupted (signal {sig}); the blocks before it are in {}",
+            out.display()
+        );
     }
     if !outcome.problems.is_empty() {
         bail!(

@@ -249,7 +249,9 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     };
     let outcome = if args.servers.managed() {
         let undecided = |run: &RunResult| -> Result<Vec<u32>> {
-            Ok(super::blocks::undecided_levels(&evaluate(&baseline, run, &settings)?))
+            Ok(super::blocks::undecided_levels(&evaluate(
+                &baseline, run, &settings,
+            )?))
         };
         super::blocks::run_in_blocks(setup, &args.servers, Some(&undecided)).await?
     } else {

@@ -2,6 +2,7 @@
 
 pub mod baseline;
 pub mod bench;
+pub mod blocks;
 pub mod ci;
 pub mod demo;
 pub mod earlier;

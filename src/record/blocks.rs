@@ -203,6 +203,8 @@ mod tests {
                 base_command: None,
                 slots: Vec::new(),
                 blocks: Vec::new(),
+                looks: 1,
+                stopped: None,
             }
         )
         .is_none());

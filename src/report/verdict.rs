@@ -39,8 +39,13 @@ pub(super) fn percent(v: Option<f64>) -> String {
 /// The between-session spread with its degrees of freedom, e.g. "2.1% (3 df)".
 fn sigma_b_text(v: &LevelVerdict) -> String {
     match v.test.as_ref() {
-        Some(t) => match (t.sigma_b, t.sigma_b_df) {
-            (Some(s), Some(df)) => format!("{:.1}% ({df:.0} df)", s * 100.0),
+        Some(t) => match (t.sigma_b, t.sigma_b_df, t.crossover.as_ref()) {
+            // In blocks: the start spread the blocks (and a calibration) estimated.
+            (_, _, Some(x)) => match x.start_spread {
+                Some(s) => format!("{:.1}% ({:.0} df)", s * 100.0, x.start_spread_df),
+                None => "unknown".into(),
+            },
+            (Some(s), Some(df), None) => format!("{:.1}% ({df:.0} df)", s * 100.0),
             _ if t.design == Design::Relative => "cancels".into(),
             _ => "unknown".into(),
         },
@@ -227,6 +232,12 @@ pub fn settings_lines(verdict: &Verdict) -> Vec<String> {
     out
 }
 
+/// A probability in at most 4 significant digits ("0.003333", "0.01").
+fn short(x: f64) -> String {
+    let text = format!("{x:.4e}");
+    text.parse::<f64>().map_or(text, |v| v.to_string())
+}
+
 /// Whether a relative verdict was measured in blocks.
 fn in_blocks(verdict: &Verdict) -> bool {
     (verdict.levels.iter()).any(|l| l.test.as_ref().is_some_and(|t| t.crossover.is_some()))
@@ -266,9 +277,9 @@ fn method(verdict: &Verdict) -> String {
          guard); a level fails when significant and at least {:.1}% slower, or beyond the guard; \
          it passes when its one-sided {:.0}% bound rules out a drop of {:.1}% (every level on its \
          own: no multiplicity correction); bounds shown at {:.0}%; at least {} trials a side",
-        s.alpha,
-        split.main_alpha(),
-        split.guard_alpha(),
+        short(s.alpha),
+        short(split.main_alpha()),
+        short(split.guard_alpha()),
         s.guard * 100.0,
         s.min_effect * 100.0,
         s.pass_confidence * 100.0,
