@@ -1,0 +1,307 @@
+//! Relative runs in blocks (issue 26): throughline starts both servers itself
+//! (`--server-command`, `--base-server-command`), swaps their slots between blocks, and the
+//! gate tells a slot from a regression. The servers are the real simulator, started as
+//! processes from the command templates; a slot effect is made with the template itself
+//! (`--slowdown` chosen by `{slot}`: slot 1 runs 4% faster), as GPU 1 might be.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A small profile: two levels, 3 trials of 12 requests each; endpoints are replaced.
+fn profile(dir: &Path) -> std::path::PathBuf {
+    write_profile(
+        dir,
+        "xo",
+        &["http://127.0.0.1:1".to_string()],
+        "[workload]\nmax_tokens = 32\nignore_eos = true\n[sweep]\nconcurrency = [1, 4]\n\
+         requests_per_level = 8\nwarmup_requests = 2\ntrials = 3\n[gate]\nmin_trials = 3\n",
+    )
+}
+
+/// A simulator command whose slot 1 runs 4% faster than slot 0, times `slowdown`.
+fn server(slowdown: f64) -> String {
+    format!(
+        "exec {} serve-sim --port {{port}} --preset fast --slowdown \
+         $(test {{slot}} = 1 && echo {} || echo {})",
+        bin(),
+        slowdown * 0.96,
+        slowdown
+    )
+}
+
+/// `bench` in blocks; returns its output.
+fn bench_blocks(
+    p: &Path,
+    out: &Path,
+    head: &str,
+    base: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "--no-progress",
+        "--no-plots",
+        "--server-command",
+        head,
+        "--base-server-command",
+        base,
+        "--slots",
+        "0;1",
+    ];
+    args.extend_from_slice(extra);
+    run_bench_cli(p, out, &args)
+}
+
+fn verdict_json(out: &Path) -> serde_json::Value {
+    let o = run(&[
+        "gate",
+        "--results",
+        out.join("results.json").to_str().unwrap(),
+        "--json",
+        out.join("verdict.json").to_str().unwrap(),
+    ]);
+    assert!(
+        [0, 1].contains(&code(&o)),
+        "gate could not decide: {}",
+        text(&o)
+    );
+    read_json(&out.join("verdict.json"))
+}
+
+#[test]
+fn a_slot_effect_cancels_across_blocks_and_is_named() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("aa");
+    let same = server(1.0);
+    let o = bench_blocks(
+        &p,
+        &out,
+        &same,
+        &same,
+        &["--blocks", "4", "--max-blocks", "4"],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let results = read_json(&out.join("results.json"));
+    // Every trial carries its block and slot; the head ran on slot 1 in odd blocks.
+    for t in results["levels"][0]["trials"].as_array().unwrap() {
+        let block = t["block"].as_u64().unwrap();
+        assert_eq!(t["slot"].as_u64().unwrap(), block % 2, "{t}");
+    }
+    let servers = &results["servers"];
+    assert_eq!(servers["blocks"].as_array().unwrap().len(), 4);
+    for b in 1..=4 {
+        for arm in ["head", "base"] {
+            let log = out.join(format!("servers/block-{b}-{arm}.log"));
+            assert!(log.is_file(), "{} missing", log.display());
+        }
+    }
+    let journal = read_journal(&out);
+    assert!(journal.iter().all(|r| r["block"].as_u64().is_some()));
+    assert_eq!(
+        journal
+            .iter()
+            .filter(|r| !r["warmup"].as_bool().unwrap())
+            .count(),
+        4 * 2 * 2 * 3 * 8,
+        "every request of every block is in OUT/requests.jsonl"
+    );
+
+    let o = run(&[
+        "gate",
+        "--results",
+        out.join("results.json").to_str().unwrap(),
+    ]);
+    let said = text(&o);
+    assert_ne!(code(&o), 1, "an unchanged head failed on its slot: {said}");
+    assert!(said.contains("slots: C=1: slot 1 "), "{said}");
+    assert!(said.contains("faster than slot 0 (blocks)"), "{said}");
+    let v = verdict_json(&out);
+    for level in v["levels"].as_array().unwrap() {
+        let t = &level["test"];
+        let slot = t["crossover"]["slot_effect"].as_f64().unwrap().exp() - 1.0;
+        // The simulator's slot 1 is 1/0.96 - 1 = 4.2% faster.
+        assert!((0.02..0.07).contains(&slot), "slot effect {slot}: {level}");
+        let ratio = level["ratio"].as_f64().unwrap();
+        assert!(
+            (ratio - 1.0).abs() < 0.02,
+            "the change estimate kept the slot: {level}"
+        );
+    }
+    // Read as one block (the head on slot 1 throughout), the same data see a 4% "gain":
+    // what a relative run without swaps would have called a change.
+    let head_on_1: Vec<f64> = results["levels"][0]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["block"].as_u64().unwrap() % 2 == 1)
+        .map(|t| t["output_tok_per_s"].as_f64().unwrap())
+        .collect();
+    let base_on_0: Vec<f64> = results["base"]["levels"][0]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["block"].as_u64().unwrap() % 2 == 1)
+        .map(|t| t["output_tok_per_s"].as_f64().unwrap())
+        .collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let naive = mean(&head_on_1) / mean(&base_on_0);
+    assert!(
+        naive > 1.02,
+        "the slot effect was not there to cancel: {naive}"
+    );
+}
+
+#[test]
+fn a_slower_head_fails_in_blocks() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("slow");
+    let o = bench_blocks(
+        &p,
+        &out,
+        &server(1.12),
+        &server(1.0),
+        &["--blocks", "4", "--max-blocks", "4"],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = run(&[
+        "gate",
+        "--results",
+        out.join("results.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 1, "a 12% slower head: {}", text(&o));
+}
+
+#[test]
+fn a_server_that_dies_while_starting_is_named_with_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("dead");
+    let started = Instant::now();
+    let o = bench_blocks(
+        &p,
+        &out,
+        "echo 'model file not found: {port}' >&2; exit 3",
+        &server(1.0),
+        &["--blocks", "2"],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("model file not found"), "{err}");
+    assert!(err.contains("head"), "the server is named: {err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "a dead server is seen at once, not at the health timeout"
+    );
+}
+
+#[test]
+fn a_template_typo_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let o = bench_blocks(
+        &p,
+        &dir.path().join("typo"),
+        "serve --port {prot}",
+        &server(1.0),
+        &[],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("prot"), "{}", text(&o));
+    assert!(
+        !dir.path().join("typo/servers").exists(),
+        "nothing was started"
+    );
+}
+
+/// An A/A run calibrates the baseline's slots; a one-block pull-request run then takes the
+/// calibrated slot effect out and covers the start spread, and says so.
+#[test]
+fn an_aa_calibration_covers_a_one_block_run() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let p = profile(d);
+    // The baseline vouches for the profile: a plain run of one simulator.
+    let sim = Sim::start(1, &["--preset", "fast"]);
+    let plain = d.join("plain");
+    let o = run_bench_cli(
+        &p,
+        &plain,
+        &["--no-progress", "--no-plots", "-e", &sim.urls[0]],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let baseline = d.join("b.toml");
+    let o = bless(
+        &without_client_flags(&plain.join("results.json")),
+        &baseline,
+        &[],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
+    let aa = d.join("aa");
+    let same = server(1.0);
+    let o = bench_blocks(
+        &p,
+        &aa,
+        &same,
+        &same,
+        &["--blocks", "4", "--max-blocks", "4"],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = run(&[
+        "baseline",
+        "calibrate",
+        "-r",
+        aa.join("results.json").to_str().unwrap(),
+        "-b",
+        baseline.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let stored: toml::Table = toml::from_str(&std::fs::read_to_string(&baseline).unwrap()).unwrap();
+    let rows = stored["calibration"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 4, "one row per level and block");
+
+    // A run whose arms ran different commands is no A/A run.
+    let ab = d.join("ab");
+    let o = bench_blocks(
+        &p,
+        &ab,
+        &server(1.01),
+        &same,
+        &["--blocks", "2", "--max-blocks", "2"],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = run(&[
+        "baseline",
+        "calibrate",
+        "-r",
+        ab.join("results.json").to_str().unwrap(),
+        "-b",
+        baseline.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("different commands"), "{}", text(&o));
+
+    // One block (the head on slot 1): the calibration's slot effect is taken out.
+    let one = d.join("one");
+    let o = bench_blocks(
+        &p,
+        &one,
+        &same,
+        &same,
+        &["--blocks", "1", "--max-blocks", "1"],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = gate(&one.join("results.json"), &baseline, &[]);
+    let said = text(&o);
+    assert_ne!(code(&o), 1, "{said}");
+    assert!(said.contains("(calibration)"), "{said}");
+    assert!(said.contains("with calibration"), "{said}");
+}
