@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The relative gate against a real engine (issue 26's acceptance): llama.cpp's llama-server
+# (scripts/llama-server.sh builds it and a tiny random-weight model), two servers pinned to one
+# CPU core and started by throughline itself, in blocks with their slots swapped.
+#
+#   scripts/gate-acceptance.sh [UNCHANGED_JOBS] [SLOW_JOBS] [OUT]
+#
+# Runs UNCHANGED_JOBS (default 10) jobs whose head is the same server as the base, then
+# SLOW_JOBS (default 3) whose head is held to 88% of its CPU (a cgroup v1 cpu quota, about
+# 12% slower where decoding is CPU-bound), each a `throughline bench` in blocks and a `gate`
+# of its results, and prints one line per job: the verdict, the worst ratio, and the slot
+# effect and start spread the verdict reports. Needs root (the cgroup) and a built
+# llama-server (`scripts/llama-server.sh setup`); servers on core SERVER_CORE (default 1),
+# throughline on the other cores.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+UNCHANGED="${1:-10}"
+SLOW="${2:-3}"
+OUT="${3:-$ROOT/target/gate-acceptance}"
+CORE="${SERVER_CORE:-1}"
+BIN="${THROUGHLINE_BIN:-$ROOT/target/debug/throughline}"
+eval "$("$ROOT/scripts/llama-server.sh" setup)"
+CGROUP=/sys/fs/cgroup/cpu/throughline-slow-head
+mkdir -p "$CGROUP" "$OUT"
+echo 100000 >"$CGROUP/cpu.cfs_period_us"
+echo 88000 >"$CGROUP/cpu.cfs_quota_us"
+
+cat >"$OUT/profile.toml" <<'EOF'
+name = "llama-acceptance"
+[target]
+endpoints = ["http://127.0.0.1:1"]
+engine = "auto"
+[workload]
+input_tokens = 8
+max_tokens = 32
+ignore_eos = true
+[sweep]
+concurrency = [1, 4, 8]
+requests_per_level = 16
+warmup_requests = 2
+trials = 3
+request_timeout = "60s"
+[gate]
+min_trials = 3
+EOF
+
+SERVER="exec taskset -c $CORE $THROUGHLINE_LLAMA_SERVER -m $THROUGHLINE_LLAMA_MODEL --host 127.0.0.1 \
+--port {port} --parallel 16 --ctx-size 4096 --metrics --chat-template chatml \
+--reasoning-format none --threads 1 --no-warmup --alias tiny-llama"
+# The slow head joins the quota's cgroup, then becomes the server (same process).
+SLOW_SERVER="echo \$\$ > $CGROUP/cgroup.procs; exec $SERVER"
+
+job() {
+    local name="$1" head="$2" dir="$OUT/$1"
+    rm -rf "$dir"
+    local started=$SECONDS
+    taskset -c 0 "$BIN" bench -p "$OUT/profile.toml" -o "$dir" --no-progress --no-plots \
+        --server-command "$head" --base-server-command "$SERVER" --slots 0 \
+        >"$dir.log" 2>&1 || { echo "$name: bench failed (see $dir.log)"; return; }
+    local code=0
+    "$BIN" gate --results "$dir/results.json" --json "$dir/verdict.json" >"$dir/gate.txt" 2>&1 \
+        || code=$?
+    python3 - "$dir/verdict.json" "$name" "$code" "$((SECONDS - started))" <<'PY'
+import json, math, sys
+v = json.load(open(sys.argv[1]))
+levels = [l for l in v["levels"] if l.get("metric", "output_tok_per_s") == "output_tok_per_s"]
+def pct(x): return f"{(math.exp(x) - 1) * 100:+.1f}%" if x is not None else "?"
+parts = []
+for l in levels:
+    x = (l.get("test") or {}).get("crossover") or {}
+    parts.append(f"C={l['concurrency']} {l['ratio']:.3f} [{l['ci_low']:.3f}] {l['status']} "
+                 f"slot {pct(x.get('slot_effect'))} spread {100 * (x.get('start_spread') or 0):.1f}% "
+                 f"blocks {x.get('blocks')}")
+print(f"{sys.argv[2]}: {v['outcome'].upper()} (exit {sys.argv[3]}, {sys.argv[4]} s); " + "; ".join(parts))
+PY
+}
+
+for i in $(seq 1 "$UNCHANGED"); do job "unchanged-$i" "$SERVER"; done
+for i in $(seq 1 "$SLOW"); do job "slow-$i" "$SLOW_SERVER"; done
