@@ -35,11 +35,21 @@ const ORDER: &[&str] = &[
 const SKIPPED: &[(&str, &str)] = &[
     (
         "throughline demo",
-        "about 45 s (two simulators, 4 levels x 5 trials x 2 arms); tests/demo_cli.rs runs it",
+        "about 80 s (two simulators, 4 levels x 5 trials x 2 arms, then 4 blocks); \
+         tests/demo_cli.rs runs it",
     ),
     (
         "throughline demo -o /tmp/throughline-demo",
         "the demo, into a folder outside the scratch folder; tests/demo_cli.rs runs it",
+    ),
+    (
+        "throughline ci -b baselines/main.toml --baseline-ref origin/main --server-command 'throughline serve-sim --port {port}' --base-server-command 'throughline serve-sim --port {port}' --slots '0;1' -o ci-blocks",
+        "4 to 8 blocks of the profile, each starting two simulators; tests/crossover_cli.rs runs \
+         runs in blocks",
+    ),
+    (
+        "throughline baseline calibrate -r aa/results.json -b baselines/main.toml",
+        "needs an A/A run in blocks; tests/crossover_cli.rs runs calibrate on one",
     ),
     (
         "throughline selfbench",

@@ -19,7 +19,7 @@ Examples:
   # Add a session (another run on main) to it
   throughline baseline bless -r throughline-results/results.json -b baselines/main.toml \\
       --append
-  # Calibrate the relative gate's slots from an A/A run in blocks (the same server twice)
+  # Calibrate the relative gate's slots from a run in blocks whose arms ran the same server
   throughline baseline calibrate -r aa/results.json -b baselines/main.toml";
 
 #[derive(Debug, Args)]

@@ -23,10 +23,7 @@ Examples:
   throughline bench -e http://127.0.0.1:8000 -c 1,4 --max-tokens 64 --trials 2 \\
       --save-profile quick.toml -o quick
   # A profile file, its server beside another (A/B in one job, trials interleaved)
-  throughline bench -p throughline.toml --base-endpoint http://127.0.0.1:8001 -o ab
-  # A/B in blocks: throughline starts both servers fresh per block, slots swapped
-  throughline bench -p throughline.toml --server-command 'throughline serve-sim --port {port}' \\
-      --base-server-command 'throughline serve-sim --port {port}' --blocks 2 -o blocks";
+  throughline bench -p throughline.toml --base-endpoint http://127.0.0.1:8001 -o ab";
 
 /// Run a benchmark: a profile file, or a default profile built from the flags.
 #[derive(Debug, Args)]

@@ -163,6 +163,7 @@ pub async fn run_in_blocks(
             kept.display()
         );
     }
+    print_plan(&template, args)?;
     let mut levels: Vec<u32> = template.profile.sweep.concurrency.clone();
     let started = Instant::now();
     let mut runs: Vec<BlockRun> = Vec::new();
@@ -225,6 +226,7 @@ pub async fn run_in_blocks(
     }
     crate::load::write_results(&result, &out)?;
     join_journals(&runs, &out)?;
+    print_table(&result);
     Ok(BenchOutcome {
         problems: Vec::new(),
         interrupted: None,
@@ -333,15 +335,12 @@ async fn run_block(
     };
     std::fs::create_dir_all(&setup.out_dir)
         .with_context(|| format!("cannot create {}", setup.out_dir.display()))?;
-    println!(
-        "block {n}: head on slot {head_slot}{}",
-        if relative {
-            format!(", base on slot {base_slot}")
-        } else {
-            String::new()
-        }
-    );
-    let measured = super::bench::measure(setup).await;
+    let slots_said = if relative {
+        format!("head on slot {head_slot}, base on slot {base_slot}")
+    } else {
+        format!("slot {head_slot}")
+    };
+    let measured = crate::load::run_bench(setup, |_, _| {}).await;
     // Stop both whatever happened; a server that died mid-run is named with its log.
     let mut died = Vec::new();
     for (arm, mut server) in servers {
@@ -369,6 +368,7 @@ async fn run_block(
             outcome.problems.join("; ")
         );
     }
+    println!("block {n}: {slots_said}: {}", block_line(&outcome.result));
     Ok(BlockRun {
         record: BlockRecord {
             number: n,
@@ -380,6 +380,81 @@ async fn run_block(
         },
         result: outcome.result,
     })
+}
+
+/// A block in one line: each level's mean tok/s per arm ("C=1 head 492, base 501").
+fn block_line(result: &RunResult) -> String {
+    let mean = |l: &crate::record::LevelResult| {
+        l.trial_mean(|t| Some(t.output_tok_per_s))
+            .map_or("-".to_string(), |m| format!("{m:.1}"))
+    };
+    (result.levels.iter())
+        .map(|h| {
+            let base = (result.base.iter())
+                .flat_map(|b| &b.levels)
+                .find(|b| b.concurrency == h.concurrency);
+            match base {
+                Some(b) => format!("C={} head {}, base {} tok/s", h.concurrency, mean(h), mean(b)),
+                None => format!("C={} {} tok/s", h.concurrency, mean(h)),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Prints the run's plan and, at the end, the combined table (every block's trials).
+pub fn print_plan(template: &BenchSetup, args: &ServerArgs) -> Result<()> {
+    let plan = args.plan()?;
+    let p = &template.profile;
+    let relative = args.base_server_command.is_some();
+    println!(
+        "throughline bench: profile {:?}, {} level(s) x {} trial(s) per block, {} block(s) \
+         first{}, servers started by throughline on slots {:?}{}",
+        p.name,
+        p.sweep.level_count(),
+        p.sweep.trials,
+        plan.first,
+        if plan.max > plan.first {
+            format!(" (up to {} while a level is undecided)", plan.max)
+        } else {
+            String::new()
+        },
+        args.slots,
+        if relative {
+            "; relative: both servers started fresh in each block, slots swapped between blocks"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "{} (each block)",
+        crate::report::console::planned(p, if relative { 2 } else { 1 })
+    );
+    Ok(())
+}
+
+/// The combined table of a run in blocks, both arms.
+pub fn print_table(result: &RunResult) {
+    use crate::report::console;
+    println!("all blocks together:");
+    println!("{}", console::level_header());
+    println!("{}", "-".repeat(console::level_header().len()));
+    let arms: Vec<(Option<crate::record::Arm>, &[crate::record::LevelResult])> =
+        match &result.base {
+            Some(b) => vec![
+                (Some(crate::record::Arm::Base), b.levels.as_slice()),
+                (Some(crate::record::Arm::Head), result.levels.as_slice()),
+            ],
+            None => vec![(None, result.levels.as_slice())],
+        };
+    for (arm, levels) in arms {
+        if arm.is_some() {
+            println!("{}", console::arm_heading(arm));
+        }
+        for level in levels {
+            println!("{}", console::level_row(level));
+        }
+    }
 }
 
 /// The blocks' requests.jsonl, one after the other, each line with its block first:

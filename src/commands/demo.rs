@@ -2,7 +2,8 @@
 //! replicas each): the "base" as shipped and a "head" made 10% slower, as a pull request that
 //! regressed would be. Runs the shipped demo profile against both in one job (relative mode,
 //! trials interleaved), prints the table, writes the files, gates head against base, draws
-//! the charts and plans the seeds' job from the head's curve.
+//! the charts and plans the seeds' job from the head's curve. Last, an unchanged pull request
+//! measured in blocks: throughline starts both servers itself, swaps their slots, and passes.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -24,7 +25,8 @@ use crate::sim::{SimCluster, SimConfig};
 /// The examples `demo --help` ends with.
 pub const EXAMPLES: &str = "\
 Examples:
-  # Two simulated servers, one 10% slower: bench, gate, charts and a plan (about 45 s)
+  # Two simulated servers, one 10% slower: bench, gate, charts and a plan; then an
+  # unchanged change in blocks with the slots swapped (about 80 s)
   throughline demo
   # Keep its files somewhere else
   throughline demo -o /tmp/throughline-demo";
@@ -141,6 +143,55 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
     if let Err(e) = super::plan::run(plan_args) {
         println!("demo: plan not run: {e:#}");
     }
+    if let Err(e) = unchanged_in_blocks(&out.join(BLOCKS_DIR)).await {
+        println!("demo: the run in blocks did not finish: {e:#}");
+    }
     println!("\ndemo: files in {}", out.display());
     Ok(Exit::Pass)
+}
+
+/// Where the demo's run in blocks goes, inside its folder.
+pub const BLOCKS_DIR: &str = "unchanged-in-blocks";
+
+/// The second question a team asks: an unchanged pull request, on a runner whose slot 1 is 4%
+/// faster than slot 0 (as GPU 1 might be). throughline starts both servers itself (this
+/// binary's `serve-sim`, a process each), in 4 blocks with their slots swapped, and the gate
+/// names the slot effect, which cancels, and passes.
+async fn unchanged_in_blocks(out: &Path) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find this program to start serve-sim")?;
+    let quoted = format!("'{}'", exe.display().to_string().replace('\'', r"'\''"));
+    let server = format!(
+        "exec {quoted} serve-sim --port {{port}} --preset fast --token-delay-ms 5 \
+         --slowdown $(test {{slot}} = 1 && echo 0.96 || echo 1)"
+    );
+    let mut profile = Profile::parse(DEMO_PROFILE).context("the embedded demo profile")?;
+    profile.sweep.concurrency = vec![1, 8];
+    profile.sweep.trials = 3;
+    profile.gate.min_trials = 3;
+    println!(
+        "\ndemo: an unchanged pull request in blocks: the same simulator as head and base, on a \
+         runner whose slot 1 is 4% faster; throughline starts both servers in each block and \
+         swaps their slots"
+    );
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let setup = BenchSetup {
+        profile: profile.clone(),
+        environment: EnvironmentArgs::default().to_environment(),
+        out_dir: out.to_path_buf(),
+        show_progress: false,
+        base_endpoints: Vec::new(),
+    };
+    let args = super::blocks::ServerArgs {
+        server_command: Some(server.clone()),
+        base_server_command: Some(server),
+        slots: "0;1".into(),
+        blocks: Some(4),
+        max_blocks: Some(4),
+        max_duration: None,
+        server_timeout: std::time::Duration::from_secs(30),
+    };
+    let outcome = super::blocks::run_in_blocks(setup, &args, None).await?;
+    let v = crate::gate::evaluate_relative(&outcome.result, &profile.gate)?;
+    print!("{}", verdict::console(&v));
+    Ok(())
 }

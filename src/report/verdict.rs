@@ -214,8 +214,8 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
     if !uncovered.is_empty() {
         out.push(format!(
             "start effects not covered at {}: {n} block(s) and no calibration leave no degrees of \
-             freedom for the start spread; the test used the trials' noise alone (4+ blocks, or \
-             `baseline calibrate` on main, cover it)",
+             freedom for the start spread, so only a drop beyond the guard can fail and nothing \
+             can pass (4+ blocks, or `baseline calibrate` on main, cover it)",
             uncovered.join(", ")
         ));
     }
