@@ -324,7 +324,7 @@ fn job(sim: &mut Sim, cell: &Cell, change: &Change) -> (LevelOutcome, usize) {
                 }
             }
         }
-        let mut undecided = vec![false; L];
+        let mut undecided = [false; L];
         let mut failed = false;
         for (metric, levels) in data.iter().enumerate() {
             let mut tests: Vec<LevelTest> = levels
@@ -385,8 +385,9 @@ impl Tally {
     }
 }
 
-fn run(cell: &Cell, change: &Change, reps: usize) -> Tally {
-    let mut sim = Sim::new(cell.key(change));
+/// `reps` jobs of one cell with one change; `salt` 0 for the tables, else fresh numbers.
+fn run(cell: &Cell, change: &Change, reps: usize, salt: u64) -> Tally {
+    let mut sim = Sim::new(cell.key(change) ^ salt);
     let mut t = Tally::default();
     for _ in 0..reps {
         let (outcome, blocks) = job(&mut sim, cell, change);
@@ -421,14 +422,21 @@ fn pct(x: f64) -> String {
 /// What every table's rows share: the A/A figures are always measured.
 struct Report {
     reps: usize,
-    aa: Vec<(String, Tally)>,
+    /// Every A/A cell: the cell, its label and tally.
+    aa: Vec<(Cell, String, Tally)>,
+}
+
+/// Monte Carlo standard error of a share p from `reps` replications.
+fn mc(p: f64, reps: usize) -> f64 {
+    (p * (1.0 - p) / reps as f64).sqrt()
+}
+
+/// A false-failure rate above 1% by more than 3 Monte Carlo standard errors.
+fn missed(t: &Tally) -> bool {
+    t.fail() > 0.01 + 3.0 * mc(0.01, t.reps)
 }
 
 impl Report {
-    fn mc(&self, p: f64) -> f64 {
-        (p * (1.0 - p) / self.reps as f64).sqrt()
-    }
-
     fn label(cell: &Cell) -> String {
         format!(
             "s {}, start {}, AR {}, tails {}, latency {}, cal {}, blocks {}..{}",
@@ -448,9 +456,9 @@ impl Report {
     fn cell(&mut self, cell: &Cell, changes: &[usize]) -> Vec<Tally> {
         let t: Vec<Tally> = changes
             .iter()
-            .map(|&c| run(cell, &CHANGES[c], self.reps))
+            .map(|&c| run(cell, &CHANGES[c], self.reps, 0))
             .collect();
-        self.aa.push((Self::label(cell), t[0].clone()));
+        self.aa.push((*cell, Self::label(cell), t[0].clone()));
         t
     }
 }
@@ -491,8 +499,12 @@ fn main() {
     println!("A/A fail = REGRESSION with no change; pass = NO REGRESSION overall; power = REGRESSION rate with the drop at level 1 only (one) or at every level (all); blocks = blocks run per job (one start per arm each), mean / p95, A/A and with a 5% drop at one level.\n");
 
     // Table 1: the slot effect, A/A only.
-    println!("### 1. Slot effect (A/A; sequential 4..8 blocks, AR 0.5, no tails, no latency gate)\n");
-    println!("| slot effect s | start spread | calibration | A/A fail | A/A pass | blocks mean / p95 |");
+    println!(
+        "### 1. Slot effect (A/A; sequential 4..8 blocks, AR 0.5, no tails, no latency gate)\n"
+    );
+    println!(
+        "| slot effect s | start spread | calibration | A/A fail | A/A pass | blocks mean / p95 |"
+    );
     println!("|---|---|---|---|---|---|");
     for sigma_start in [0.0, 0.01, 0.03] {
         for calibrated in [false, true] {
@@ -627,34 +639,107 @@ fn main() {
     }
     eprintln!("table 4 done in {:.0} s", t0.elapsed().as_secs_f64());
 
-    let bar = 0.01 + 3.0 * report.mc(0.01);
-    let worst = report
-        .aa
-        .iter()
-        .max_by(|a, b| a.1.fail().total_cmp(&b.1.fail()))
-        .map(|(w, t)| (w.clone(), t.fail()))
-        .unwrap();
+    // Table 5: a first look before the blocks can estimate the start spread.
+    let issue_cells = report.aa.len();
+    println!("\n### 5. A first look after 1 or 2 blocks (`--blocks 1` / `--blocks 2`, at most 4 more); AR 0.5, no tails, no latency gate\n");
+    println!("With one block the run has one orientation (the slot effect stays in unless a calibration takes it out); with two, both orientations but no degree of freedom for the start spread. Without a calibration crossover_level then falls back on the within-block noise (`starts_covered` false).\n");
+    println!("| first / max blocks | looks | slot effect s | start spread | calibration | A/A fail | A/A pass | 5% one | blocks A/A mean / p95 |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for first in [1, 2] {
+        for calibrated in [false, true] {
+            for sigma_start in [0.0, 0.01, 0.02] {
+                for slot in [0.04, -0.04] {
+                    let cell = Cell {
+                        slot,
+                        sigma_start,
+                        calibrated,
+                        first,
+                        max: first + 4,
+                        ..base
+                    };
+                    let t = report.cell(&cell, &[0, 2]);
+                    println!(
+                        "| {first} / {} | {} | {} | {} | {} | {} | {} | {} | {:.2} / {} |",
+                        cell.max,
+                        cell.looks(),
+                        pct(slot),
+                        pct(sigma_start),
+                        yes(calibrated),
+                        pc(t[0].fail()),
+                        pc(t[0].passed()),
+                        pc(t[1].fail()),
+                        t[0].mean_blocks(),
+                        t[0].p95_blocks()
+                    );
+                }
+            }
+        }
+    }
+    eprintln!("table 5 done in {:.0} s", t0.elapsed().as_secs_f64());
+
+    // Table 6: the highest A/A cells of tables 1-4 again, ten times the replications.
+    let recheck_reps = 10 * reps;
+    let mut ranked: Vec<&(Cell, String, Tally)> = report.aa[..issue_cells].iter().collect();
+    ranked.sort_by(|a, b| b.2.fail().total_cmp(&a.2.fail()));
+    println!("\n### 6. The four highest A/A cells of tables 1-4 again, {recheck_reps} fresh replications each\n");
+    println!("| cell | A/A fail (tables) | A/A fail ({recheck_reps}) | Monte Carlo s.e. |");
+    println!("|---|---|---|---|");
+    let mut rechecked: Vec<(String, Tally)> = Vec::new();
+    for (cell, label, t) in ranked.into_iter().take(4) {
+        let again = run(cell, &CHANGES[0], recheck_reps, 0x5EED);
+        println!(
+            "| {label} | {} | {} | {:.2} points |",
+            pc(t.fail()),
+            pc(again.fail()),
+            100.0 * mc(again.fail(), recheck_reps)
+        );
+        rechecked.push((label.clone(), again));
+    }
+    eprintln!("table 6 done in {:.0} s", t0.elapsed().as_secs_f64());
+
+    let worst = |cells: &[(Cell, String, Tally)]| {
+        cells
+            .iter()
+            .max_by(|a, b| a.2.fail().total_cmp(&b.2.fail()))
+            .map(|(_, w, t)| format!("{} ({w})", pc(t.fail())))
+            .unwrap_or_default()
+    };
     println!(
-        "\nMax A/A false-failure rate: {} ({}); Monte Carlo s.e. at 1%: {:.2} points, so the bar is missed beyond Monte Carlo error above {}.",
-        pc(worst.1),
-        worst.0,
-        100.0 * report.mc(0.01),
-        pc(bar)
+        "\nMax A/A false-failure rate: tables 1-4 {}; table 5 {}. Monte Carlo s.e. at 1%: {:.2} points at {reps} replications, {:.2} at {recheck_reps}; a cell misses the bar beyond Monte Carlo error above 1% + 3 s.e.",
+        worst(&report.aa[..issue_cells]),
+        worst(&report.aa[issue_cells..]),
+        100.0 * mc(0.01, reps),
+        100.0 * mc(0.01, recheck_reps),
     );
     let mut misses = Vec::new();
-    for (what, t) in &report.aa {
+    let all_aa =
+        (report.aa.iter().map(|(_, w, t)| (w, t))).chain(rechecked.iter().map(|(w, t)| (w, t)));
+    for (what, t) in all_aa {
         if t.fail() > 0.01 {
-            println!("- A/A above 1%: {what}: {}", pc(t.fail()));
-            if t.fail() > bar {
-                misses.push(format!("{what}: {}", pc(t.fail())));
+            println!(
+                "- A/A above 1%: {what}: {} ({} replications)",
+                pc(t.fail()),
+                t.reps
+            );
+            if missed(t) {
+                misses.push(format!(
+                    "{what}: {} ({} replications)",
+                    pc(t.fail()),
+                    t.reps
+                ));
             }
         }
     }
     eprintln!("total {:.0} s", t0.elapsed().as_secs_f64());
     if misses.is_empty() {
-        println!("\nAcceptance (false failures): met, A/A <= 1% in every cell within Monte Carlo error.");
+        println!(
+            "\nAcceptance (false failures): met, A/A <= 1% in every cell within Monte Carlo error."
+        );
     } else {
-        println!("\nAcceptance (false failures) MISSED:");
+        println!(
+            "\nAcceptance (false failures) MISSED in {} cell(s):",
+            misses.len()
+        );
         for m in &misses {
             println!("- {m}");
         }
