@@ -1245,8 +1245,10 @@ impl QuickStart {
              #   throughline bench --profile THIS_FILE\n\
              # Every key is described in the README (\"The profile\"); unknown keys are errors.\n",
         );
+        // A note may quote a server (init's model ids): one comment line each, control
+        // characters escaped, so no note becomes a key.
         for note in &self.notes {
-            out.push_str(&format!("# {note}\n"));
+            out.push_str(&format!("# {}\n", crate::untrusted::for_terminal(note)));
         }
         out.push('\n');
         out.push_str(&line("name = \"quick\"", "names reports and baselines"));

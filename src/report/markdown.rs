@@ -277,9 +277,10 @@ fn alt_text(file: &str) -> &str {
     }
 }
 
-/// Text safe inside a table cell or a list item: pipes escaped, newlines folded.
+/// Untrusted text inside a table cell or a list item: no link, image, HTML or cell break
+/// (src/untrusted.rs).
 fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace(['\r', '\n'], " ")
+    crate::untrusted::inline_text(text)
 }
 
 fn truncate(text: &str, max: usize) -> String {
