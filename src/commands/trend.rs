@@ -73,7 +73,8 @@ pub fn run(args: TrendArgs) -> Result<Exit> {
         trend.sessions,
         args.out.display()
     );
-    println!("{}", crate::report::trend::headline(&trend));
+    let said = crate::report::trend::headline(&trend);
+    println!("{}", crate::untrusted::for_terminal(&said));
     Ok(if trend.slower_levels().is_empty() {
         Exit::Pass
     } else {

@@ -56,8 +56,13 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
         );
     }
     out.push_str(&artifact_line(pngs));
-    out
+    // GitHub refuses a comment over 65,536 characters: a verdict of many levels is cut,
+    // saying so (src/untrusted.rs).
+    crate::untrusted::bound_summary(&out, COMMENT_LIMIT, "in verdict.md in the artifact")
 }
+
+/// The most of a comment body kept, in bytes: under GitHub's 65,536 characters.
+pub const COMMENT_LIMIT: usize = 60_000;
 
 /// The Mermaid charts, each followed by a blank line; empty when there is nothing to draw.
 pub fn charts(verdict: &Verdict) -> String {
