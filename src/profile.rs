@@ -1237,7 +1237,12 @@ impl QuickStart {
 
     /// The profile as commented TOML (what `init` and `--save-profile` write).
     pub fn toml(&self) -> String {
-        let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
+        // A string with a control character (a model id from a server) as one basic string
+        // with escapes, not a multi-line string: JSON's escapes are TOML's.
+        let quote = |s: &str| match s.chars().any(char::is_control) {
+            true => serde_json::to_string(s).unwrap_or_default(),
+            false => toml::Value::String(s.to_string()).to_string(),
+        };
         // A key line with its comment in a column, as people write them.
         let line = |key: &str, comment: &str| format!("{key:<40}# {comment}\n");
         let mut out = String::from(

@@ -219,7 +219,7 @@ fn assert_runs_nothing(out: &Output) {
 fn quick_bench(dir: &Path, url: &str) -> Output {
     let out = dir.join("run");
     command(dir, false)
-        .args(["bench", "-e", url, "-c", "1", "--trials", "1", "--max-tokens", "4"])
+        .args(["bench", "-e", url, "-c", "1", "--trials", "1", "--max-tokens", "16"])
         .args(["--no-progress", "--no-plots", "--out"])
         .arg(&out)
         .output()
@@ -305,15 +305,18 @@ fn key_paths(prefix: &str, value: &toml::Value, out: &mut BTreeSet<String>) {
     }
 }
 
-/// Fails when `markdown` renders a link, an image, HTML other than throughline's own, or a
-/// heading with untrusted text in it, or when untrusted text escapes a code block.
+/// Fails when `markdown` renders a link, an image or HTML other than throughline's own, or a
+/// heading that untrusted text started.
 fn assert_renders_no_markup(markdown: &str, what: &str) {
     const OWN_HTML: [&str; 3] = ["<!-- throughline-verdict -->", "<sub>", "</sub>"];
     let mut heading: Option<String> = None;
     for event in Parser::new(markdown) {
         match &event {
-            Event::Start(Tag::Link { .. }) | Event::Start(Tag::Image { .. }) => {
-                panic!("{what} renders a link or image: {event:?}\n{markdown}")
+            // throughline's own charts, linked by file name, are the only images or links.
+            Event::Start(Tag::Link { dest_url, .. }) | Event::Start(Tag::Image { dest_url, .. }) => {
+                let own = dest_url.ends_with(".png")
+                    && (dest_url.chars()).all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c));
+                assert!(own, "{what} renders a link or image: {event:?}\n{markdown}");
             }
             Event::Html(h) | Event::InlineHtml(h) => assert!(
                 OWN_HTML.contains(&h.trim()),
@@ -322,8 +325,10 @@ fn assert_renders_no_markup(markdown: &str, what: &str) {
             Event::Start(Tag::Heading { .. }) => heading = Some(String::new()),
             Event::End(TagEnd::Heading(_)) => {
                 let h = heading.take().unwrap_or_default();
+                // A name may be quoted inside throughline's own heading, as text; no heading
+                // of its own may start from it.
                 assert!(
-                    !h.contains("Approved") && !h.contains("evil"),
+                    !h.trim_start().starts_with("Approved"),
                     "{what} renders a heading from untrusted text: {h:?}\n{markdown}"
                 );
             }
@@ -348,7 +353,7 @@ fn hostile_names_and_warnings_render_nothing_in_the_gates_outputs() {
         dir.path(),
         "p",
         &sim.urls,
-        "[workload]\ninput_tokens = 8\nmax_tokens = 4\nignore_eos = true\n[sweep]\n\
+        "[workload]\ninput_tokens = 8\nmax_tokens = 16\nignore_eos = true\n[sweep]\n\
          concurrency = [1, 2]\nrequests_per_level = 4\nwarmup_requests = 0\ntrials = 3\n\
          [gate]\nmin_trials = 3\n",
     );
@@ -391,8 +396,10 @@ fn hostile_names_and_warnings_render_nothing_in_the_gates_outputs() {
     assert!(summary.contains("Approved by throughline"), "{summary}");
 }
 
-/// `ci` against a server whose /health fails with a hostile body: the refusal's summary
-/// shows the body inside its code block, the annotation holds it on one line.
+/// `ci` against a server with a hostile model id that fails every request with a hostile
+/// body: the environment line and the refusal's message run nothing in the log, the
+/// refusal's summary shows the body inside its code block, the annotation holds it on one
+/// line.
 #[test]
 fn a_refused_ci_check_fences_the_servers_text() {
     let dir = tempfile::tempdir().unwrap();
@@ -400,14 +407,14 @@ fn a_refused_ci_check_fences_the_servers_text() {
     git(repo, &["init", "-q"]);
     std::fs::create_dir_all(repo.join("baselines")).unwrap();
     let server = Server::start(Answers {
-        health: (503, HOSTILE.into()),
+        models: vec![MODEL_INJECTION.into()],
         ..Answers::hostile()
     });
     let profile = write_profile(
         &repo.join("baselines"),
         "x",
         std::slice::from_ref(&server.url),
-        "[sweep]\nconcurrency = [1]\ntrials = 2\n",
+        "[workload]\ninput_tokens = 8\nmax_tokens = 16\n[sweep]\nconcurrency = [1]\ntrials = 2\n",
     );
     let hash = throughline::profile::Profile::load(&profile)
         .unwrap()
@@ -426,7 +433,7 @@ fn a_refused_ci_check_fences_the_servers_text() {
     git(repo, &["commit", "-qm", "x"]);
     let o = command(repo, true)
         .args(["ci", "--baseline", "baselines/x.toml", "--baseline-ref", "HEAD"])
-        .args(["--out", "ci-out"])
+        .args(["--out", "ci-out", "--wait-healthy", "5s", "--no-progress"])
         .output()
         .unwrap();
     assert_eq!(code(&o), 2, "{}", text(&o));
