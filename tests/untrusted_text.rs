@@ -35,9 +35,13 @@ const HOSTILE: &str = "oops\n::stop-commands::abc123\n::error title=owned::from 
 ![img](http://evil.invalid/x.png) [click](http://evil.invalid/) \
 <a href=\"http://evil.invalid/\">a</a> <details><summary>s</summary>\r\n\x1b[2J\x07end";
 
-/// A model id that, written raw into the profile's comments, would set gate keys.
+/// A model id that, written raw into the profile's comments, sets gate keys (issue 29 item 3:
+/// `bless` would copy them into the baseline).
+const GATE_INJECTION: &str = "m\ngate.min_effect = 0.2\ngate.alpha = 0.49 #";
+
+/// A model id with workflow commands on lines of their own.
 const MODEL_INJECTION: &str =
-    "m\ngate.min_effect = 0.99\n[gate]\nalpha = 0.49\n::stop-commands::zz\n##[error]m";
+    "m\ngate.min_effect = 0.99\ngate.alpha = 0.49\n::stop-commands::zz\n##[error]m";
 
 /// What the hostile server answers.
 #[derive(Clone)]
@@ -272,19 +276,20 @@ fn init_writes_only_its_own_keys_whatever_the_model_id_says() {
             .output()
             .unwrap();
         assert_eq!(code(&out), 0, "{}", text(&out));
-        assert_runs_nothing(&out);
         let written = std::fs::read_to_string(dir.path().join("p.toml")).unwrap();
         let table: toml::Table = written.parse().unwrap();
         let mut found = BTreeSet::new();
         key_paths("", &toml::Value::Table(table.clone()), &mut found);
-        (found, table, written)
+        (found, table, written, out)
     };
-    let (plain, _, _) = keys(vec!["plain-model".into()]);
-    let (hostile, table, written) = keys(vec![MODEL_INJECTION.into(), "x\n[gate]".into()]);
+    let (plain, _, _, _) = keys(vec!["plain-model".into()]);
+    let (hostile, table, written, out) =
+        keys(vec![GATE_INJECTION.into(), "##[error]x".into()]);
     assert_eq!(hostile, plain, "only the keys init writes:\n{written}");
+    assert_runs_nothing(&out);
     assert!(!hostile.iter().any(|k| k.starts_with("gate")), "{written}");
     // The model is the id as the server said it, in a TOML string.
-    assert_eq!(table["target"]["model"].as_str(), Some(MODEL_INJECTION));
+    assert_eq!(table["target"]["model"].as_str(), Some(GATE_INJECTION));
     assert!(
         written.lines().all(|l| !l.trim_start().starts_with("::")),
         "{written}"
