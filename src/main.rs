@@ -49,7 +49,10 @@ fn main() {
             let said = throughline::record::redact::redact_error(&format!("{error:#}"));
             // Errors quote servers and files: nothing in them may act on a CI log
             // (src/untrusted.rs).
-            eprintln!("error: {}", throughline::untrusted::for_terminal_lines(&said));
+            eprintln!(
+                "error: {}",
+                throughline::untrusted::for_terminal_lines(&said)
+            );
             exit_for(&error)
         }
     };

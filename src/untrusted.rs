@@ -43,7 +43,9 @@ pub fn for_terminal_lines(text: &str) -> Cow<'_, str> {
 
 fn needs_terminal_escape(text: &str, lines: bool) -> bool {
     text.contains("##[")
-        || text.chars().any(|c| is_escaped_control(c) && !(lines && (c == '\n' || c == '\t' || c == '\x1b')))
+        || text
+            .chars()
+            .any(|c| is_escaped_control(c) && !(lines && (c == '\n' || c == '\t' || c == '\x1b')))
         || text.split('\n').any(|l| l.trim_start().starts_with("::"))
 }
 

@@ -223,7 +223,17 @@ fn assert_runs_nothing(out: &Output) {
 fn quick_bench(dir: &Path, url: &str) -> Output {
     let out = dir.join("run");
     command(dir, false)
-        .args(["bench", "-e", url, "-c", "1", "--trials", "1", "--max-tokens", "16"])
+        .args([
+            "bench",
+            "-e",
+            url,
+            "-c",
+            "1",
+            "--trials",
+            "1",
+            "--max-tokens",
+            "16",
+        ])
         .args(["--no-progress", "--no-plots", "--out"])
         .arg(&out)
         .output()
@@ -239,7 +249,11 @@ fn a_hostile_health_body_runs_nothing_in_the_log() {
     });
     let out = quick_bench(dir.path(), &server.url);
     assert_eq!(code(&out), 2, "{}", text(&out));
-    assert!(text(&out).contains("stop-commands"), "the body is shown, escaped: {}", text(&out));
+    assert!(
+        text(&out).contains("stop-commands"),
+        "the body is shown, escaped: {}",
+        text(&out)
+    );
     assert_runs_nothing(&out);
 }
 
@@ -283,8 +297,7 @@ fn init_writes_only_its_own_keys_whatever_the_model_id_says() {
         (found, table, written, out)
     };
     let (plain, _, _, _) = keys(vec!["plain-model".into()]);
-    let (hostile, table, written, out) =
-        keys(vec![GATE_INJECTION.into(), "##[error]x".into()]);
+    let (hostile, table, written, out) = keys(vec![GATE_INJECTION.into(), "##[error]x".into()]);
     assert_eq!(hostile, plain, "only the keys init writes:\n{written}");
     assert_runs_nothing(&out);
     assert!(!hostile.iter().any(|k| k.starts_with("gate")), "{written}");
@@ -318,7 +331,8 @@ fn assert_renders_no_markup(markdown: &str, what: &str) {
     for event in Parser::new(markdown) {
         match &event {
             // throughline's own charts, linked by file name, are the only images or links.
-            Event::Start(Tag::Link { dest_url, .. }) | Event::Start(Tag::Image { dest_url, .. }) => {
+            Event::Start(Tag::Link { dest_url, .. })
+            | Event::Start(Tag::Image { dest_url, .. }) => {
                 let own = dest_url.ends_with(".png")
                     && (dest_url.chars()).all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c));
                 assert!(own, "{what} renders a link or image: {event:?}\n{markdown}");
@@ -437,7 +451,13 @@ fn a_refused_ci_check_fences_the_servers_text() {
     git(repo, &["add", "."]);
     git(repo, &["commit", "-qm", "x"]);
     let o = command(repo, true)
-        .args(["ci", "--baseline", "baselines/x.toml", "--baseline-ref", "HEAD"])
+        .args([
+            "ci",
+            "--baseline",
+            "baselines/x.toml",
+            "--baseline-ref",
+            "HEAD",
+        ])
         .args(["--out", "ci-out", "--wait-healthy", "5s", "--no-progress"])
         .output()
         .unwrap();
@@ -474,7 +494,10 @@ fn markdown_helpers_hold_any_text() {
                 && matches!(events.last(), Some(Event::End(TagEnd::CodeBlock))),
             "{block}\n{events:?}"
         );
-        for inline in [format!("x {} y", code_span(s)), format!("- {}", inline_text(s))] {
+        for inline in [
+            format!("x {} y", code_span(s)),
+            format!("- {}", inline_text(s)),
+        ] {
             assert_renders_no_markup(&inline, "an inline sample");
             let spans = Parser::new(&inline)
                 .filter(|e| matches!(e, Event::Code(_)))
@@ -499,7 +522,10 @@ fn a_huge_summary_is_bounded_and_says_so() {
     let rows: String = (0..200_000)
         .map(|i| format!("| {i} | 1.0 | 1.0 | pass |\n"))
         .collect();
-    let huge = format!("## head\n\n{rows}\n{}", fenced_block("text", &"x\n".repeat(1 << 20)));
+    let huge = format!(
+        "## head\n\n{rows}\n{}",
+        fenced_block("text", &"x\n".repeat(1 << 20))
+    );
     assert!(huge.len() > 4 * SUMMARY_LIMIT);
     let out = bound_summary(&huge, SUMMARY_LIMIT, "verdict.json");
     assert!(out.len() <= SUMMARY_LIMIT, "{}", out.len());

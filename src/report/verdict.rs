@@ -101,7 +101,10 @@ fn headline_with(verdict: &Verdict, markdown: bool) -> String {
         .unwrap_or_default();
     let against = match verdict.design {
         Some(Design::Relative) => "against the base server measured in the same job".to_string(),
-        _ => format!("against baseline {}", quoted(&verdict.baseline_name, markdown)),
+        _ => format!(
+            "against baseline {}",
+            quoted(&verdict.baseline_name, markdown)
+        ),
     };
     let failed: Vec<String> = verdict
         .levels
