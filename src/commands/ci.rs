@@ -105,7 +105,9 @@ pub async fn run(args: CiArgs) -> Result<Exit> {
             // Leave a trace in the job summary, the outputs and the annotations too: a red
             // check that does not say why sends people to the raw log.
             if let Err(e) = report_refusal(&args, &error) {
-                eprintln!("warning: cannot write the CI report: {e:#}");
+                let said = format!("{e:#}");
+                let said = crate::untrusted::for_terminal_lines(&said);
+                eprintln!("warning: cannot write the CI report: {said}");
             }
             Err(error)
         }
