@@ -337,10 +337,17 @@ fn assert_renders_no_markup(markdown: &str, what: &str) {
                     && (dest_url.chars()).all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c));
                 assert!(own, "{what} renders a link or image: {event:?}\n{markdown}");
             }
-            Event::Html(h) | Event::InlineHtml(h) => assert!(
-                OWN_HTML.contains(&h.trim()),
-                "{what} renders HTML {h:?}\n{markdown}"
-            ),
+            // throughline's own: its marker, `<sub>`, and a comment naming a check's file
+            // (merge), whose text cannot end the comment early.
+            Event::Html(h) | Event::InlineHtml(h) => {
+                let h = h.trim();
+                let comment = (h.strip_prefix("<!--").and_then(|c| c.strip_suffix("-->")))
+                    .is_some_and(|c| !c.contains("--") && !c.contains('<') && !c.contains('>'));
+                assert!(
+                    OWN_HTML.contains(&h) || comment,
+                    "{what} renders HTML {h:?}\n{markdown}"
+                );
+            }
             Event::Start(Tag::Heading { .. }) => heading = Some(String::new()),
             Event::End(TagEnd::Heading(_)) => {
                 let h = heading.take().unwrap_or_default();
@@ -397,6 +404,8 @@ fn hostile_names_and_warnings_render_nothing_in_the_gates_outputs() {
         .arg(&baseline)
         .arg("--markdown")
         .arg(&md)
+        .arg("--json")
+        .arg(md.with_file_name("verdict.json"))
         .output()
         .unwrap();
     assert!([0, 1, 3].contains(&code(&o)), "{}", text(&o));
@@ -413,6 +422,33 @@ fn hostile_names_and_warnings_render_nothing_in_the_gates_outputs() {
     assert_renders_no_markup(&comment, "pr-comment.md");
     // The names are shown, in their code spans, whole.
     assert!(summary.contains("Approved by throughline"), "{summary}");
+
+    // `merge` of the hostile run, its verdict and an unfinished leg with a hostile model id.
+    let mut stopped = results.clone();
+    stopped["complete"] = false.into();
+    stopped["environment"]["model"] = HOSTILE.into();
+    let stopped_path = dir.path().join("stopped.json");
+    std::fs::write(&stopped_path, stopped.to_string()).unwrap();
+    let _ = std::fs::remove_file(dir.path().join("summary.md"));
+    let merged = dir.path().join("merged");
+    let o = command(dir.path(), true)
+        .args(["merge", "--results"])
+        .arg(&hostile)
+        .arg("--results")
+        .arg(&stopped_path)
+        .arg("--verdict")
+        .arg(md.with_file_name("verdict.json"))
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!([0, 1, 2, 3].contains(&code(&o)), "{}", text(&o));
+    assert_runs_nothing(&o);
+    let summary = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+    assert!(summary.contains("Approved by throughline"), "{summary}");
+    assert_renders_no_markup(&summary, "merge's job summary");
+    let report = std::fs::read_to_string(merged.join("report.md")).unwrap();
+    assert_renders_no_markup(&report, "merge's report.md");
 }
 
 /// `ci` against a server with a hostile model id that fails every request with a hostile
