@@ -15,3 +15,4 @@ pub mod report;
 pub mod sim;
 pub mod stats;
 pub mod tokenize;
+pub mod untrusted;

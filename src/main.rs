@@ -47,7 +47,12 @@ fn main() {
             // Secrets (the API key, URL credentials, a key line quoted by a TOML error) are
             // masked in whatever an error chain says (record/redact.rs).
             let said = throughline::record::redact::redact_error(&format!("{error:#}"));
-            eprintln!("error: {said}");
+            // Errors quote servers and files: nothing in them may act on a CI log
+            // (src/untrusted.rs).
+            eprintln!(
+                "error: {}",
+                throughline::untrusted::for_terminal_lines(&said)
+            );
             exit_for(&error)
         }
     };

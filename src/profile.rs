@@ -1259,7 +1259,12 @@ impl QuickStart {
 
     /// The profile as commented TOML (what `init` and `--save-profile` write).
     pub fn toml(&self) -> String {
-        let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
+        // A string with a control character (a model id from a server) as one basic string
+        // with escapes, not a multi-line string: JSON's escapes are TOML's.
+        let quote = |s: &str| match s.chars().any(char::is_control) {
+            true => serde_json::to_string(s).unwrap_or_default(),
+            false => toml::Value::String(s.to_string()).to_string(),
+        };
         // A key line with its comment in a column, as people write them.
         let line = |key: &str, comment: &str| format!("{key:<40}# {comment}\n");
         let mut out = String::from(
@@ -1267,8 +1272,10 @@ impl QuickStart {
              #   throughline bench --profile THIS_FILE\n\
              # Every key is described in the README (\"The profile\"); unknown keys are errors.\n",
         );
+        // A note may quote a server (init's model ids): one comment line each, control
+        // characters escaped, so no note becomes a key.
         for note in &self.notes {
-            out.push_str(&format!("# {note}\n"));
+            out.push_str(&format!("# {}\n", crate::untrusted::for_terminal(note)));
         }
         out.push('\n');
         out.push_str(&line("name = \"quick\"", "names reports and baselines"));

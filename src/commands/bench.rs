@@ -259,7 +259,8 @@ async fn quick_profile(args: &BenchArgs) -> Result<(Profile, String)> {
                 );
             };
             println!(
-                "model: {model} (the first of {} listed at {}/v1/models; --model picks another)",
+                "model: {} (the first of {} listed at {}/v1/models; --model picks another)",
+                crate::untrusted::for_terminal(model),
                 found.models.len(),
                 profile.target.endpoints[0].trim_end_matches('/')
             );
@@ -325,8 +326,8 @@ pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
     }
     let p = &setup.profile;
     println!(
-        "throughline bench: profile {:?}, {} level(s) x {} trial(s), {} endpoint(s){}",
-        p.name,
+        "throughline bench: profile {}, {} level(s) x {} trial(s), {} endpoint(s){}",
+        crate::untrusted::for_terminal(&format!("{:?}", p.name)),
         p.sweep.level_count(),
         p.sweep.trials,
         p.target.endpoints.len(),
@@ -351,7 +352,7 @@ pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
         }
         println!("{}", console::level_row(level));
         if let Some(note) = console::server_note(level) {
-            println!("{}", note);
+            println!("{}", crate::untrusted::for_terminal_lines(&note));
         }
     })
     .await
@@ -360,7 +361,7 @@ pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
 /// Prints warnings and problems; returns 2 when a level could not be measured.
 pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
     for w in &outcome.result.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", crate::untrusted::for_terminal(w));
     }
     println!("results: {}", out.join(RESULTS_FILE).display());
     if let Some(sig) = outcome.interrupted {
@@ -380,7 +381,7 @@ pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
     }
     eprintln!("error: the run could not measure every level:");
     for p in &outcome.problems {
-        eprintln!("  {p}");
+        eprintln!("  {}", crate::untrusted::for_terminal(p));
     }
     Exit::Failure
 }

@@ -111,7 +111,9 @@ pub async fn run(args: CiArgs) -> Result<Exit> {
             // Leave a trace in the job summary, the outputs and the annotations too: a red
             // check that does not say why sends people to the raw log.
             if let Err(e) = report_refusal(&args, &error) {
-                eprintln!("warning: cannot write the CI report: {e:#}");
+                let said = format!("{e:#}");
+                let said = crate::untrusted::for_terminal_lines(&said);
+                eprintln!("warning: cannot write the CI report: {said}");
             }
             Err(error)
         }
@@ -348,7 +350,8 @@ async fn precheck_environment(
     }
     // What the run will detect (engine, its version, the GPUs), detected the same way.
     probe::fill_environment(&mut env, &report, &profile.target.endpoints);
-    println!("environment: {}", fingerprint_text(&env));
+    let said = fingerprint_text(&env);
+    println!("environment: {}", crate::untrusted::for_terminal(&said));
     let (differ, _) = fingerprint_differences(&baseline.environment, &env);
     if !differ.is_empty() {
         return Err(not_comparable(format!(
@@ -387,7 +390,8 @@ fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
          edited profile), bless a new baseline on the default branch (the bless-baseline \
          workflow) and merge its pull request."
     };
-    let markdown = format!("## {heading}\n\n```text\n{message}\n```\n\n{advice}\n\n");
+    let block = crate::untrusted::fenced_block("text", &message);
+    let markdown = format!("## {heading}\n\n{block}\n{advice}\n\n");
     github::append_step_summary(&markdown)?;
     github::write_verdict_outputs(word, None)?;
     if github::in_actions() {

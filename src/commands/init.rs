@@ -176,7 +176,12 @@ pub async fn run(args: InitArgs) -> Result<Exit> {
 /// What was found, one line each, for the console and the file's comments.
 fn found_lines(url: &str, found: &Discovery) -> Vec<String> {
     let mut lines = Vec::new();
-    lines.push(match found.models.as_slice() {
+    // Model ids and the engine come from the server: one line each, nothing a log or the
+    // profile's comments would act on (src/untrusted.rs).
+    let ids: Vec<String> = (found.models.iter())
+        .map(|m| crate::untrusted::for_terminal(m).into_owned())
+        .collect();
+    lines.push(match ids.as_slice() {
         [] => format!("model: none listed at {url}/v1/models (model = \"auto\" will fail; set it)"),
         [one] => format!("model: {one} (from /v1/models)"),
         [first, rest @ ..] => format!(
@@ -187,7 +192,8 @@ fn found_lines(url: &str, found: &Discovery) -> Vec<String> {
     });
     lines.push(match &found.engine {
         Some(e) => format!(
-            "engine: {e} (recognised from /metrics; engine = \"auto\" detects it at every run)"
+            "engine: {} (recognised from /metrics; engine = \"auto\" detects it at every run)",
+            crate::untrusted::for_terminal(e)
         ),
         None => {
             "engine: not recognised (no known /metrics); set target.engine if the dialect matters"

@@ -109,12 +109,13 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     if !failed_legs.is_empty() {
         text.push_str("\n## ❌ Legs that did not measure\n\n");
         for leg in &failed_legs {
-            text.push_str(&format!("- {leg}\n"));
+            text.push_str(&format!("- {}\n", crate::untrusted::inline_text(leg)));
         }
     }
     write_atomic(&args.out.join(REPORT_MD), text.as_bytes())?;
     for (file, run) in &runs {
-        println!("run: {} ({file})", run_label(run));
+        let said = format!("run: {} ({file})", run_label(run));
+        println!("{}", crate::untrusted::for_terminal(&said));
     }
     github::append_step_summary(&text)?;
     let exit = match &merged {
@@ -126,7 +127,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
             for c in &m.checks {
                 println!(
                     "check: {} -> {}{}",
-                    c.file,
+                    crate::untrusted::for_terminal(&c.file),
                     c.verdict.outcome.word(),
                     c.verdict
                         .worst_ratio
@@ -148,7 +149,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     if !failed_legs.is_empty() {
         eprintln!("error: {} leg(s) did not measure:", failed_legs.len());
         for leg in &failed_legs {
-            eprintln!("  {leg}");
+            eprintln!("  {}", crate::untrusted::for_terminal(leg));
         }
         github::write_verdict_outputs("error", None)?;
         return Ok(Exit::Failure);

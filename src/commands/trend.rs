@@ -42,7 +42,8 @@ pub struct TrendArgs {
 pub fn run(args: TrendArgs) -> Result<Exit> {
     let history = collect(&args.baseline, !args.no_git)?;
     for problem in &history.unreadable {
-        eprintln!("warning: {}: {problem}", args.baseline.display());
+        let said = format!("{}: {problem}", args.baseline.display());
+        eprintln!("warning: {}", crate::untrusted::for_terminal(&said));
     }
     let settings = ChangePointSettings {
         min_segment: usize::from(args.min_segment),
@@ -73,7 +74,8 @@ pub fn run(args: TrendArgs) -> Result<Exit> {
         trend.sessions,
         args.out.display()
     );
-    println!("{}", crate::report::trend::headline(&trend));
+    let said = crate::report::trend::headline(&trend);
+    println!("{}", crate::untrusted::for_terminal(&said));
     Ok(if trend.slower_levels().is_empty() {
         Exit::Pass
     } else {

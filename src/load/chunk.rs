@@ -245,13 +245,15 @@ fn describe_error(v: &Value) -> String {
 }
 
 /// Shortens server text for error messages.
+/// Server text is untrusted: control characters, newlines, a leading `::` and `##[` are
+/// escaped (src/untrusted.rs), so an error body cannot start a line of its own in a log.
 pub fn clip(text: &str) -> String {
     const MAX: usize = 200;
     if text.chars().count() <= MAX {
-        text.to_string()
+        crate::untrusted::for_terminal(text).into_owned()
     } else {
         let head: String = text.chars().take(MAX).collect();
-        format!("{head}...")
+        format!("{}...", crate::untrusted::for_terminal(&head))
     }
 }
 

@@ -281,7 +281,7 @@ pub async fn wait_healthy(
         .filter(|d| !d.is_zero())
         .unwrap_or(WAIT_MESSAGE_INTERVAL);
     wait_healthy_saying(endpoints, timeout, api_key, every, |line| {
-        eprintln!("{line}")
+        eprintln!("{}", crate::untrusted::for_terminal_lines(line))
     })
     .await
 }

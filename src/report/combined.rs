@@ -35,7 +35,7 @@ pub fn run_label(run: &RunResult) -> String {
 }
 
 fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace(['\r', '\n'], " ")
+    crate::untrusted::inline_text(text)
 }
 
 fn level_row(level: &LevelResult) -> String {
@@ -87,8 +87,8 @@ pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) ->
             let v = &c.verdict;
             let _ = writeln!(
                 out,
-                "| `{}` | {} | {} | {} | {} |",
-                cell(&c.file),
+                "| {} | {} | {} | {} | {} |",
+                crate::untrusted::code_span_in_table(&c.file),
                 cell(&v.profile_name),
                 cell(&v.baseline_name),
                 v.outcome.word(),
@@ -103,8 +103,8 @@ pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) ->
         let _ = writeln!(out, "## {}\n", cell(&run_label(run)));
         let _ = writeln!(
             out,
-            "From `{}`, started {}{}.\n",
-            cell(file),
+            "From {}, started {}{}.\n",
+            crate::untrusted::code_span(file),
             cell(&run.started_at),
             if run.complete { "" } else { " (INCOMPLETE)" }
         );

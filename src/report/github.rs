@@ -6,10 +6,23 @@ use std::io::Write;
 use anyhow::{Context, Result};
 
 use crate::gate::{LevelStatus, Outcome, Verdict};
+use crate::untrusted;
 
-/// Appends Markdown to `$GITHUB_STEP_SUMMARY` when it is set.
+/// Appends Markdown to `$GITHUB_STEP_SUMMARY` when it is set, at most what GitHub shows of
+/// one step's summary (1 MiB, counting what the step wrote before): past that, a line says
+/// what was left out (src/untrusted.rs `bound_summary`).
 pub fn append_step_summary(markdown: &str) -> Result<()> {
-    append_to_env_file("GITHUB_STEP_SUMMARY", markdown)
+    let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY") else {
+        return Ok(());
+    };
+    let before = std::fs::metadata(&path).map_or(0, |m| m.len() as usize);
+    let room = untrusted::SUMMARY_LIMIT.saturating_sub(before).max(4096);
+    let text = untrusted::bound_summary(
+        markdown,
+        room,
+        "in the job's artifact (verdict.md, verdict.json) or in the log",
+    );
+    append_to_env_file("GITHUB_STEP_SUMMARY", &text)
 }
 
 /// Writes `verdict=` and `worst_ratio=` to `$GITHUB_OUTPUT` when it is set.
@@ -52,17 +65,19 @@ pub fn annotations(verdict: &Verdict) -> Vec<String> {
     match verdict.outcome {
         Outcome::Regression => out.push(format!(
             "::error title=Throughput regression::{} regressed against baseline {}: {}",
-            verdict.profile_name,
-            verdict.baseline_name,
+            escape_data(&verdict.profile_name),
+            escape_data(&verdict.baseline_name),
             failed.join(", ")
         )),
         Outcome::NotComparable => out.push(format!(
             "::warning title=Throughput not comparable::some levels of {} could not be gated against {}",
-            verdict.profile_name, verdict.baseline_name
+            escape_data(&verdict.profile_name),
+            escape_data(&verdict.baseline_name)
         )),
         Outcome::Inconclusive => out.push(format!(
             "::warning title=Throughput inconclusive::the data cannot tell whether {} is slower than {}: see the job summary for the smallest drop it could see",
-            verdict.profile_name, verdict.baseline_name
+            escape_data(&verdict.profile_name),
+            escape_data(&verdict.baseline_name)
         )),
         Outcome::Pass => {}
     }
@@ -83,11 +98,15 @@ pub fn in_actions() -> bool {
     std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
 }
 
-/// Escapes workflow-command data (`%`, CR, LF).
+/// Escapes workflow-command data (`%`, CR, LF: GitHub's own escapes, so a multi-line message
+/// shows as lines in the annotation), other control characters as `\u{..}` and every `##[`
+/// defused (src/untrusted.rs): the runner looks for `##[` anywhere in a line.
 fn escape_data(text: &str) -> String {
-    text.replace('%', "%25")
+    let text = text
+        .replace('%', "%25")
         .replace('\r', "%0D")
-        .replace('\n', "%0A")
+        .replace('\n', "%0A");
+    untrusted::for_terminal(&text).into_owned()
 }
 
 fn append_to_env_file(var: &str, text: &str) -> Result<()> {

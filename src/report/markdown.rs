@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use crate::record::{ErrorClass, LevelResult, RunResult, TrialResult};
 use crate::stats::Spread;
+use crate::untrusted::code_span_in_table;
 
 use super::links;
 
@@ -28,9 +29,9 @@ pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
         (
             "profile",
             format!(
-                "`{}` (hash `{}`)",
-                cell(&result.profile_name),
-                cell(&result.profile_hash)
+                "{} (hash {})",
+                code_span_in_table(&result.profile_name),
+                code_span_in_table(&result.profile_hash)
             ),
         ),
         ("measured by", cell(&result.tool)),
@@ -277,9 +278,10 @@ fn alt_text(file: &str) -> &str {
     }
 }
 
-/// Text safe inside a table cell or a list item: pipes escaped, newlines folded.
+/// Untrusted text inside a table cell or a list item: no link, image, HTML or cell break
+/// (src/untrusted.rs).
 fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace(['\r', '\n'], " ")
+    crate::untrusted::inline_text(text)
 }
 
 fn truncate(text: &str, max: usize) -> String {
@@ -321,7 +323,8 @@ mod tests {
         assert!(md.contains("| 64 | no success | - |"), "{md}");
         assert!(md.contains("| 32: timeout 32 | 100.0 |"), "{md}");
         assert!(md.contains("- server gave no usage"), "{md}");
-        assert!(md.contains("request \\| timed out after 300 s"), "{md}");
+        // Untrusted text stays on its line: the newline shown as `\n` (src/untrusted.rs).
+        assert!(md.contains("request \\| timed out\\\\nafter 300 s"), "{md}");
         assert!(
             md.contains("![Output throughput vs concurrency](throughput.png)"),
             "{md}"

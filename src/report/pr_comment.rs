@@ -9,7 +9,9 @@ use crate::gate::Verdict;
 use crate::record::files::{PR_COMMENT_MARKER, VERDICT_MD};
 
 use super::mermaid;
-use super::verdict::{against_line, headline, icon, level_name, note, opt, percent, ratio_text};
+use super::verdict::{
+    against_line, headline_md, icon, level_name, note_md, opt, percent, ratio_text,
+};
 
 /// The comment body: the marker line first (a workflow finds and updates its one comment by
 /// it), the verdict, a compact table, the charts, and where the rest is. `pngs` are the chart
@@ -21,7 +23,7 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
         out,
         "### {} throughline: {}\n",
         icon(verdict),
-        headline(verdict)
+        headline_md(verdict)
     );
     let _ = writeln!(out, "{}\n", against_line(verdict));
     if let Some(line) = verdict.overrides_line() {
@@ -47,7 +49,7 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
             v.n_candidate,
             percent(v.min_detectable_drop),
             v.status.word(),
-            note(v),
+            note_md(v),
         );
     }
     let _ = writeln!(out);
@@ -60,8 +62,13 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
         );
     }
     out.push_str(&artifact_line(pngs));
-    out
+    // GitHub refuses a comment over 65,536 characters: a verdict of many levels is cut,
+    // saying so (src/untrusted.rs).
+    crate::untrusted::bound_summary(&out, COMMENT_LIMIT, "in verdict.md in the artifact")
 }
+
+/// The most of a comment body kept, in bytes: under GitHub's 65,536 characters.
+pub const COMMENT_LIMIT: usize = 60_000;
 
 /// The Mermaid charts, each followed by a blank line; empty when there is nothing to draw.
 pub fn charts(verdict: &Verdict) -> String {

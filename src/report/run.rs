@@ -115,7 +115,10 @@ pub fn publish_verdict(
     files: &VerdictFiles,
     charts: &VerdictCharts,
 ) -> Result<()> {
-    print!("{}", text::console(verdict));
+    print!(
+        "{}",
+        crate::untrusted::for_terminal_lines(&text::console(verdict))
+    );
     if let Some(path) = &files.json {
         write_atomic(path, serde_json::to_string_pretty(verdict)?.as_bytes())?;
     }

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use crate::gate::trend::{LevelTrend, Trend};
 use crate::record::files::TREND_PNG;
+use crate::untrusted::inline_text;
 
 /// The one-line answer: "no lasting slowdown" or which levels got slower, by how much, since.
 pub fn headline(trend: &Trend) -> String {
@@ -43,8 +44,8 @@ fn commit_text(commit: Option<&str>) -> String {
 /// The Markdown report, with the chart linked relative to the report's own folder.
 pub fn markdown(trend: &Trend) -> String {
     let mut md = String::new();
-    let _ = writeln!(md, "# Throughput trend: {}\n", trend.name);
-    let _ = writeln!(md, "**{}**\n", headline(trend));
+    let _ = writeln!(md, "# Throughput trend: {}\n", inline_text(&trend.name));
+    let _ = writeln!(md, "**{}**\n", inline_text(&headline(trend)));
     let _ = writeln!(
         md,
         "| C | sessions | first tok/s | latest tok/s | latest shift | p | status |\n\

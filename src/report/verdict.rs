@@ -7,6 +7,7 @@ use std::fmt::Write;
 use super::console::{paint, use_color, Tone};
 use crate::gate::{LevelStatus, LevelVerdict, Outcome, Verdict};
 use crate::stats::decision::{DecisionSettings, Design};
+use crate::untrusted::code_span;
 
 pub(super) fn opt(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}"))
@@ -65,19 +66,50 @@ pub(super) fn level_name(v: &LevelVerdict) -> String {
 pub(super) fn note(v: &LevelVerdict) -> String {
     v.note
         .as_ref()
-        .map(|n| format!(" ({n})"))
+        .map(|n| format!(" ({})", crate::untrusted::for_terminal(n)))
         .unwrap_or_default()
+}
+
+/// [`note`] for Markdown.
+pub(super) fn note_md(v: &LevelVerdict) -> String {
+    v.note
+        .as_ref()
+        .map(|n| format!(" ({})", crate::untrusted::inline_text(n)))
+        .unwrap_or_default()
+}
+
+/// A name as the headline quotes it: in double quotes, control characters escaped
+/// (Debug's escapes) and nothing a log runner (or, `markdown`, Markdown) would act on
+/// (src/untrusted.rs).
+fn quoted(name: &str, markdown: bool) -> String {
+    let text = crate::untrusted::for_terminal(&format!("{name:?}")).into_owned();
+    match markdown {
+        true => crate::untrusted::inline_text(&text),
+        false => text,
+    }
 }
 
 /// A one-line headline.
 pub fn headline(verdict: &Verdict) -> String {
+    headline_with(verdict, false)
+}
+
+/// [`headline`] for a Markdown heading: the baseline's name escaped for Markdown.
+pub(super) fn headline_md(verdict: &Verdict) -> String {
+    headline_with(verdict, true)
+}
+
+fn headline_with(verdict: &Verdict, markdown: bool) -> String {
     let worst = verdict
         .worst_ratio
         .map(|r| format!("; worst ratio {r:.3} ({:+.1}%)", (r - 1.0) * 100.0))
         .unwrap_or_default();
     let against = match verdict.design {
         Some(Design::Relative) => "against the base server measured in the same job".to_string(),
-        _ => format!("against baseline {:?}", verdict.baseline_name),
+        _ => format!(
+            "against baseline {}",
+            quoted(&verdict.baseline_name, markdown)
+        ),
     };
     let failed: Vec<String> = verdict
         .levels
@@ -389,7 +421,7 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
         let _ = writeln!(out, "{line}");
     }
     for w in &verdict.warnings {
-        let _ = writeln!(out, "warning: {w}");
+        let _ = writeln!(out, "warning: {}", crate::untrusted::for_terminal(w));
     }
     let _ = writeln!(out, "{}", painted_headline(verdict, color));
     if let Some(line) = closing_line(verdict) {
@@ -413,11 +445,12 @@ pub(super) fn against_line(verdict: &Verdict) -> String {
     let at = verdict
         .baseline_ref
         .as_ref()
-        .map(|r| format!(" at `{r}`"))
+        .map(|r| format!(" at {}", code_span(r)))
         .unwrap_or_default();
     format!(
-        "Profile `{}`, baseline `{}`{at}.",
-        verdict.profile_name, verdict.baseline_name
+        "Profile {}, baseline {}{at}.",
+        code_span(&verdict.profile_name),
+        code_span(&verdict.baseline_name)
     )
 }
 
@@ -429,7 +462,7 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
         out,
         "## {} throughline gate: {}\n",
         icon(verdict),
-        headline(verdict)
+        headline_md(verdict)
     );
     let _ = writeln!(out, "{}\n", against_line(verdict));
     let _ = writeln!(out, "| C | baseline | candidate | ratio [bounds] | p (Holm) | trials b/c | sd within | sd between | detectable drop | verdict |");
@@ -449,7 +482,7 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
             sigma_b_text(v),
             percent(v.min_detectable_drop),
             v.status.word(),
-            note(v),
+            note_md(v),
         );
     }
     let _ = writeln!(
@@ -471,7 +504,7 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
     if !verdict.warnings.is_empty() {
         let _ = writeln!(out, "**Warnings**\n");
         for w in &verdict.warnings {
-            let _ = writeln!(out, "- {w}");
+            let _ = writeln!(out, "- {}", crate::untrusted::inline_text(w));
         }
         let _ = writeln!(out);
     }
