@@ -408,9 +408,9 @@ pub fn print_plan(template: &BenchSetup, args: &ServerArgs) -> Result<()> {
     let p = &template.profile;
     let relative = args.base_server_command.is_some();
     println!(
-        "throughline bench: profile {:?}, {} level(s) x {} trial(s) per block, {} block(s) \
+        "throughline bench: profile {}, {} level(s) x {} trial(s) per block, {} block(s) \
          first{}, servers started by throughline on slots {:?}{}",
-        p.name,
+        crate::untrusted::for_terminal(&format!("{:?}", p.name)),
         p.sweep.level_count(),
         p.sweep.trials,
         plan.first,

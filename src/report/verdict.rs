@@ -418,7 +418,8 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
         .into_iter()
         .chain(settings_lines(verdict))
     {
-        let _ = writeln!(out, "{line}");
+        // Names in the settings line come from the baseline and results files.
+        let _ = writeln!(out, "{}", crate::untrusted::for_terminal(&line));
     }
     for w in &verdict.warnings {
         let _ = writeln!(out, "warning: {}", crate::untrusted::for_terminal(w));
@@ -499,7 +500,7 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
         .into_iter()
         .chain(settings_lines(verdict))
     {
-        let _ = writeln!(out, "{line}\n");
+        let _ = writeln!(out, "{}\n", crate::untrusted::inline_text(&line));
     }
     if !verdict.warnings.is_empty() {
         let _ = writeln!(out, "**Warnings**\n");
