@@ -394,7 +394,12 @@ fn block_line(result: &RunResult) -> String {
                 .flat_map(|b| &b.levels)
                 .find(|b| b.concurrency == h.concurrency);
             match base {
-                Some(b) => format!("C={} head {}, base {} tok/s", h.concurrency, mean(h), mean(b)),
+                Some(b) => format!(
+                    "C={} head {}, base {} tok/s",
+                    h.concurrency,
+                    mean(h),
+                    mean(b)
+                ),
                 None => format!("C={} {} tok/s", h.concurrency, mean(h)),
             }
         })
@@ -439,14 +444,14 @@ pub fn print_table(result: &RunResult) {
     println!("all blocks together:");
     println!("{}", console::level_header());
     println!("{}", "-".repeat(console::level_header().len()));
-    let arms: Vec<(Option<crate::record::Arm>, &[crate::record::LevelResult])> =
-        match &result.base {
-            Some(b) => vec![
-                (Some(crate::record::Arm::Base), b.levels.as_slice()),
-                (Some(crate::record::Arm::Head), result.levels.as_slice()),
-            ],
-            None => vec![(None, result.levels.as_slice())],
-        };
+    let arms: Vec<(Option<crate::record::Arm>, &[crate::record::LevelResult])> = match &result.base
+    {
+        Some(b) => vec![
+            (Some(crate::record::Arm::Base), b.levels.as_slice()),
+            (Some(crate::record::Arm::Head), result.levels.as_slice()),
+        ],
+        None => vec![(None, result.levels.as_slice())],
+    };
     for (arm, levels) in arms {
         if arm.is_some() {
             println!("{}", console::arm_heading(arm));

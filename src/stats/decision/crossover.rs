@@ -11,7 +11,8 @@
 //! over slot 0), u_b the start spread and e_b the within-block noise. With both orientations
 //! delta-hat = (mean of D_+ + mean of D_-) / 2, free of s whatever it is; s-hat = (mean D_+ -
 //! mean D_-) / 2; the spread of the D_b about their orientation's mean estimates Var(u + e)
-//! with B - 2 degrees of freedom. An A/A calibration from main ([`SlotCalibration`]) adds its
+//! with B - 2 degrees of freedom, floored at the within-block noise's share Var(e) (which
+//! the trials estimate with many df: a variance of u + e below it is chance). An A/A calibration from main ([`SlotCalibration`]) adds its
 //! own blocks' spread (start spread beyond its within noise, plus this run's within noise)
 //! with its df, and its bias stands in for s where a run has one orientation only. With
 //! neither (one block, or one swap and no calibration) the start spread is not covered: the
@@ -234,7 +235,12 @@ pub fn crossover_level(
     };
     let df_block = df_own + df_cal;
     if df_block > 0.0 {
-        let block_var = (ss + cal_ss) / df_block;
+        // A block's difference varies at least as much as its trials' noise says: with few
+        // blocks their own spread can come out far below it by chance (4 blocks of a real
+        // llama-server on a busy machine: 1.6% against 4.5%), so the within-block noise is
+        // a floor. Only ever wider; the t quantile keeps the blocks' df.
+        let block_var =
+            ((ss + cal_ss) / df_block).max(if within.is_finite() { within } else { 0.0 });
         info.starts_covered = both || calibration.is_some();
         if within.is_finite() {
             info.start_spread = finite((block_var - within).max(0.0).sqrt());
@@ -349,6 +355,29 @@ mod tests {
             (block_var - within).max(0.0).sqrt(),
             1e-12
         ));
+    }
+
+    #[test]
+    fn the_trials_noise_floors_a_block_spread_that_came_out_small_by_chance() {
+        // Four blocks whose differences agree to 0.1%, but whose trials scatter by about 3%:
+        // the blocks' own 2 df cannot claim more precision than the trials allow.
+        let noisy =
+            |centre: f64| -> Vec<f64> { [-0.03, 0.0, 0.03].iter().map(|e| centre + e).collect() };
+        let blocks: Vec<Block> = [(1, 0.001), (0, -0.001), (1, -0.001), (0, 0.001)]
+            .iter()
+            .map(|&(head_slot, u)| Block {
+                base: noisy(5.0),
+                head: noisy(5.0 + u),
+                head_slot,
+            })
+            .collect();
+        let lv = crossover_level(&blocks, None, 0.25);
+        let within = lv.sigma_w.unwrap().powi(2) * (2.0 / 3.0);
+        assert!(
+            close(lv.se.unwrap(), (within * 0.25).sqrt(), 1e-12),
+            "{lv:?}"
+        );
+        assert_eq!(lv.df, 2.0);
     }
 
     #[test]
