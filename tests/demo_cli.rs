@@ -24,6 +24,7 @@ fn demo_measures_gates_plots_and_plans() {
     let gate_table = stdout
         .split("gating head against base")
         .nth(1)
+        .and_then(|rest| rest.split("\ndemo: ").next())
         .unwrap_or_default();
     let verdicts: Vec<(u32, &str)> = gate_table
         .lines()
@@ -38,6 +39,21 @@ fn demo_measures_gates_plots_and_plans() {
     for (c, v) in &verdicts {
         assert!(["FAIL", "cannot tell"].contains(v), "C={c}: {v}\n{stdout}");
     }
+    // Last, an unchanged change in 4 blocks on a runner whose slot 1 is 4% faster: the slot
+    // is named, cancels, and the verdict passes with what it rules out.
+    let blocks = stdout
+        .split("an unchanged pull request in blocks")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(blocks.contains("block 4: head on slot 0, base on slot 1"), "{stdout}");
+    assert!(blocks.contains("slots: C=1: slot 1 "), "{stdout}");
+    // A pass on a quiet machine (the README's output); a very busy one may leave a level
+    // undecided, but an unchanged server never fails on its slot.
+    assert!(!blocks.contains("REGRESSION"), "{stdout}");
+    assert!(
+        blocks.contains("PASS: no regression") || blocks.contains("INCONCLUSIVE"),
+        "{stdout}"
+    );
     // The plan ran: its own output, not the demo's question printed before it, and no error
     // swallowed by the demo (which prints "plan not run" and still exits 0).
     assert!(!stdout.contains("plan not run"), "{stdout}");

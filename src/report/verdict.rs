@@ -218,6 +218,16 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
             }
         ));
     }
+    let counts: Vec<usize> = blocks.iter().map(|(_, x)| x.blocks).collect();
+    if counts.iter().any(|&c| c != counts[0]) {
+        let per: Vec<String> = (blocks.iter())
+            .map(|(c, x)| format!("C={c} {}", x.blocks))
+            .collect();
+        out.push(format!(
+            "blocks per level (an undecided level got more): {}",
+            per.join(", ")
+        ));
+    }
     let spreads: Vec<String> = (blocks.iter())
         .filter_map(|(c, x)| {
             let sd = x.start_spread?;
