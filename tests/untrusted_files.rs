@@ -429,7 +429,8 @@ fn a_trace_past_the_duration_cap_is_refused_and_a_replay_says_how_long() {
         dir.path(),
         "short",
         &sim.urls,
-        "[workload]\nmax_tokens = 8\n[sweep]\ntrace = { path = \"short.jsonl\" }\ntrials = 2\n",
+        "[workload]\nmax_tokens = 8\ndegenerate_below = 1\n\
+         [sweep]\ntrace = { path = \"short.jsonl\" }\ntrials = 2\n",
     );
     let o = bench_ok(&profile, &dir.path().join("short"));
     let t = text(&o);
@@ -468,16 +469,19 @@ fn crafted_numbers_are_refused_naming_the_field() {
     let o = run(&["plan", "-r", &p(&huge), "--output-tokens", "1e9"]);
     refused(&o, &["huge.json", "output_tok_per_s"], "1e308 tok/s into plan");
 
-    // Baseline latencies that would switch the latency gate off.
-    let text_b = std::fs::read_to_string(&blessed).unwrap();
+    // Baseline latencies that would switch the latency gate off (0 where the baseline
+    // gates on that latency: an instant server measures 0 ms).
+    let text_b = std::fs::read_to_string(&blessed).unwrap() + "[gate.latency]\nttft_p99 = 0.1\n";
     for bad in ["nan", "0.0", "-5.0", "inf", "1e308"] {
         let b = dir.path().join("lat.toml");
-        let edited = text_b.replacen(
-            "tok_per_s = [",
-            &format!("ttft_p99_ms = [{bad}, 10.0, 10.0, 10.0, 10.0]\ntok_per_s = ["),
-            1,
+        // The first session's ttft_p99_ms array (written over lines by bless), replaced.
+        let from = text_b.find("ttft_p99_ms = [").unwrap();
+        let to = from + text_b[from..].find(']').unwrap() + 1;
+        let edited = format!(
+            "{}ttft_p99_ms = [{bad}, 10.0, 10.0, 10.0, 10.0]{}",
+            &text_b[..from],
+            &text_b[to..]
         );
-        assert_ne!(edited, text_b);
         std::fs::write(&b, edited).unwrap();
         let o = gate(quick_results(), &b, &[]);
         refused(&o, &["lat.toml", "ttft_p99_ms"], bad);
