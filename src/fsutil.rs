@@ -360,14 +360,15 @@ mod tests {
                 "{err}"
             );
         }
-        // Opening a FIFO would block until a writer comes: a profile FIFO is refused once it
-        // opens (shown here with a writer).
-        let f = fifo.clone();
-        let writer = std::thread::spawn(move || {
-            let _ = std::fs::OpenOptions::new().write(true).open(f);
-        });
+        // Opening a FIFO would block until a writer comes: it is refused before it is opened
+        // (no writer here), and named as a FIFO.
         let err = format!("{:#}", read_bounded(&fifo, 1024).unwrap_err());
-        writer.join().unwrap();
-        assert!(err.contains("not a regular file"), "{err}");
+        assert!(err.contains("not a regular file (a FIFO)"), "{err}");
+        let mut sink = Vec::new();
+        let err = format!("{:#}", stream_bounded(&fifo, 1024, &mut sink).unwrap_err());
+        assert!(err.contains("not a regular file (a FIFO)"), "{err}");
+        assert_eq!(stream_bounded(&small, 1024, &mut sink).unwrap(), 8);
+        let err = format!("{:#}", stream_bounded(&big, 1024, &mut sink).unwrap_err());
+        assert!(err.contains("over the limit of 1024 bytes"), "{err}");
     }
 }

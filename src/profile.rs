@@ -1180,7 +1180,8 @@ impl Profile {
             workload["tokenizer"] = serde_json::json!(file_digest(&file, "workload.tokenizer")?);
         }
         if let Some(d) = &w.dataset {
-            workload["dataset"]["path"] = serde_json::json!(file_digest(&d.path, "workload.dataset.path")?);
+            workload["dataset"]["path"] =
+                serde_json::json!(file_digest(&d.path, "workload.dataset.path")?);
         }
         let mut sweep = serde_json::to_value(&self.sweep)?;
         if let Some(t) = &self.sweep.trace {

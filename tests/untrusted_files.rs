@@ -154,7 +154,11 @@ fn special_files_in_a_profile_are_refused_at_once_by_bench_and_ci() {
              [sweep]\nconcurrency = [1]\n"
         ),
     );
-    std::fs::write(repo.join("b/x.toml"), baseline_text("x.profile.toml", "sha256:0", &[])).unwrap();
+    std::fs::write(
+        repo.join("b/x.toml"),
+        baseline_text("x.profile.toml", "sha256:0", &[]),
+    )
+    .unwrap();
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-qm", "x"]);
     let (o, took) = timed(
@@ -162,24 +166,40 @@ fn special_files_in_a_profile_are_refused_at_once_by_bench_and_ci() {
         Duration::from_secs(20),
         "ci",
     );
-    refused(&o, &["workload.dataset.path", &f, "not a regular file"], "ci");
+    refused(
+        &o,
+        &["workload.dataset.path", &f, "not a regular file"],
+        "ci",
+    );
     assert!(took < Duration::from_secs(3), "ci took {took:?}");
 }
 
 /// A baseline file: `sessions` as (measured_at, commit, tok/s of the trials) at C=1.
-fn baseline_text(profile: &str, hash: &str, sessions: &[(String, Option<String>, Vec<f64>)]) -> String {
+fn baseline_text(
+    profile: &str,
+    hash: &str,
+    sessions: &[(String, Option<String>, Vec<f64>)],
+) -> String {
     let mut t = format!(
         "schema_version = 1\nname = \"x\"\nprofile = \"{profile}\"\nprofile_hash = \"{hash}\"\n\
          [environment]\nendpoints = 1\n[gate]\n"
     );
     let default = [("2026-01-01T00:00:00Z".to_string(), None, vec![1.0, 1.0])];
-    let sessions = if sessions.is_empty() { &default[..] } else { sessions };
+    let sessions = if sessions.is_empty() {
+        &default[..]
+    } else {
+        sessions
+    };
     for (at, commit, tok) in sessions {
-        t.push_str(&format!("[[sessions]]\nmeasured_at = \"{at}\"\ntool = \"t\"\n"));
+        t.push_str(&format!(
+            "[[sessions]]\nmeasured_at = \"{at}\"\ntool = \"t\"\n"
+        ));
         if let Some(c) = commit {
             t.push_str(&format!("commit = {c:?}\n"));
         }
-        t.push_str(&format!("[[sessions.levels]]\nconcurrency = 1\ntok_per_s = {tok:?}\n"));
+        t.push_str(&format!(
+            "[[sessions.levels]]\nconcurrency = 1\ntok_per_s = {tok:?}\n"
+        ));
     }
     t
 }
@@ -192,27 +212,32 @@ fn merge_into_a_legs_folder_is_refused_and_the_leg_kept() {
     let dir = tempfile::tempdir().unwrap();
     let ci = dir.path().join("ci");
     let results = quick_results();
-    // A baseline at the run's own speed (pass) and one twice as fast (regression).
+    // A baseline at the run's own speed (a pass, or inconclusive: the instant simulator's
+    // trials spread widely) and one a hundred times as fast (a regression past the guard).
     let blessed = dir.path().join("same.toml");
     let o = bless(results, &blessed, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
-    let mut faster: toml::Value = toml::from_str(&std::fs::read_to_string(&blessed).unwrap()).unwrap();
+    let mut faster: toml::Value =
+        toml::from_str(&std::fs::read_to_string(&blessed).unwrap()).unwrap();
     for s in faster["sessions"].as_array_mut().unwrap() {
         for l in s["levels"].as_array_mut().unwrap() {
             for v in l["tok_per_s"].as_array_mut().unwrap() {
-                *v = toml::Value::Float(v.as_float().unwrap() * 2.0);
+                *v = toml::Value::Float(v.as_float().unwrap() * 100.0);
             }
         }
     }
     let faster_path = dir.path().join("faster.toml");
     std::fs::write(&faster_path, toml::to_string(&faster).unwrap()).unwrap();
-    for (leg, baseline, exit) in [("slow", &faster_path, 1), ("ok", &blessed, 0)] {
+    for (leg, baseline) in [("slow", &faster_path), ("ok", &blessed)] {
         let d = ci.join(leg);
         std::fs::create_dir_all(&d).unwrap();
         std::fs::copy(results, d.join("results.json")).unwrap();
         let verdict = d.join("verdict.json");
         let o = gate(results, baseline, &["--json", verdict.to_str().unwrap()]);
-        assert_eq!(code(&o), exit, "{leg}: {}", text(&o));
+        assert!(verdict.is_file(), "{leg}: {}", text(&o));
+        if leg == "slow" {
+            assert_eq!(code(&o), 1, "{leg}: {}", text(&o));
+        }
     }
     let slow_verdict = std::fs::read(ci.join("slow/verdict.json")).unwrap();
     let o = run(&[
@@ -223,7 +248,10 @@ fn merge_into_a_legs_folder_is_refused_and_the_leg_kept() {
         ci.join("slow").to_str().unwrap(),
     ]);
     refused(&o, &["slow", "-o"], "merge into a leg");
-    assert_eq!(std::fs::read(ci.join("slow/verdict.json")).unwrap(), slow_verdict);
+    assert_eq!(
+        std::fs::read(ci.join("slow/verdict.json")).unwrap(),
+        slow_verdict
+    );
     // Named files: an output folder holding one of them is refused too.
     let o = run(&[
         "merge",
@@ -274,7 +302,11 @@ fn ci_reads_workload_files_relative_to_the_profile() {
         .unwrap()
         .canonical_hash()
         .unwrap();
-    std::fs::write(repo.join("b/x.toml"), baseline_text("x.profile.toml", &hash, &[])).unwrap();
+    std::fs::write(
+        repo.join("b/x.toml"),
+        baseline_text("x.profile.toml", &hash, &[]),
+    )
+    .unwrap();
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-qm", "x"]);
     let (o, _) = timed(
@@ -295,7 +327,10 @@ fn ci_reads_workload_files_relative_to_the_profile() {
 }
 
 /// Sessions a day apart from 2026-01-01, the given tok/s each, the commit of session `i`.
-fn history(values: &[f64], commit: impl Fn(usize) -> Option<String>) -> Vec<(String, Option<String>, Vec<f64>)> {
+fn history(
+    values: &[f64],
+    commit: impl Fn(usize) -> Option<String>,
+) -> Vec<(String, Option<String>, Vec<f64>)> {
     let start = time::OffsetDateTime::parse(
         "2026-01-01T00:00:00Z",
         &time::format_description::well_known::Rfc3339,
@@ -318,12 +353,21 @@ fn history(values: &[f64], commit: impl Fn(usize) -> Option<String>) -> Vec<(Str
 #[test]
 fn trend_shows_a_non_ascii_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let values: Vec<f64> = (0..16).map(|i| if i < 8 { 1000.0 } else { 800.0 }).collect();
+    let values: Vec<f64> = (0..16)
+        .map(|i| if i < 8 { 1000.0 } else { 800.0 })
+        .collect();
     let sessions = history(&values, |i| Some(format!("çé{i}ççççççççç")));
     let b = dir.path().join("b.toml");
     std::fs::write(&b, baseline_text("p.toml", "sha256:0", &sessions)).unwrap();
     let out = dir.path().join("trend");
-    let o = run(&["trend", "-b", b.to_str().unwrap(), "--no-git", "-o", out.to_str().unwrap()]);
+    let o = run(&[
+        "trend",
+        "-b",
+        b.to_str().unwrap(),
+        "--no-git",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(text(&o).contains("çé8"), "{}", text(&o));
 }
@@ -335,20 +379,36 @@ fn trend_shows_a_non_ascii_commit() {
 fn trend_on_a_long_history_is_bounded_and_says_what_it_tested() {
     let dir = tempfile::tempdir().unwrap();
     let values: Vec<f64> = (0..2000)
-        .map(|i| 1000.0 * [1.0, 1.01, 0.99, 1.005, 0.995][i % 5] * if i >= 1990 { 0.9 } else { 1.0 })
+        .map(|i| {
+            1000.0 * [1.0, 1.01, 0.99, 1.005, 0.995][i % 5] * if i >= 1990 { 0.9 } else { 1.0 }
+        })
         .collect();
     let b = dir.path().join("b.toml");
-    std::fs::write(&b, baseline_text("p.toml", "sha256:0", &history(&values, |_| None))).unwrap();
+    std::fs::write(
+        &b,
+        baseline_text("p.toml", "sha256:0", &history(&values, |_| None)),
+    )
+    .unwrap();
     let out = dir.path().join("trend");
     let (o, took) = timed(
-        &mut cli(&["trend", "-b", b.to_str().unwrap(), "--no-git", "-o", out.to_str().unwrap()]),
+        &mut cli(&[
+            "trend",
+            "-b",
+            b.to_str().unwrap(),
+            "--no-git",
+            "-o",
+            out.to_str().unwrap(),
+        ]),
         Duration::from_secs(40),
         "trend over 2,000 sessions",
     );
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(took < Duration::from_secs(30), "took {took:?}");
     let t = text(&o);
-    assert!(t.contains("latest") && t.contains("of 2000 sessions"), "{t}");
+    assert!(
+        t.contains("latest") && t.contains("of 2000 sessions"),
+        "{t}"
+    );
     let md = std::fs::read_to_string(out.join("trend.md")).unwrap();
     assert!(md.contains("of 2000 sessions"), "{md}");
 }
@@ -364,8 +424,16 @@ fn special_files_given_as_flags_are_refused_at_once() {
     let out = dir.path().join("merged");
     let o = out.to_str().unwrap();
     let cases: Vec<(&str, Vec<&str>, &str)> = vec![
-        ("merge --verdict /dev/zero", vec!["merge", "--verdict", "/dev/zero", "-o", o], "/dev/zero"),
-        ("merge --verdict FIFO", vec!["merge", "--verdict", f, "-o", o], f),
+        (
+            "merge --verdict /dev/zero",
+            vec!["merge", "--verdict", "/dev/zero", "-o", o],
+            "/dev/zero",
+        ),
+        (
+            "merge --verdict FIFO",
+            vec!["merge", "--verdict", f, "-o", o],
+            f,
+        ),
         (
             "plan --catalog /dev/zero",
             vec!["plan", "--output-tokens", "1e9", "--catalog", "/dev/zero"],
@@ -373,16 +441,40 @@ fn special_files_given_as_flags_are_refused_at_once() {
         ),
         (
             "plan --model-config FIFO",
-            vec!["plan", "--output-tokens", "1e9", "--model-config", f, "--params", "8"],
+            vec![
+                "plan",
+                "--output-tokens",
+                "1e9",
+                "--model-config",
+                f,
+                "--params",
+                "8",
+            ],
             f,
         ),
         (
             "plan --model-config /dev/zero",
-            vec!["plan", "--output-tokens", "1e9", "--model-config", "/dev/zero", "--params", "8"],
+            vec![
+                "plan",
+                "--output-tokens",
+                "1e9",
+                "--model-config",
+                "/dev/zero",
+                "--params",
+                "8",
+            ],
             "/dev/zero",
         ),
-        ("serve-sim --config /dev/zero", vec!["serve-sim", "--port", "0", "--config", "/dev/zero"], "/dev/zero"),
-        ("serve-sim --config FIFO", vec!["serve-sim", "--port", "0", "--config", f], f),
+        (
+            "serve-sim --config /dev/zero",
+            vec!["serve-sim", "--port", "0", "--config", "/dev/zero"],
+            "/dev/zero",
+        ),
+        (
+            "serve-sim --config FIFO",
+            vec!["serve-sim", "--port", "0", "--config", f],
+            f,
+        ),
     ];
     for (what, args, file) in cases {
         let (o, took) = timed(&mut cli(&args), Duration::from_secs(10), what);
@@ -422,7 +514,11 @@ fn a_trace_past_the_duration_cap_is_refused_and_a_replay_says_how_long() {
             Duration::from_secs(10),
             name,
         );
-        refused(&o, &["sweep.trace", &format!("{name}.jsonl"), "7days"], name);
+        refused(
+            &o,
+            &["sweep.trace", &format!("{name}.jsonl"), "7days"],
+            name,
+        );
         assert!(took < Duration::from_secs(3), "{name}: took {took:?}");
     }
     let profile = write_profile(
@@ -465,9 +561,17 @@ fn crafted_numbers_are_refused_naming_the_field() {
         }
     });
     let o = gate(&huge, &blessed, &[]);
-    refused(&o, &["huge.json", "output_tok_per_s"], "1e308 tok/s in results");
+    refused(
+        &o,
+        &["huge.json", "output_tok_per_s"],
+        "1e308 tok/s in results",
+    );
     let o = run(&["plan", "-r", &p(&huge), "--output-tokens", "1e9"]);
-    refused(&o, &["huge.json", "output_tok_per_s"], "1e308 tok/s into plan");
+    refused(
+        &o,
+        &["huge.json", "output_tok_per_s"],
+        "1e308 tok/s into plan",
+    );
 
     // Baseline latencies that would switch the latency gate off (0 where the baseline
     // gates on that latency: an instant server measures 0 ms).
@@ -496,11 +600,27 @@ fn crafted_numbers_are_refused_naming_the_field() {
          [sweep]\nconcurrency = [1]\n",
     )
     .unwrap();
-    let o = run(&["plan", "--lengths-from", &p(&profile), "--completions", "1000"]);
-    refused(&o, &["workload.output_length", "weights"], "histogram summing to inf");
+    let o = run(&[
+        "plan",
+        "--lengths-from",
+        &p(&profile),
+        "--completions",
+        "1000",
+    ]);
+    refused(
+        &o,
+        &["workload.output_length", "weights"],
+        "histogram summing to inf",
+    );
     assert!(!text(&o).contains("--avg-output-tokens"), "{}", text(&o));
 
-    let o = run(&["plan", "--completions", "1e23", "--avg-output-tokens", "100"]);
+    let o = run(&[
+        "plan",
+        "--completions",
+        "1e23",
+        "--avg-output-tokens",
+        "100",
+    ]);
     refused(&o, &["--completions", "1e23"], "--completions 1e23");
 
     // A results.json whose started_at is 4,000 characters: the next run still starts, and

@@ -181,10 +181,9 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         profile_path.display()
     );
     let mut warnings = Vec::new();
-    if let Ok(here) = crate::fsutil::read_bounded(
-        &profile_path,
-        crate::profile::limits::PROFILE_FILE_BYTES,
-    ) {
+    if let Ok(here) =
+        crate::fsutil::read_bounded(&profile_path, crate::profile::limits::PROFILE_FILE_BYTES)
+    {
         if here != profile_text {
             warnings.push(format!(
                 "this change edits {}; the check measures the profile as it is at {reference}, \

@@ -356,7 +356,10 @@ mod tests {
             .collect();
         let trend = analyse_latest(&history(&late), 0.05, &s, 40).unwrap();
         assert_eq!(trend.levels[0].shifts.len(), 1);
-        assert_eq!(trend.levels[0].shifts[0].measured_at, "2026-10-46T03:00:00Z");
+        assert_eq!(
+            trend.levels[0].shifts[0].measured_at,
+            "2026-10-46T03:00:00Z"
+        );
         assert!(analyse_latest(&history(&late), 0.05, &s, 1).is_err());
     }
 

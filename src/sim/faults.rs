@@ -200,8 +200,8 @@ fn read_config(path: &Path) -> Result<String> {
 impl Faults {
     /// Reads the `[faults]` table of a sim config file; errors name the file, line and field.
     pub fn load(path: &Path) -> Result<Faults> {
-        let text =
-            read_config(path).with_context(|| format!("cannot read sim config {}", path.display()))?;
+        let text = read_config(path)
+            .with_context(|| format!("cannot read sim config {}", path.display()))?;
         Faults::parse(&text).with_context(|| format!("invalid sim config {}", path.display()))
     }
 
