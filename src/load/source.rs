@@ -163,7 +163,7 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
     let trace = trace::load(&spec.path, max_rows)?;
     // A replay is a duration trial: the cap on `sweep.duration` holds for it too.
     let replay = trace.span().as_secs_f64() / spec.speedup;
-    if !(replay <= limits::TRIAL_SPAN.as_secs_f64()) {
+    if replay > limits::TRIAL_SPAN.as_secs_f64() {
         anyhow::bail!(
             "field `sweep.trace`: trace {} spans {:.0} s; replayed at speedup {} a trial would \
              take {:.0} s, past the cap of {} that holds for `sweep.duration` too; replay fewer \
