@@ -614,6 +614,21 @@ fn crafted_numbers_are_refused_naming_the_field() {
     );
     assert!(!text(&o).contains("--avg-output-tokens"), "{}", text(&o));
 
+    // A catalog figure of 1e308: days = tokens / it printed as 0.0 s.
+    let catalog = dir.path().join("c.toml");
+    std::fs::write(
+        &catalog,
+        "[[node]]\nname = \"a\"\ngpu = \"H100\"\ngpus_per_node = 8\nbasis = \"stated\"\nmodel = \"m\"\n\
+         tok_s_per_node = 1e308\n",
+    )
+    .unwrap();
+    let o = run(&["plan", "--output-tokens", "1e9", "--catalog", &p(&catalog)]);
+    refused(
+        &o,
+        &["c.toml", "tok_s_per_node", "1e308", "up to 1e12"],
+        "1e308 tok/s in a catalog",
+    );
+
     let o = run(&[
         "plan",
         "--completions",

@@ -218,7 +218,8 @@ impl Catalog {
                         return Err(fail(
                             field,
                             format!(
-                                "{v} must be a positive number up to {:e}",
+                                "{} must be a positive number up to {:e}",
+                                crate::record::figure_text(v),
                                 crate::record::FIGURE_MAX
                             ),
                         ));
