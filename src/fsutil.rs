@@ -111,17 +111,81 @@ fn is_system_path(path: &Path) -> bool {
     path.starts_with("/dev") || path.starts_with("/proc")
 }
 
-/// Reads a text file of at most `limit` bytes. Refuses anything but a regular file (a FIFO
-/// or `/dev/zero` would be read forever) and a larger file, naming the path and the limit.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<String> {
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+/// Opens a regular file for reading, refusing anything else before a byte is read: a FIFO
+/// (whose opening waits for a writer, and whose reading never ends), a device such as
+/// `/dev/zero`, a folder. The path is looked at first, then opened without waiting (a FIFO
+/// swapped in between opens at once) and looked at again through the open file.
+pub fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let regular = |m: &std::fs::Metadata| {
+        if m.is_file() {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!(
+                "{} is not a regular file (a {}); expected a file",
+                path.display(),
+                kind(&m.file_type())
+            ))
+        }
+    };
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
+    regular(&meta)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
     let meta = file
         .metadata()
         .with_context(|| format!("cannot read {}", path.display()))?;
-    if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
+    regular(&meta)?;
+    Ok((file, meta))
+}
+
+/// What a file that is not a regular file is, for messages.
+fn kind(t: &std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "folder"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else if t.is_socket() {
+        "socket"
+    } else {
+        "special file"
     }
+}
+
+/// Feeds at most `limit` bytes of the regular file at `path` to `sink` (a hasher), refusing
+/// a special file before reading and a file past the limit (naming both).
+pub fn stream_bounded(path: &Path, limit: u64, sink: &mut impl Write) -> Result<u64> {
+    let (file, meta) = open_regular(path)?;
+    if meta.len() > limit {
+        bail!(
+            "{} is {} bytes, over the limit of {limit} bytes for this kind of file",
+            path.display(),
+            meta.len()
+        );
+    }
+    let read = std::io::copy(&mut file.take(limit + 1), sink)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if read > limit {
+        bail!(
+            "{} grew past the limit of {limit} bytes while being read",
+            path.display()
+        );
+    }
+    Ok(read)
+}
+
+/// Reads a text file of at most `limit` bytes. Refuses anything but a regular file (a FIFO
+/// or `/dev/zero` would be read forever) and a larger file, naming the path and the limit.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String> {
+    let (file, meta) = open_regular(path)?;
     if meta.len() > limit {
         bail!(
             "{} is {} bytes, over the limit of {limit} bytes for this kind of file",
@@ -296,14 +360,15 @@ mod tests {
                 "{err}"
             );
         }
-        // Opening a FIFO would block until a writer comes: a profile FIFO is refused once it
-        // opens (shown here with a writer).
-        let f = fifo.clone();
-        let writer = std::thread::spawn(move || {
-            let _ = std::fs::OpenOptions::new().write(true).open(f);
-        });
+        // Opening a FIFO would block until a writer comes: it is refused before it is opened
+        // (no writer here), and named as a FIFO.
         let err = format!("{:#}", read_bounded(&fifo, 1024).unwrap_err());
-        writer.join().unwrap();
-        assert!(err.contains("not a regular file"), "{err}");
+        assert!(err.contains("not a regular file (a FIFO)"), "{err}");
+        let mut sink = Vec::new();
+        let err = format!("{:#}", stream_bounded(&fifo, 1024, &mut sink).unwrap_err());
+        assert!(err.contains("not a regular file (a FIFO)"), "{err}");
+        assert_eq!(stream_bounded(&small, 1024, &mut sink).unwrap(), 8);
+        let err = format!("{:#}", stream_bounded(&big, 1024, &mut sink).unwrap_err());
+        assert!(err.contains("over the limit of 1024 bytes"), "{err}");
     }
 }

@@ -31,6 +31,9 @@ pub mod limits {
 
     /// The largest profile file read (bytes): a profile is a few hundred bytes of TOML.
     pub const PROFILE_FILE_BYTES: u64 = 1024 * 1024;
+    /// The largest workload file (prompts, dataset, trace, tokenizer) the profile hash reads:
+    /// above the largest any reader takes (a 2 GiB trace), a bound on the hash's work.
+    pub const WORKLOAD_FILE_BYTES: u64 = 4 * 1024 * 1024 * 1024;
     /// `sweep.request_timeout` and `sweep.stall_timeout`: at most a day.
     pub const TIMEOUT: Duration = Duration::from_secs(24 * 3600);
     /// `sweep.duration + warmup + cooldown`: at most a week.
@@ -347,8 +350,15 @@ impl LengthDist {
                         return bad(format!("bins[{i}]: weight {w} must be >= 0"));
                     }
                 }
-                if bins.iter().map(|b| b[2]).sum::<f64>() <= 0.0 {
+                let total = bins.iter().map(|b| b[2]).sum::<f64>();
+                if total <= 0.0 {
                     return bad("bins: the weights sum to 0".into());
+                }
+                if !total.is_finite() {
+                    return bad(format!(
+                        "bins: the weights sum to {total}, past the largest number; only their \
+                         ratios matter, so scale them down (e.g. to counts or shares)"
+                    ));
                 }
             }
             _ => {}
@@ -880,13 +890,21 @@ impl Profile {
             .with_context(|| format!("cannot read profile {}", path.display()))?;
         let mut profile =
             Profile::parse(&text).with_context(|| format!("invalid profile {}", path.display()))?;
+        profile.resolve_files(path)?;
+        Ok(profile)
+    }
+
+    /// Takes the workload's files (prompts, tokenizer, dataset, trace) relative to the
+    /// profile file at `path` (where the profile is read from a git ref too: `ci`), as every
+    /// command that reads a profile does.
+    pub fn resolve_files(&mut self, path: &Path) -> Result<()> {
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
         let resolve = |p: &mut PathBuf| {
             if p.is_relative() {
                 *p = dir.join(&*p);
             }
         };
-        let w = &mut profile.workload;
+        let w = &mut self.workload;
         if let Some(p) = w.prompts_file.as_mut() {
             resolve(p);
         }
@@ -901,10 +919,10 @@ impl Profile {
         if let Some(d) = w.dataset.as_mut() {
             resolve(&mut d.path);
         }
-        if let Some(t) = profile.sweep.trace.as_mut() {
+        if let Some(t) = self.sweep.trace.as_mut() {
             resolve(&mut t.path);
         }
-        Ok(profile)
+        Ok(())
     }
 
     /// Checks `workload.dataset.turns` and `history`: multi-turn conversations come from
@@ -1172,7 +1190,7 @@ impl Profile {
         let w = &self.workload;
         let mut workload = serde_json::to_value(w)?;
         workload["prompts_file"] = match &w.prompts_file {
-            Some(path) => serde_json::json!(file_digest(path, "prompts file")?),
+            Some(path) => serde_json::json!(file_digest(path, "workload.prompts_file")?),
             None => serde_json::Value::Null,
         };
         if let Some(path) = &w.tokenizer {
@@ -1181,14 +1199,15 @@ impl Profile {
             } else {
                 path.clone()
             };
-            workload["tokenizer"] = serde_json::json!(file_digest(&file, "tokenizer")?);
+            workload["tokenizer"] = serde_json::json!(file_digest(&file, "workload.tokenizer")?);
         }
         if let Some(d) = &w.dataset {
-            workload["dataset"]["path"] = serde_json::json!(file_digest(&d.path, "dataset")?);
+            workload["dataset"]["path"] =
+                serde_json::json!(file_digest(&d.path, "workload.dataset.path")?);
         }
         let mut sweep = serde_json::to_value(&self.sweep)?;
         if let Some(t) = &self.sweep.trace {
-            sweep["trace"]["path"] = serde_json::json!(file_digest(&t.path, "trace")?);
+            sweep["trace"]["path"] = serde_json::json!(file_digest(&t.path, "sweep.trace.path")?);
         }
         let canonical = serde_json::json!({
             "api": self.target.api,
@@ -1203,13 +1222,13 @@ impl Profile {
     }
 }
 
-/// The SHA-256 of a file's bytes, read in pieces (a dataset can be large).
-fn file_digest(path: &Path, what: &str) -> Result<String> {
-    let mut file = std::fs::File::open(path)
-        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+/// The SHA-256 of a file's bytes, read in pieces (a dataset can be large). A special file
+/// (a FIFO, `/dev/zero`) is refused before it is read, and a file past
+/// [`limits::WORKLOAD_FILE_BYTES`] while it is read: hashing must not hang or run forever.
+fn file_digest(path: &Path, field: &str) -> Result<String> {
     let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher)
-        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    crate::fsutil::stream_bounded(path, limits::WORKLOAD_FILE_BYTES, &mut hasher)
+        .with_context(|| format!("field `{field}`"))?;
     Ok(hex(&hasher.finalize()))
 }
 

@@ -153,12 +153,8 @@ fn profile_at_ref(
         .with_context(|| format!("the profile named by baseline {}", baseline_path.display()))?;
     let mut profile = Profile::parse(&text)
         .with_context(|| format!("invalid profile {} at {reference}", path.display()))?;
-    if let Some(prompts) = &profile.workload.prompts_file {
-        if prompts.is_relative() {
-            let base = path.parent().unwrap_or_else(|| Path::new("."));
-            profile.workload.prompts_file = Some(base.join(prompts));
-        }
-    }
+    // Its files relative to it, as bench and bless take them (one function for all).
+    profile.resolve_files(&path)?;
     Ok((profile, path, text))
 }
 
@@ -193,7 +189,9 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         profile_path.display()
     );
     let mut warnings = Vec::new();
-    if let Ok(here) = std::fs::read_to_string(&profile_path) {
+    if let Ok(here) =
+        crate::fsutil::read_bounded(&profile_path, crate::profile::limits::PROFILE_FILE_BYTES)
+    {
         if here != profile_text {
             warnings.push(format!(
                 "this change edits {}; the check measures the profile as it is at {reference}, \

@@ -69,8 +69,11 @@ fn modified(path: &Path) -> Option<String> {
 
 /// A stamp usable as a folder name everywhere (no ':' for Windows and macOS Finder, no '/').
 pub fn filesystem_safe(stamp: &str) -> String {
+    // At most 64 characters: a folder name has a limit (255 bytes on most file systems), and
+    // a stamp from a file may be any length. RFC 3339 with nanoseconds is 35.
     let safe: String = stamp
         .chars()
+        .take(64)
         .map(|c| match c {
             'A'..='Z' | 'a'..='z' | '0'..='9' | '-' | '_' | '.' | '+' => c,
             _ => '-',

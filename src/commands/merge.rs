@@ -43,9 +43,13 @@ pub struct MergeArgs {
     pub out: PathBuf,
 }
 
+/// The most a verdict.json read may hold (a verdict is kilobytes; this is a bound).
+const VERDICT_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 pub fn run(args: MergeArgs) -> Result<Exit> {
     let mut results = args.results.clone();
     let mut verdicts = args.verdict.clone();
+    refuse_output_in_an_input(&args)?;
     let out = args.out.canonicalize().ok();
     for dir in &args.from {
         // Not our own output from an earlier merge into a folder under `dir`.
@@ -90,8 +94,8 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     runs.sort_by_key(|(file, run)| (run_label(run), file.clone()));
     let mut checks = Vec::new();
     for path in &verdicts {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read verdict {}", path.display()))?;
+        let text = crate::fsutil::read_bounded(path, VERDICT_FILE_BYTES)
+            .with_context(|| format!("--verdict: cannot read verdict {}", path.display()))?;
         let verdict: Verdict = serde_json::from_str(&text).with_context(|| {
             format!(
                 "verdict {} is not a throughline verdict (from `throughline ci` or `gate --json`)",
@@ -155,6 +159,56 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         return Ok(Exit::Failure);
     }
     Ok(exit)
+}
+
+/// The output folder must not be where an input lives: its files would be taken for an
+/// earlier merge's output (the leg dropped) and its verdict.json overwritten with the
+/// combined one. A leg's folder holds a results.json, a verdict.md (from `ci`) or a
+/// verdict.json that is not a merged one; a named input's folder is refused as well.
+fn refuse_output_in_an_input(args: &MergeArgs) -> Result<()> {
+    let Ok(out) = args.out.canonicalize() else {
+        return Ok(()); // Not there yet: nothing in it.
+    };
+    let named = args.results.iter().chain(&args.verdict);
+    for file in named {
+        let dir = file.parent().map(|d| match d.as_os_str().is_empty() {
+            true => Path::new("."),
+            false => d,
+        });
+        if dir.and_then(|d| d.canonicalize().ok()).as_ref() == Some(&out) {
+            bail!(
+                "-o {}: it holds the input {}, which the merged files would overwrite or \
+                 hide; write the merge to a folder of its own",
+                args.out.display(),
+                file.display()
+            );
+        }
+    }
+    if args.from.is_empty() {
+        return Ok(());
+    }
+    let merged_verdict = |p: &Path| {
+        crate::fsutil::read_bounded(p, VERDICT_FILE_BYTES)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|v| v.get("checks").is_some())
+    };
+    let leg = [RESULTS_FILE, VERDICT_MD]
+        .into_iter()
+        .find(|n| out.join(n).exists())
+        .or_else(|| {
+            let v = out.join(VERDICT_JSON);
+            (v.exists() && !merged_verdict(&v)).then_some(VERDICT_JSON)
+        });
+    if let Some(name) = leg {
+        bail!(
+            "-o {}: it holds a leg's {name} (a run or check to merge, not an earlier merge), \
+             which the merge would leave out and overwrite; write the merge to a folder of its \
+             own, e.g. -o merged",
+            args.out.display()
+        );
+    }
+    Ok(())
 }
 
 /// Why a leg's run cannot count: stopped, a level that did not measure, or nothing measured.

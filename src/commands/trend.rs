@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
-use crate::gate::trend::{analyse, collect};
+use crate::gate::trend::{analyse_latest, collect, MAX_WINDOW, WINDOW};
 use crate::record::files::{TREND_JSON, TREND_MD, TREND_PNG};
 use crate::report::plots::trend_chart;
 use crate::stats::changepoint::ChangePointSettings;
@@ -37,6 +37,10 @@ pub struct TrendArgs {
     /// Shuffles per permutation test.
     #[arg(long, default_value_t = 999, value_parser = clap::value_parser!(u32).range(99..=100_000))]
     pub permutations: u32,
+    /// Search each level's latest N sessions for shifts (earlier ones are drawn, not
+    /// tested): the search's work grows with N squared per shuffle.
+    #[arg(long, default_value_t = WINDOW as u32, value_parser = clap::value_parser!(u32).range(12..=MAX_WINDOW as i64))]
+    pub window: u32,
 }
 
 pub fn run(args: TrendArgs) -> Result<Exit> {
@@ -50,7 +54,7 @@ pub fn run(args: TrendArgs) -> Result<Exit> {
         permutations: args.permutations as usize,
         ..ChangePointSettings::default()
     };
-    let trend = analyse(&history, args.alpha, &settings)?;
+    let trend = analyse_latest(&history, args.alpha, &settings, args.window as usize)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let json = serde_json::to_vec_pretty(&trend)?;
@@ -74,6 +78,13 @@ pub fn run(args: TrendArgs) -> Result<Exit> {
         trend.sessions,
         args.out.display()
     );
+    if trend.windowed() {
+        println!(
+            "shifts were searched in the latest {} of {} sessions of each level (--window); \
+             the earlier ones are drawn, not tested",
+            trend.window, trend.sessions
+        );
+    }
     let said = crate::report::trend::headline(&trend);
     println!("{}", crate::untrusted::for_terminal(&said));
     Ok(if trend.slower_levels().is_empty() {

@@ -17,7 +17,7 @@ use crate::fsutil::write_atomic;
 use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
 use crate::record::flags::FlagKind;
-use crate::record::{Environment, RunResult, TrialMetric};
+use crate::record::{Environment, RunResult, TrialMetric, FIGURE_MAX};
 use crate::stats::decision::SlotCalibration;
 
 /// The largest baseline file read (bytes): a rolling window of sessions of trial values.
@@ -258,15 +258,39 @@ impl Baseline {
         }
         for (i, s) in self.sessions.iter().enumerate() {
             for level in &s.levels {
-                if let Some(bad) = level
-                    .tok_per_s
-                    .iter()
-                    .find(|v| !(v.is_finite() && **v > 0.0))
-                {
-                    bail!(
-                        "baseline {origin}: field `sessions[{i}].levels` (C={}): tok_per_s value {bad} is not a positive number",
-                        level.concurrency
-                    );
+                // Every array: a NaN, negative or infinite latency would switch its gate off
+                // silently, and 1e308 is finite but its sums are not. Zero is a measurement
+                // (an instant server), except where a gate divides by it: throughput, and a
+                // latency this baseline gates on.
+                let gated = &self.gate.latency;
+                let arrays = [
+                    ("tok_per_s", &level.tok_per_s, true),
+                    ("per_request_tok_per_s", &level.per_request_tok_per_s, false),
+                    ("ttft_p99_ms", &level.ttft_p99_ms, gated.ttft_p99.is_some()),
+                    ("itl_p99_ms", &level.itl_p99_ms, gated.itl_p99.is_some()),
+                    ("e2e_p99_ms", &level.e2e_p99_ms, gated.e2e_p99.is_some()),
+                ];
+                for (field, values, positive) in arrays {
+                    let fits = |v: f64| {
+                        v.is_finite() && v <= FIGURE_MAX && (v > 0.0 || (!positive && v == 0.0))
+                    };
+                    if let Some(bad) = values.iter().find(|v| !fits(**v)) {
+                        let expected = match positive {
+                            true => "a positive number",
+                            false => "a number from 0",
+                        };
+                        bail!(
+                            "baseline {origin}: field `sessions[{i}].levels` (C={}): {field} \
+                             value {} is not {expected} up to {FIGURE_MAX:e}{}",
+                            level.concurrency,
+                            crate::record::figure_text(*bad),
+                            match (positive, field) {
+                                (true, f) if f.ends_with("_ms") =>
+                                    " (the gate's latency check divides by it)",
+                                _ => "",
+                            }
+                        );
+                    }
                 }
             }
         }

@@ -17,6 +17,13 @@ use crate::stats::changepoint::{change_points, ChangePointSettings};
 /// The most commits read back from git: years of nightly blesses, and a bound.
 pub const MAX_COMMITS: usize = 5_000;
 
+/// The latest sessions per level searched for shifts, by default (`trend --window`): most of
+/// a year of nightly sessions. The search costs (window)^2 per shuffle, so the window bounds
+/// it: 2,000 sessions searched whole took minutes, 40,000 asked for 12.8 GB.
+pub const WINDOW: usize = 250;
+/// The largest `--window`.
+pub const MAX_WINDOW: usize = 1_000;
+
 /// The sessions of a baseline's history, oldest first.
 #[derive(Debug, Clone)]
 pub struct History {
@@ -131,10 +138,19 @@ pub struct Trend {
     /// an unchanged history is at most `alpha`.
     pub alpha: f64,
     pub min_effect: f64,
+    /// The most sessions per level searched for shifts: the latest ones (earlier sessions
+    /// are drawn, not tested). 0 in files from before the window.
+    #[serde(default)]
+    pub window: usize,
     pub levels: Vec<LevelTrend>,
 }
 
 impl Trend {
+    /// Whether some level has more sessions than the window searched.
+    pub fn windowed(&self) -> bool {
+        self.levels.iter().any(|l| l.points.len() > self.window)
+    }
+
     /// The levels whose latest shift is a slowdown of at least the minimum effect.
     pub fn slower_levels(&self) -> Vec<u32> {
         self.levels
@@ -145,10 +161,24 @@ impl Trend {
     }
 }
 
-/// The trend of `history`'s levels; `alpha` is the family-wise false-alarm rate.
+/// The trend of `history`'s levels; `alpha` is the family-wise false-alarm rate. Shifts are
+/// searched in the latest [`WINDOW`] sessions of each level.
 pub fn analyse(history: &History, alpha: f64, settings: &ChangePointSettings) -> Result<Trend> {
+    analyse_latest(history, alpha, settings, WINDOW)
+}
+
+/// [`analyse`], searching the latest `window` sessions of each level for shifts.
+pub fn analyse_latest(
+    history: &History,
+    alpha: f64,
+    settings: &ChangePointSettings,
+    window: usize,
+) -> Result<Trend> {
     if !(alpha > 0.0 && alpha < 1.0) {
         bail!("alpha must be between 0 and 1 (exclusive), got {alpha}");
+    }
+    if !(2..=MAX_WINDOW).contains(&window) {
+        bail!("the window must be from 2 to {MAX_WINDOW} sessions, got {window}");
     }
     let mut by_level: BTreeMap<u32, Vec<TrendPoint>> = BTreeMap::new();
     for s in &history.sessions {
@@ -180,12 +210,13 @@ pub fn analyse(history: &History, alpha: f64, settings: &ChangePointSettings) ->
     let levels = by_level
         .into_iter()
         .map(|(concurrency, points)| {
-            let series: Vec<f64> = points.iter().map(|p| p.tok_per_s.ln()).collect();
+            let start = points.len().saturating_sub(window);
+            let series: Vec<f64> = points[start..].iter().map(|p| p.tok_per_s.ln()).collect();
             let shifts: Vec<Shift> = change_points(&series, &per_level)
                 .into_iter()
                 .map(|c| Shift {
-                    measured_at: points[c.index].measured_at.clone(),
-                    commit: points[c.index].commit.clone(),
+                    measured_at: points[start + c.index].measured_at.clone(),
+                    commit: points[start + c.index].commit.clone(),
                     ratio: (c.mean_after - c.mean_before).exp(),
                     p_value: c.p_value,
                 })
@@ -206,6 +237,7 @@ pub fn analyse(history: &History, alpha: f64, settings: &ChangePointSettings) ->
         sessions: history.sessions.len(),
         alpha,
         min_effect: history.min_effect,
+        window,
         levels,
     })
 }
@@ -307,6 +339,28 @@ mod tests {
     fn sessions_sort_by_instant_across_offsets() {
         assert!(sort_key("2026-10-01T23:00:00-05:00") > sort_key("2026-10-02T01:00:00Z"));
         assert!(sort_key("not a date") < sort_key("2026-10-02T01:00:00Z"));
+    }
+
+    /// A shift before the window is not searched; one inside it is found where it is.
+    #[test]
+    fn only_the_latest_window_is_searched() {
+        let values: Vec<f64> = (0..60)
+            .map(|i| 1000.0 * wobble(i) * if i >= 10 { 0.9 } else { 1.0 })
+            .collect();
+        let s = ChangePointSettings::default();
+        let trend = analyse_latest(&history(&values), 0.05, &s, 40).unwrap();
+        assert!(trend.levels[0].shifts.is_empty() && trend.windowed());
+        assert_eq!(trend.levels[0].points.len(), 60);
+        let late: Vec<f64> = (0..60)
+            .map(|i| 1000.0 * wobble(i) * if i >= 45 { 0.9 } else { 1.0 })
+            .collect();
+        let trend = analyse_latest(&history(&late), 0.05, &s, 40).unwrap();
+        assert_eq!(trend.levels[0].shifts.len(), 1);
+        assert_eq!(
+            trend.levels[0].shifts[0].measured_at,
+            "2026-10-46T03:00:00Z"
+        );
+        assert!(analyse_latest(&history(&late), 0.05, &s, 1).is_err());
     }
 
     #[test]

@@ -247,8 +247,11 @@ fn synthetic(run_tag: u32, index: u64, words: u32) -> String {
     text
 }
 
+/// The largest prompts file read: every prompt is held in memory for the run.
+pub const PROMPTS_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+
 fn read_jsonl(path: &Path) -> Result<Vec<Prompt>> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::fsutil::read_bounded(path, PROMPTS_FILE_BYTES)
         .with_context(|| format!("cannot read prompts file {}", path.display()))?;
     let mut prompts = Vec::new();
     for (i, line) in text.lines().enumerate() {

@@ -353,6 +353,18 @@ impl<'a> Prepared<'a> {
             sweep.order,
             sweep.seed.unwrap_or(0),
         );
+        if let Some((offsets, _)) = &trace {
+            // A replay takes the trace's time: say how long before it starts.
+            let per_trial = offsets.last().copied().unwrap_or(0.0);
+            let round = |s: f64| std::time::Duration::from_millis((s * 1000.0).ceil() as u64);
+            eprintln!(
+                "trace replay: {} requests over {} per trial, {} trials: about {} of sending",
+                offsets.len(),
+                humantime::format_duration(round(per_trial)),
+                slots.len(),
+                humantime::format_duration(round(per_trial * slots.len() as f64))
+            );
+        }
         let trace_len = trace.as_ref().map(|(o, _)| o.len() as u64);
         let (steps, planned_requests) = plan_steps(profile, &levels, &slots, trace_len);
         let mode = match setup.show_progress {

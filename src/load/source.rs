@@ -161,6 +161,20 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
     };
     let max_rows = spec.rows.unwrap_or(limits::REQUESTS) as usize;
     let trace = trace::load(&spec.path, max_rows)?;
+    // A replay is a duration trial: the cap on `sweep.duration` holds for it too.
+    let replay = trace.span().as_secs_f64() / spec.speedup;
+    if replay > limits::TRIAL_SPAN.as_secs_f64() {
+        anyhow::bail!(
+            "field `sweep.trace`: trace {} spans {:.0} s; replayed at speedup {} a trial would \
+             take {:.0} s, past the cap of {} that holds for `sweep.duration` too; replay fewer \
+             rows (`rows`) or raise `speedup`",
+            spec.path.display(),
+            trace.span().as_secs_f64(),
+            spec.speedup,
+            replay,
+            humantime::format_duration(limits::TRIAL_SPAN)
+        );
+    }
     notes.push(format!(
         "trace {}: {} requests over {:.3} s, replayed at speedup {}{}",
         spec.path.display(),

@@ -133,6 +133,9 @@ fn field_line(text: &str, span: std::ops::Range<usize>, field: &str) -> usize {
     line_of(text, start)
 }
 
+/// The largest catalog file read (a catalog is a few kilobytes of TOML).
+pub const CATALOG_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 impl Catalog {
     /// The built-in catalog.
     pub fn builtin(facts: &Facts) -> Result<Catalog> {
@@ -144,7 +147,7 @@ impl Catalog {
         match path {
             None => Catalog::builtin(facts),
             Some(p) => {
-                let text = std::fs::read_to_string(p)
+                let text = crate::fsutil::read_bounded(p, CATALOG_FILE_BYTES)
                     .with_context(|| format!("--catalog: cannot read {}", p.display()))?;
                 Catalog::parse(&text, &p.display().to_string(), facts)
             }
@@ -210,8 +213,16 @@ impl Catalog {
                 ("batch1_tok_s_per_replica", node.batch1_tok_s_per_replica),
             ] {
                 if let Some(v) = value {
-                    if !(v.is_finite() && v > 0.0) {
-                        return Err(fail(field, format!("{v} must be a positive number")));
+                    // 1e308 is finite, but days = tokens / it print as 0.0 s.
+                    if !(v.is_finite() && v > 0.0 && v <= crate::record::FIGURE_MAX) {
+                        return Err(fail(
+                            field,
+                            format!(
+                                "{} must be a positive number up to {:e}",
+                                crate::record::figure_text(v),
+                                crate::record::FIGURE_MAX
+                            ),
+                        ));
                     }
                 }
             }

@@ -224,6 +224,9 @@ impl Facts {
     }
 }
 
+/// The largest config.json read (a model's is a few kilobytes).
+pub const MODEL_CONFIG_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Reads model facts from a Hugging Face `config.json`.
 ///
 /// Uses num_hidden_layers, num_key_value_heads (default: num_attention_heads), head_dim (or
@@ -238,7 +241,7 @@ pub fn model_from_hf_config(
     params_b: Option<f64>,
     active_params_b: Option<f64>,
 ) -> Result<ModelFacts> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::fsutil::read_bounded(path, MODEL_CONFIG_FILE_BYTES)
         .with_context(|| format!("--model-config: cannot read {}", path.display()))?;
     model_from_hf_config_text(
         &text,

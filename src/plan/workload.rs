@@ -78,10 +78,19 @@ pub fn parse_count(flag: &str, text: &str) -> Result<f64> {
 }
 
 /// A whole number of at least one, e.g. completions (requests): `0.5` is not a count.
+/// Above it a count is rounded to a neighbour when read (1e23 is 99999999999999991611392).
+pub const WHOLE_MAX: f64 = 9_007_199_254_740_992.0; // 2^53
+
 pub fn parse_whole(flag: &str, text: &str) -> Result<f64> {
     let value = parse_count(flag, text)?;
     if value.fract() != 0.0 {
         bail!("{flag}: {text} is not a whole number; it counts requests");
+    }
+    if value > WHOLE_MAX {
+        bail!(
+            "{flag}: {text} is past 2^53 = 9007199254740992, the largest count held exactly \
+             (it would be rounded silently)"
+        );
     }
     Ok(value)
 }

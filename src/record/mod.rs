@@ -211,8 +211,9 @@ impl LevelResult {
 
     /// Requests sent and failed over all trials.
     pub fn error_rate(&self) -> f64 {
-        let sent: u64 = self.trials.iter().map(|t| t.requests_sent).sum();
-        let failed: u64 = self.trials.iter().map(|t| t.failed_total()).sum();
+        // Saturating: a loaded file's counts are checked per trial, not their sum.
+        let sent = (self.trials.iter()).fold(0u64, |a, t| a.saturating_add(t.requests_sent));
+        let failed = (self.trials.iter()).fold(0u64, |a, t| a.saturating_add(t.failed_total()));
         if sent == 0 {
             0.0
         } else {
@@ -365,9 +366,24 @@ pub struct InputCheck {
     pub exact: bool,
 }
 
+/// The largest figure (tok/s, requests/s, seconds) a file may hold: far above any
+/// measurement, far below where sums and means of a few overflow to infinity (1e308 is
+/// finite, two of it are not).
+pub const FIGURE_MAX: f64 = 1e12;
+
+/// A figure for a message: 1e308 as `1e308`, not 309 digits.
+pub fn figure_text(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e9 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 impl TrialResult {
-    /// The first figure that no measurement can give (negative or not finite), with its
-    /// field name: a file edited or written by something else, refused on load.
+    /// The first figure that no measurement can give (negative, not finite, or past
+    /// [`FIGURE_MAX`]), with its field name: a file edited or written by something else,
+    /// refused on load.
     pub fn bad_figure(&self) -> Option<(&'static str, f64)> {
         [
             ("window_s", Some(self.window_s)),
@@ -382,7 +398,7 @@ impl TrialResult {
         ]
         .into_iter()
         .find_map(|(name, v)| {
-            v.filter(|v| !(v.is_finite() && *v >= 0.0))
+            v.filter(|v| !(v.is_finite() && *v >= 0.0 && *v <= FIGURE_MAX))
                 .map(|v| (name, v))
         })
     }
@@ -509,13 +525,16 @@ pub struct OpenLoopStats {
 }
 
 impl TrialResult {
+    /// Saturating: counts from a file may be anything ([`TrialResult::is_accounted`] checks).
     pub fn failed_total(&self) -> u64 {
-        self.failed.values().sum()
+        self.failed.values().fold(0, |a, n| a.saturating_add(*n))
     }
 
     /// The accounting invariant: every request sent either succeeded or failed in a class.
+    /// Checked arithmetic: counts that wrap (2^63 + 2^63 = 0) do not balance.
     pub fn is_accounted(&self) -> bool {
-        self.requests_sent == self.succeeded + self.failed_total()
+        (self.failed.values()).try_fold(self.succeeded, |a, n| a.checked_add(*n))
+            == Some(self.requests_sent)
     }
 }
 
@@ -770,11 +789,12 @@ impl RunResult {
             for t in &level.trials {
                 if let Some((field, v)) = t.bad_figure() {
                     bail!(
-                        "results {}: {arm}level {} trial {}: field `{field}` is {v}, not a \
-                         finite number >= 0",
+                        "results {}: {arm}level {} trial {}: field `{field}` is {}, not a \
+                         number from 0 to {FIGURE_MAX:e}",
                         path.display(),
                         level.label(),
-                        t.trial
+                        t.trial,
+                        figure_text(v)
                     );
                 }
             }

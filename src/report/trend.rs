@@ -37,7 +37,8 @@ pub fn headline(trend: &Trend) -> String {
 
 fn commit_text(commit: Option<&str>) -> String {
     commit.map_or(String::new(), |c| {
-        format!(" (commit {})", &c[..c.len().min(10)])
+        // Ten characters, not bytes: a commit given to `bless --commit` may be any text.
+        format!(" (commit {})", c.chars().take(10).collect::<String>())
     })
 }
 
@@ -65,6 +66,14 @@ pub fn markdown(trend: &Trend) -> String {
         trend.alpha,
         trend.min_effect * 100.0
     );
+    if trend.windowed() {
+        let _ = writeln!(
+            md,
+            "Shifts were searched in the latest {} of {} sessions of each level; the earlier \
+             ones are drawn, not tested.\n",
+            trend.window, trend.sessions
+        );
+    }
     let _ = writeln!(md, "![throughput trend]({TREND_PNG})");
     md
 }

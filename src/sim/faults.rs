@@ -164,10 +164,43 @@ struct SimFile {
     faults: Faults,
 }
 
+/// The largest sim config file read (a few lines of TOML).
+const CONFIG_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Reads a config file of at most [`CONFIG_FILE_BYTES`], refusing a special file (a FIFO
+/// would wait for a writer, `/dev/zero` never ends) before reading it: the checks of
+/// `fsutil::read_bounded`, here because `sim/` uses nothing else of the crate.
+fn read_config(path: &Path) -> Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let regular = |m: std::fs::Metadata| {
+        if m.is_file() {
+            Ok(m)
+        } else {
+            Err(anyhow::anyhow!(
+                "{} is not a regular file; expected a TOML file",
+                path.display()
+            ))
+        }
+    };
+    regular(std::fs::metadata(path)?)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    regular(file.metadata()?)?;
+    let mut bytes = Vec::new();
+    file.take(CONFIG_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > CONFIG_FILE_BYTES {
+        bail!("over the limit of {CONFIG_FILE_BYTES} bytes for a sim config");
+    }
+    String::from_utf8(bytes).context("not UTF-8 text")
+}
+
 impl Faults {
     /// Reads the `[faults]` table of a sim config file; errors name the file, line and field.
     pub fn load(path: &Path) -> Result<Faults> {
-        let text = std::fs::read_to_string(path)
+        let text = read_config(path)
             .with_context(|| format!("cannot read sim config {}", path.display()))?;
         Faults::parse(&text).with_context(|| format!("invalid sim config {}", path.display()))
     }
