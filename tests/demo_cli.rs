@@ -45,7 +45,10 @@ fn demo_measures_gates_plots_and_plans() {
         .split("an unchanged pull request in blocks")
         .nth(1)
         .unwrap_or_default();
-    assert!(blocks.contains("block 4: head on slot 0, base on slot 1"), "{stdout}");
+    assert!(
+        blocks.contains("block 4: head on slot 0, base on slot 1"),
+        "{stdout}"
+    );
     assert!(blocks.contains("slots: C=1: slot 1 "), "{stdout}");
     // A pass on a quiet machine (the README's output); a very busy one may leave a level
     // undecided, but an unchanged server never fails on its slot.
