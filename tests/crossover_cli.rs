@@ -71,6 +71,18 @@ fn verdict_json(out: &Path) -> serde_json::Value {
     read_json(&out.join("verdict.json"))
 }
 
+/// `baseline calibrate` from the run in `out` into `baseline`.
+fn calibrate(out: &Path, baseline: &Path) -> std::process::Output {
+    run(&[
+        "baseline",
+        "calibrate",
+        "-r",
+        out.join("results.json").to_str().unwrap(),
+        "-b",
+        baseline.to_str().unwrap(),
+    ])
+}
+
 #[test]
 fn a_slot_effect_cancels_across_blocks_and_is_named() {
     let _turn = timing_lock();
@@ -255,14 +267,7 @@ fn an_aa_calibration_covers_a_one_block_run() {
         &["--blocks", "4", "--max-blocks", "4"],
     );
     assert_eq!(code(&o), 0, "{}", text(&o));
-    let o = run(&[
-        "baseline",
-        "calibrate",
-        "-r",
-        aa.join("results.json").to_str().unwrap(),
-        "-b",
-        baseline.to_str().unwrap(),
-    ]);
+    let o = calibrate(&aa, &baseline);
     assert_eq!(code(&o), 0, "{}", text(&o));
     let stored: toml::Table = toml::from_str(&std::fs::read_to_string(&baseline).unwrap()).unwrap();
     let rows = stored["calibration"].as_array().unwrap();
@@ -278,14 +283,7 @@ fn an_aa_calibration_covers_a_one_block_run() {
         &["--blocks", "2", "--max-blocks", "2"],
     );
     assert_eq!(code(&o), 0, "{}", text(&o));
-    let o = run(&[
-        "baseline",
-        "calibrate",
-        "-r",
-        ab.join("results.json").to_str().unwrap(),
-        "-b",
-        baseline.to_str().unwrap(),
-    ]);
+    let o = calibrate(&ab, &baseline);
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("different commands"), "{}", text(&o));
 

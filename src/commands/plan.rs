@@ -592,7 +592,11 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
     let plan = plan(&req)?;
     let json = render_json(&plan);
     match args.format {
-        PlanFormat::Table => print!("{}", render_table(&plan)),
+        // Node and model names come from catalog and results files.
+        PlanFormat::Table => print!(
+            "{}",
+            crate::untrusted::for_terminal_lines(&render_table(&plan))
+        ),
         PlanFormat::Json => println!("{json}"),
     }
     if let Some(path) = &args.json {

@@ -167,19 +167,8 @@ pub fn calibration_rows(
                     .collect()
             };
             let (b, h) = (values(base), values(head));
-            let (mb, mh) = crate::stats::decision::outlier_mask_relative(
-                &b,
-                &h,
-                crate::stats::decision::OUTLIER_Z,
-            );
-            let keep = |v: &[f64], m: &[bool]| -> Vec<f64> {
-                v.iter()
-                    .zip(m)
-                    .filter(|(_, &x)| !x)
-                    .map(|(&v, _)| v)
-                    .collect()
-            };
-            let (b, h) = (keep(&b, &mb), keep(&h, &mh));
+            let trimmed = crate::stats::decision::trimmed_block(&b, &h);
+            let (b, h) = (trimmed.base, trimmed.head);
             if b.len() < 2 || h.len() < 2 {
                 continue;
             }

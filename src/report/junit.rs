@@ -5,8 +5,12 @@ use std::fmt::Write;
 
 use crate::gate::{LevelStatus, Verdict};
 
+/// Text for an XML attribute or element: markup characters as entities, and control
+/// characters (which XML 1.0 forbids, so one in a hostile name made the file unreadable)
+/// written as visible escapes, as on the terminal.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
+    crate::untrusted::for_terminal(text)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
@@ -39,8 +43,9 @@ pub fn junit(verdict: &Verdict) -> String {
     for v in &verdict.levels {
         let name = format!("throughput at concurrency {}", v.concurrency);
         let detail = format!(
-            "ratio {} (95% CI {} to {}), Holm p {}, trials {}/{}",
+            "ratio {} (one-sided {:.0}% bounds {} and {}), Holm p {}, trials {}/{}",
             v.ratio.map(|r| format!("{r:.4}")).unwrap_or("-".into()),
+            verdict.settings.pass_confidence * 100.0,
             v.ci_low.map(|r| format!("{r:.4}")).unwrap_or("-".into()),
             v.ci_high.map(|r| format!("{r:.4}")).unwrap_or("-".into()),
             v.p_adjusted
@@ -75,4 +80,16 @@ pub fn junit(verdict: &Verdict) -> String {
     }
     out.push_str("</testsuite>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_never_reach_the_xml() {
+        let said = escape("name\u{1b}[31m\u{0}<x>\n::error::y");
+        assert!(!said.chars().any(|c| c.is_control()), "{said}");
+        assert!(said.contains("&lt;x&gt;"), "{said}");
+    }
 }

@@ -110,6 +110,37 @@ pub struct CrossoverInfo {
     pub starts_covered: bool,
 }
 
+/// One block's values after what every reader of a block applies: non-finite values
+/// ignored, then the outlier rule within the block (as for a run of one session).
+pub struct TrimmedBlock {
+    pub base: Vec<f64>,
+    pub head: Vec<f64>,
+    /// Non-finite values and outliers set aside, (base, head).
+    pub ignored: (usize, usize),
+    pub dropped: (usize, usize),
+}
+
+/// See [`TrimmedBlock`]; the gate and `baseline calibrate` read blocks through it.
+pub fn trimmed_block(base: &[f64], head: &[f64]) -> TrimmedBlock {
+    let (bv, _, ib) = usable(base, &[], "base");
+    let (hv, _, ih) = usable(head, &[], "head");
+    let (mb, mh) = outlier_mask_relative(&bv, &hv, OUTLIER_Z);
+    let keep = |v: &[f64], m: &[bool]| -> Vec<f64> {
+        v.iter()
+            .zip(m)
+            .filter(|(_, &x)| !x)
+            .map(|(&v, _)| v)
+            .collect()
+    };
+    let (bk, hk) = (keep(&bv, &mb), keep(&hv, &mh));
+    TrimmedBlock {
+        dropped: (bv.len() - bk.len(), hv.len() - hk.len()),
+        ignored: (ib, ih),
+        base: bk,
+        head: hk,
+    }
+}
+
 /// One level of a relative run in blocks; see the module doc. `guard` as in
 /// [`super::relative_level`]. A block with an empty arm is left out.
 pub fn crossover_level(
@@ -122,21 +153,12 @@ pub fn crossover_level(
     let mut kept: Vec<(Vec<f64>, Vec<f64>, f64)> = Vec::new();
     let (mut ignored_b, mut ignored_h, mut dropped_b, mut dropped_h) = (0, 0, 0, 0);
     for b in blocks {
-        let (bv, _, ib) = usable(&b.base, &[], "base");
-        let (hv, _, ih) = usable(&b.head, &[], "head");
-        ignored_b += ib;
-        ignored_h += ih;
-        let (mb, mh) = outlier_mask_relative(&bv, &hv, OUTLIER_Z);
-        let keep = |v: &[f64], m: &[bool]| -> Vec<f64> {
-            v.iter()
-                .zip(m)
-                .filter(|(_, &x)| !x)
-                .map(|(&v, _)| v)
-                .collect()
-        };
-        let (bk, hk) = (keep(&bv, &mb), keep(&hv, &mh));
-        dropped_b += bv.len() - bk.len();
-        dropped_h += hv.len() - hk.len();
+        let t = trimmed_block(&b.base, &b.head);
+        let (bk, hk) = (t.base, t.head);
+        ignored_b += t.ignored.0;
+        ignored_h += t.ignored.1;
+        dropped_b += t.dropped.0;
+        dropped_h += t.dropped.1;
         if !bk.is_empty() && !hk.is_empty() {
             let o = if b.head_slot == 1 { 1.0 } else { -1.0 };
             kept.push((bk, hk, o));

@@ -35,7 +35,9 @@ mod outliers;
 #[cfg(test)]
 mod vectors;
 
-pub use crossover::{crossover_level, Block, CrossoverInfo, SlotCalibration};
+pub use crossover::{
+    crossover_level, trimmed_block, Block, CrossoverInfo, SlotCalibration, TrimmedBlock,
+};
 pub use decide::{decide, DecisionSettings};
 pub use drift::{drift_check, drift_check_at, Drift, DRIFT_ALPHA, DRIFT_MIN_SIZE};
 pub use level::{history_level, relative_level, Design, LevelOutcome, LevelTest};
