@@ -49,7 +49,7 @@ SERVER="exec taskset -c $CORE $THROUGHLINE_LLAMA_SERVER -m $THROUGHLINE_LLAMA_MO
 --port {port} --parallel 16 --ctx-size 4096 --metrics --chat-template chatml \
 --reasoning-format none --threads 1 --no-warmup --alias tiny-llama"
 # The slow head joins the quota's cgroup, then becomes the server (same process).
-SLOW_SERVER="echo \$\$ > $CGROUP/cgroup.procs; exec $SERVER"
+SLOW_SERVER="echo \$\$ > $CGROUP/cgroup.procs; $SERVER"
 
 job() {
     local name="$1" head="$2" dir="$OUT/$1"

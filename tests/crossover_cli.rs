@@ -174,13 +174,8 @@ fn a_slower_head_fails_in_blocks() {
     let dir = tempfile::tempdir().unwrap();
     let p = profile(dir.path());
     let out = dir.path().join("slow");
-    let o = bench_blocks(
-        &p,
-        &out,
-        &server(1.12),
-        &server(1.0),
-        &["--blocks", "4", "--max-blocks", "4"],
-    );
+    // The default plan (up to 12 blocks): a regression at the first look ends the run.
+    let o = bench_blocks(&p, &out, &server(1.12), &server(1.0), &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     let o = run(&[
         "gate",
@@ -188,6 +183,13 @@ fn a_slower_head_fails_in_blocks() {
         out.join("results.json").to_str().unwrap(),
     ]);
     assert_eq!(code(&o), 1, "a 12% slower head: {}", text(&o));
+    let results = read_json(&out.join("results.json"));
+    assert_eq!(
+        results["servers"]["blocks"].as_array().unwrap().len(),
+        4,
+        "no block is added once a level failed: {}",
+        results["servers"]["stopped"]
+    );
 }
 
 #[test]

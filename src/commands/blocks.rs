@@ -122,8 +122,16 @@ impl ServerArgs {
 }
 
 /// The levels a verdict left undecided (any metric): where another pair of blocks may
-/// decide.
+/// decide. None once a level regressed: the verdict is then a regression whatever the
+/// others say (and benches/gate_crossover.rs calibrated the plan stopping there).
 pub fn undecided_levels(verdict: &Verdict) -> Vec<u32> {
+    if verdict
+        .levels
+        .iter()
+        .any(|l| l.status == LevelStatus::Regression)
+    {
+        return Vec::new();
+    }
     let mut levels: Vec<u32> = (verdict.levels.iter())
         .filter(|l| l.status == LevelStatus::Inconclusive)
         .map(|l| l.concurrency)
