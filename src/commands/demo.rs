@@ -161,7 +161,7 @@ async fn unchanged_in_blocks(out: &Path) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find this program to start serve-sim")?;
     let quoted = format!("'{}'", exe.display().to_string().replace('\'', r"'\''"));
     let server = format!(
-        "exec {quoted} serve-sim --port {{port}} --preset fast --token-delay-ms 2 \
+        "exec {quoted} serve-sim --port {{port}} --preset fast --token-delay-ms 3 \
          --slowdown $(test {{slot}} = 1 && echo 0.96 || echo 1)"
     );
     let mut profile = Profile::parse(DEMO_PROFILE).context("the embedded demo profile")?;

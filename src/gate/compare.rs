@@ -256,14 +256,14 @@ fn gate(
     concurrencies.sort_unstable();
     concurrencies.dedup();
     let metrics = metrics(settings);
-    let mut warnings: Vec<String> = candidate
-        .flag_lines(Some(FlagKind::ClientBound))
-        .into_iter()
-        .map(|line| format!("candidate: {line}"))
-        .collect();
+    let mut warnings: Vec<String> = Vec::new();
+    warnings.extend(client_bound(
+        "candidate",
+        candidate.flag_lines(Some(FlagKind::ClientBound)),
+    ));
     if let Some(base) = &candidate.base {
         let lines = crate::record::flag_lines(&base.levels, Some(FlagKind::ClientBound));
-        warnings.extend(lines.into_iter().map(|line| format!("base arm: {line}")));
+        warnings.extend(client_bound("base arm", lines));
     }
     let mut levels = Vec::new();
     for &(metric, min_effect, tolerance) in &metrics {
@@ -350,6 +350,18 @@ fn gate(
         settings_from: None,
         overridden: Vec::new(),
     }
+}
+
+/// An arm's client-bound trials in one warning: each flagged trial on its own line flooded
+/// the verdict (14 lines for a demo in blocks) and pushed the other warnings out of the
+/// annotations, which show the first few. The first trial's message stands for the kind;
+/// results.json keeps every trial's flag.
+fn client_bound(who: &str, lines: Vec<String>) -> Option<String> {
+    let first = lines.first()?;
+    Some(match lines.len() {
+        1 => format!("{who}: {first}"),
+        n => format!("{who}: {n} trials were flagged client-bound (each in results.json), the first: {first}"),
+    })
 }
 
 /// One level's verdict before the decision, and its test when the level can be gated.
