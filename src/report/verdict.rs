@@ -1,6 +1,6 @@
 //! The gate's verdict for people: a console table and a Markdown summary, each saying what
 //! the decision used (the design, the within- and between-session spread, the bounds at the
-//! decision's own level, the smallest drop the data could see).
+//! pass confidence, the smallest drop the data could see, slot and start effects in blocks).
 
 use std::fmt::Write;
 
