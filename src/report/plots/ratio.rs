@@ -1,5 +1,5 @@
-//! `ratio.png` for the gate: candidate / baseline output tok/s at each level, with the bounds
-//! the decision used, the no-change line and the minimum-effect line, and each level's
+//! `ratio.png` for the gate: candidate / baseline output tok/s at each level, with its
+//! one-sided bounds at the pass confidence, the no-change line and the minimum-effect line, and each level's
 //! verdict written above it in its colour. The verdict should be readable in five seconds.
 //!
 //! Levels are evenly spaced (one column each), so a drop at C = 1 is as visible as one at 64.
@@ -120,7 +120,11 @@ fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
         RED,
     ));
     legend.push(LegendEntry::new(
-        "bar: the bounds the decision used (one-sided, Holm-adjusted level)",
+        format!(
+            "bar: one-sided {:.0}% bounds (a pass needs every bar's bottom above {})",
+            verdict.settings.pass_confidence * 100.0,
+            fmt_ratio(1.0 - verdict.settings.tolerance)
+        ),
         Mark::MeanBar,
         INK,
     ));
