@@ -267,8 +267,10 @@ fn status_legend(s: LevelStatus, min_effect: f64) -> String {
             "FAIL: significantly slower, by at least {:.0}%",
             min_effect * 100.0
         ),
-        LevelStatus::Inconclusive => "cannot tell: the bar reaches below the dashed line".into(),
-        LevelStatus::Pass => "pass: the whole bar lies above the dashed line".into(),
+        LevelStatus::Inconclusive => {
+            "cannot tell: neither slower beyond doubt nor a drop ruled out".into()
+        }
+        LevelStatus::Pass => "pass: the bar's bottom rules out a larger drop than allowed".into(),
         LevelStatus::Improvement => "faster".into(),
         LevelStatus::InsufficientTrials => "too few trials".into(),
         LevelStatus::NotGated => "not gated".into(),
