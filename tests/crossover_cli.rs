@@ -55,6 +55,13 @@ fn bench_blocks(
     run_bench_cli(p, out, &args)
 }
 
+/// `bench` in exactly `n` blocks (no block added), asserted to have measured.
+fn blocks_ok(p: &Path, out: &Path, head: &str, base: &str, n: u32) {
+    let n = n.to_string();
+    let o = bench_blocks(p, out, head, base, &["--blocks", &n, "--max-blocks", &n]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+}
+
 fn verdict_json(out: &Path) -> serde_json::Value {
     let o = run(&[
         "gate",
@@ -250,14 +257,7 @@ fn an_aa_calibration_covers_a_one_block_run() {
 
     let aa = d.join("aa");
     let same = server(1.0);
-    let o = bench_blocks(
-        &p,
-        &aa,
-        &same,
-        &same,
-        &["--blocks", "4", "--max-blocks", "4"],
-    );
-    assert_eq!(code(&o), 0, "{}", text(&o));
+    blocks_ok(&p, &aa, &same, &same, 4);
     a_slot_effect_cancels_across_blocks_and_is_named(&aa);
     let o = calibrate(&aa, &baseline);
     assert_eq!(code(&o), 0, "{}", text(&o));
@@ -267,28 +267,14 @@ fn an_aa_calibration_covers_a_one_block_run() {
 
     // A run whose arms ran different commands is no A/A run.
     let ab = d.join("ab");
-    let o = bench_blocks(
-        &p,
-        &ab,
-        &server(1.01),
-        &same,
-        &["--blocks", "2", "--max-blocks", "2"],
-    );
-    assert_eq!(code(&o), 0, "{}", text(&o));
+    blocks_ok(&p, &ab, &server(1.01), &same, 2);
     let o = calibrate(&ab, &baseline);
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("different commands"), "{}", text(&o));
 
     // One block (the head on slot 1): the calibration's slot effect is taken out.
     let one = d.join("one");
-    let o = bench_blocks(
-        &p,
-        &one,
-        &same,
-        &same,
-        &["--blocks", "1", "--max-blocks", "1"],
-    );
-    assert_eq!(code(&o), 0, "{}", text(&o));
+    blocks_ok(&p, &one, &same, &same, 1);
     let o = gate(&one.join("results.json"), &baseline, &[]);
     let said = text(&o);
     assert_ne!(code(&o), 1, "{said}");

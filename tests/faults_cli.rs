@@ -504,17 +504,7 @@ fn sigterm_abandons_stalled_requests_as_cancelled() {
 fn concurrent_blesses_never_lose_a_session() {
     let sim = Sim::start(1, &["--preset", "instant"]);
     let tmp = tempfile::tempdir().unwrap();
-    let body = r#"
-[workload]
-input_tokens = 4
-max_tokens = 10
-ignore_eos = true
-[sweep]
-concurrency = [1]
-requests_per_level = 8
-trials = 5
-"#;
-    let path = write_profile(tmp.path(), "bless", &sim.urls, body);
+    let path = write_profile(tmp.path(), "bless", &sim.urls, QUICK_BODY);
     let dir = tmp.path().join("out");
     let out = run_bench_cli(&path, &dir, &[]);
     assert_eq!(code(&out), 0, "{}", text(&out));

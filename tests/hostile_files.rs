@@ -25,27 +25,11 @@ fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
-fn mkfifo(p: &Path) {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-}
-
-const QUICK: &str = r#"
-[workload]
-input_tokens = 4
-max_tokens = 10
-ignore_eos = true
-[sweep]
-concurrency = [1]
-requests_per_level = 8
-trials = 5
-"#;
-
 /// A complete run of the instant simulator into `dir/out`, and a copy of its results that
 /// `baseline bless` takes (no client-bound flags).
 fn quick_results(dir: &Path) -> (PathBuf, PathBuf) {
     let sim = Sim::start(1, &["--preset", "instant"]);
-    let profile = write_profile(dir, "quick", &sim.urls, QUICK);
+    let profile = write_profile(dir, "quick", &sim.urls, QUICK_BODY);
     let out = dir.join("out");
     let o = run_bench_cli(&profile, &out, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
@@ -242,7 +226,7 @@ fn a_killed_rerun_leaves_no_stale_results() {
 
     // The second run is slow: one token every 100 ms.
     let slow = Sim::start(1, &["--preset", "instant", "--token-delay-ms", "100"]);
-    let profile = write_profile(tmp.path(), "quick", &slow.urls, QUICK);
+    let profile = write_profile(tmp.path(), "quick", &slow.urls, QUICK_BODY);
     let child = spawn(&mut bench_command(&profile, &out_dir));
     let started = Instant::now();
     let journal = out_dir.join("requests.jsonl");

@@ -14,11 +14,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn mkfifo(p: &Path) {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-}
-
 /// Runs `cmd`, killing it past `limit`; returns the output and how long it ran.
 fn timed(cmd: &mut Command, limit: Duration, what: &str) -> (Output, Duration) {
     let started = Instant::now();
@@ -48,17 +43,6 @@ fn refused(out: &Output, says: &[&str], what: &str) {
     }
 }
 
-const QUICK: &str = r#"
-[workload]
-input_tokens = 4
-max_tokens = 10
-ignore_eos = true
-[sweep]
-concurrency = [1]
-requests_per_level = 8
-trials = 5
-"#;
-
 /// One complete run of the instant simulator (made once, shared by the tests that edit a
 /// copy of its results.json): its results.json without the client-bound flags.
 fn quick_results() -> &'static Path {
@@ -66,7 +50,7 @@ fn quick_results() -> &'static Path {
     RESULTS.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
         let sim = Sim::start(1, &["--preset", "instant"]);
-        let profile = write_profile(&dir, "quick", &sim.urls, QUICK);
+        let profile = write_profile(&dir, "quick", &sim.urls, QUICK_BODY);
         bench_ok(&profile, &dir.join("out"));
         without_client_flags(&dir.join("out/results.json"))
     })
@@ -646,7 +630,7 @@ fn crafted_numbers_are_refused_naming_the_field() {
     edited_results(&out, "results.json", |v| {
         v["started_at"] = serde_json::json!("9".repeat(4000));
     });
-    let profile = write_profile(dir.path(), "again", &sim.urls, QUICK);
+    let profile = write_profile(dir.path(), "again", &sim.urls, QUICK_BODY);
     bench_ok(&profile, &out);
     let kept: Vec<_> = std::fs::read_dir(out.join("earlier"))
         .unwrap()

@@ -173,6 +173,15 @@ fn candidate_values(levels: &[LevelResult], metric: TrialMetric, c: u32) -> Vec<
         .unwrap_or_default()
 }
 
+/// A value on the gate's scale: ln of throughput, -ln of latency (a drop is always "worse").
+fn gate_scale(metric: TrialMetric, x: f64) -> f64 {
+    if metric.higher_is_worse() {
+        -x.ln()
+    } else {
+        x.ln()
+    }
+}
+
 /// The trials of a relative run in blocks at level `c`, block by block (each block's base
 /// and head values and the head's slot); empty when the run has no blocks.
 fn blocks_at(
@@ -194,13 +203,7 @@ fn blocks_at(
     let mut numbers: Vec<u32> = b.iter().chain(&h).map(|t| t.0).collect();
     numbers.sort_unstable();
     numbers.dedup();
-    let scale = |x: f64| {
-        if metric.higher_is_worse() {
-            -x.ln()
-        } else {
-            x.ln()
-        }
-    };
+    let scale = |x: f64| gate_scale(metric, x);
     numbers
         .into_iter()
         .map(|n| Block {
@@ -413,14 +416,7 @@ fn level(
         ));
         return (v, None);
     }
-    // The gate's scale: ln of throughput, -ln of latency (a drop is always "worse").
-    let scale = |x: &f64| {
-        if metric.higher_is_worse() {
-            -x.ln()
-        } else {
-            x.ln()
-        }
-    };
+    let scale = |x: &f64| gate_scale(metric, *x);
     let head_ln: Vec<f64> = head.iter().map(scale).collect();
     let test = match design {
         Design::Relative if !sides.blocks.is_empty() => {

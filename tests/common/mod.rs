@@ -251,3 +251,22 @@ pub fn wait_with_deadline(child: Child, limit: Duration, what: &str) -> Output {
     }
     waiter.join().unwrap()
 }
+
+/// A quick profile body (after `[target]`'s endpoints): one level, 5 trials of 8 short
+/// requests; what tests of files and refusals need, not a measurement.
+pub const QUICK_BODY: &str = r#"
+[workload]
+input_tokens = 4
+max_tokens = 10
+ignore_eos = true
+[sweep]
+concurrency = [1]
+requests_per_level = 8
+trials = 5
+"#;
+
+/// Makes a FIFO at `p` (a special file the tools must refuse, not read).
+pub fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
