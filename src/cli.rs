@@ -74,6 +74,10 @@ pub enum Command {
     /// baseline on the target branch, write the job summary, outputs and artifacts.
     #[command(after_help = ci::EXAMPLES)]
     Ci(crate::commands::ci::CiArgs),
+    /// Find the commit that made a server slower: each step measures a commit against the
+    /// good one's server in a relative run in blocks, and the gate decides.
+    #[command(after_help = crate::commands::bisect::EXAMPLES)]
+    Bisect(crate::commands::bisect::BisectArgs),
     /// Combine several runs (e.g. a matrix of GPU runners) into one report and one verdict.
     #[command(after_help = merge::EXAMPLES)]
     Merge(crate::commands::merge::MergeArgs),

@@ -13,6 +13,8 @@ pub enum Exit {
     Failure,
     /// 3: not comparable: profile or environment differs from the baseline, too few trials.
     NotComparable,
+    /// 125: `bisect --step` could not measure this commit (`git bisect run` skips it).
+    BisectSkip,
     /// 130 / 143: stopped by SIGINT / SIGTERM, partial results written.
     Interrupted(i32),
 }
@@ -24,6 +26,7 @@ impl Exit {
             Exit::Regression => 1,
             Exit::Failure => 2,
             Exit::NotComparable => 3,
+            Exit::BisectSkip => 125,
             Exit::Interrupted(sig) => 128 + sig,
         }
     }

@@ -38,6 +38,7 @@ fn main() {
             Command::Trend(args) => commands::trend::run(args),
             Command::Selfbench(args) => commands::selfbench::run(args),
             Command::Ci(args) => commands::ci::run(args).await,
+            Command::Bisect(args) => commands::bisect::run(args).await,
             Command::Merge(args) => commands::merge::run(args),
         }
     });

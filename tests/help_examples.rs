@@ -24,6 +24,7 @@ const ORDER: &[&str] = &[
     "plot",
     "plan",
     "ci",
+    "bisect",
     "merge",
     "completions",
     "serve-sim",
@@ -50,6 +51,14 @@ const SKIPPED: &[(&str, &str)] = &[
     (
         "throughline baseline calibrate -r aa/results.json -b baselines/main.toml",
         "needs an A/A run in blocks; tests/crossover_cli.rs runs calibrate on one",
+    ),
+    (
+        "throughline bisect --good v0.4.0 --bad main -p bench.toml --build-command 'python -m venv .venv && .venv/bin/pip install -e .' --server-command '.venv/bin/vllm serve MODEL --port {port}' --slots '0;1'",
+        "needs a git repository whose commits build a server; tests/bisect_cli.rs bisects one",
+    ),
+    (
+        "throughline bisect --good v0.4.0 -p bench.toml --server-command './serve.sh {port}' --max-duration 6h -o bisect-out",
+        "as above; tests/bisect_cli.rs runs a bisect and continues one from its log",
     ),
     (
         "throughline selfbench",

@@ -367,10 +367,15 @@ async fn run_block(
         bail!("{}", died.join("\n"));
     }
     if let Some(sig) = outcome.interrupted {
-        bail!(
-            "block {n} was interrupted (signal {sig}); the blocks before it are in {}",
-            out.display()
-        );
+        // Carries its exit code (130/143), so that callers tell a stop from a failure.
+        return Err(crate::exit::CodedError {
+            exit: crate::exit::Exit::Interrupted(sig),
+            message: format!(
+                "block {n} was interrupted (signal {sig}); the blocks before it are in {}",
+                out.display()
+            ),
+        }
+        .into());
     }
     if !outcome.problems.is_empty() {
         bail!(

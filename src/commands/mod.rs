@@ -2,6 +2,7 @@
 
 pub mod baseline;
 pub mod bench;
+pub mod bisect;
 pub mod blocks;
 pub mod ci;
 pub mod demo;

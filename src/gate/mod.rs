@@ -11,6 +11,7 @@
 //! 1 - min_effect), inconclusive (the data cannot tell; the smallest detectable drop says
 //! what they could have seen). Runs that measured something else are refused (exit 3).
 
+pub mod bisect;
 pub mod baseline;
 mod compare;
 pub mod gitref;

@@ -1,6 +1,7 @@
 //! Turning results into things people read: console tables, Markdown, JSON, JUnit,
 //! GitHub Actions annotations, the pull-request comment, Mermaid charts and PNG plots.
 
+pub mod bisect;
 pub mod combined;
 pub mod console;
 pub mod export;

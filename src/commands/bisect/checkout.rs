@@ -1,0 +1,265 @@
+//! The commits a bisect walks and a checkout of each: a git worktree (so that builds which
+//! read their own git metadata, such as setuptools-scm's version, work), built by the
+//! user's command with a time limit, reused while it is at the right commit and built.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+/// The most commits a bisect walks (a range this long takes 18 steps).
+const MAX_COMMITS: usize = 200_000;
+
+/// A commit on the walk: its full id and subject line (untrusted text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    pub id: String,
+    pub subject: String,
+}
+
+impl Commit {
+    /// The short id shown to people.
+    pub fn short(&self) -> &str {
+        &self.id[..self.id.len().min(10)]
+    }
+}
+
+/// The repository's work tree and the two ends, resolved.
+pub struct Walk {
+    pub repo_dir: PathBuf,
+    pub good: Commit,
+    /// The commits after `good` up to the bad ref, oldest first (the bad ref last), along
+    /// first parents: a merged branch counts as the merge commit that brought it in.
+    pub commits: Vec<Commit>,
+}
+
+fn commit_id(repo: &git2::Repository, spec: &str, flag: &str) -> Result<git2::Oid> {
+    let object = repo
+        .revparse_single(spec)
+        .with_context(|| format!("{flag} {spec}: not a commit in this repository"))?;
+    let commit = object
+        .peel_to_commit()
+        .with_context(|| format!("{flag} {spec}: not a commit"))?;
+    Ok(commit.id())
+}
+
+fn described(c: &git2::Commit<'_>) -> Commit {
+    Commit {
+        id: c.id().to_string(),
+        subject: c.summary().unwrap_or("").to_string(),
+    }
+}
+
+/// Resolves `good` and `bad` in the repository at (or above) `dir` and lists the commits
+/// between them.
+pub fn walk(dir: &Path, good: &str, bad: &str) -> Result<Walk> {
+    let repo = git2::Repository::discover(dir)
+        .with_context(|| format!("{} is not in a git repository", dir.display()))?;
+    let Some(work_dir) = repo.workdir().map(Path::to_path_buf) else {
+        bail!("{}: a bare repository has no work tree to build", dir.display());
+    };
+    let good_commit = repo.find_commit(commit_id(&repo, good, "--good")?)?;
+    let bad_commit = repo.find_commit(commit_id(&repo, bad, "--bad")?)?;
+    if good_commit.id() == bad_commit.id() {
+        bail!("--good {good} and --bad {bad} are the same commit: nothing lies between them");
+    }
+    if !repo.graph_descendant_of(bad_commit.id(), good_commit.id())? {
+        bail!(
+            "--bad {bad} does not descend from --good {good}: the good commit must be an \
+             ancestor of the bad one"
+        );
+    }
+    let mut walk = repo.revwalk()?;
+    walk.push(bad_commit.id())?;
+    walk.hide(good_commit.id())?;
+    walk.simplify_first_parent()?;
+    walk.set_sorting(git2::Sort::TOPOLOGICAL)?;
+    let mut commits = Vec::new();
+    for id in walk {
+        let id = id?;
+        if commits.len() == MAX_COMMITS {
+            bail!("more than {MAX_COMMITS} commits between --good and --bad: choose closer refs");
+        }
+        commits.push(described(&repo.find_commit(id)?));
+    }
+    commits.reverse();
+    Ok(Walk {
+        repo_dir: work_dir,
+        good: described(&good_commit),
+        commits,
+    })
+}
+
+/// Single quotes for a shell (a path in a command line).
+pub fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// A command template run in `dir`: `cd DIR && TEMPLATE` (its {port}, {slot} and {gpus}
+/// stay for the server lifecycle to fill).
+pub fn in_dir(dir: &Path, template: &str) -> String {
+    format!("cd {} && {template}", shell_quoted(&dir.to_string_lossy()))
+}
+
+fn git(repo_dir: &Path, args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo_dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run git (is it installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Where a commit's checkout lives under OUT.
+pub fn checkout_dir(out: &Path, commit: &Commit) -> PathBuf {
+    out.join("worktrees").join(commit.short())
+}
+
+/// The marker saying a checkout was built by `build` (so a resumed bisect reuses it).
+fn built_marker(dir: &Path) -> PathBuf {
+    dir.with_extension("built")
+}
+
+/// Why a commit could not be made ready (it is skipped, not fatal).
+#[derive(Debug)]
+pub struct NotReady(pub String);
+
+/// Checks `commit` out in its worktree under OUT (reused when it is already there and
+/// built) and runs `build` in it. Err(NotReady) when the build fails or times out.
+pub async fn ready(
+    walk: &Walk,
+    out: &Path,
+    commit: &Commit,
+    build: Option<&str>,
+    build_timeout: Duration,
+) -> Result<std::result::Result<PathBuf, NotReady>> {
+    let dir = checkout_dir(out, commit);
+    let marker = built_marker(&dir);
+    let at = dir
+        .is_dir()
+        .then(|| git(&dir, &["rev-parse", "HEAD"]).ok())
+        .flatten();
+    if at.as_deref() == Some(commit.id.as_str()) && marker.is_file() {
+        return Ok(Ok(dir));
+    }
+    remove(walk, &dir);
+    let _ = std::fs::remove_file(&marker);
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    git(
+        &walk.repo_dir,
+        &[
+            "worktree",
+            "add",
+            "--detach",
+            "--force",
+            &dir.to_string_lossy(),
+            &commit.id,
+        ],
+    )
+    .with_context(|| format!("cannot check out {}", commit.short()))?;
+    if let Some(build) = build {
+        let log = dir.with_extension("build.log");
+        if let Err(why) = run_build(&dir, build, &log, build_timeout).await? {
+            return Ok(Err(NotReady(why)));
+        }
+    }
+    std::fs::write(&marker, &commit.id)
+        .with_context(|| format!("cannot write {}", marker.display()))?;
+    Ok(Ok(dir))
+}
+
+/// Runs the build command in `dir` (its own process group, output to `log`), killed after
+/// `limit`. Ok(Err(why)) when it fails.
+pub(super) async fn run_build(
+    dir: &Path,
+    command: &str,
+    log: &Path,
+    limit: Duration,
+) -> Result<std::result::Result<(), String>> {
+    let file = std::fs::File::create(log)
+        .with_context(|| format!("cannot write the build log {}", log.display()))?;
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot run the build command with sh")?;
+    let pid = child.id().map(|p| p as libc::pid_t);
+    match tokio::time::timeout(limit, child.wait()).await {
+        Ok(status) => {
+            let status = status.context("waiting for the build command")?;
+            Ok(if status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the build failed ({status}); its log: {}",
+                    log.display()
+                ))
+            })
+        }
+        Err(_) => {
+            if let Some(pid) = pid {
+                // SAFETY: killpg only sends a signal to the build's own group.
+                unsafe {
+                    libc::killpg(pid, libc::SIGKILL);
+                }
+            }
+            let _ = child.wait().await;
+            Ok(Err(format!(
+                "the build took longer than --build-timeout {}; its log: {}",
+                humantime::format_duration(limit),
+                log.display()
+            )))
+        }
+    }
+}
+
+/// Removes a checkout (and git's record of it); what cannot be removed stays, said once.
+pub fn remove(walk: &Walk, dir: &Path) {
+    if !dir.exists() {
+        return;
+    }
+    if git(
+        &walk.repo_dir,
+        &["worktree", "remove", "--force", &dir.to_string_lossy()],
+    )
+    .is_err()
+    {
+        let _ = std::fs::remove_dir_all(dir);
+        let _ = git(&walk.repo_dir, &["worktree", "prune"]);
+    }
+    let _ = std::fs::remove_file(built_marker(dir));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_quoted_for_the_shell() {
+        assert_eq!(shell_quoted("/tmp/a b"), "'/tmp/a b'");
+        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
+        assert_eq!(
+            in_dir(Path::new("/w/x"), "serve --port {port}"),
+            "cd '/w/x' && serve --port {port}"
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! The bisect's log, OUT/bisect-log.jsonl: a header naming the search (the two ends, the
+//! profile, the commands), then one line per step, each synced as it is written. A bisect
+//! killed mid-way (a runner's timeout, Ctrl-C) continues from it: the steps there are not
+//! measured again. A log of another search is refused rather than mixed in.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::gate::bisect::Step;
+
+/// The log's file name under OUT.
+pub const LOG_FILE: &str = "bisect-log.jsonl";
+
+/// The most bytes of log read back (a log of 200,000 steps is under 100 MiB).
+const MAX_LOG_BYTES: u64 = 128 << 20;
+
+/// What the steps in a log were measured for: a log is continued only by the same search.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub good: String,
+    pub bad: String,
+    pub profile_hash: String,
+    /// The commands as written in the log: secrets masked (record/redact.rs).
+    pub server_command: String,
+    pub build_command: Option<String>,
+}
+
+/// The log, open for appending.
+pub struct Journal {
+    path: PathBuf,
+    /// The steps read back from an earlier, interrupted run of the same search.
+    pub steps: Vec<Step>,
+}
+
+impl Journal {
+    /// Opens OUT's log for `header`: the steps of an earlier run of the same search, or a
+    /// new log.
+    pub fn open(out: &Path, header: &Header) -> Result<Journal> {
+        let path = out.join(LOG_FILE);
+        if std::fs::symlink_metadata(&path).is_err() {
+            let line = serde_json::to_string(header)?;
+            crate::fsutil::write_atomic(&path, format!("{line}\n").as_bytes())?;
+            return Ok(Journal {
+                path,
+                steps: Vec::new(),
+            });
+        }
+        let text = crate::fsutil::read_bounded(&path, MAX_LOG_BYTES)
+            .with_context(|| format!("cannot read the bisect log {}", path.display()))?;
+        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+        let Some((_, first)) = lines.next() else {
+            bail!("{}: an empty bisect log; delete it to start afresh", path.display());
+        };
+        let earlier: Header = serde_json::from_str(first).with_context(|| {
+            format!(
+                "{} line 1: not a bisect log header (good, bad, profile_hash, server_command)",
+                path.display()
+            )
+        })?;
+        if &earlier != header {
+            bail!(
+                "{} is the log of another search (good {}, bad {}, profile {}, or other \
+                 commands): use another --out, or delete the log to start afresh",
+                path.display(),
+                short(&earlier.good),
+                short(&earlier.bad),
+                short(&earlier.profile_hash)
+            );
+        }
+        let mut steps = Vec::new();
+        for (i, line) in lines {
+            match serde_json::from_str::<Step>(line) {
+                Ok(step) => steps.push(step),
+                // A line cut off by a kill mid-write is the last one: it is measured again.
+                Err(_) if i + 1 == text.lines().count() && !text.ends_with('\n') => {}
+                Err(e) => bail!("{} line {}: not a bisect step: {e}", path.display(), i + 1),
+            }
+        }
+        Ok(Journal { path, steps })
+    }
+
+    /// Appends a step and syncs it to disk before the next step starts.
+    pub fn append(&mut self, step: Step) -> Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .with_context(|| format!("cannot append to {}", self.path.display()))?;
+        let line = serde_json::to_string(&step)?;
+        writeln!(file, "{line}")
+            .and_then(|_| file.sync_data())
+            .with_context(|| format!("cannot append to {}", self.path.display()))?;
+        self.steps.push(step);
+        Ok(())
+    }
+}
+
+fn short(id: &str) -> String {
+    crate::untrusted::for_terminal(&id.chars().take(16).collect::<String>()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::bisect::StepOutcome;
+
+    fn header() -> Header {
+        Header {
+            good: "a".repeat(40),
+            bad: "b".repeat(40),
+            profile_hash: "sha256:1".into(),
+            server_command: "serve --port {port}".into(),
+            build_command: None,
+        }
+    }
+
+    fn step(n: usize) -> Step {
+        Step {
+            number: n,
+            commit: format!("{n:040}"),
+            subject: "a change".into(),
+            outcome: StepOutcome::Good,
+            reason: "passed".into(),
+            levels: vec![],
+            blocks: 4,
+            seconds: 1.5,
+        }
+    }
+
+    #[test]
+    fn a_log_continues_only_the_same_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path(), &header()).unwrap();
+        j.append(step(1)).unwrap();
+        j.append(step(2)).unwrap();
+        let again = Journal::open(dir.path(), &header()).unwrap();
+        assert_eq!(again.steps, vec![step(1), step(2)]);
+        let other = Header {
+            bad: "c".repeat(40),
+            ..header()
+        };
+        let e = Journal::open(dir.path(), &other).err().unwrap().to_string();
+        assert!(e.contains("another search"), "{e}");
+    }
+
+    #[test]
+    fn a_line_cut_by_a_kill_is_dropped_and_a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path(), &header()).unwrap();
+        j.append(step(1)).unwrap();
+        let path = dir.path().join(LOG_FILE);
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        write!(f, "{{\"number\":2,\"comm").unwrap();
+        assert_eq!(Journal::open(dir.path(), &header()).unwrap().steps.len(), 1);
+        writeln!(f).unwrap();
+        writeln!(f, "{}", serde_json::to_string(&step(3)).unwrap()).unwrap();
+        let e = format!("{:#}", Journal::open(dir.path(), &header()).err().unwrap());
+        assert!(e.contains("line 3"), "{e}");
+    }
+}

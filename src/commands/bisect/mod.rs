@@ -1,0 +1,462 @@
+//! `throughline bisect`: which commit made the server slower. Each commit the search picks
+//! (gate/bisect.rs) is checked out in its own worktree, built, and its server measured
+//! against the good commit's server in a relative run in blocks (commands/blocks.rs: both
+//! started fresh in each block, slots swapped), so that a step calls a commit bad only on
+//! the gate's regression verdict, with the same statistics as the pull-request check. A
+//! commit that does not build, whose server does not start, or that the gate cannot tell
+//! after its extra blocks, is skipped. Every step is logged as it ends (journal.rs), so a
+//! killed bisect continues where it stopped.
+//!
+//! With `--step` it is the command `git bisect run` calls: the checkout as it is against
+//! the good commit, exit 0 good, 1 bad, 125 skip.
+
+mod checkout;
+mod journal;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use super::blocks::ServerArgs;
+use super::environment::EnvironmentArgs;
+use crate::exit::{exit_for, Exit};
+use crate::fsutil::write_atomic;
+use crate::gate::bisect::{
+    next_step, open_range, planned_steps, Answer, Next, Report, Step, StepLevel, StepOutcome,
+};
+use crate::gate::{LevelStatus, Verdict};
+use crate::load::BenchSetup;
+use crate::profile::Profile;
+use checkout::{Commit, Walk};
+use journal::{Header, Journal};
+
+/// The examples `bisect --help` ends with.
+pub const EXAMPLES: &str = "\
+Examples:
+  # Which commit between v0.4.0 and main made the server slower (each built and served)
+  throughline bisect --good v0.4.0 --bad main -p bench.toml \\
+      --build-command 'python -m venv .venv && .venv/bin/pip install -e .' \\
+      --server-command '.venv/bin/vllm serve MODEL --port {port}' --slots '0;1'
+  # At most 6 hours; run the same command again to continue where it stopped
+  throughline bisect --good v0.4.0 -p bench.toml --server-command './serve.sh {port}' \\
+      --max-duration 6h -o bisect-out
+  # The same search driven by git (one step per commit git checks out):
+  #   git bisect start main v0.4.0
+  #   git bisect run throughline bisect --step --good v0.4.0 -p bench.toml \\
+  #       --server-command './serve.sh {port}' -o ../bisect-out
+
+Exit codes: 0 the first slower commit named; 2 no commit could be named (the bad ref is
+not slower beyond noise, commits could not be measured, or --max-duration ran out:
+bisect.md says which); 130/143 interrupted (run the same command again to continue).
+With --step: 0 good, 1 bad (a regression), 125 skip, as `git bisect run` reads them.";
+
+/// Find the commit that made a server slower: measure commits between a good and a bad ref
+/// against the good one's server, in relative runs in blocks, halving the range each step.
+#[derive(Debug, Args)]
+pub struct BisectArgs {
+    /// The last commit known fast (a ref or commit id).
+    #[arg(long, value_name = "REF")]
+    pub good: String,
+    /// The commit known slow.
+    #[arg(long, value_name = "REF", default_value = "HEAD", conflicts_with = "step")]
+    pub bad: String,
+    /// The profile to measure each commit with (its [gate] settings decide each step).
+    #[arg(long, short = 'p', value_name = "FILE")]
+    pub profile: PathBuf,
+    /// A commit's server: a shell command run in the commit's checkout, in which {port} is
+    /// replaced by a free port, {slot} by the slot number and {gpus} by the slot's GPUs.
+    #[arg(long, value_name = "COMMAND")]
+    pub server_command: String,
+    /// Run in each commit's checkout before its server starts (e.g. an install into a
+    /// virtual environment of its own); a commit that fails to build is skipped.
+    #[arg(long, value_name = "COMMAND")]
+    pub build_command: Option<String>,
+    /// The longest a build may take.
+    #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = humantime::parse_duration)]
+    pub build_timeout: Duration,
+    /// The git repository (any folder in its work tree).
+    #[arg(long, short = 'C', value_name = "DIR", default_value = ".")]
+    pub repo: PathBuf,
+    /// Folder for the log, each step's run, the checkouts, bisect.md and bisect.json.
+    #[arg(long, short = 'o', value_name = "DIR", default_value = "throughline-bisect")]
+    pub out: PathBuf,
+    /// One step for `git bisect run`: the checkout in --repo as it is, against --good.
+    #[arg(long)]
+    pub step: bool,
+    /// The slots the two servers run on (as `bench --slots`).
+    #[arg(long, value_name = "GPUS;GPUS", default_value = "0;1")]
+    pub slots: String,
+    /// Blocks per step before the gate looks [default: 4].
+    #[arg(long, value_name = "N")]
+    pub blocks: Option<u32>,
+    /// The most blocks one step may take while the gate cannot tell [default: --blocks + 8].
+    #[arg(long, value_name = "N")]
+    pub max_blocks: Option<u32>,
+    /// The whole bisect's time budget: no step starts once it is spent, and the answer is
+    /// the range left (the log keeps every step: the same command continues).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub max_duration: Option<Duration>,
+    /// How long a started server may take to answer.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub server_timeout: Duration,
+    /// Keep the checkouts (OUT/worktrees) when the bisect ends.
+    #[arg(long)]
+    pub keep_worktrees: bool,
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
+}
+
+/// What every step shares.
+struct Bench {
+    profile: Profile,
+    args: BisectArgs,
+    out: PathBuf,
+    started: Instant,
+}
+
+pub async fn run(args: BisectArgs) -> Result<Exit> {
+    let profile = Profile::load(&args.profile)?;
+    for flag in [&args.server_command]
+        .into_iter()
+        .chain(args.build_command.as_ref())
+    {
+        if flag.trim().is_empty() {
+            bail!("--server-command and --build-command must not be empty");
+        }
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let out = args
+        .out
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", args.out.display()))?;
+    let bench = Bench {
+        profile,
+        out,
+        started: Instant::now(),
+        args,
+    };
+    bench.server_args(Path::new("."), Path::new("."), None)?.check()?;
+    if bench.args.step {
+        one_step(&bench).await
+    } else {
+        search(&bench).await
+    }
+}
+
+impl Bench {
+    /// The server flags of one step: the commit's server as head, the good one's as base.
+    fn server_args(
+        &self,
+        head_dir: &Path,
+        good_dir: &Path,
+        budget: Option<Duration>,
+    ) -> Result<ServerArgs> {
+        Ok(ServerArgs {
+            server_command: Some(checkout::in_dir(head_dir, &self.args.server_command)),
+            base_server_command: Some(checkout::in_dir(good_dir, &self.args.server_command)),
+            slots: self.args.slots.clone(),
+            blocks: self.args.blocks,
+            max_blocks: self.args.max_blocks,
+            max_duration: budget,
+            server_timeout: self.args.server_timeout,
+        })
+    }
+
+    /// The time left of --max-duration (None: no budget).
+    fn time_left(&self) -> Option<Duration> {
+        self.args
+            .max_duration
+            .map(|d| d.saturating_sub(self.started.elapsed()))
+    }
+
+    /// Measures the server in `head_dir` against the good one's, in blocks, into `out`.
+    /// A step that cannot be measured is a skip with its reason; an interruption is an error.
+    async fn measure(
+        &self,
+        commit: &Commit,
+        number: usize,
+        head_dir: &Path,
+        good_dir: &Path,
+    ) -> Result<Step> {
+        let started = Instant::now();
+        let out = self
+            .out
+            .join("steps")
+            .join(format!("{number:02}-{}", commit.short()));
+        std::fs::create_dir_all(&out)
+            .with_context(|| format!("cannot create {}", out.display()))?;
+        let setup = BenchSetup {
+            profile: self.profile.clone(),
+            environment: self.args.environment.to_environment(),
+            out_dir: out,
+            show_progress: false,
+            base_endpoints: Vec::new(),
+        };
+        let settings = self.profile.gate.clone();
+        let undecided = |run: &crate::record::RunResult| -> Result<Vec<u32>> {
+            let verdict = crate::gate::evaluate_relative(run, &settings)?;
+            Ok(super::blocks::undecided_levels(&verdict))
+        };
+        let servers = self.server_args(head_dir, good_dir, self.time_left())?;
+        let measured = super::blocks::run_in_blocks(setup, &servers, Some(&undecided)).await;
+        let step = |outcome, reason: String, levels, blocks| Step {
+            number,
+            commit: commit.id.clone(),
+            subject: commit.subject.clone(),
+            outcome,
+            reason,
+            levels,
+            blocks,
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        let run = match measured {
+            Ok(outcome) => outcome.result,
+            Err(e) if matches!(exit_for(&e), Exit::Interrupted(_)) => return Err(e),
+            Err(e) => {
+                let said = crate::record::redact::redact_error(&format!("{e:#}"));
+                let first = said.lines().next().unwrap_or("").to_string();
+                return Ok(step(
+                    StepOutcome::Skip,
+                    format!("not measured: {first}"),
+                    Vec::new(),
+                    0,
+                ));
+            }
+        };
+        let blocks = run.servers.as_ref().map_or(0, |s| s.blocks.len() as u32);
+        let verdict = crate::gate::evaluate_relative(&run, &settings)?;
+        let (outcome, reason) = judged(&verdict, blocks);
+        Ok(step(outcome, reason, levels_of(&verdict), blocks))
+    }
+}
+
+/// A step's outcome and the reason said, from the gate's verdict.
+fn judged(verdict: &Verdict, blocks: u32) -> (StepOutcome, String) {
+    use crate::gate::Outcome;
+    let at = |status: LevelStatus| {
+        (verdict.levels.iter())
+            .filter(|l| l.status == status)
+            .map(|l| match l.ratio {
+                Some(r) => format!("C={} {:.3}", l.concurrency, r),
+                None => format!("C={}", l.concurrency),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match verdict.outcome {
+        Outcome::Regression => (
+            StepOutcome::Bad,
+            format!("regression: {}", at(LevelStatus::Regression)),
+        ),
+        Outcome::Pass => (
+            StepOutcome::Good,
+            format!(
+                "no drop larger than {:.0}% at any level",
+                verdict.settings.tolerance * 100.0
+            ),
+        ),
+        Outcome::Inconclusive | Outcome::NotComparable => (
+            StepOutcome::Skip,
+            format!("the gate could not tell after {blocks} block(s)"),
+        ),
+    }
+}
+
+fn levels_of(verdict: &Verdict) -> Vec<StepLevel> {
+    (verdict.levels.iter())
+        .filter(|l| l.metric.is_throughput())
+        .map(|l| StepLevel {
+            concurrency: l.concurrency,
+            status: l.status,
+            ratio: l.ratio,
+            low: l.ci_low,
+            high: l.ci_high,
+        })
+        .collect()
+}
+
+/// The search, driven here: steps until the answer, each logged.
+async fn search(bench: &Bench) -> Result<Exit> {
+    let args = &bench.args;
+    let walk = checkout::walk(&args.repo, &args.good, &args.bad)?;
+    let n = walk.commits.len();
+    let bad = walk.commits.last().expect("walk has the bad commit").clone();
+    let redact = |c: &str| crate::record::redact::redact(c).into_owned();
+    let header = Header {
+        good: walk.good.id.clone(),
+        bad: bad.id.clone(),
+        profile_hash: bench.profile.canonical_hash()?,
+        server_command: redact(&args.server_command),
+        build_command: args.build_command.as_deref().map(redact),
+    };
+    let mut journal = Journal::open(&bench.out, &header)?;
+    let index_of = |id: &str| walk.commits.iter().position(|c| c.id == id);
+    let mut said: Vec<(usize, StepOutcome)> = Vec::new();
+    for step in &journal.steps {
+        let Some(i) = index_of(&step.commit) else {
+            bail!(
+                "the bisect log names commit {} that is not between --good and --bad",
+                crate::untrusted::for_terminal(&step.commit)
+            );
+        };
+        said.push((i, step.outcome));
+    }
+    println!(
+        "throughline bisect: {n} commit(s) after {} up to {}; a clean search measures {} of \
+         them (the bad one first, to confirm it is slower){}",
+        walk.good.short(),
+        bad.short(),
+        planned_steps(n),
+        if journal.steps.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} step(s) read back from {}",
+                journal.steps.len(),
+                journal::LOG_FILE
+            )
+        }
+    );
+    for step in &journal.steps {
+        println!("{}", crate::report::bisect::step_line(step));
+    }
+    let good_dir = ready_or_fail(&walk, bench, &walk.good).await?;
+    let answer = loop {
+        match next_step(n, &said) {
+            Next::Measure(i) => {
+                if bench.time_left().is_some_and(|t| t.is_zero()) {
+                    break Answer::OutOfTime {
+                        commits: ids(&walk, open_range(n, &said)),
+                    };
+                }
+                let commit = &walk.commits[i];
+                let number = journal.steps.len() + 1;
+                println!(
+                    "step {number}: {} {}",
+                    commit.short(),
+                    crate::untrusted::for_terminal(&commit.subject)
+                );
+                let step = match checkout::ready(
+                    &walk,
+                    &bench.out,
+                    commit,
+                    args.build_command.as_deref(),
+                    args.build_timeout,
+                )
+                .await?
+                {
+                    Ok(dir) => bench.measure(commit, number, &dir, &good_dir).await?,
+                    Err(checkout::NotReady(why)) => Step {
+                        number,
+                        commit: commit.id.clone(),
+                        subject: commit.subject.clone(),
+                        outcome: StepOutcome::Skip,
+                        reason: format!("not built: {why}"),
+                        levels: Vec::new(),
+                        blocks: 0,
+                        seconds: 0.0,
+                    },
+                };
+                println!("{}", crate::report::bisect::step_line(&step));
+                said.push((i, step.outcome));
+                journal.append(step)?;
+                if !args.keep_worktrees {
+                    checkout::remove(&walk, &checkout::checkout_dir(&bench.out, commit));
+                }
+            }
+            Next::Found(i) => {
+                break Answer::Found {
+                    commit: walk.commits[i].id.clone(),
+                    subject: walk.commits[i].subject.clone(),
+                }
+            }
+            Next::Range { first, last } => {
+                break Answer::Range {
+                    commits: ids(&walk, first..=last),
+                }
+            }
+            Next::NotReproduced => break Answer::NotReproduced,
+            Next::BadUnmeasurable => break Answer::BadUnmeasurable,
+        }
+    };
+    if !args.keep_worktrees {
+        checkout::remove(&walk, &good_dir);
+    }
+    let report = Report {
+        good: walk.good.id.clone(),
+        bad: bad.id.clone(),
+        commits: n,
+        planned_steps: planned_steps(n),
+        steps: journal.steps.clone(),
+        answer,
+    };
+    let subjects = |id: &str| {
+        walk.commits
+            .iter()
+            .find(|c| c.id == id)
+            .map_or(String::new(), |c| c.subject.clone())
+    };
+    write_atomic(
+        &bench.out.join("bisect.json"),
+        &serde_json::to_vec_pretty(&report)?,
+    )?;
+    write_atomic(
+        &bench.out.join("bisect.md"),
+        crate::report::bisect::markdown(&report, &subjects).as_bytes(),
+    )?;
+    println!("{}", crate::report::bisect::answer_line(&report, &subjects));
+    println!("wrote {}", bench.out.display());
+    Ok(match report.answer {
+        Answer::Found { .. } => Exit::Pass,
+        _ => Exit::Failure,
+    })
+}
+
+fn ids(walk: &Walk, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
+    walk.commits[range].iter().map(|c| c.id.clone()).collect()
+}
+
+/// The good commit's checkout, built; one that cannot be built ends the bisect.
+async fn ready_or_fail(walk: &Walk, bench: &Bench, commit: &Commit) -> Result<PathBuf> {
+    match checkout::ready(
+        walk,
+        &bench.out,
+        commit,
+        bench.args.build_command.as_deref(),
+        bench.args.build_timeout,
+    )
+    .await?
+    {
+        Ok(dir) => Ok(dir),
+        Err(checkout::NotReady(why)) => bail!(
+            "the good commit {} could not be built, so nothing can be measured against it: {why}",
+            commit.short()
+        ),
+    }
+}
+
+/// `--step`: the checkout as it is against the good commit, for `git bisect run`.
+async fn one_step(bench: &Bench) -> Result<Exit> {
+    let args = &bench.args;
+    let walk = checkout::walk(&args.repo, &args.good, "HEAD")?;
+    let head = walk.commits.last().expect("walk has HEAD").clone();
+    let good_dir = ready_or_fail(&walk, bench, &walk.good).await?;
+    if let Some(build) = &args.build_command {
+        let log = bench.out.join(format!("build-{}.log", head.short()));
+        if let Err(why) = checkout::run_build(&walk.repo_dir, build, &log, args.build_timeout).await? {
+            println!("{}: not built: {why}: skip", head.short());
+            return Ok(Exit::BisectSkip);
+        }
+    }
+    let number = std::fs::read_dir(bench.out.join("steps")).map_or(0, |d| d.count()) + 1;
+    let step = bench.measure(&head, number, &walk.repo_dir, &good_dir).await?;
+    println!("{}", crate::report::bisect::step_line(&step));
+    Ok(match step.outcome {
+        StepOutcome::Good => Exit::Pass,
+        StepOutcome::Bad => Exit::Regression,
+        StepOutcome::Skip => Exit::BisectSkip,
+    })
+}
