@@ -138,7 +138,13 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
         started: Instant::now(),
         args,
     };
-    bench.server_args(Path::new("."), Path::new("."), None)?.check()?;
+    // The templates as written, checked before anything is checked out or built.
+    ServerArgs {
+        server_command: Some(bench.args.server_command.clone()),
+        base_server_command: Some(bench.args.server_command.clone()),
+        ..bench.server_args(Path::new("."), Path::new("."), None)?
+    }
+    .check()?;
     if bench.args.step {
         one_step(&bench).await
     } else {
