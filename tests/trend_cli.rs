@@ -76,8 +76,15 @@ fn a_lasting_slowdown_in_the_git_history_fails_and_is_drawn() {
         t.contains("TREND SLOWER: C=8 is 6.0% slower since 2026-10-13T03:00:00Z"),
         "{t}"
     );
+    // The change lies between the last session before the drop (day 12) and the first
+    // after it (day 13): the bisect command for that range is printed, and in trend.md.
+    let command = format!("throughline bisect --good {:040} --bad {:040}", 12, 13);
+    assert!(t.contains(&command), "{t}");
     let json = read_json(&out.join("trend.json"));
     assert_eq!(json["sessions"], 24);
+    let shift = &json["levels"][1]["shifts"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(shift["before_commit"], format!("{:040}", 12));
+    assert_eq!(shift["commit"], format!("{:040}", 13));
     let levels = json["levels"].as_array().unwrap();
     assert_eq!(levels[0]["concurrency"], 1);
     assert_eq!(levels[0]["slower"], false);
@@ -85,6 +92,7 @@ fn a_lasting_slowdown_in_the_git_history_fails_and_is_drawn() {
     let md = std::fs::read_to_string(out.join("trend.md")).unwrap();
     assert!(md.contains("| 8 | 24 |"), "{md}");
     assert!(md.contains("![throughput trend](trend.png)"), "{md}");
+    assert!(md.contains("## Which commit?") && md.contains(&command), "{md}");
     let png = std::fs::read(out.join("trend.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
 

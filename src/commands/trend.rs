@@ -59,9 +59,17 @@ pub fn run(args: TrendArgs) -> Result<Exit> {
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let json = serde_json::to_vec_pretty(&trend)?;
     write_atomic(&args.out.join(TREND_JSON), &json)?;
+    // The profile the bisect command names: the baseline's, relative to where we run.
+    let profile = crate::gate::baseline::Baseline::load(&args.baseline)
+        .ok()
+        .and_then(|b| b.profile)
+        .map(|p| {
+            let dir = args.baseline.parent().unwrap_or(std::path::Path::new(""));
+            dir.join(p).to_string_lossy().into_owned()
+        });
     write_atomic(
         &args.out.join(TREND_MD),
-        crate::report::trend::markdown(&trend).as_bytes(),
+        crate::report::trend::markdown_with(&trend, profile.as_deref()).as_bytes(),
     )?;
     let tool = format!("throughline {}", env!("CARGO_PKG_VERSION"));
     trend_chart(&trend, &tool, &args.out.join(TREND_PNG))?;
@@ -87,6 +95,10 @@ pub fn run(args: TrendArgs) -> Result<Exit> {
     }
     let said = crate::report::trend::headline(&trend);
     println!("{}", crate::untrusted::for_terminal(&said));
+    for (range, command) in crate::report::trend::commit_ranges(&trend, profile.as_deref()) {
+        println!("{}; find the commit with:", crate::untrusted::for_terminal(&range));
+        println!("  {}", crate::untrusted::for_terminal_lines(&command));
+    }
     Ok(if trend.slower_levels().is_empty() {
         Exit::Pass
     } else {

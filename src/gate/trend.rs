@@ -114,6 +114,10 @@ pub struct Shift {
     /// The first session after the shift.
     pub measured_at: String,
     pub commit: Option<String>,
+    /// The commit of the last session before the shift: the change lies in
+    /// `before_commit..commit` (what `bisect` searches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_commit: Option<String>,
     /// Geometric-mean tok/s after / before (within the segment the split was found in).
     pub ratio: f64,
     pub p_value: f64,
@@ -143,6 +147,15 @@ pub struct Trend {
     #[serde(default)]
     pub window: usize,
     pub levels: Vec<LevelTrend>,
+}
+
+/// A shift's commits, when both sessions recorded one that reads as a commit id (a
+/// baseline file is hand-editable: anything else is not put in a command).
+pub fn commit_range(shift: &Shift) -> Option<(&str, &str)> {
+    fn id(c: Option<&str>) -> Option<&str> {
+        c.filter(|c| (7..=64).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_hexdigit()))
+    }
+    Some((id(shift.before_commit.as_deref())?, id(shift.commit.as_deref())?))
 }
 
 impl Trend {
@@ -217,6 +230,9 @@ pub fn analyse_latest(
                 .map(|c| Shift {
                     measured_at: points[start + c.index].measured_at.clone(),
                     commit: points[start + c.index].commit.clone(),
+                    before_commit: (start + c.index)
+                        .checked_sub(1)
+                        .and_then(|i| points[i].commit.clone()),
                     ratio: (c.mean_after - c.mean_before).exp(),
                     p_value: c.p_value,
                 })
@@ -281,6 +297,22 @@ mod tests {
     /// A wobble of +-1% with a 6% drop from session 13 on.
     fn wobble(i: usize) -> f64 {
         [1.0, 1.01, 0.99, 1.005, 0.995][i % 5]
+    }
+
+    #[test]
+    fn only_commit_ids_make_a_range() {
+        let shift = |before: &str, after: &str| Shift {
+            measured_at: "2026-10-13T03:00:00Z".into(),
+            commit: Some(after.into()),
+            before_commit: Some(before.into()),
+            ratio: 0.9,
+            p_value: 0.001,
+        };
+        let (a, b) = ("1a2b3c4d".to_string(), "e".repeat(40));
+        assert_eq!(commit_range(&shift(&a, &b)), Some((a.as_str(), b.as_str())));
+        // A hand-edited file: text that is not a commit id never reaches a command.
+        assert_eq!(commit_range(&shift("main; rm -rf /", &b)), None);
+        assert_eq!(commit_range(&shift(&a, "abc")), None);
     }
 
     #[test]

@@ -3,9 +3,9 @@
 
 use std::fmt::Write;
 
-use crate::gate::trend::{LevelTrend, Trend};
+use crate::gate::trend::{commit_range, LevelTrend, Trend};
 use crate::record::files::TREND_PNG;
-use crate::untrusted::inline_text;
+use crate::untrusted::{fenced_block, inline_text};
 
 /// The one-line answer: "no lasting slowdown" or which levels got slower, by how much, since.
 pub fn headline(trend: &Trend) -> String {
@@ -42,8 +42,55 @@ fn commit_text(commit: Option<&str>) -> String {
     })
 }
 
+/// Where each slowdown's change lies in main's history, and the `bisect` command that finds
+/// its commit: one entry per distinct range (levels that shifted at the same sessions
+/// share one). `profile` is the profile path to put in the command, when it is a plain path.
+pub fn commit_ranges(trend: &Trend, profile: Option<&str>) -> Vec<(String, String)> {
+    let plain = |p: &&str| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b))
+    };
+    let profile = profile.filter(plain).unwrap_or("PROFILE.toml");
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for level in trend.levels.iter().filter(|l| l.slower) {
+        let Some(shift) = level.shifts.last() else {
+            continue;
+        };
+        let Some((good, bad)) = commit_range(shift) else {
+            continue;
+        };
+        let key = (good.to_string(), bad.to_string());
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let short = |c: &str| c.chars().take(10).collect::<String>();
+        out.push((
+            format!(
+                "C={}: the change lies after commit {} (the last session before the shift) up to \
+                 commit {} (the first after it)",
+                level.concurrency,
+                short(good),
+                short(bad)
+            ),
+            format!(
+                "throughline bisect --good {good} --bad {bad} -p {profile} \\\n    \
+                 --server-command 'YOUR-SERVER --port {{port}}' --slots '0;1'"
+            ),
+        ));
+    }
+    out
+}
+
 /// The Markdown report, with the chart linked relative to the report's own folder.
 pub fn markdown(trend: &Trend) -> String {
+    markdown_with(trend, None)
+}
+
+/// [`markdown`], with the profile path the bisect command names.
+pub fn markdown_with(trend: &Trend, profile: Option<&str>) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Throughput trend: {}\n", inline_text(&trend.name));
     let _ = writeln!(md, "**{}**\n", inline_text(&headline(trend)));
@@ -73,6 +120,14 @@ pub fn markdown(trend: &Trend) -> String {
              ones are drawn, not tested.\n",
             trend.window, trend.sessions
         );
+    }
+    let ranges = commit_ranges(trend, profile);
+    if !ranges.is_empty() {
+        let _ = writeln!(md, "## Which commit?\n");
+        for (said, command) in &ranges {
+            let _ = writeln!(md, "{}:\n", inline_text(said));
+            let _ = writeln!(md, "{}", fenced_block("sh", command));
+        }
     }
     let _ = writeln!(md, "![throughput trend]({TREND_PNG})");
     md
