@@ -132,7 +132,7 @@ pub fn markdown(report: &Report, subject: &dyn Fn(&str) -> String) -> String {
             inline_text(&ratios(s)),
             s.blocks,
             s.seconds,
-            inline_text(&s.reason).replace('|', "\\|"),
+            inline_text(&s.reason),
         ));
     }
     md

@@ -223,10 +223,13 @@ impl Bench {
             Err(e) if matches!(exit_for(&e), Exit::Interrupted(_)) => return Err(e),
             Err(e) => {
                 let said = crate::record::redact::redact_error(&format!("{e:#}"));
-                let first = said.lines().next().unwrap_or("").to_string();
+                // The first line says what failed; the last, the end of the server's log.
+                let mut lines = said.lines().map(str::trim).filter(|l| !l.is_empty());
+                let first = lines.next().unwrap_or("").to_string();
+                let last = lines.last().map_or(String::new(), |l| format!("; its log ends: {l}"));
                 return Ok(step(
                     StepOutcome::Skip,
-                    format!("not measured: {first}"),
+                    format!("not measured: {first}{last}"),
                     Vec::new(),
                     0,
                 ));
