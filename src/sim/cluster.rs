@@ -175,6 +175,7 @@ async fn start_replica(
         model: cfg.model.clone(),
         preset: cfg.preset.clone(),
         default_max_tokens: cfg.default_max_tokens,
+        template_tokens: cfg.template_tokens,
         tokenizer: cfg.tokenizer.clone(),
         submit,
         metrics: metrics.clone(),
@@ -248,6 +249,22 @@ pub struct ServeSimArgs {
     /// rest, and usage reports the cached part as `prompt_tokens_details.cached_tokens`.
     #[arg(long)]
     pub prefix_cache: bool,
+    /// Tokens a chat template adds to every prompt (usage.prompt_tokens and prefill), in
+    /// [0, 1000000]: a changed template, for `gate`'s explanation.
+    #[arg(long, value_name = "N")]
+    pub template_tokens: Option<u32>,
+    /// KV cache capacity in tokens: requests are admitted only while they fit, and growth
+    /// past it preempts the request admitted last (exported as a usage gauge and a
+    /// preemption counter). Default: unbounded.
+    #[arg(long, value_name = "TOKENS")]
+    pub kv_cache_tokens: Option<u64>,
+    /// Speculative decoding: the most tokens a request gains per step, in [1, 64].
+    #[arg(long, value_name = "N")]
+    pub mtp_max: Option<u32>,
+    /// Mean tokens accepted per step, in [1, --mtp-max] (the acceptance; a step's duration
+    /// stays the preset's under --token-delay-ms).
+    #[arg(long, value_name = "X")]
+    pub tokens_per_step: Option<f64>,
     /// Keep each streamed chunk's send time per `user` and serve them at GET /sim/send-times
     /// (for `selfbench`).
     #[arg(long, hide = true)]
@@ -278,6 +295,16 @@ impl ServeSimArgs {
             cfg.model = m.clone();
         }
         cfg.record_send_times = self.record_send_times;
+        if let Some(t) = self.template_tokens {
+            cfg.template_tokens = t;
+        }
+        cfg.kv_cache_tokens = self.kv_cache_tokens.or(cfg.kv_cache_tokens);
+        if let Some(m) = self.mtp_max {
+            cfg.mtp_max = m;
+        }
+        if let Some(t) = self.tokens_per_step {
+            cfg.tokens_per_step_mean = t;
+        }
         cfg.prefix_cache = self.prefix_cache;
         if let Some(path) = &self.tokenizer {
             let path =

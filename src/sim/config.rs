@@ -56,6 +56,14 @@ pub struct SimConfig {
     /// Cache chat prompts at message boundaries (see `prefix_cache.rs`): a request whose
     /// messages before its last were prefilled (or generated) before prefills only the rest.
     pub prefix_cache: bool,
+    /// Tokens a chat template adds to every prompt (counted in usage.prompt_tokens and
+    /// prefilled): a longer template, as a changed chat template makes it.
+    pub template_tokens: u32,
+    /// KV cache capacity in tokens (None: unbounded). Running requests hold their prompt and
+    /// generated tokens; a request is admitted only while it fits, and when growth overflows
+    /// the cache the request admitted last is preempted (back to the queue's front, its
+    /// tokens prefilled again on readmission), as vLLM's recompute preemption does.
+    pub kv_cache_tokens: Option<u64>,
 }
 
 impl SimConfig {
@@ -104,6 +112,10 @@ impl SimConfig {
         check(&L_NATURAL_LEN_MEAN, self.natural_len_mean)?;
         check(&L_NATURAL_LEN_SIGMA, self.natural_len_sigma)?;
         check(&L_DEFAULT_MAX_TOKENS, f64::from(self.default_max_tokens))?;
+        check(&L_TEMPLATE_TOKENS, f64::from(self.template_tokens))?;
+        if let Some(kv) = self.kv_cache_tokens {
+            check(&L_KV_CACHE_TOKENS, kv as f64)?;
+        }
         match self.token_delay_ms {
             Some(d) => check(&L_TOKEN_DELAY_MS, d)?,
             None => {
@@ -212,6 +224,8 @@ const L_PREFILL: Limit = limit("prefill_s_per_token", None, 0.0, 1.0);
 const L_NATURAL_LEN_MEAN: Limit = open_limit("natural_len_mean", None, 0.0, 1e7);
 const L_NATURAL_LEN_SIGMA: Limit = limit("natural_len_sigma", None, 0.0, 10.0);
 const L_DEFAULT_MAX_TOKENS: Limit = limit("default_max_tokens", None, 1.0, 10_000_000.0);
+const L_TEMPLATE_TOKENS: Limit = limit("template_tokens", Some("--template-tokens"), 0.0, 1e6);
+const L_KV_CACHE_TOKENS: Limit = limit("kv_cache_tokens", Some("--kv-cache-tokens"), 1.0, 1e12);
 const L_LAMBDA: Limit = limit("lambda", None, 1e-3, 1e9);
 const L_SIGMA: Limit = limit("sigma", None, -1.0, 1.0);
 const L_KAPPA: Limit = limit("kappa", None, 0.0, 1.0);

@@ -107,6 +107,11 @@ pub async fn run(
 fn publish<H>(metrics: &Metrics, sched: &Scheduler<H>) {
     metrics.running.store(sched.running() as u64, Relaxed);
     metrics.waiting.store(sched.waiting() as u64, Relaxed);
+    if let Some(usage) = sched.kv_usage() {
+        metrics.kv_cache_bounded.store(true, Relaxed);
+        metrics.kv_cache_usage.store(usage.to_bits(), Relaxed);
+        metrics.preemptions.store(sched.preemptions(), Relaxed);
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub struct AppState {
     pub model: String,
     pub preset: String,
     pub default_max_tokens: u32,
+    /// Tokens the chat template adds to every prompt (`--template-tokens`).
+    pub template_tokens: u32,
     /// Counts prompt tokens when set (else one per word).
     pub tokenizer: Option<crate::tokenize::SharedTokenizer>,
     pub submit: mpsc::UnboundedSender<Submission>,
@@ -186,6 +188,7 @@ async fn generate(st: Arc<AppState>, kind: Kind, headers: &HeaderMap, body: &[u8
         Ok(r) => r,
         Err(msg) => return error(StatusCode::BAD_REQUEST, &msg),
     };
+    req.params.prompt_tokens = req.params.prompt_tokens.saturating_add(st.template_tokens);
     match fault.map(|f| f.kind) {
         Some(FaultKind::Http) => {
             let status = fault

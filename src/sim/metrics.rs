@@ -23,6 +23,11 @@ pub struct Metrics {
     pub aborted: AtomicU64,
     /// Requests that carried `Authorization: Bearer <key>` (the required key, when one is set).
     pub authorized: AtomicU64,
+    /// KV cache usage 0..1 as f64 bits, and requests preempted: exported only with a bounded
+    /// cache (`--kv-cache-tokens`), as an engine without the figures does not export them.
+    pub kv_cache_usage: AtomicU64,
+    pub preemptions: AtomicU64,
+    pub kv_cache_bounded: std::sync::atomic::AtomicBool,
 }
 
 impl Metrics {
@@ -91,6 +96,19 @@ impl Metrics {
             "Requests that carried a bearer token (the required one, when set).",
             &self.authorized,
         );
+        if self.kv_cache_bounded.load(Relaxed) {
+            put(
+                "throughline_sim_num_preemptions_total",
+                "counter",
+                "Requests preempted because the KV cache overflowed.",
+                &self.preemptions,
+            );
+            let _ = writeln!(
+                out,
+                "# HELP throughline_sim_kv_cache_usage_perc KV cache usage, 0 to 1.\n# TYPE throughline_sim_kv_cache_usage_perc gauge\nthroughline_sim_kv_cache_usage_perc {}",
+                f64::from_bits(self.kv_cache_usage.load(Relaxed))
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP throughline_sim_session_factor Speed factor this process start drew (--session-jitter); every step lasts this much longer.\n# TYPE throughline_sim_session_factor gauge\nthroughline_sim_session_factor {session_factor}"
@@ -126,5 +144,12 @@ mod tests {
             "# TYPE throughline_sim_session_factor gauge\nthroughline_sim_session_factor 1.25\n"
         ));
         assert!(text.contains("throughline_sim_info{preset=\"fast\",version=\"0.1.0\"} 1\n"));
+        assert!(!text.contains("kv_cache"), "an unbounded cache exports no usage");
+        m.kv_cache_bounded.store(true, Relaxed);
+        m.kv_cache_usage.store(0.5f64.to_bits(), Relaxed);
+        m.preemptions.store(3, Relaxed);
+        let text = m.render("fast", "0.1.0", 1.0);
+        assert!(text.contains("\nthroughline_sim_kv_cache_usage_perc 0.5\n"), "{text}");
+        assert!(text.contains("\nthroughline_sim_num_preemptions_total 3\n"), "{text}");
     }
 }

@@ -32,6 +32,8 @@ fn base(preset: &str, model: &str) -> SimConfig {
         record_send_times: false,
         tokenizer: None,
         prefix_cache: false,
+        template_tokens: 0,
+        kv_cache_tokens: None,
     }
 }
 

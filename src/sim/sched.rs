@@ -82,6 +82,13 @@ struct Job<H> {
     generated: u32,
 }
 
+impl<H> Job<H> {
+    /// Tokens the job holds in the KV cache: its prompt and what it generated.
+    fn kv_tokens(&self) -> u64 {
+        u64::from(self.prompt_tokens) + u64::from(self.generated)
+    }
+}
+
 /// One engine's queues and random streams; `H` is whatever identifies a request's client.
 pub struct Scheduler<H> {
     cfg: SimConfig,
@@ -90,6 +97,7 @@ pub struct Scheduler<H> {
     running: Vec<Job<H>>,
     submitted: u64,
     cache: Option<PrefixCache>,
+    preemptions: u64,
 }
 
 impl<H> Scheduler<H> {
@@ -105,6 +113,7 @@ impl<H> Scheduler<H> {
             waiting: VecDeque::new(),
             running: Vec::new(),
             submitted: 0,
+            preemptions: 0,
         }
     }
 
@@ -114,6 +123,21 @@ impl<H> Scheduler<H> {
 
     pub fn waiting(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// KV cache usage 0..1 with a bounded cache (`kv_cache_tokens`), else None.
+    pub fn kv_usage(&self) -> Option<f64> {
+        let cap = self.cfg.kv_cache_tokens?;
+        Some((self.kv_used() as f64 / cap as f64).min(1.0))
+    }
+
+    /// Requests preempted so far (the KV cache overflowed).
+    pub fn preemptions(&self) -> u64 {
+        self.preemptions
+    }
+
+    fn kv_used(&self) -> u64 {
+        self.running.iter().map(Job::kv_tokens).sum()
     }
 
     pub fn is_idle(&self) -> bool {
@@ -160,6 +184,12 @@ impl<H> Scheduler<H> {
     pub fn begin_step(&mut self) -> Option<Step> {
         let (mut prompt, mut computed, mut hits) = (0u64, 0u64, 0u64);
         while self.running.len() < self.cfg.max_running {
+            // A bounded KV cache admits a request only while it fits (one alone always runs).
+            if let (Some(cap), Some(front)) = (self.cfg.kv_cache_tokens, self.waiting.front()) {
+                if !self.running.is_empty() && self.kv_used() + front.kv_tokens() + 1 > cap {
+                    break;
+                }
+            }
             let Some(mut job) = self.waiting.pop_front() else {
                 break;
             };
@@ -171,7 +201,8 @@ impl<H> Scheduler<H> {
             }
             let tokens = u64::from(job.prompt_tokens);
             prompt += tokens;
-            computed += tokens - u64::from(job.cached.unwrap_or(0));
+            // A preempted request prefills its prompt and what it had generated again.
+            computed += tokens - u64::from(job.cached.unwrap_or(0)) + u64::from(job.generated);
             self.running.push(job);
         }
         if self.running.is_empty() {
@@ -229,6 +260,14 @@ impl<H> Scheduler<H> {
                 i += 1;
             }
         }
+        // Growth past a bounded cache preempts the requests admitted last.
+        if let Some(cap) = self.cfg.kv_cache_tokens {
+            while self.running.len() > 1 && self.kv_used() > cap {
+                let job = self.running.pop().expect("more than one running");
+                self.waiting.push_front(job);
+                self.preemptions += 1;
+            }
+        }
     }
 
     /// Accepted tokens this step: 1 + Binomial(mtp_max - 1, p), p giving the configured mean.
@@ -278,6 +317,37 @@ mod tests {
             });
         }
         (ks, fin.unwrap())
+    }
+
+    #[test]
+    fn a_small_kv_cache_admits_what_fits_and_preempts_on_growth() {
+        let cfg = SimConfig {
+            kv_cache_tokens: Some(100),
+            max_running: 8,
+            ..SimConfig::preset("fixed").unwrap()
+        };
+        let mut s = Scheduler::new(cfg);
+        for id in 0..4u32 {
+            s.submit(id, params(40, true));
+        }
+        let mut got = [0u32; 4];
+        let mut steps = 0;
+        while s.begin_step().is_some() {
+            s.finish_step(|id, e| {
+                got[*id as usize] += e.tokens;
+                true
+            });
+            // After preemption what runs fits (one request alone always runs).
+            assert!(s.running() <= 1 || s.kv_used() <= 100, "{}", s.kv_used());
+            steps += 1;
+            assert!(steps < 10_000, "the scheduler must make progress");
+        }
+        // Every request got exactly its tokens once, though some were preempted.
+        assert_eq!(got, [40; 4]);
+        assert!(s.preemptions() > 0, "4 x 50 tokens never fit in 100 at once");
+        // Unbounded: no usage, no preemption.
+        let s = Scheduler::<u32>::new(SimConfig::preset("fixed").unwrap());
+        assert_eq!((s.kv_usage(), s.preemptions()), (None, 0));
     }
 
     #[test]

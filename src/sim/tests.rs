@@ -291,6 +291,10 @@ async fn config_errors_are_clear() {
         record_send_times: false,
         tokenizer: None,
         prefix_cache: false,
+        template_tokens: None,
+        kv_cache_tokens: None,
+        mtp_max: None,
+        tokens_per_step: None,
         faults: Default::default(),
     };
     let e = args("nope", 1.0).to_config().unwrap_err().to_string();
@@ -495,6 +499,10 @@ async fn out_of_range_flags_are_refused_before_the_engine_runs() {
         record_send_times: false,
         tokenizer: None,
         prefix_cache: false,
+        template_tokens: None,
+        kv_cache_tokens: None,
+        mtp_max: None,
+        tokens_per_step: None,
         faults: Default::default(),
     };
     let cases = [
