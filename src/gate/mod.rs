@@ -12,6 +12,7 @@
 //! what they could have seen). Runs that measured something else are refused (exit 3).
 
 pub mod bisect;
+pub mod explain;
 pub mod baseline;
 mod compare;
 pub mod gitref;

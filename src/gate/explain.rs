@@ -1,0 +1,496 @@
+//! What changed besides tok/s: beside a relative verdict, every figure the run recorded for
+//! both arms (client latencies and lengths, the server's own telemetry) compared head with
+//! base per level, with a bound from the same trials and the same test the gate uses
+//! (`relative_level`: Welch on the trials, or on the server starts of a run in blocks).
+//! A figure is listed only when its bound excludes "unchanged" at a family level of 5% over
+//! every figure and level (Bonferroni), and it moved by more than its floor; then typed
+//! rules over the moved figures give ranked readings ("the KV cache fills sooner"), never a
+//! match on text.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::record::{LevelResult, RunResult, TrialResult};
+use crate::stats::decision::relative_level;
+
+/// The chance, over all figures and levels together, that an unchanged run lists a figure.
+pub const EXPLAIN_ALPHA: f64 = 0.05;
+
+/// A figure recorded for each trial of both arms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Figure {
+    TtftP50,
+    TtftP99,
+    ItlP50,
+    ItlP99,
+    E2eP50,
+    /// Output tokens per content chunk: above 1 with speculative decoding (MTP).
+    TokensPerChunk,
+    OutputTokensPerRequest,
+    /// Prompt tokens the server reported serving (usage.prompt_tokens).
+    PromptTokensPerRequest,
+    ErrorRate,
+    PrefixCacheShare,
+    /// Requests running at once, per replica (the server's gauge, mean over the trial).
+    BatchSize,
+    /// Requests waiting for a slot, per replica.
+    Waiting,
+    /// KV cache usage 0..1 (the server's gauge, mean over the trial).
+    KvCacheUsage,
+    /// Preemptions (evictions) per request during the trial.
+    PreemptionsPerRequest,
+}
+
+/// How a figure is compared: as a ratio (on logs) or as a difference (values near zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scale {
+    Ratio,
+    Difference,
+}
+
+impl Figure {
+    pub const ALL: [Figure; 14] = [
+        Figure::TtftP50,
+        Figure::TtftP99,
+        Figure::ItlP50,
+        Figure::ItlP99,
+        Figure::E2eP50,
+        Figure::TokensPerChunk,
+        Figure::OutputTokensPerRequest,
+        Figure::PromptTokensPerRequest,
+        Figure::ErrorRate,
+        Figure::PrefixCacheShare,
+        Figure::BatchSize,
+        Figure::Waiting,
+        Figure::KvCacheUsage,
+        Figure::PreemptionsPerRequest,
+    ];
+
+    /// What people read.
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::TtftP50 => "TTFT p50",
+            Figure::TtftP99 => "TTFT p99",
+            Figure::ItlP50 => "ITL p50",
+            Figure::ItlP99 => "ITL p99",
+            Figure::E2eP50 => "E2E p50",
+            Figure::TokensPerChunk => "tokens per chunk",
+            Figure::OutputTokensPerRequest => "output tokens per request",
+            Figure::PromptTokensPerRequest => "prompt tokens per request",
+            Figure::ErrorRate => "error rate",
+            Figure::PrefixCacheShare => "prefix-cache share",
+            Figure::BatchSize => "batch size",
+            Figure::Waiting => "requests waiting",
+            Figure::KvCacheUsage => "KV cache",
+            Figure::PreemptionsPerRequest => "preemptions per request",
+        }
+    }
+
+    fn scale(self) -> Scale {
+        match self {
+            Figure::ErrorRate
+            | Figure::PrefixCacheShare
+            | Figure::KvCacheUsage
+            | Figure::PreemptionsPerRequest
+            | Figure::Waiting => Scale::Difference,
+            _ => Scale::Ratio,
+        }
+    }
+
+    /// The smallest change worth a line: 5% for ratios; for differences, in the figure's
+    /// own unit.
+    fn floor(self) -> f64 {
+        match self {
+            Figure::ErrorRate => 0.01,
+            Figure::PrefixCacheShare | Figure::KvCacheUsage => 0.05,
+            Figure::PreemptionsPerRequest => 0.01,
+            Figure::Waiting => 0.5,
+            _ => 0.05,
+        }
+    }
+
+    /// The trial's value, where it was recorded.
+    fn of(self, t: &TrialResult) -> Option<f64> {
+        let per_request = |x: u64| (t.succeeded > 0).then(|| x as f64 / t.succeeded as f64);
+        let v = match self {
+            Figure::TtftP50 => t.ttft_ms.as_ref().map(|p| p.p50),
+            Figure::TtftP99 => t.ttft_ms.as_ref().map(|p| p.p99),
+            Figure::ItlP50 => t.itl_ms.as_ref().map(|p| p.p50),
+            Figure::ItlP99 => t.itl_ms.as_ref().map(|p| p.p99),
+            Figure::E2eP50 => t.e2e_ms.as_ref().map(|p| p.p50),
+            Figure::TokensPerChunk => (t.client.as_ref())
+                .and_then(|c| c.chunks)
+                .filter(|&c| c > 0)
+                .map(|c| t.output_tokens as f64 / c as f64),
+            Figure::OutputTokensPerRequest => per_request(t.output_tokens),
+            Figure::PromptTokensPerRequest => per_request(t.input_tokens).filter(|&v| v > 0.0),
+            Figure::ErrorRate => Some(t.error_rate),
+            Figure::PrefixCacheShare => t.prefix_cache.as_ref().map(|p| p.share),
+            Figure::BatchSize => gauge_mean(t, |s| s.running),
+            Figure::Waiting => gauge_mean(t, |s| s.waiting),
+            Figure::KvCacheUsage => gauge_mean(t, |s| s.cache_usage),
+            Figure::PreemptionsPerRequest => preemptions(t)
+                .filter(|_| t.succeeded > 0)
+                .map(|p| p / t.succeeded as f64),
+        };
+        v.filter(|v| v.is_finite() && (self.scale() == Scale::Difference || *v > 0.0))
+    }
+
+    /// Formats a value of the figure.
+    pub fn show(self, v: f64) -> String {
+        match self {
+            Figure::TtftP50
+            | Figure::TtftP99
+            | Figure::ItlP50
+            | Figure::ItlP99
+            | Figure::E2eP50 => format!("{v:.1} ms"),
+            Figure::ErrorRate | Figure::PrefixCacheShare | Figure::KvCacheUsage => {
+                format!("{:.0}%", v * 100.0)
+            }
+            Figure::PreemptionsPerRequest => format!("{v:.3}"),
+            _ => format!("{v:.1}"),
+        }
+    }
+}
+
+/// The mean of a gauge over the trial's samples, per replica (endpoints averaged).
+fn gauge_mean(
+    t: &TrialResult,
+    pick: impl Fn(&crate::record::telemetry::Sample) -> Option<f64>,
+) -> Option<f64> {
+    let tel = t.telemetry.as_ref()?;
+    let values: Vec<f64> = (tel.endpoints.iter())
+        .flat_map(|e| &e.samples)
+        .filter_map(&pick)
+        .filter(|v| v.is_finite())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// Preemptions counted during the trial: each endpoint's counter, last minus first sample.
+fn preemptions(t: &TrialResult) -> Option<f64> {
+    let tel = t.telemetry.as_ref()?;
+    let mut total = None;
+    for e in &tel.endpoints {
+        let counts: Vec<f64> = (e.samples.iter())
+            .filter_map(|s| s.preemptions_total)
+            .collect();
+        if let (Some(first), Some(last)) = (counts.first(), counts.last()) {
+            *total.get_or_insert(0.0) += (last - first).max(0.0);
+        }
+    }
+    total
+}
+
+/// One figure that moved beyond noise at one level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Moved {
+    pub figure: Figure,
+    /// Geometric (ratios) or arithmetic (differences) means over the trials.
+    pub base: f64,
+    pub head: f64,
+    /// head / base for a ratio figure, head - base for a difference, with its bounds.
+    pub change: f64,
+    pub low: f64,
+    pub high: f64,
+    pub ratio_scale: bool,
+}
+
+impl Moved {
+    /// "batch size 14.2 -> 9.8 (-31%)", "KV cache 61% -> 93%".
+    pub fn said(&self) -> String {
+        let f = self.figure;
+        let mut s = format!("{} {} -> {}", f.name(), f.show(self.base), f.show(self.head));
+        if self.ratio_scale {
+            s.push_str(&format!(" ({:+.0}%)", (self.change - 1.0) * 100.0));
+        }
+        s
+    }
+
+    fn up(&self) -> bool {
+        if self.ratio_scale {
+            self.change > 1.0
+        } else {
+            self.change > 0.0
+        }
+    }
+}
+
+/// A reading of the moved figures, from typed rules; the first is the likeliest cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    KvCacheFillsSooner,
+    PromptLonger,
+    SpeculationFell,
+    FewerRunAtOnce,
+    OutputLengthChanged,
+    ErrorsRose,
+    DecodeSlower,
+    LongerWaitForFirstToken,
+}
+
+impl Cause {
+    fn reading(self) -> &'static str {
+        match self {
+            Cause::KvCacheFillsSooner => "the KV cache fills sooner (a memory or max-num-seqs change?)",
+            Cause::PromptLonger => "more prompt tokens are served: the chat template or tokenizer changed",
+            Cause::SpeculationFell => "speculative (MTP) acceptance fell",
+            Cause::FewerRunAtOnce => "fewer requests run at once while more wait: a lower max batch (max-num-seqs)?",
+            Cause::OutputLengthChanged => "answers have another length: EOS, stop strings or max_tokens handling changed",
+            Cause::ErrorsRose => "more requests fail",
+            Cause::DecodeSlower => "each decode step is slower: kernels, clocks or a busier GPU",
+            Cause::LongerWaitForFirstToken => "requests wait longer for their first token: prefill or scheduling",
+        }
+    }
+}
+
+/// One reading at one level: the cause and the figures it reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    pub cause: Cause,
+    /// "batch size 14.2 -> 9.8 (-31%), preemptions 0 -> 0.212: the KV cache fills sooner (...)".
+    pub said: String,
+}
+
+/// What changed at one level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelChanges {
+    pub concurrency: u32,
+    /// The figures that moved, largest first.
+    pub moved: Vec<Moved>,
+    /// Typed readings, likeliest first.
+    pub readings: Vec<Reading>,
+}
+
+/// The "what changed" section of a relative verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Changes {
+    /// Figures compared (per level) and the level of each comparison after Bonferroni.
+    pub figures_compared: usize,
+    pub per_test_alpha: f64,
+    pub levels: Vec<LevelChanges>,
+}
+
+impl Changes {
+    /// The likeliest reading over all levels (the highest level's first reading, levels
+    /// with more load showing a cause most clearly).
+    pub fn top(&self) -> Option<&Reading> {
+        self.levels.iter().rev().find_map(|l| l.readings.first())
+    }
+}
+
+/// Compares every figure of a relative run's two arms; None for a run of one arm.
+pub fn explain(run: &RunResult) -> Option<Changes> {
+    let base = run.base.as_ref()?;
+    let pairs: Vec<(&LevelResult, &LevelResult)> = (run.levels.iter())
+        .filter_map(|h| {
+            let b = base.levels.iter().find(|b| b.concurrency == h.concurrency)?;
+            Some((b, h))
+        })
+        .collect();
+    let tests = (pairs.len() * Figure::ALL.len()).max(1);
+    let per_test_alpha = EXPLAIN_ALPHA / tests as f64;
+    let levels = pairs
+        .into_iter()
+        .map(|(b, h)| {
+            let mut moved: Vec<Moved> = Figure::ALL
+                .iter()
+                .filter_map(|&f| compare(f, &b.trials, &h.trials, per_test_alpha))
+                .collect();
+            moved.sort_by(|x, y| size(y).total_cmp(&size(x)));
+            let readings = read(&moved);
+            LevelChanges {
+                concurrency: h.concurrency,
+                moved,
+                readings,
+            }
+        })
+        .collect();
+    Some(Changes {
+        figures_compared: Figure::ALL.len(),
+        per_test_alpha,
+        levels,
+    })
+}
+
+/// How far a figure moved, in units comparable across figures (its floors).
+fn size(m: &Moved) -> f64 {
+    if m.ratio_scale {
+        m.change.ln().abs() / m.figure.floor()
+    } else {
+        m.change.abs() / m.figure.floor()
+    }
+}
+
+/// One figure at one level: Some when it moved beyond noise and beyond its floor.
+fn compare(f: Figure, base: &[TrialResult], head: &[TrialResult], alpha: f64) -> Option<Moved> {
+    let ratio = f.scale() == Scale::Ratio;
+    let values = |trials: &[TrialResult]| -> (Vec<f64>, Vec<u32>) {
+        let kept: Vec<(f64, Option<u32>)> = (trials.iter())
+            .filter_map(|t| f.of(t).map(|v| (if ratio { v.ln() } else { v }, t.block)))
+            .collect();
+        let labels: Vec<u32> = kept.iter().filter_map(|(_, b)| *b).collect();
+        let labels = if labels.len() == kept.len() {
+            labels
+        } else {
+            Vec::new()
+        };
+        (kept.into_iter().map(|(v, _)| v).collect(), labels)
+    };
+    let (bv, bl) = values(base);
+    let (hv, hl) = values(head);
+    if bv.len() < 3 || hv.len() < 3 {
+        return None;
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let test = relative_level(&bv, &hv, &bl, &hl, 0.0);
+    let d = test.d?;
+    let se = test.se?;
+    let half = if se > 0.0 {
+        let t = StudentsT::new(0.0, 1.0, test.df.max(1.0)).ok()?;
+        t.inverse_cdf(1.0 - alpha / 2.0) * se
+    } else {
+        0.0
+    };
+    let (low, high) = (d - half, d + half);
+    let beyond_noise = low > 0.0 || high < 0.0;
+    let beyond_floor = d.abs() >= if ratio { (1.0 + f.floor()).ln() } else { f.floor() };
+    if !(beyond_noise && beyond_floor) {
+        return None;
+    }
+    let back = |x: f64| if ratio { x.exp() } else { x };
+    Some(Moved {
+        figure: f,
+        base: back(mean(&bv)),
+        head: back(mean(&hv)),
+        change: back(d),
+        low: back(low),
+        high: back(high),
+        ratio_scale: ratio,
+    })
+}
+
+/// The typed rules: which causes the moved figures read as, likeliest first.
+fn read(moved: &[Moved]) -> Vec<Reading> {
+    let find = |f: Figure| moved.iter().find(|m| m.figure == f);
+    let up = |f: Figure| find(f).filter(|m| m.up());
+    let down = |f: Figure| find(f).filter(|m| !m.up());
+    let mut out = Vec::new();
+    let mut say = |cause: Cause, figures: Vec<&Moved>| {
+        let shown: Vec<String> = figures.iter().map(|m| m.said()).collect();
+        out.push(Reading {
+            cause,
+            said: format!("{}: {}", shown.join(", "), cause.reading()),
+        });
+    };
+    let kv: Vec<&Moved> = [
+        down(Figure::BatchSize),
+        up(Figure::KvCacheUsage),
+        up(Figure::PreemptionsPerRequest),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let kv_cause = up(Figure::PreemptionsPerRequest).is_some()
+        || (up(Figure::KvCacheUsage).is_some() && down(Figure::BatchSize).is_some());
+    if kv_cause {
+        say(Cause::KvCacheFillsSooner, kv);
+    }
+    if let Some(p) = up(Figure::PromptTokensPerRequest) {
+        say(Cause::PromptLonger, vec![p]);
+    }
+    if let Some(c) = down(Figure::TokensPerChunk) {
+        say(Cause::SpeculationFell, vec![c]);
+    }
+    if !kv_cause {
+        if let (Some(b), Some(w)) = (down(Figure::BatchSize), up(Figure::Waiting)) {
+            say(Cause::FewerRunAtOnce, vec![b, w]);
+        }
+    }
+    if let Some(o) = find(Figure::OutputTokensPerRequest) {
+        say(Cause::OutputLengthChanged, vec![o]);
+    }
+    if let Some(e) = up(Figure::ErrorRate) {
+        say(Cause::ErrorsRose, vec![e]);
+    }
+    // Latency alone, when nothing above explains it.
+    let mut said_any = kv_cause
+        || up(Figure::PromptTokensPerRequest).is_some()
+        || down(Figure::TokensPerChunk).is_some()
+        || (down(Figure::BatchSize).is_some() && up(Figure::Waiting).is_some())
+        || find(Figure::OutputTokensPerRequest).is_some()
+        || up(Figure::ErrorRate).is_some();
+    if !said_any {
+        if let Some(i) = up(Figure::ItlP50) {
+            say(Cause::DecodeSlower, vec![i]);
+            said_any = true;
+        }
+    }
+    if !said_any {
+        if let Some(t) = up(Figure::TtftP50) {
+            say(Cause::LongerWaitForFirstToken, vec![t]);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moved(figure: Figure, base: f64, head: f64) -> Moved {
+        let ratio = figure.scale() == Scale::Ratio;
+        let change = if ratio { head / base } else { head - base };
+        Moved {
+            figure,
+            base,
+            head,
+            change,
+            low: change,
+            high: change,
+            ratio_scale: ratio,
+        }
+    }
+
+    fn causes(m: &[Moved]) -> Vec<Cause> {
+        read(m).into_iter().map(|r| r.cause).collect()
+    }
+
+    #[test]
+    fn each_cause_is_read_from_its_own_figures() {
+        let kv = [
+            moved(Figure::BatchSize, 14.2, 9.8),
+            moved(Figure::KvCacheUsage, 0.61, 0.93),
+            moved(Figure::PreemptionsPerRequest, 0.0, 0.212),
+            moved(Figure::Waiting, 1.0, 6.0),
+        ];
+        let r = read(&kv);
+        assert_eq!(r[0].cause, Cause::KvCacheFillsSooner);
+        assert_eq!(
+            r[0].said,
+            "batch size 14.2 -> 9.8 (-31%), KV cache 61% -> 93%, preemptions per request \
+             0.000 -> 0.212: the KV cache fills sooner (a memory or max-num-seqs change?)"
+        );
+        assert!(!causes(&kv).contains(&Cause::FewerRunAtOnce));
+        let batch = [
+            moved(Figure::BatchSize, 8.0, 4.0),
+            moved(Figure::Waiting, 0.0, 4.0),
+        ];
+        assert_eq!(causes(&batch), vec![Cause::FewerRunAtOnce]);
+        let template = [
+            moved(Figure::TtftP50, 20.0, 31.0),
+            moved(Figure::PromptTokensPerRequest, 100.0, 138.0),
+        ];
+        assert_eq!(causes(&template), vec![Cause::PromptLonger]);
+        let mtp = [
+            moved(Figure::ItlP50, 10.0, 14.0),
+            moved(Figure::TokensPerChunk, 2.8, 1.9),
+        ];
+        assert_eq!(causes(&mtp), vec![Cause::SpeculationFell]);
+        let slower = [moved(Figure::ItlP50, 10.0, 11.0)];
+        assert_eq!(causes(&slower), vec![Cause::DecodeSlower]);
+        assert!(read(&[]).is_empty());
+    }
+}
