@@ -13,7 +13,7 @@ use crate::load::{run_bench, BenchOutcome, BenchSetup};
 use crate::profile::{Profile, QuickStart};
 use crate::record::files::{DERIVED_FILES, REQUESTS_FILE, RESULTS_FILE};
 use crate::report::console;
-use crate::report::export::{by_flag, write_exports, Exporter, EXPORTERS};
+use crate::report::export::{write_exports, Exporter, EXPORTERS};
 
 /// The examples `bench --help` ends with (tests/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
@@ -97,10 +97,18 @@ pub struct BenchArgs {
 /// Exports for dashboards and CI, each written atomically: one `--<flag> FILE` per format in
 /// report/export's registry, with its help, generated from it (a new format needs no line
 /// here). `VERDICT` offers the formats made from a verdict too (`gate`); `bench` has none.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ExportArgs<const VERDICT: bool = false> {
-    /// (flag, file) in the registry's order.
-    asked: Vec<(&'static str, PathBuf)>,
+    /// (format, file) in the registry's order.
+    asked: Vec<(&'static dyn Exporter, PathBuf)>,
+}
+
+impl<const VERDICT: bool> std::fmt::Debug for ExportArgs<VERDICT> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let asked: Vec<(Option<&str>, &PathBuf)> =
+            self.asked.iter().map(|(e, p)| (e.flag(), p)).collect();
+        f.debug_struct("ExportArgs").field("asked", &asked).finish()
+    }
 }
 
 impl<const VERDICT: bool> ExportArgs<VERDICT> {
@@ -117,10 +125,7 @@ impl<const VERDICT: bool> ExportArgs<VERDICT> {
         run: &crate::record::RunResult,
         verdict: Option<&crate::gate::Verdict>,
     ) -> Result<()> {
-        let asked: Vec<(&'static dyn Exporter, PathBuf)> = (self.asked.iter())
-            .filter_map(|(flag, path)| Some((by_flag(flag)?, path.clone())))
-            .collect();
-        for p in write_exports(&asked, run, verdict)? {
+        for p in write_exports(&self.asked, run, verdict)? {
             println!("export: {}", p.display());
         }
         Ok(())
@@ -135,10 +140,10 @@ impl<const VERDICT: bool> clap::FromArgMatches for ExportArgs<VERDICT> {
     }
 
     fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        for (_, flag) in Self::offered() {
+        for (exporter, flag) in Self::offered() {
             if let Some(path) = matches.get_one::<PathBuf>(flag) {
-                self.asked.retain(|(f, _)| *f != flag);
-                self.asked.push((flag, path.clone()));
+                self.asked.retain(|(e, _)| e.flag() != Some(flag));
+                self.asked.push((exporter, path.clone()));
             }
         }
         Ok(())
@@ -440,5 +445,54 @@ pub fn write_plots(
                 .join(", ")
         ),
         Err(e) => eprintln!("warning: plots not written: {e:#}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct OnBench {
+        #[command(flatten)]
+        export: ExportArgs,
+    }
+
+    #[derive(Debug, Parser)]
+    struct OnGate {
+        #[command(flatten)]
+        export: ExportArgs<true>,
+    }
+
+    fn flags<const V: bool>(args: &ExportArgs<V>) -> Vec<(&'static str, String)> {
+        (args.asked.iter())
+            .map(|(e, p)| (e.flag().unwrap(), p.display().to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn export_flags_come_from_the_registry() {
+        let bench = OnBench::try_parse_from([
+            "bench",
+            "--export-github-benchmark-smaller",
+            "s.json",
+            "--export-bmf",
+            "b.json",
+        ])
+        .unwrap();
+        // In the registry's order, whatever the command line's.
+        assert_eq!(
+            flags(&bench.export),
+            [
+                ("export-bmf", "b.json".to_string()),
+                ("export-github-benchmark-smaller", "s.json".to_string())
+            ]
+        );
+        // JUnit needs a verdict: `gate` offers it, `bench` does not.
+        assert!(OnBench::try_parse_from(["bench", "--junit", "j.xml"]).is_err());
+        let gate = OnGate::try_parse_from(["gate", "--junit", "j.xml"]).unwrap();
+        assert_eq!(flags(&gate.export), [("junit", "j.xml".to_string())]);
+        assert!(flags(&OnGate::try_parse_from(["gate"]).unwrap().export).is_empty());
     }
 }
