@@ -247,6 +247,7 @@ fn github_outputs_summary_and_annotations() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     let summary = d.join("summary.md");
     let outputs = d.join("outputs.txt");
+    let (json, junit) = (d.join("verdict.json"), d.join("junit.xml"));
     let o = Command::new(bin())
         .args([
             "gate",
@@ -254,6 +255,10 @@ fn github_outputs_summary_and_annotations() {
             results.to_str().unwrap(),
             "--baseline",
             baseline.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
         ])
         .env("GITHUB_ACTIONS", "true")
         .env("GITHUB_STEP_SUMMARY", &summary)
@@ -264,9 +269,25 @@ fn github_outputs_summary_and_annotations() {
     let summary = std::fs::read_to_string(summary).unwrap();
     // The run is its own baseline of one session: the honest verdict is "cannot tell".
     assert!(
-        summary.contains("| C | baseline | candidate") && summary.contains("INCONCLUSIVE"),
+        summary.contains("| C | baseline (geo. mean) | candidate (geo. mean)")
+            && summary.contains("INCONCLUSIVE"),
         "{summary}"
     );
+    // One session bounds nothing: every renderer says "unknown", never [0.000, ∞].
+    let junit = std::fs::read_to_string(junit).unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for said in [&summary, &junit, &stdout.to_string()] {
+        assert!(said.contains(" [unknown]"), "{said}");
+        assert!(!said.contains('∞') && !said.contains("[0.000"), "{said}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    for level in json["levels"].as_array().unwrap() {
+        assert!(
+            level["ci_low"].is_null() && level["ci_high"].is_null(),
+            "{level}"
+        );
+    }
     let outputs = std::fs::read_to_string(outputs).unwrap();
     assert!(
         outputs.contains("verdict=inconclusive\n") && outputs.contains("worst_ratio=1.0000"),

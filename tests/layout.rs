@@ -309,3 +309,58 @@ fn the_reader_sees_grouped_and_relative_imports() {
     .collect();
     assert_eq!(refs, want);
 }
+
+/// What a format file under report/export/ may use besides record/, gate/ and the leaves:
+/// its folder's mod.rs (the trait and the shared figures) and the verdict table's one rule
+/// for bounds and its words (report/tables.rs), so JUnit says what the verdict says.
+const EXPORT_MAY_USE: &[&[&str]] = &[&["report", "export"], &["report", "tables"]];
+
+#[test]
+fn each_export_format_uses_only_record_gate_and_its_trait() {
+    let mut wrong = Vec::new();
+    let mut formats = 0;
+    for (module, used) in graph() {
+        if module.len() != 3 || module[..2] != ["report", "export"] {
+            continue;
+        }
+        formats += 1;
+        for target in used {
+            let allowed = match target[0].as_str() {
+                "record" | "gate" => true,
+                "report" => EXPORT_MAY_USE.iter().any(|m| target == *m),
+                other => floor(other) == Some(1),
+            };
+            if !allowed {
+                wrong.push(format!("{} uses {}", module.join("::"), target.join("::")));
+            }
+        }
+    }
+    assert!(
+        formats >= 4,
+        "report/export/ holds the format files ({formats})"
+    );
+    assert!(
+        wrong.is_empty(),
+        "an export format uses more than record/ and gate/ (or another format):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_export_rule_catches_a_format_that_uses_another() {
+    let module: Vec<String> = ["report", "export", "bmf"].map(String::from).to_vec();
+    let refs = references(
+        &module,
+        "use super::junit::junit;\nuse crate::report::console;",
+    );
+    let known: BTreeSet<Vec<String>> =
+        [vec!["report", "export", "junit"], vec!["report", "console"]]
+            .iter()
+            .map(|p| p.iter().map(|s| s.to_string()).collect())
+            .collect();
+    let owners: Vec<Vec<String>> = refs.iter().filter_map(|r| owner(r, &known)).collect();
+    assert_eq!(owners.len(), 2);
+    for target in owners {
+        assert!(!EXPORT_MAY_USE.iter().any(|m| target == *m), "{target:?}");
+    }
+}

@@ -13,6 +13,7 @@ use crate::load::{run_bench, BenchOutcome, BenchSetup};
 use crate::profile::{Profile, QuickStart};
 use crate::record::files::{DERIVED_FILES, REQUESTS_FILE, RESULTS_FILE};
 use crate::report::console;
+use crate::report::export::{write_exports, Exporter, EXPORTERS};
 
 /// The examples `bench --help` ends with (tests/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
@@ -93,38 +94,78 @@ pub struct BenchArgs {
     pub export: ExportArgs,
 }
 
-/// Exports for dashboards (`bench` and `gate`), each written atomically.
-#[derive(Debug, Args, Clone, Default)]
-pub struct ExportArgs {
-    /// Write the per-level means and 95% intervals as Bencher Metric Format JSON.
-    #[arg(long, value_name = "FILE")]
-    pub export_bmf: Option<PathBuf>,
-    /// Write throughputs (and the gate's ratio) as github-action-benchmark
-    /// `customBiggerIsBetter` JSON.
-    #[arg(long, value_name = "FILE")]
-    pub export_github_benchmark_bigger: Option<PathBuf>,
-    /// Write latencies and the error rate as github-action-benchmark `customSmallerIsBetter`
-    /// JSON.
-    #[arg(long, value_name = "FILE")]
-    pub export_github_benchmark_smaller: Option<PathBuf>,
+/// Exports for dashboards and CI, each written atomically: one `--<flag> FILE` per format in
+/// report/export's registry, with its help, generated from it (a new format needs no line
+/// here). `VERDICT` offers the formats made from a verdict too (`gate`); `bench` has none.
+#[derive(Clone, Default)]
+pub struct ExportArgs<const VERDICT: bool = false> {
+    /// (format, file) in the registry's order.
+    asked: Vec<(&'static dyn Exporter, PathBuf)>,
 }
 
-impl ExportArgs {
+impl<const VERDICT: bool> std::fmt::Debug for ExportArgs<VERDICT> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let asked: Vec<(Option<&str>, &PathBuf)> =
+            self.asked.iter().map(|(e, p)| (e.flag(), p)).collect();
+        f.debug_struct("ExportArgs").field("asked", &asked).finish()
+    }
+}
+
+impl<const VERDICT: bool> ExportArgs<VERDICT> {
+    /// The formats offered, with their flags.
+    fn offered() -> impl Iterator<Item = (&'static dyn Exporter, &'static str)> {
+        (EXPORTERS.iter().copied())
+            .filter(|e| VERDICT || !e.needs_verdict())
+            .filter_map(|e| Some((e, e.flag()?)))
+    }
+
     /// Writes the exports asked for; a failure is an error (the job asked for the file).
     pub fn write(
         &self,
         run: &crate::record::RunResult,
         verdict: Option<&crate::gate::Verdict>,
     ) -> Result<()> {
-        let files = crate::report::export::ExportFiles {
-            bmf: self.export_bmf.as_deref(),
-            github_bigger: self.export_github_benchmark_bigger.as_deref(),
-            github_smaller: self.export_github_benchmark_smaller.as_deref(),
-        };
-        for p in crate::report::export::write_exports(&files, run, verdict)? {
+        for p in write_exports(&self.asked, run, verdict)? {
             println!("export: {}", p.display());
         }
         Ok(())
+    }
+}
+
+impl<const VERDICT: bool> clap::FromArgMatches for ExportArgs<VERDICT> {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut args = Self::default();
+        args.update_from_arg_matches(matches)?;
+        Ok(args)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for (exporter, flag) in Self::offered() {
+            if let Some(path) = matches.get_one::<PathBuf>(flag) {
+                self.asked.retain(|(e, _)| e.flag() != Some(flag));
+                self.asked.push((exporter, path.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<const VERDICT: bool> clap::Args for ExportArgs<VERDICT> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        Self::offered().fold(cmd, |cmd, (exporter, flag)| {
+            cmd.arg(
+                clap::Arg::new(flag)
+                    .long(flag)
+                    .value_name("FILE")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .action(clap::ArgAction::Set)
+                    .help(exporter.help()),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }
 
@@ -404,5 +445,54 @@ pub fn write_plots(
                 .join(", ")
         ),
         Err(e) => eprintln!("warning: plots not written: {e:#}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct OnBench {
+        #[command(flatten)]
+        export: ExportArgs,
+    }
+
+    #[derive(Debug, Parser)]
+    struct OnGate {
+        #[command(flatten)]
+        export: ExportArgs<true>,
+    }
+
+    fn flags<const V: bool>(args: &ExportArgs<V>) -> Vec<(&'static str, String)> {
+        (args.asked.iter())
+            .map(|(e, p)| (e.flag().unwrap(), p.display().to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn export_flags_come_from_the_registry() {
+        let bench = OnBench::try_parse_from([
+            "bench",
+            "--export-github-benchmark-smaller",
+            "s.json",
+            "--export-bmf",
+            "b.json",
+        ])
+        .unwrap();
+        // In the registry's order, whatever the command line's.
+        assert_eq!(
+            flags(&bench.export),
+            [
+                ("export-bmf", "b.json".to_string()),
+                ("export-github-benchmark-smaller", "s.json".to_string())
+            ]
+        );
+        // JUnit needs a verdict: `gate` offers it, `bench` does not.
+        assert!(OnBench::try_parse_from(["bench", "--junit", "j.xml"]).is_err());
+        let gate = OnGate::try_parse_from(["gate", "--junit", "j.xml"]).unwrap();
+        assert_eq!(flags(&gate.export), [("junit", "j.xml".to_string())]);
+        assert!(flags(&OnGate::try_parse_from(["gate"]).unwrap().export).is_empty());
     }
 }

@@ -42,9 +42,6 @@ pub struct GateArgs {
     /// Write the verdict as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write JUnit XML (one test case per level).
-    #[arg(long)]
-    pub junit: Option<PathBuf>,
     /// Write the Markdown summary.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
@@ -53,7 +50,8 @@ pub struct GateArgs {
     #[arg(long, short = 'o', value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub export: super::bench::ExportArgs,
+    // The exports, `--junit` among them (report/export's registry).
+    pub export: super::bench::ExportArgs<true>,
 }
 
 /// Gate settings given on the command line in place of the baseline's (`gate` and `ci`).
@@ -161,7 +159,7 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
     };
     let files = VerdictFiles {
         json: args.json.clone(),
-        junit: args.junit.clone(),
+        junit: None, // --junit is an export (args.export)
         markdown: args.markdown.clone(),
     };
     publish_verdict(&verdict, &files, &charts)?;

@@ -834,8 +834,13 @@ impl RunResult {
         write_atomic(path, text.as_bytes())
     }
 
-    /// Writes one CSV row per trial.
+    /// Writes `summary_csv` atomically.
     pub fn save_csv(&self, path: &Path) -> Result<()> {
+        write_atomic(path, &self.summary_csv()?)
+    }
+
+    /// One CSV row per trial (report/export/csv.rs lists the format).
+    pub fn summary_csv(&self) -> Result<Vec<u8>> {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record([
             "concurrency",
@@ -884,8 +889,7 @@ impl RunResult {
                 ])?;
             }
         }
-        let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
-        write_atomic(path, &bytes)
+        w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
     }
 }
 

@@ -77,11 +77,12 @@ pub fn throughput_block(verdict: &Verdict) -> Option<String> {
 
 /// Candidate / baseline per level (grey bars), the lower bound at the pass confidence (brown
 /// line) and the pass limit 1 - tolerance (red, flat): a level passes when its brown point
-/// lies above the red line (and it did not fail). `None` when no level has a ratio with a lower bound.
+/// lies above the red line (and it did not fail). `None` when no level has a ratio with
+/// bounds that say something (report/tables.rs `known_bounds`: one session's [0, ∞] does not).
 pub fn ratio_block(verdict: &Verdict) -> Option<String> {
     let levels: Vec<&LevelVerdict> = measured(verdict)
         .into_iter()
-        .filter(|l| l.ratio.is_some_and(f64::is_finite) && l.ci_low.is_some_and(f64::is_finite))
+        .filter(|l| l.ratio.is_some_and(f64::is_finite) && super::tables::known_bounds(l).is_some())
         .collect();
     if levels.is_empty() {
         return None;
@@ -180,5 +181,19 @@ xychart-beta
         assert_eq!(nice_top(7150.0), "7500");
         assert_eq!(nice_top(1900.0), "2000");
         assert_eq!(nice_top(f64::NAN), "1");
+    }
+
+    #[test]
+    fn bounds_that_say_nothing_are_not_drawn() {
+        let mut v = mixed();
+        v.levels[0].ci_low = Some(0.0);
+        v.levels[0].ci_high = None;
+        let block = ratio_block(&v).unwrap();
+        assert!(!block.contains("0.000"), "{block}");
+        assert!(block.contains("0.912"), "{block}");
+        for l in &mut v.levels {
+            (l.ci_low, l.ci_high) = (Some(0.0), None);
+        }
+        assert!(ratio_block(&v).is_none());
     }
 }

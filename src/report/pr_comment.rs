@@ -8,10 +8,8 @@ use std::fmt::Write;
 use crate::gate::Verdict;
 use crate::record::files::{PR_COMMENT_MARKER, VERDICT_MD};
 
-use super::mermaid;
-use super::verdict::{
-    against_line, headline_md, icon, level_name, note_md, opt, percent, ratio_text,
-};
+use super::verdict::{against_line, headline_md, icon};
+use super::{mermaid, tables};
 
 /// The comment body: the marker line first (a workflow finds and updates its one comment by
 /// it), the verdict, a compact table, the charts, and where the rest is. `pngs` are the chart
@@ -32,26 +30,7 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
     for line in super::verdict::slot_lines(verdict) {
         let _ = writeln!(out, "{line}\n");
     }
-    let _ = writeln!(
-        out,
-        "| C | baseline tok/s | candidate tok/s | ratio [bounds] | trials b/c | detectable drop | verdict |"
-    );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|:---|");
-    for v in &verdict.levels {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {}/{} | {} | {}{} |",
-            level_name(v),
-            opt(v.baseline_mean, 1),
-            opt(v.candidate_mean, 1),
-            ratio_text(v),
-            v.n_baseline,
-            v.n_candidate,
-            percent(v.min_detectable_drop),
-            v.status.word(),
-            note_md(v),
-        );
-    }
+    out.push_str(&tables::markdown(tables::COMPACT, verdict));
     let _ = writeln!(out);
     out.push_str(&charts(verdict));
     if !verdict.warnings.is_empty() {
@@ -114,7 +93,7 @@ mod tests {
 
 Profile `demo`, baseline `demo` at `origin/main`.
 
-| C | baseline tok/s | candidate tok/s | ratio [bounds] | trials b/c | detectable drop | verdict |
+| C | baseline (geo. mean) | candidate (geo. mean) | ratio [bounds] | trials b/c | detectable drop | verdict |
 |---:|---:|---:|---:|---:|---:|:---|
 | 1 | 1000.0 | 910.0 | 0.910 [0.890, 0.930] | 5/5 | 2.0% | FAIL |
 | 4 | 4000.0 | 3648.0 | 0.912 [0.895, 0.930] | 5/5 | 2.0% | FAIL |

@@ -16,7 +16,7 @@ use crate::stats::usl::UslFit;
 
 use super::markdown::run_report_markdown;
 use super::plots::{ratio_chart, write_run_plots};
-use super::{github, junit, links, pr_comment, verdict as text};
+use super::{export, github, links, pr_comment, tables, verdict as text};
 
 /// The Universal Scalability Law fitted to a run's trials, when it has the 3 levels a fit
 /// needs and the fit converges (the curve drawn through the throughput plot). Not for an
@@ -120,10 +120,10 @@ pub fn publish_verdict(
         crate::untrusted::for_terminal_lines(&text::console(verdict))
     );
     if let Some(path) = &files.json {
-        write_atomic(path, serde_json::to_string_pretty(verdict)?.as_bytes())?;
+        write_atomic(path, tables::verdict_json(verdict)?.as_bytes())?;
     }
     if let Some(path) = &files.junit {
-        write_atomic(path, junit::junit(verdict).as_bytes())?;
+        write_atomic(path, export::junit::junit(verdict).as_bytes())?;
     }
     let charts = match &files.markdown {
         Some(md) => write_verdict_markdown(verdict, md, charts)?,

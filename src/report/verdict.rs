@@ -5,78 +5,10 @@
 use std::fmt::Write;
 
 use super::console::{paint, use_color, Tone};
-use crate::gate::{LevelStatus, LevelVerdict, Outcome, Verdict};
+use super::tables;
+use crate::gate::{LevelStatus, Outcome, Verdict};
 use crate::stats::decision::{DecisionSettings, Design};
 use crate::untrusted::code_span;
-
-pub(super) fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map(|x| format!("{x:.digits$}"))
-        .unwrap_or_else(|| "-".into())
-}
-
-pub(super) fn ratio_text(v: &LevelVerdict) -> String {
-    let bound = |b: Option<f64>| b.map_or("∞".to_string(), |b| format!("{b:.3}"));
-    match v.ratio {
-        Some(r) if v.p_slower.is_some() => {
-            format!("{r:.3} [{}, {}]", bound(v.ci_low), bound(v.ci_high))
-        }
-        Some(r) => format!("{r:.3}"),
-        None => "-".into(),
-    }
-}
-
-fn p_text(p: Option<f64>) -> String {
-    match p {
-        Some(p) if p < 1e-4 => "<0.0001".into(),
-        Some(p) => format!("{p:.4}"),
-        None => "-".into(),
-    }
-}
-
-pub(super) fn percent(v: Option<f64>) -> String {
-    v.map_or("-".into(), |x| format!("{:.1}%", x * 100.0))
-}
-
-/// The between-session spread with its degrees of freedom, e.g. "2.1% (3 df)".
-fn sigma_b_text(v: &LevelVerdict) -> String {
-    match v.test.as_ref() {
-        Some(t) => match (t.sigma_b, t.sigma_b_df, t.crossover.as_ref()) {
-            // In blocks: the start spread the blocks (and a calibration) estimated.
-            (_, _, Some(x)) => match x.start_spread {
-                Some(s) => format!("{:.1}% ({:.0} df)", s * 100.0, x.start_spread_df),
-                None => "unknown".into(),
-            },
-            (Some(s), Some(df), None) => format!("{:.1}% ({df:.0} df)", s * 100.0),
-            _ if t.design == Design::Relative => "cancels".into(),
-            _ => "unknown".into(),
-        },
-        None => "-".into(),
-    }
-}
-
-/// The level's name: "8" for throughput, "8 TTFT p99" for a latency gate.
-pub(super) fn level_name(v: &LevelVerdict) -> String {
-    if v.metric.is_throughput() {
-        v.concurrency.to_string()
-    } else {
-        format!("{} {}", v.concurrency, v.metric.label())
-    }
-}
-
-pub(super) fn note(v: &LevelVerdict) -> String {
-    v.note
-        .as_ref()
-        .map(|n| format!(" ({})", crate::untrusted::for_terminal(n)))
-        .unwrap_or_default()
-}
-
-/// [`note`] for Markdown.
-pub(super) fn note_md(v: &LevelVerdict) -> String {
-    v.note
-        .as_ref()
-        .map(|n| format!(" ({})", crate::untrusted::inline_text(n)))
-        .unwrap_or_default()
-}
 
 /// A name as the headline quotes it: in double quotes, control characters escaped
 /// (Debug's escapes) and nothing a log runner (or, `markdown`, Markdown) would act on
@@ -361,15 +293,6 @@ pub fn closing_line(verdict: &Verdict) -> Option<String> {
     ))
 }
 
-/// The colour of a level's verdict word.
-fn status_tone(status: LevelStatus) -> Tone {
-    match status {
-        LevelStatus::Pass | LevelStatus::Improvement => Tone::Good,
-        LevelStatus::Regression => Tone::Bad,
-        _ => Tone::Unsure,
-    }
-}
-
 /// The headline with its first word ("PASS", "REGRESSION", ...) coloured when `color`.
 fn painted_headline(verdict: &Verdict, color: bool) -> String {
     let text = headline(verdict);
@@ -392,37 +315,7 @@ pub fn console(verdict: &Verdict) -> String {
 /// The console table; verdict words in colour when `color`.
 pub fn console_with(verdict: &Verdict, color: bool) -> String {
     let mut out = String::new();
-    let header = format!(
-        "{:>6} | {:>10} | {:>10} | {:>22} | {:>8} | {:>6} | {:>7} | {:>12} | {:>10} | verdict",
-        "C",
-        "baseline",
-        "candidate",
-        "ratio [bounds]",
-        "p (Holm)",
-        "n b/c",
-        "within",
-        "between",
-        "detectable"
-    );
-    let _ = writeln!(out, "{header}");
-    let _ = writeln!(out, "{}", "-".repeat(header.len() + 4));
-    for v in &verdict.levels {
-        let _ = writeln!(
-            out,
-            "{:>6} | {:>10} | {:>10} | {:>22} | {:>8} | {:>6} | {:>7} | {:>12} | {:>10} | {}{}",
-            level_name(v),
-            opt(v.baseline_mean, 1),
-            opt(v.candidate_mean, 1),
-            ratio_text(v),
-            p_text(v.p_adjusted),
-            format!("{}/{}", v.n_baseline, v.n_candidate),
-            percent(v.test.as_ref().and_then(|t| t.sigma_w)),
-            sigma_b_text(v),
-            percent(v.min_detectable_drop),
-            paint(v.status.word(), status_tone(v.status), color),
-            note(v),
-        );
-    }
+    out.push_str(&tables::terminal(tables::FULL, verdict, color));
     let _ = writeln!(out, "{}", method(verdict));
     for line in slot_lines(verdict)
         .into_iter()
@@ -476,26 +369,7 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
         headline_md(verdict)
     );
     let _ = writeln!(out, "{}\n", against_line(verdict));
-    let _ = writeln!(out, "| C | baseline | candidate | ratio [bounds] | p (Holm) | trials b/c | sd within | sd between | detectable drop | verdict |");
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|");
-    for v in &verdict.levels {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {}{} |",
-            level_name(v),
-            opt(v.baseline_mean, 1),
-            opt(v.candidate_mean, 1),
-            ratio_text(v),
-            p_text(v.p_adjusted),
-            v.n_baseline,
-            v.n_candidate,
-            percent(v.test.as_ref().and_then(|t| t.sigma_w)),
-            sigma_b_text(v),
-            percent(v.min_detectable_drop),
-            v.status.word(),
-            note_md(v),
-        );
-    }
+    out.push_str(&tables::markdown(tables::FULL, verdict));
     let _ = writeln!(
         out,
         "\n{}\n\nThree outcomes: **regression** (exit 1), **pass** (every level's one-sided \

@@ -1,9 +1,40 @@
 //! JUnit XML for the verdict: one test case per level, so CI systems that read JUnit show
-//! which level regressed.
+//! which level regressed. Each level's figures are in the verdict table's words (the ratio
+//! with its one-sided bounds at the pass confidence, "unknown" where they say nothing).
 
 use std::fmt::Write;
 
+use anyhow::{Context, Result};
+
+use super::Exporter;
 use crate::gate::{LevelStatus, Verdict};
+use crate::record::RunResult;
+use crate::report::tables::{bounds_words, p_text, ratio_text};
+
+/// `--junit FILE` (`gate`; `ci` writes `junit.xml` always).
+pub struct Junit;
+
+impl Exporter for Junit {
+    fn name(&self) -> &'static str {
+        "JUnit XML"
+    }
+    fn flag(&self) -> Option<&'static str> {
+        Some("junit")
+    }
+    fn help(&self) -> &'static str {
+        "Write JUnit XML (one test case per level)"
+    }
+    fn extension(&self) -> &'static str {
+        "xml"
+    }
+    fn needs_verdict(&self) -> bool {
+        true
+    }
+    fn render(&self, _run: &RunResult, verdict: Option<&Verdict>) -> Result<Vec<u8>> {
+        let verdict = verdict.context("JUnit XML is made from a verdict; only `gate` has one")?;
+        Ok(junit(verdict).into_bytes())
+    }
+}
 
 /// Text for an XML attribute or element: markup characters as entities, and control
 /// characters (which XML 1.0 forbids, so one in a hostile name made the file unreadable)
@@ -43,14 +74,10 @@ pub fn junit(verdict: &Verdict) -> String {
     for v in &verdict.levels {
         let name = format!("throughput at concurrency {}", v.concurrency);
         let detail = format!(
-            "ratio {} (one-sided {:.0}% bounds {} and {}), Holm p {}, trials {}/{}",
-            v.ratio.map(|r| format!("{r:.4}")).unwrap_or("-".into()),
-            verdict.settings.pass_confidence * 100.0,
-            v.ci_low.map(|r| format!("{r:.4}")).unwrap_or("-".into()),
-            v.ci_high.map(|r| format!("{r:.4}")).unwrap_or("-".into()),
-            v.p_adjusted
-                .map(|p| format!("{p:.5}"))
-                .unwrap_or("-".into()),
+            "ratio [bounds] {} ({}), p (Holm) {}, trials b/c {}/{}",
+            ratio_text(v),
+            bounds_words(verdict),
+            p_text(v.p_adjusted),
             v.n_baseline,
             v.n_candidate
         );
@@ -85,6 +112,23 @@ pub fn junit(verdict: &Verdict) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn levels_say_the_verdict_tables_words() {
+        let mut v = crate::report::plots::ratio_tests::mixed();
+        v.levels[1].ci_low = Some(0.0);
+        v.levels[1].ci_high = None;
+        let xml = junit(&v);
+        assert!(
+            xml.contains("ratio [bounds] 0.910 [0.890, 0.930] (one-sided 95% bounds), p (Holm) "),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("0.912 [unknown] (one-sided 95% bounds)"),
+            "{xml}"
+        );
+        assert!(!xml.contains("CI") && !xml.contains('∞'), "{xml}");
+    }
 
     #[test]
     fn control_characters_never_reach_the_xml() {
