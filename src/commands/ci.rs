@@ -439,6 +439,7 @@ fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
         drift: None,
         settings_from: None,
         overridden: Vec::new(),
+        changes: None,
     }
 }
 

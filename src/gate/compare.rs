@@ -143,6 +143,7 @@ fn relative(
         .warnings
         .extend(overrides.map(super::baseline::override_warning));
     verdict.baseline_name = format!("{} (base arm)", candidate.profile_name);
+    verdict.changes = super::explain::explain(candidate);
     Ok(verdict)
 }
 
@@ -352,6 +353,7 @@ fn gate(
         warnings,
         settings_from: None,
         overridden: Vec::new(),
+        changes: None,
     }
 }
 

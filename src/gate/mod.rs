@@ -55,6 +55,10 @@ pub struct Verdict {
     /// Settings given on the command line over the baseline's, each printed in the verdict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overridden: Vec<SettingOverride>,
+    /// What changed besides the gated figure (relative verdicts): figures beyond noise per
+    /// level and the readings of them (explain.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<explain::Changes>,
 }
 
 /// A gate setting given on the command line in place of the baseline's (or profile's).

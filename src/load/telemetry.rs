@@ -134,8 +134,9 @@ const ADAPTERS: [Adapter; 8] = [
         path: "/metrics",
         running: &["throughline_sim_num_requests_running"],
         waiting: &["throughline_sim_num_requests_waiting"],
-        cache_usage: &[],
-        preemptions: &[],
+        // Exported only with a bounded cache (serve-sim --kv-cache-tokens).
+        cache_usage: &["throughline_sim_kv_cache_usage_perc"],
+        preemptions: &["throughline_sim_num_preemptions_total"],
         generated_tokens: &["throughline_sim_generation_tokens_total"],
         counting: Counting::PerToken,
     },

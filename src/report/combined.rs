@@ -150,6 +150,7 @@ mod tests {
                 drift: None,
                 settings_from: None,
                 overridden: Vec::new(),
+                changes: None,
             },
         }
     }

@@ -4,6 +4,7 @@
 pub mod bisect;
 pub mod combined;
 pub mod console;
+pub mod explain;
 pub mod export;
 pub mod github;
 pub mod links;

@@ -32,6 +32,7 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
     }
     out.push_str(&tables::markdown(tables::COMPACT, verdict));
     let _ = writeln!(out);
+    out.push_str(&super::explain::markdown(verdict));
     out.push_str(&charts(verdict));
     if !verdict.warnings.is_empty() {
         let _ = writeln!(

@@ -324,6 +324,9 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
         // Names in the settings line come from the baseline and results files.
         let _ = writeln!(out, "{}", crate::untrusted::for_terminal(&line));
     }
+    for line in super::explain::console_lines(verdict) {
+        let _ = writeln!(out, "{line}");
+    }
     for w in &verdict.warnings {
         let _ = writeln!(out, "warning: {}", crate::untrusted::for_terminal(w));
     }
@@ -386,6 +389,7 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
     {
         let _ = writeln!(out, "{}\n", crate::untrusted::inline_text(&line));
     }
+    out.push_str(&super::explain::markdown(verdict));
     if !verdict.warnings.is_empty() {
         let _ = writeln!(out, "**Warnings**\n");
         for w in &verdict.warnings {

@@ -339,6 +339,7 @@ pub(crate) mod tests {
             warnings: vec![],
             settings_from: None,
             overridden: Vec::new(),
+            changes: None,
         }
     }
 
