@@ -154,14 +154,19 @@ impl Figure {
     }
 }
 
-/// The mean of a gauge over the trial's samples, per replica (endpoints averaged).
+/// The mean of a gauge under load, per replica (endpoints averaged): the samples taken
+/// while the trial ran, without the first (scraped as it starts) and the last (as it ends),
+/// which read an idle server and would pull both arms towards zero.
 fn gauge_mean(
     t: &TrialResult,
     pick: impl Fn(&crate::record::telemetry::Sample) -> Option<f64>,
 ) -> Option<f64> {
     let tel = t.telemetry.as_ref()?;
     let values: Vec<f64> = (tel.endpoints.iter())
-        .flat_map(|e| &e.samples)
+        .flat_map(|e| {
+            let n = e.samples.len();
+            e.samples.iter().take(n.saturating_sub(1)).skip(1)
+        })
         .filter_map(&pick)
         .filter(|v| v.is_finite())
         .collect();
