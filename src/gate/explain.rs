@@ -463,6 +463,83 @@ mod tests {
         read(m).into_iter().map(|r| r.cause).collect()
     }
 
+    /// A/A: both arms drawn from one distribution (latencies lognormal, CV 3 to 15%; tokens
+    /// per chunk noisy; lengths fixed), 400 seeded replications of 5 trials a side: the share
+    /// of runs that list any figure stays within the family level (issue 27: at most 1
+    /// false line in 20 runs).
+    #[test]
+    fn an_unchanged_run_lists_nothing_in_at_least_19_of_20() {
+        use crate::stats::summary::Percentiles;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(27);
+        let mut normal = move || {
+            // Box-Muller, enough for a test.
+            let (u, v): (f64, f64) = (rng.gen_range(1e-12..1.0), rng.gen_range(0.0..1.0));
+            (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+        };
+        let mut trial = |n: u32| {
+            let mut t = crate::record::fake::trial(n, 1000.0 * (0.02 * normal()).exp());
+            let mut p = |median: f64, cv: f64| {
+                let p50 = median * (cv * normal()).exp();
+                Some(Percentiles {
+                    p50,
+                    p90: p50 * 1.5,
+                    p99: p50 * 2.0 * (cv * normal()).exp(),
+                    mean: p50,
+                    min: p50 / 2.0,
+                    max: p50 * 3.0,
+                    count: 100,
+                })
+            };
+            t.ttft_ms = p(40.0, 0.15);
+            t.itl_ms = p(10.0, 0.03);
+            t.e2e_ms = p(400.0, 0.05);
+            t.input_tokens = 40;
+            t
+        };
+        let runs = 400;
+        let mut listed = 0;
+        for _ in 0..runs {
+            let base: Vec<TrialResult> = (1..=5).map(&mut trial).collect();
+            let head: Vec<TrialResult> = (1..=5).map(&mut trial).collect();
+            let alpha = EXPLAIN_ALPHA / Figure::ALL.len() as f64;
+            if Figure::ALL
+                .iter()
+                .any(|&f| compare(f, &base, &head, alpha).is_some())
+            {
+                listed += 1;
+            }
+        }
+        assert!(listed * 20 <= runs, "{listed} of {runs} unchanged runs listed a figure");
+    }
+
+    #[test]
+    fn a_real_change_is_listed_with_its_bounds() {
+        let trials = |ttft: f64| -> Vec<TrialResult> {
+            (1..=5)
+                .map(|n| {
+                    let mut t = crate::record::fake::trial(n, 1000.0);
+                    let p50 = ttft * (1.0 + 0.01 * f64::from(n));
+                    t.ttft_ms = Some(crate::stats::summary::Percentiles {
+                        p50,
+                        p90: p50,
+                        p99: p50,
+                        mean: p50,
+                        min: p50,
+                        max: p50,
+                        count: 10,
+                    });
+                    t
+                })
+                .collect()
+        };
+        let m = compare(Figure::TtftP50, &trials(40.0), &trials(60.0), 0.001).unwrap();
+        assert!((m.change - 1.5).abs() < 1e-9, "{m:?}");
+        assert!(m.low < 1.5 && m.high > 1.5 && m.low > 1.0, "{m:?}");
+        // 3% is below the 5% floor: not listed, however clear.
+        assert!(compare(Figure::TtftP50, &trials(40.0), &trials(41.2), 0.001).is_none());
+    }
+
     #[test]
     fn each_cause_is_read_from_its_own_figures() {
         let kv = [
