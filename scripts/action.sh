@@ -8,8 +8,8 @@
 #       $GITHUB_OUTPUT and its folder to $GITHUB_PATH). No Rust, no build.
 #         INPUT_BINARY      a throughline already on the machine: used as it is, nothing is
 #                           downloaded (a runner that keeps one installed; the tests)
-#         INPUT_VERSION     the release tag, e.g. v0.2.0 (default ACTION_REF, the tag in
-#                           `uses: your-org/throughline@v0.2.0`: one pin for action and binary)
+#         INPUT_VERSION     the release tag, e.g. v0.1.0 (default ACTION_REF, the tag in
+#                           `uses: your-org/throughline@v0.1.0`: one pin for action and binary)
 #         INPUT_REPOSITORY  owner/name to download from (default ACTION_REPOSITORY)
 #         THROUGHLINE_DOWNLOAD_URL  where the release assets are, default
 #                           https://github.com/OWNER/NAME/releases/download (a mirror, or
@@ -57,9 +57,9 @@ install() {
     fi
     local version="${INPUT_VERSION:-${ACTION_REF:-}}"
     local repo="${INPUT_REPOSITORY:-${ACTION_REPOSITORY:-}}"
-    [ -n "$version" ] || fail "version: empty; set it to a release tag, e.g. v0.2.0"
+    [ -n "$version" ] || fail "version: empty; set it to a release tag, e.g. v0.1.0"
     [[ "$version" =~ ^[A-Za-z0-9][A-Za-z0-9._+-]*$ ]] ||
-        fail "version: '$version' is not a release tag (letters, digits, . _ + -), e.g. v0.2.0"
+        fail "version: '$version' is not a release tag (letters, digits, . _ + -), e.g. v0.1.0"
     local arch
     case "$(uname -s)-$(uname -m)" in
         Linux-x86_64 | Linux-amd64) arch=x86_64 ;;
