@@ -249,10 +249,11 @@ fn the_docs_use_only_inputs_the_action_declares() {
         let text = std::fs::read_to_string(root.join(doc)).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
-            let Some(at) = line.find("uses: your-org/throughline@") else {
+            let step = line.trim_start().trim_start_matches("- ");
+            if !step.starts_with("uses: your-org/throughline@") {
                 continue;
-            };
-            let indent = at;
+            }
+            let indent = line.find("uses:").unwrap();
             let mut keys = Vec::new();
             let mut j = i + 1;
             // Skip to `with:` at the step's indentation, then read its keys.
@@ -287,4 +288,53 @@ fn the_docs_use_only_inputs_the_action_declares() {
         }
     }
     assert!(checked >= 2, "the docs show the action {checked} times");
+}
+
+/// Each workflow in docs/workflows/ (linted by .ci/run) is shown in docs/github-actions.md
+/// exactly as it is, or linked; the 2-GPU recipe and the nightly bless are shown in full.
+#[test]
+fn the_docs_show_the_linted_workflow_files_as_they_are() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/github-actions.md")).unwrap();
+    let mut embedded = Vec::new();
+    for entry in std::fs::read_dir(root.join("docs/workflows")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        let file = std::fs::read_to_string(&path).unwrap();
+        if doc.contains(&format!("```yaml\n{file}```\n")) {
+            embedded.push(name);
+        } else {
+            assert!(
+                doc.contains(&format!("(workflows/{name})")),
+                "docs/github-actions.md neither shows docs/workflows/{name} as it is nor links it"
+            );
+        }
+    }
+    embedded.sort();
+    assert_eq!(embedded, ["nightly-bless.yml", "throughput-2gpu.yml"]);
+    // The 1-GPU recipe is the 2-GPU one with one slot and half the memory per server.
+    let one = std::fs::read_to_string(root.join("docs/workflows/throughput-1gpu.yml")).unwrap();
+    assert!(one.contains("slots: '0'\n"), "{one}");
+    assert_eq!(one.matches("--gpu-memory-utilization 0.45").count(), 2);
+    assert!(one.contains("if: always()\n") && one.contains("venv-base/bin/vllm"));
+}
+
+/// release.yml packs the names scripts/action.sh downloads (and this file's release_assets
+/// mimics): throughline-ARCH-unknown-linux-musl.tar.gz holding a folder of that name, with
+/// NAME.sha256 beside it, for both architectures the script knows.
+#[test]
+fn the_release_builds_what_the_action_downloads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let release = std::fs::read_to_string(root.join(".github/workflows/release.yml")).unwrap();
+    let script = std::fs::read_to_string(root.join("scripts/action.sh")).unwrap();
+    for arch in ["x86_64", "aarch64"] {
+        assert!(release.contains(&format!("- arch: {arch}\n")), "{arch}");
+        assert!(script.contains(&format!(") arch={arch} ;;")), "{arch}");
+    }
+    assert!(release.contains("TARGET: ${{ matrix.arch }}-unknown-linux-musl"));
+    assert!(release.contains(r#"name="throughline-$TARGET""#));
+    assert!(release.contains(r#"sha256sum "$name.tar.gz" > "$name.tar.gz.sha256""#));
+    assert!(script.contains(r#"asset="throughline-$arch-unknown-linux-musl.tar.gz""#));
+    assert!(script.contains(r#"bin="$dir/throughline-$arch-unknown-linux-musl/throughline""#));
+    assert!(script.contains(r#""$url.sha256""#));
 }
