@@ -42,11 +42,19 @@ fn check_or_bless(path: &Path, have: &str, want: &str) {
         eprintln!("rewrote {}", path.display());
         return;
     }
+    let (line, (written, committed)) = want
+        .lines()
+        .chain(std::iter::repeat("(end)"))
+        .zip(have.lines().chain(std::iter::repeat("(end)")))
+        .enumerate()
+        .find(|(_, (w, h))| w != h)
+        .unwrap_or((0, ("", "")));
     panic!(
-        "{} is not what the code writes for docs/charts/demo-results.json; if the change is \
-         meant, run `THROUGHLINE_BLESS_DOCS=1 cargo test --test docs_from_demo` and commit.\n\
-         --- written\n{want}\n--- committed\n{have}",
-        path.display()
+        "{} is not what the code writes for docs/charts/demo-results.json, from line {}:\n\
+         written:   {written}\ncommitted: {committed}\nIf the change is meant, run \
+         `THROUGHLINE_BLESS_DOCS=1 cargo test --test docs_from_demo` and commit.",
+        path.display(),
+        line + 1
     );
 }
 
