@@ -120,9 +120,14 @@ run_ci() {
     [ -z "${INPUT_SLOTS:-}" ] || args+=(--slots "$INPUT_SLOTS")
     local split extra=()
     split="$(mktemp)"
-    "$HERE/gate-server.sh" split-args "${INPUT_ARGS:-}" > "$split" || fail "args: $(cat "$split")"
+    if ! "$HERE/gate-server.sh" split-args "${INPUT_ARGS:-}" > "$split" 2> "$split.err"; then
+        local why
+        why="$(cat "$split.err")"
+        rm -f "$split" "$split.err"
+        fail "args: ${why#gate-server.sh: }"
+    fi
     mapfile -d '' -t extra < "$split"
-    rm -f "$split"
+    rm -f "$split" "$split.err"
     if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "out=$out" >> "$GITHUB_OUTPUT"; fi
     local code=0
     "$bin" "${args[@]}" "${extra[@]}" || code=$?

@@ -158,6 +158,19 @@ fn the_recipe_runs_end_to_end_through_the_action_script() {
             ],
         )
     };
+    // Arguments are split by a fixed rule, never by a shell: an unterminated quote is refused
+    // before anything runs.
+    let (o, _) = action(
+        &repo,
+        "run",
+        &[
+            ("THROUGHLINE_BIN", installed.as_str()),
+            ("INPUT_BASELINE", "baselines/quick.toml"),
+            ("INPUT_ARGS", "--wait-healthy '20s"),
+        ],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("args: unterminated '"), "{}", text(&o));
     let (o, outputs) = run(&head.urls[0], "same");
     assert_eq!(code(&o), 0, "same speed must not fail: {}", text(&o));
     assert!(
