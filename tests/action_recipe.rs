@@ -360,3 +360,47 @@ fn the_release_builds_what_the_action_downloads() {
     assert!(script.contains(r#"bin="$dir/throughline-$arch-unknown-linux-musl/throughline""#));
     assert!(script.contains(r#""$url.sha256""#));
 }
+
+/// action.yml passes every input it declares to scripts/action.sh, refers to no input it
+/// does not declare, and every INPUT_ variable it sets is one the script reads.
+#[test]
+fn the_action_passes_each_declared_input_to_the_script() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let action = std::fs::read_to_string(root.join("action.yml")).unwrap();
+    let script = std::fs::read_to_string(root.join("scripts/action.sh")).unwrap();
+    let (head, runs) = action.split_once("\nruns:\n").unwrap();
+    let inputs = head
+        .split("\ninputs:\n")
+        .nth(1)
+        .unwrap()
+        .split("\noutputs:\n")
+        .next()
+        .unwrap();
+    let declared: Vec<&str> = inputs
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   ") && l.ends_with(':'))
+        .map(|l| l.trim().trim_end_matches(':'))
+        .collect();
+    let used: Vec<&str> = runs
+        .split("${{ inputs.")
+        .skip(1)
+        .map(|rest| rest.split(' ').next().unwrap())
+        .collect();
+    for d in &declared {
+        assert!(used.contains(d), "input `{d}` is declared but never used");
+    }
+    for u in &used {
+        assert!(declared.contains(u), "input `{u}` is used but not declared");
+    }
+    for var in runs
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("INPUT_"))
+        .map(|rest| rest.split(':').next().unwrap())
+    {
+        assert!(
+            script.contains(&format!("INPUT_{var}:-"))
+                || script.contains(&format!("INPUT_{var}\"")),
+            "action.yml sets INPUT_{var}, which scripts/action.sh never reads"
+        );
+    }
+}
