@@ -29,7 +29,7 @@ Examples:
   throughline bench -e http://127.0.0.1:8000
   # A profile to edit and keep in git
   throughline init -e http://127.0.0.1:8000 -o throughline.toml --force
-  # The whole job on the built-in simulator, about 45 s
+  # The whole job on the built-in simulator, about 80 s
   throughline demo";
 
 #[derive(Debug, Subcommand)]
@@ -46,7 +46,9 @@ pub enum Command {
     /// Serve the built-in OpenAI-compatible simulated inference server.
     #[command(after_help = SERVE_SIM_HELP)]
     ServeSim(crate::sim::ServeSimArgs),
-    /// Run the built-in demo: start the simulated server, run a small profile, print and save.
+    /// Run the built-in demo: two simulated servers, one 10% slower (a pull request that
+    /// regressed), measured in one job, gated, charted and planned; then an unchanged pull
+    /// request in 4 blocks with the servers' slots swapped, which passes.
     #[command(after_help = demo::EXAMPLES)]
     Demo(DemoArgs),
     /// Compare a run with a baseline: exit 1 when throughput regressed beyond noise.

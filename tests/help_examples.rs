@@ -32,6 +32,9 @@ const ORDER: &[&str] = &[
     "selfbench",
 ];
 
+/// Nested subcommands whose own `--help` ends with examples (run after their parent's).
+const NESTED: &[&[&str]] = &[&["baseline", "bless"]];
+
 /// Examples not run here, each with the reason and where it is run instead.
 const SKIPPED: &[(&str, &str)] = &[
     (
@@ -104,7 +107,7 @@ fn examples_in(help: &str) -> Vec<String> {
     examples
 }
 
-fn help_of(sub: Option<&str>) -> String {
+fn help_of(sub: &[&str]) -> String {
     let mut cmd = Command::new(bin());
     cmd.args(sub).arg("--help");
     let out = cmd.output().unwrap();
@@ -176,7 +179,7 @@ fn every_help_example_runs_against_the_simulator() {
     let b = Sim::start(1, &["--token-delay-ms", "0.1"]);
 
     // Every subcommand has examples, and the list above names every subcommand.
-    let top = help_of(None);
+    let top = help_of(&[]);
     let listed: BTreeSet<String> = top
         .split("Commands:")
         .nth(1)
@@ -196,13 +199,24 @@ fn every_help_example_runs_against_the_simulator() {
 
     let mut all: Vec<String> = Vec::new();
     for sub in ORDER {
-        let found = examples_in(&help_of(Some(sub)));
+        let found = examples_in(&help_of(&[sub]));
         assert!(
             (2..=3).contains(&found.len()),
             "`{sub} --help` shows {} examples: {found:?}",
             found.len()
         );
         all.extend(found);
+        // Subcommands of a subcommand with examples of their own run right after it.
+        for nested in NESTED.iter().filter(|n| n[0] == *sub) {
+            let found = examples_in(&help_of(nested));
+            assert!(
+                (2..=3).contains(&found.len()),
+                "`{} --help` shows {} examples: {found:?}",
+                nested.join(" "),
+                found.len()
+            );
+            all.extend(found);
+        }
     }
     all.extend(examples_in(&top));
     for (skipped, _) in SKIPPED {

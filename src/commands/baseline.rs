@@ -22,6 +22,19 @@ Examples:
   # Calibrate the relative gate's slots from a run in blocks whose arms ran the same server
   throughline baseline calibrate -r aa/results.json -b baselines/main.toml";
 
+/// The examples `baseline bless --help` ends with (run by tests/help_examples.rs).
+pub const BLESS_EXAMPLES: &str = "\
+Examples:
+  # The first baseline: a run on main, naming its profile (relative to the baseline file)
+  throughline baseline bless -r throughline-results/results.json -b baselines/main.toml \\
+      --profile ../throughline.toml
+  # Another session, from another day: history mode needs several (a nightly bless)
+  throughline baseline bless -r throughline-results/results.json -b baselines/main.toml \\
+      --append
+  # Start over after a deliberate change (a new engine version, driver or GPU)
+  throughline baseline bless -r throughline-results/results.json -b baselines/main.toml \\
+      --replace --profile ../throughline.toml";
+
 #[derive(Debug, Args)]
 pub struct BaselineArgs {
     #[command(subcommand)]
@@ -31,6 +44,7 @@ pub struct BaselineArgs {
 #[derive(Debug, Subcommand)]
 pub enum BaselineCommand {
     /// Write a baseline from run results, one session per results file.
+    #[command(after_help = BLESS_EXAMPLES)]
     Bless(BlessArgs),
     /// Add an A/A calibration of the relative gate's two slots to a baseline, from a run in
     /// blocks whose two arms ran the same server (e.g. nightly on main): the slot effect and

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The composite action's logic (action.yml at the repository root), kept here so that a test
+# can run it (tests/action_recipe.rs) and a job can run it by hand. Two steps, each reading
+# the action's inputs from INPUT_* variables:
+#
+#   action.sh install
+#       Puts a prebuilt throughline on the runner and prints its path (also as `bin=` to
+#       $GITHUB_OUTPUT and its folder to $GITHUB_PATH). No Rust, no build.
+#         INPUT_BINARY      a throughline already on the machine: used as it is, nothing is
+#                           downloaded (a runner that keeps one installed; the tests)
+#         INPUT_VERSION     the release tag, e.g. v0.1.0 (default ACTION_REF, the tag in
+#                           `uses: your-org/throughline@v0.1.0`: one pin for action and binary)
+#         INPUT_REPOSITORY  owner/name to download from (default ACTION_REPOSITORY)
+#         THROUGHLINE_DOWNLOAD_URL  where the release assets are, default
+#                           https://github.com/OWNER/NAME/releases/download (a mirror, or
+#                           file:///folder in the tests)
+#       The asset is throughline-ARCH-unknown-linux-musl.tar.gz (ARCH from `uname -m`:
+#       x86_64 or aarch64; static, any glibc) and its checksum file ASSET.sha256, both made by
+#       .github/workflows/release.yml. The download is refused (exit 2) unless its SHA-256
+#       equals the one in the checksum file.
+#
+#   action.sh run
+#       Runs `throughline ci` against the servers the job already started, or starts them
+#       itself (server commands and slots), and exits with its exit code (0 pass or
+#       inconclusive, 1 regression, 2 could not measure, 3 not comparable).
+#         THROUGHLINE_BIN   the binary (default `throughline` on PATH)
+#         INPUT_BASELINE    the baseline file (required)
+#         INPUT_BASELINE_REF, INPUT_ENDPOINTS, INPUT_BASE_ENDPOINTS (comma-separated URLs),
+#         INPUT_SERVER_COMMAND, INPUT_BASE_SERVER_COMMAND, INPUT_SLOTS, INPUT_WAIT_HEALTHY,
+#         INPUT_OUT (default throughline-results), INPUT_ARGS (more `ci` flags, split by
+#         scripts/gate-server.sh's rule: never evaluated by a shell)
+#       Writes `out=` to $GITHUB_OUTPUT; `ci` itself writes `verdict=` and `worst_ratio=`.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+fail() {
+    echo "::error title=throughline action::$1" >&2
+    exit 2
+}
+
+sha256_of() {
+    if command -v sha256sum >/dev/null 2>&1; then
+        sha256sum "$1" | cut -d' ' -f1
+    elif command -v shasum >/dev/null 2>&1; then
+        shasum -a 256 "$1" | cut -d' ' -f1
+    else
+        fail "neither sha256sum nor shasum is installed: the download cannot be verified"
+    fi
+}
+
+install() {
+    if [ -n "${INPUT_BINARY:-}" ]; then
+        [ -x "$INPUT_BINARY" ] || fail "binary: $INPUT_BINARY is not an executable file"
+        finish_install "$(cd "$(dirname "$INPUT_BINARY")" && pwd)/$(basename "$INPUT_BINARY")"
+        return
+    fi
+    local version="${INPUT_VERSION:-${ACTION_REF:-}}"
+    local repo="${INPUT_REPOSITORY:-${ACTION_REPOSITORY:-}}"
+    [ -n "$version" ] || fail "version: empty; set it to a release tag, e.g. v0.1.0"
+    [[ "$version" =~ ^[A-Za-z0-9][A-Za-z0-9._+-]*$ ]] ||
+        fail "version: '$version' is not a release tag (letters, digits, . _ + -), e.g. v0.1.0"
+    local arch
+    case "$(uname -s)-$(uname -m)" in
+        Linux-x86_64 | Linux-amd64) arch=x86_64 ;;
+        Linux-aarch64 | Linux-arm64) arch=aarch64 ;;
+        *) fail "no prebuilt binary for $(uname -s) $(uname -m) (Linux x86_64 and aarch64 only): build one with cargo install --locked --path . and pass it as the binary input" ;;
+    esac
+    local base="${THROUGHLINE_DOWNLOAD_URL:-}"
+    if [ -z "$base" ]; then
+        [[ "$repo" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] ||
+            fail "repository: '$repo' is not owner/name"
+        base="https://github.com/$repo/releases/download"
+    fi
+    local asset="throughline-$arch-unknown-linux-musl.tar.gz"
+    local url="$base/$version/$asset"
+    local dir
+    dir="$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/throughline-install.XXXXXX")"
+    curl -fsSL --retry 3 -o "$dir/$asset" "$url" ||
+        fail "could not download $url (is $version a release of ${repo:-that repository} with Linux assets?)"
+    curl -fsSL --retry 3 -o "$dir/$asset.sha256" "$url.sha256" ||
+        fail "could not download the checksum $url.sha256: the binary is not installed unverified"
+    local want got
+    want="$(cut -d' ' -f1 < "$dir/$asset.sha256" | head -n 1)"
+    got="$(sha256_of "$dir/$asset")"
+    [[ "$want" =~ ^[0-9a-f]{64}$ ]] || fail "$asset.sha256 holds no SHA-256 (expected 64 hex digits first)"
+    [ "$want" = "$got" ] || fail "checksum mismatch for $asset: expected $want (from $asset.sha256), got $got; not installed"
+    tar -xzf "$dir/$asset" -C "$dir"
+    local bin="$dir/throughline-$arch-unknown-linux-musl/throughline"
+    [ -x "$bin" ] || fail "$asset holds no throughline-$arch-unknown-linux-musl/throughline"
+    finish_install "$bin"
+}
+
+finish_install() {
+    local bin="$1"
+    "$bin" --version >&2 || fail "$bin does not run on this machine"
+    if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "bin=$bin" >> "$GITHUB_OUTPUT"; fi
+    if [ -n "${GITHUB_PATH:-}" ]; then dirname "$bin" >> "$GITHUB_PATH"; fi
+    echo "$bin"
+}
+
+run_ci() {
+    local bin="${THROUGHLINE_BIN:-throughline}"
+    [ -n "${INPUT_BASELINE:-}" ] || fail "baseline: empty; name the baseline file, e.g. baselines/qwen27b.toml"
+    local out="${INPUT_OUT:-throughline-results}"
+    local args=(ci --baseline "$INPUT_BASELINE" --out "$out" --no-progress)
+    [ -z "${INPUT_BASELINE_REF:-}" ] || args+=(--baseline-ref "$INPUT_BASELINE_REF")
+    [ -z "${INPUT_WAIT_HEALTHY:-}" ] || args+=(--wait-healthy "$INPUT_WAIT_HEALTHY")
+    local url urls
+    if [ -n "${INPUT_ENDPOINTS:-}" ]; then
+        IFS=',' read -r -a urls <<< "$INPUT_ENDPOINTS"
+        for url in "${urls[@]}"; do args+=(--endpoint "$url"); done
+    fi
+    if [ -n "${INPUT_BASE_ENDPOINTS:-}" ]; then
+        IFS=',' read -r -a urls <<< "$INPUT_BASE_ENDPOINTS"
+        for url in "${urls[@]}"; do args+=(--base-endpoint "$url"); done
+    fi
+    [ -z "${INPUT_SERVER_COMMAND:-}" ] || args+=(--server-command "$INPUT_SERVER_COMMAND")
+    [ -z "${INPUT_BASE_SERVER_COMMAND:-}" ] || args+=(--base-server-command "$INPUT_BASE_SERVER_COMMAND")
+    [ -z "${INPUT_SLOTS:-}" ] || args+=(--slots "$INPUT_SLOTS")
+    local split extra=()
+    split="$(mktemp)"
+    if ! "$HERE/gate-server.sh" split-args "${INPUT_ARGS:-}" > "$split" 2> "$split.err"; then
+        local why
+        why="$(cat "$split.err")"
+        rm -f "$split" "$split.err"
+        fail "args: ${why#gate-server.sh: }"
+    fi
+    mapfile -d '' -t extra < "$split"
+    rm -f "$split" "$split.err"
+    if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "out=$out" >> "$GITHUB_OUTPUT"; fi
+    local code=0
+    "$bin" "${args[@]}" "${extra[@]}" || code=$?
+    return "$code"
+}
+
+case "${1-}" in
+    install) install ;;
+    run) run_ci ;;
+    *)
+        echo "usage: action.sh install|run (inputs in INPUT_* variables; see the comment at its top)" >&2
+        exit 2
+        ;;
+esac
