@@ -234,6 +234,7 @@ pub enum Cause {
     ErrorsRose,
     DecodeSlower,
     LongerWaitForFirstToken,
+    SlowerEndToEnd,
 }
 
 impl Cause {
@@ -247,6 +248,7 @@ impl Cause {
             Cause::ErrorsRose => "more requests fail",
             Cause::DecodeSlower => "each decode step is slower: kernels, clocks or a busier GPU",
             Cause::LongerWaitForFirstToken => "requests wait longer for their first token: prefill or scheduling",
+            Cause::SlowerEndToEnd => "requests of the same lengths take longer: the server is slower per request",
         }
     }
 }
@@ -436,6 +438,12 @@ fn read(moved: &[Moved]) -> Vec<Reading> {
     if !said_any {
         if let Some(t) = up(Figure::TtftP50) {
             say(Cause::LongerWaitForFirstToken, vec![t]);
+            said_any = true;
+        }
+    }
+    if !said_any {
+        if let Some(e) = up(Figure::E2eP50) {
+            say(Cause::SlowerEndToEnd, vec![e]);
         }
     }
     out
@@ -573,6 +581,8 @@ mod tests {
         assert_eq!(causes(&mtp), vec![Cause::SpeculationFell]);
         let slower = [moved(Figure::ItlP50, 10.0, 11.0)];
         assert_eq!(causes(&slower), vec![Cause::DecodeSlower]);
+        let e2e = [moved(Figure::E2eP50, 160.0, 178.0)];
+        assert_eq!(causes(&e2e), vec![Cause::SlowerEndToEnd]);
         assert!(read(&[]).is_empty());
     }
 }
