@@ -84,7 +84,7 @@ fn a_lower_max_batch_reads_as_fewer_running_at_once() {
         &FIXED,
         &with(&["--max-running", "4"]),
         "fewer_run_at_once",
-        "fewer requests run at once",
+        "requests queue for a slot: fewer run at once",
     );
 }
 

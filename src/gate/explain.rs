@@ -243,7 +243,7 @@ impl Cause {
             Cause::KvCacheFillsSooner => "the KV cache fills sooner (a memory or max-num-seqs change?)",
             Cause::PromptLonger => "more prompt tokens are served: the chat template or tokenizer changed",
             Cause::SpeculationFell => "speculative (MTP) acceptance fell",
-            Cause::FewerRunAtOnce => "fewer requests run at once while more wait: a lower max batch (max-num-seqs)?",
+            Cause::FewerRunAtOnce => "requests queue for a slot: fewer run at once (a lower max batch, max-num-seqs?)",
             Cause::OutputLengthChanged => "answers have another length: EOS, stop strings or max_tokens handling changed",
             Cause::ErrorsRose => "more requests fail",
             Cause::DecodeSlower => "each decode step is slower: kernels, clocks or a busier GPU",
@@ -411,10 +411,14 @@ fn read(moved: &[Moved]) -> Vec<Reading> {
     if let Some(c) = down(Figure::TokensPerChunk) {
         say(Cause::SpeculationFell, vec![c]);
     }
-    if !kv_cause {
-        if let (Some(b), Some(w)) = (down(Figure::BatchSize), up(Figure::Waiting)) {
-            say(Cause::FewerRunAtOnce, vec![b, w]);
-        }
+    // A smaller batch or requests queueing for a slot, the KV cache not filling: the batch
+    // is capped. Either gauge suffices: each is read from a few scrapes under load.
+    let capped: Vec<&Moved> = [down(Figure::BatchSize), up(Figure::Waiting)]
+        .into_iter()
+        .flatten()
+        .collect();
+    if !kv_cause && !capped.is_empty() {
+        say(Cause::FewerRunAtOnce, capped.clone());
     }
     if let Some(o) = find(Figure::OutputTokensPerRequest) {
         say(Cause::OutputLengthChanged, vec![o]);
@@ -426,7 +430,7 @@ fn read(moved: &[Moved]) -> Vec<Reading> {
     let mut said_any = kv_cause
         || up(Figure::PromptTokensPerRequest).is_some()
         || down(Figure::TokensPerChunk).is_some()
-        || (down(Figure::BatchSize).is_some() && up(Figure::Waiting).is_some())
+        || !capped.is_empty()
         || find(Figure::OutputTokensPerRequest).is_some()
         || up(Figure::ErrorRate).is_some();
     if !said_any {
