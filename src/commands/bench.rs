@@ -195,7 +195,7 @@ fn apply_flags(profile: &mut Profile, args: &BenchArgs) -> Result<()> {
         profile.target.endpoints = args.endpoints.clone();
     }
     if let Some(m) = &args.model {
-        profile.target.model = m.clone();
+        profile.target.model = crate::profile::ModelChoice::parse(m);
     }
     if !args.concurrency.is_empty() {
         profile.sweep.concurrency = args.concurrency.clone();

@@ -338,14 +338,10 @@ async fn precheck_environment(
     let report = probe::probe(&client, &profile.target.endpoints).await?;
     let mut env = given.clone();
     env.endpoints = profile.target.endpoints.len();
-    env.model = if profile.target.model == "auto" {
-        report.models.first().cloned()
-    } else {
-        Some(profile.target.model.clone())
-    };
-    if env.model.is_none() {
+    let Ok(model) = report.model(&profile.target.model, &profile.target.endpoints[0]) else {
         return Ok(()); // the run itself explains this
-    }
+    };
+    env.model = Some(model);
     // What the run will detect (engine, its version, the GPUs), detected the same way.
     probe::fill_environment(&mut env, &report, &profile.target.endpoints);
     let said = fingerprint_text(&env);

@@ -77,7 +77,7 @@ pub async fn discover(profile: &Profile) -> Result<Discovery> {
     };
     Ok(Discovery {
         models: report.models,
-        engine: report.engine,
+        engine: report.engine.map(|e| e.name().to_string()),
         max_context,
     })
 }

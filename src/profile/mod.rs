@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 pub use gate::{GateSettings, LatencyGates};
 pub use quickstart::QuickStart;
 pub use sweep::{Arrival, Sweep, TraceSpec, TrialOrder};
-pub use target::{Api, Target, ENGINES};
+pub use target::{Api, EngineChoice, ModelChoice, Target};
 pub use workload::{DatasetFormat, DatasetSpec, History, LengthDist, Workload};
 
 /// The whole profile file.

@@ -190,7 +190,7 @@ fn multi_turn_settings_are_checked() {
 #[test]
 fn parses_with_defaults() {
     let p = Profile::parse(GOOD).unwrap();
-    assert_eq!(p.target.model, "auto");
+    assert_eq!(p.target.model, ModelChoice::Auto);
     assert_eq!(p.target.api, Api::Chat);
     assert_eq!(p.sweep.request_timeout, Duration::from_secs(120));
     assert_eq!(p.sweep.requests_at(16), 64);

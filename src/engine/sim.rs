@@ -1,0 +1,25 @@
+//! throughline's simulator (`serve-sim`): `throughline_sim_` metrics counted per token,
+//! `/version`, `ignore_eos`.
+
+use super::{Counting, FixedLength, Spec, Telemetry, VersionRoute};
+
+pub const SPEC: Spec = Spec {
+    name: "throughline-sim",
+    metric_prefixes: &["throughline_sim_"],
+    unprefixed: None,
+    version: Some(VersionRoute {
+        path: "/version",
+        field: "version",
+    }),
+    fixed_length: FixedLength::IgnoreEos,
+    reuses_connections: true,
+    telemetry: Some(Telemetry {
+        path: "/metrics",
+        running: &["throughline_sim_num_requests_running"],
+        waiting: &["throughline_sim_num_requests_waiting"],
+        cache_usage: &[],
+        preemptions: &[],
+        generated_tokens: &["throughline_sim_generation_tokens_total"],
+        counting: Counting::PerToken,
+    }),
+};
