@@ -26,6 +26,7 @@ use crate::load::probe::{self, wait_healthy};
 use crate::load::BenchSetup;
 use crate::profile::Profile;
 use crate::record::files::{JUNIT_XML, VERDICT_JSON, VERDICT_MD};
+use crate::record::fingerprint::FingerprintField;
 use crate::record::{Environment, RunResult};
 use crate::report::github;
 use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
@@ -314,13 +315,9 @@ pub fn fingerprint_text(env: &Environment) -> String {
             parts.push(format!("{k} {v}"));
         }
     };
-    push("gpu", env.gpu_model.clone());
-    push("gpu_count", env.gpu_count.map(|n| n.to_string()));
-    push("driver", env.driver.clone());
-    push("engine", env.engine.clone());
-    push("engine_version", env.engine_version.clone());
-    push("model", env.model.clone());
-    push("precision", env.precision.clone());
+    for field in FingerprintField::ALL {
+        push(field.label(), field.read(env));
+    }
     push("runner", env.runner.clone());
     parts.push(format!("endpoints {}", env.endpoints));
     parts.join(", ")

@@ -15,6 +15,7 @@ use super::body::base_url;
 use super::client::{error_chain, read_capped, MAX_METRICS_BODY, MAX_PROBE_BODY};
 use crate::engine::Engine;
 use crate::profile::ModelChoice;
+use crate::record::fingerprint::FingerprintField;
 use crate::record::redact::{redact, register_endpoint};
 
 /// What the probe learned.
@@ -229,13 +230,19 @@ pub fn fill_environment(
     report: &ProbeReport,
     endpoints: &[String],
 ) {
-    environment.take_detected("engine", report.engine.map(|e| e.name().to_string()));
-    environment.take_detected("engine_version", report.engine_version.clone());
+    environment.take_detected(
+        FingerprintField::Engine,
+        report.engine.map(|e| e.name().to_string()),
+    );
+    environment.take_detected(
+        FingerprintField::EngineVersion,
+        report.engine_version.clone(),
+    );
     if endpoints.iter().all(|e| is_loopback(e)) {
         if let Some(g) = super::gpu::detect() {
-            environment.take_detected("gpu_model", g.model);
-            environment.take_detected("gpu_count", g.count.map(|c| c.to_string()));
-            environment.take_detected("driver", g.driver);
+            environment.take_detected(FingerprintField::GpuModel, g.model);
+            environment.take_detected(FingerprintField::GpuCount, g.count.map(|c| c.to_string()));
+            environment.take_detected(FingerprintField::Driver, g.driver);
         }
     }
 }
