@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::Profile;
+use super::{ModelChoice, Profile};
 
 /// What `bench --endpoint URL` (without a profile file) and `init` build a profile from: the
 /// flags given, sensible defaults for the rest. The profile is made as commented TOML text and
@@ -12,7 +12,7 @@ use super::Profile;
 pub struct QuickStart {
     pub endpoints: Vec<String>,
     /// The model id, or "auto" (asked of `/v1/models` at every run).
-    pub model: String,
+    pub model: ModelChoice,
     pub concurrency: Vec<u32>,
     pub max_tokens: u32,
     pub trials: u32,
@@ -39,7 +39,7 @@ impl QuickStart {
     pub fn new(endpoint: &str) -> QuickStart {
         QuickStart {
             endpoints: vec![endpoint.to_string()],
-            model: "auto".to_string(),
+            model: ModelChoice::Auto,
             concurrency: Self::CONCURRENCY.to_vec(),
             max_tokens: Self::MAX_TOKENS,
             trials: Self::TRIALS,
@@ -74,7 +74,7 @@ impl QuickStart {
         let endpoints: Vec<String> = self.endpoints.iter().map(|e| quote(e)).collect();
         out.push_str(&format!("endpoints = [{}]\n", endpoints.join(", ")));
         out.push_str(&line(
-            &format!("model = {}", quote(&self.model)),
+            &format!("model = {}", quote(&self.model.to_string())),
             "the id to request; \"auto\" asks /v1/models at every run",
         ));
         out.push_str(&line("api = \"chat\"", "or \"completions\""));

@@ -425,3 +425,31 @@ fn profile_files_are_read_bounded() {
         );
     }
 }
+
+/// Every engine the probe can recognise is one `target.engine` accepts (nim, triton and
+/// tensorrt-llm were once detected but refused); any other name is refused where it is read,
+/// with its line and the names that would do.
+#[test]
+fn every_detectable_engine_is_accepted() {
+    let with =
+        |engine: &str| GOOD.replace("[target]\n", &format!("[target]\nengine = {engine:?}\n"));
+    let hash = Profile::parse(GOOD).unwrap().canonical_hash().unwrap();
+    for e in crate::engine::Engine::ALL {
+        let p = Profile::parse(&with(e.name())).unwrap_or_else(|err| panic!("{e}: {err:#}"));
+        assert_eq!(p.target.engine, EngineChoice::Named(*e));
+        assert_eq!(
+            p.canonical_hash().unwrap(),
+            hash,
+            "the engine is not hashed"
+        );
+    }
+    for name in ["nim", "triton", "tensorrt-llm"] {
+        assert!(Profile::parse(&with(name)).is_ok(), "{name}");
+    }
+    let err = format!("{:#}", Profile::parse(&with("vllm2")).unwrap_err());
+    assert!(
+        err.contains("line 4") && err.contains("target.engine") && err.contains("\"vllm2\""),
+        "{err}"
+    );
+    assert!(err.contains("\"tensorrt-llm\""), "{err}");
+}
