@@ -310,64 +310,7 @@ impl Sweep {
             (concurrency.saturating_mul(4)).max(8)
         }
     }
-}
 
-/// `sweep.trace`: an open-loop replay of a timestamped trace (see load/trace.rs).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct TraceSpec {
-    /// An Azure LLM inference trace (`.csv`) or timestamped JSONL, relative to the profile
-    /// file; hashed by content (SHA-256), not by path.
-    pub path: PathBuf,
-    /// Send times are the trace's divided by this (2.0 replays twice as fast).
-    #[serde(default = "default_speedup")]
-    pub speedup: f64,
-    /// Replay the first `rows` requests only (default: all, up to `limits::REQUESTS`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rows: Option<u32>,
-}
-
-fn default_speedup() -> f64 {
-    1.0
-}
-
-/// Optional durations written as text.
-mod opt_duration_text {
-    use serde::{Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => super::duration_text::serialize(d, s),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        super::duration_text::deserialize(d).map(Some)
-    }
-}
-
-/// Reads durations written as text ("90s", "2m", "1h 30m").
-mod duration_text {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(|e| {
-            serde::de::Error::custom(format!(
-                "invalid duration {text:?} ({e}); expected e.g. \"120s\" or \"5m\""
-            ))
-        })
-    }
-}
-
-impl Sweep {
     /// Checks `[sweep]`: the open-loop and duration keys, then the levels, counts, trials,
     /// timeouts and error limit.
     pub fn validate(&self) -> Result<()> {
@@ -426,5 +369,60 @@ impl Sweep {
             );
         }
         Ok(())
+    }
+}
+
+/// `sweep.trace`: an open-loop replay of a timestamped trace (see load/trace.rs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// An Azure LLM inference trace (`.csv`) or timestamped JSONL, relative to the profile
+    /// file; hashed by content (SHA-256), not by path.
+    pub path: PathBuf,
+    /// Send times are the trace's divided by this (2.0 replays twice as fast).
+    #[serde(default = "default_speedup")]
+    pub speedup: f64,
+    /// Replay the first `rows` requests only (default: all, up to `limits::REQUESTS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u32>,
+}
+
+fn default_speedup() -> f64 {
+    1.0
+}
+
+/// Optional durations written as text.
+mod opt_duration_text {
+    use serde::{Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => super::duration_text::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        super::duration_text::deserialize(d).map(Some)
+    }
+}
+
+/// Reads durations written as text ("90s", "2m", "1h 30m").
+mod duration_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "invalid duration {text:?} ({e}); expected e.g. \"120s\" or \"5m\""
+            ))
+        })
     }
 }
