@@ -3,6 +3,7 @@
 use anyhow::Result;
 
 use super::{ModelChoice, Profile};
+use crate::engine::Engine;
 
 /// What `bench --endpoint URL` (without a profile file) and `init` build a profile from: the
 /// flags given, sensible defaults for the rest. The profile is made as commented TOML text and
@@ -94,9 +95,11 @@ impl QuickStart {
                 ));
             }
         }
+        // Every engine `target.engine` accepts, from the one list of them.
+        let engines: Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();
         out.push_str(&line(
             "# engine = \"auto\"",
-            "or vllm, sglang, llama.cpp, tgi, openai; auto: from /metrics",
+            &format!("or {}; auto: from /metrics", engines.join(", ")),
         ));
         out.push_str("\n[workload]\n");
         out.push_str(&line(
