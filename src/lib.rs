@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod engine;
 pub mod exit;
 pub mod fsutil;
 pub mod gate;

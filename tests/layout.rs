@@ -3,7 +3,7 @@
 //! Read from the sources' own `crate::` and `super::` paths (test code left out).
 //!
 //! Floors, top down: cli (the parser) -> commands -> report -> gate | plan | load ->
-//! record -> stats, profile, sim, exit, fsutil, tokenize, untrusted.
+//! record -> stats, profile, sim, engine, exit, fsutil, tokenize, untrusted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,6 +20,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("stats", 1),
     ("profile", 1),
     ("sim", 1),
+    ("engine", 1),
     ("exit", 1),
     ("fsutil", 1),
     ("tokenize", 1),
@@ -38,6 +39,8 @@ const LEAF_EDGES: &[(&str, &str)] = &[
     ("sim", "tokenize"),
     // A profile's comment notes may quote a server: written one line each (init -e).
     ("profile", "untrusted"),
+    // `target.engine` is read as one of the engines (or "auto").
+    ("profile", "engine"),
 ];
 
 fn floor(module: &str) -> Option<u8> {
@@ -289,6 +292,29 @@ fn no_modules_use_each_other() {
         "modules that use each other:\n{}",
         found.join("\n")
     );
+}
+
+/// The engines (src/engine/) are the one list every other module reads, so the list itself
+/// reads nothing: adding an engine never touches another module.
+#[test]
+fn the_engine_list_uses_nothing_else() {
+    let g = graph();
+    let in_engine = |m: &Vec<String>| m.first().is_some_and(|top| top == "engine");
+    let engine_files: Vec<_> = g.keys().filter(|m| in_engine(m)).collect();
+    assert!(
+        engine_files.len() > 1,
+        "no src/engine/ files: {engine_files:?}"
+    );
+    let outside: Vec<String> = g
+        .iter()
+        .filter(|(m, _)| in_engine(m))
+        .flat_map(|(m, used)| {
+            used.iter()
+                .filter(|t| !in_engine(t))
+                .map(move |t| format!("{} uses {}", m.join("::"), t.join("::")))
+        })
+        .collect();
+    assert!(outside.is_empty(), "{}", outside.join("\n"));
 }
 
 #[test]

@@ -10,7 +10,7 @@ use super::environment::EnvironmentArgs;
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::load::{run_bench, BenchOutcome, BenchSetup};
-use crate::profile::{Profile, QuickStart};
+use crate::profile::{ModelChoice, Profile, QuickStart};
 use crate::record::files::{DERIVED_FILES, REQUESTS_FILE, RESULTS_FILE};
 use crate::report::console;
 use crate::report::export::{write_exports, Exporter, EXPORTERS};
@@ -236,7 +236,7 @@ fn apply_flags(profile: &mut Profile, args: &BenchArgs) -> Result<()> {
         profile.target.endpoints = args.endpoints.clone();
     }
     if let Some(m) = &args.model {
-        profile.target.model = m.clone();
+        profile.target.model = ModelChoice::parse(m);
     }
     if !args.concurrency.is_empty() {
         profile.sweep.concurrency = args.concurrency.clone();
@@ -290,7 +290,7 @@ async fn quick_profile(args: &BenchArgs) -> Result<(Profile, String)> {
         .profile()
         .context("the default profile from the flags")?;
     quick.model = match &args.model {
-        Some(m) => m.clone(),
+        Some(m) => ModelChoice::parse(m),
         None => {
             let found = super::init::discover(&profile).await?;
             let Some(model) = found.models.first() else {
@@ -305,7 +305,7 @@ async fn quick_profile(args: &BenchArgs) -> Result<(Profile, String)> {
                 found.models.len(),
                 profile.target.endpoints[0].trim_end_matches('/')
             );
-            model.clone()
+            ModelChoice::Named(model.clone())
         }
     };
     quick.notes.push(format!(

@@ -26,6 +26,7 @@ use crate::load::probe::{self, wait_healthy};
 use crate::load::BenchSetup;
 use crate::profile::Profile;
 use crate::record::files::{JUNIT_XML, VERDICT_JSON, VERDICT_MD};
+use crate::record::fingerprint::FingerprintField;
 use crate::record::{Environment, RunResult};
 use crate::report::github;
 use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
@@ -314,13 +315,9 @@ pub fn fingerprint_text(env: &Environment) -> String {
             parts.push(format!("{k} {v}"));
         }
     };
-    push("gpu", env.gpu_model.clone());
-    push("gpu_count", env.gpu_count.map(|n| n.to_string()));
-    push("driver", env.driver.clone());
-    push("engine", env.engine.clone());
-    push("engine_version", env.engine_version.clone());
-    push("model", env.model.clone());
-    push("precision", env.precision.clone());
+    for field in FingerprintField::ALL {
+        push(field.label(), field.read(env));
+    }
     push("runner", env.runner.clone());
     parts.push(format!("endpoints {}", env.endpoints));
     parts.join(", ")
@@ -338,14 +335,10 @@ async fn precheck_environment(
     let report = probe::probe(&client, &profile.target.endpoints).await?;
     let mut env = given.clone();
     env.endpoints = profile.target.endpoints.len();
-    env.model = if profile.target.model == "auto" {
-        report.models.first().cloned()
-    } else {
-        Some(profile.target.model.clone())
-    };
-    if env.model.is_none() {
+    let Ok(model) = report.model(&profile.target.model, &profile.target.endpoints[0]) else {
         return Ok(()); // the run itself explains this
-    }
+    };
+    env.model = Some(model);
     // What the run will detect (engine, its version, the GPUs), detected the same way.
     probe::fill_environment(&mut env, &report, &profile.target.endpoints);
     let said = fingerprint_text(&env);

@@ -13,7 +13,7 @@ use crate::fsutil::write_atomic;
 use crate::load::body::base_url;
 use crate::load::client::{self, read_capped, MAX_PROBE_BODY};
 use crate::load::probe;
-use crate::profile::{Profile, QuickStart};
+use crate::profile::{ModelChoice, Profile, QuickStart};
 
 /// The examples `init --help` ends with (tests/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
@@ -77,7 +77,7 @@ pub async fn discover(profile: &Profile) -> Result<Discovery> {
     };
     Ok(Discovery {
         models: report.models,
-        engine: report.engine,
+        engine: report.engine.map(|e| e.name().to_string()),
         max_context,
     })
 }
@@ -120,7 +120,7 @@ pub async fn run(args: InitArgs) -> Result<Exit> {
     let mut quick = QuickStart::new(endpoint);
     quick.api_key_env = args.api_key_env.clone();
     if let Some(m) = &args.model {
-        quick.model = m.clone();
+        quick.model = ModelChoice::parse(m);
     }
     let profile = quick.profile().context("--endpoint")?;
     match &args.endpoint {
@@ -142,7 +142,7 @@ pub async fn run(args: InitArgs) -> Result<Exit> {
             quick.notes.extend(said.iter().map(|l| format!("  {l}")));
             if args.model.is_none() {
                 if let Some(m) = found.models.first() {
-                    quick.model = m.clone();
+                    quick.model = ModelChoice::Named(m.clone());
                 }
             }
             if let Some((ctx, _)) = found.max_context {

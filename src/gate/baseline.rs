@@ -16,6 +16,7 @@ use crate::exit::not_comparable;
 use crate::fsutil::write_atomic;
 use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
+use crate::record::fingerprint::FingerprintField;
 use crate::record::flags::FlagKind;
 use crate::record::{Environment, RunResult, TrialMetric, FIGURE_MAX};
 use crate::stats::decision::SlotCalibration;
@@ -399,37 +400,13 @@ pub fn fingerprint_differences(
 ) -> (Vec<String>, Vec<String>) {
     let mut differ = Vec::new();
     let mut warn = Vec::new();
-    let fields: [(&str, Option<String>, Option<String>); 7] = [
-        (
-            "gpu_model",
-            baseline.gpu_model.clone(),
-            candidate.gpu_model.clone(),
-        ),
-        (
-            "gpu_count",
-            baseline.gpu_count.map(|v| v.to_string()),
-            candidate.gpu_count.map(|v| v.to_string()),
-        ),
-        ("driver", baseline.driver.clone(), candidate.driver.clone()),
-        ("engine", baseline.engine.clone(), candidate.engine.clone()),
-        (
-            "engine_version",
-            baseline.engine_version.clone(),
-            candidate.engine_version.clone(),
-        ),
-        ("model", baseline.model.clone(), candidate.model.clone()),
-        (
-            "precision",
-            baseline.precision.clone(),
-            candidate.precision.clone(),
-        ),
-    ];
-    for (name, b, c) in fields {
-        match (b, c) {
+    for field in FingerprintField::ALL {
+        let name = field.name();
+        match (field.read(baseline), field.read(candidate)) {
             (Some(b), Some(c)) if b != c => differ.push(format!("{name}: baseline {b:?}, this run {c:?}")),
             (Some(b), None) => differ.push(format!(
-                "{name}: baseline {b:?}, this run does not say (pass --{} or its THROUGHLINE_ variable)",
-                name.replace('_', "-").replace("gpu-model", "gpu")
+                "{name}: baseline {b:?}, this run does not say (pass {} or its THROUGHLINE_ variable)",
+                field.flag()
             )),
             (None, Some(c)) => warn.push(format!("{name}: this run says {c:?}, the baseline does not record it")),
             _ => {}
@@ -448,8 +425,9 @@ pub fn fingerprint_differences(
     }
     // The recorded values agree, but the engines themselves may not (a typed value can be
     // stale; the engine's own word cannot): never compare across what the engines said.
-    for name in ["engine", "engine_version"] {
-        if let (Some(b), Some(c)) = (engine_word(baseline, name), engine_word(candidate, name)) {
+    for field in [FingerprintField::Engine, FingerprintField::EngineVersion] {
+        let name = field.name();
+        if let (Some(b), Some(c)) = (engine_word(baseline, field), engine_word(candidate, field)) {
             let said = differ.iter().any(|d| d.starts_with(&format!("{name}:")));
             if b != c && !said {
                 differ.push(format!(
@@ -466,12 +444,10 @@ pub fn fingerprint_differences(
 
 /// What an environment's engine said of itself for `field` (engine, engine_version): the
 /// detected value where a typed one overrode it, else the recorded value.
-fn engine_word(env: &Environment, field: &str) -> Option<String> {
-    let detected = env.overridden.iter().find(|o| o.field == field);
-    match (detected, field) {
-        (Some(o), _) => Some(o.detected.clone()),
-        (None, "engine") => env.engine.clone(),
-        (None, _) => env.engine_version.clone(),
+fn engine_word(env: &Environment, field: FingerprintField) -> Option<String> {
+    match env.overridden.iter().find(|o| o.field == field.name()) {
+        Some(o) => Some(o.detected.clone()),
+        None => field.read(env),
     }
 }
 
@@ -784,7 +760,7 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
             ..Default::default()
         };
         let mut stale = base.clone();
-        stale.take_detected("engine_version", Some("0.7.0".into()));
+        stale.take_detected(FingerprintField::EngineVersion, Some("0.7.0".into()));
         assert_eq!(stale.engine_version.as_deref(), Some("0.6.3"));
         let (differ, _) = fingerprint_differences(&base, &stale);
         assert!(
@@ -796,7 +772,7 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
         named.gpu_model = Some("H200".into());
         let mut b2 = base.clone();
         b2.gpu_model = Some("H200".into());
-        named.take_detected("gpu_model", Some("NVIDIA H200".into()));
+        named.take_detected(FingerprintField::GpuModel, Some("NVIDIA H200".into()));
         let (differ, warn) = fingerprint_differences(&b2, &named);
         assert!(differ.is_empty(), "{differ:?}");
         assert!(warn[0].starts_with("FINGERPRINT OVERRIDDEN"), "{warn:?}");
@@ -807,7 +783,7 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
             engine_version: Some("1.0".into()),
             ..Default::default()
         };
-        wrong.take_detected("engine_version", Some("0.1.0".into()));
+        wrong.take_detected(FingerprintField::EngineVersion, Some("0.1.0".into()));
         let (differ, warn) = fingerprint_differences(&wrong, &wrong.clone());
         assert!(differ.is_empty(), "{differ:?}");
         assert_eq!(warn.len(), 1, "{warn:?}");
@@ -815,7 +791,7 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
             engine_version: Some("2.0".into()),
             ..Default::default()
         };
-        retyped.take_detected("engine_version", Some("0.1.0".into()));
+        retyped.take_detected(FingerprintField::EngineVersion, Some("0.1.0".into()));
         let (differ, _) = fingerprint_differences(&wrong, &retyped);
         assert_eq!(differ.len(), 1, "{differ:?}");
         let (differ, warn) = fingerprint_differences(&missing, &b);

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::lengths::Lengths;
 use super::outcome::Finished;
+use crate::engine::{Engine, FixedLength};
 use crate::profile::Workload;
 use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::TrialResult;
@@ -17,17 +18,12 @@ use crate::record::TrialResult;
 /// The share of requests that may miss the requested length before a run-level warning.
 pub const LENGTH_MISS_WARN: f64 = 0.05;
 
-/// Extra request fields (a null value removes the field) that make each response exactly `max_tokens` long when the profile
-/// sets `ignore_eos`, for the given engine (None: unknown, the OpenAI-compatible minimum).
-/// The second value is a warning when the engine cannot be asked for a fixed length.
-///
-/// - vLLM: `ignore_eos` and `min_tokens` (= max_tokens unless the profile sets it).
-/// - SGLang: `ignore_eos` and `min_tokens` (its OpenAI layer's name for `min_new_tokens`).
-/// - llama.cpp: `ignore_eos` and `n_predict` (its own name for the output limit).
-/// - TGI: its OpenAI layer has no such field: nothing is added, and the run says so.
-/// - the simulator and unknown servers: `ignore_eos`.
+/// Extra request fields (a null value removes the field) that make each response exactly
+/// `max_tokens` long when the profile sets `ignore_eos`, for the given engine (None: unknown,
+/// the OpenAI-compatible minimum). The second value is a warning when the engine cannot be
+/// asked for a fixed length. Which fields each engine takes is in its file in src/engine/.
 pub fn fixed_length_fields(
-    engine: Option<&str>,
+    engine: Option<Engine>,
     workload: &Workload,
 ) -> (Map<String, Value>, Option<String>) {
     let mut fields = Map::new();
@@ -35,40 +31,31 @@ pub fn fixed_length_fields(
         return (fields, None);
     }
     let min = workload.min_tokens.unwrap_or(workload.max_tokens);
-    match engine {
-        Some("vllm") | Some("sglang") => {
+    let how = engine.map_or(FixedLength::IgnoreEos, |e| e.spec().fixed_length);
+    match how {
+        FixedLength::MinTokens => {
             fields.insert("ignore_eos".into(), Value::Bool(true));
             fields.insert("min_tokens".into(), json!(min));
         }
-        Some("llama.cpp") => {
+        FixedLength::NPredict => {
             fields.insert("ignore_eos".into(), Value::Bool(true));
             fields.insert("n_predict".into(), json!(workload.max_tokens));
         }
-        Some("tgi") => {
+        FixedLength::Unsupported { warning } => {
             fields.insert("ignore_eos".into(), Value::Null);
-            return (
-                fields,
-                Some(
-                    "workload.ignore_eos: TGI's OpenAI API has no field to ignore end-of-sequence; \
-                     output lengths are not fixed (length misses are counted)"
-                        .into(),
-                ),
-            );
+            return (fields, Some(warning.into()));
         }
-        _ => {
+        FixedLength::IgnoreEos => {
             fields.insert("ignore_eos".into(), Value::Bool(true));
         }
     }
     (fields, None)
 }
 
-/// Whether the load may reuse keep-alive connections. llama-server answers a streamed
-/// request with `Keep-Alive` and then closes the connection; a closed-loop client that sends
-/// its next request at once races that close and gets "connection closed before message
-/// completed" for a request the server never saw. It gets a new connection per request
-/// instead, which costs nothing there: the old one would have been closed anyway.
-pub fn reuses_connections(engine: Option<&str>) -> bool {
-    engine != Some("llama.cpp")
+/// Whether the load may reuse keep-alive connections (llama-server closes them after a
+/// streamed answer: see src/engine/llama_cpp.rs). An unknown engine may.
+pub fn reuses_connections(engine: Option<Engine>) -> bool {
+    engine.is_none_or(|e| e.spec().reuses_connections)
 }
 
 /// Applies `extra` to a request body: the per-engine fields win over the generic ones, and a
@@ -184,23 +171,23 @@ mod tests {
     #[test]
     fn fields_per_engine() {
         let w = workload(true);
-        let (f, warn) = fixed_length_fields(Some("vllm"), &w);
+        let (f, warn) = fixed_length_fields(Some(Engine::Vllm), &w);
         assert_eq!(f["ignore_eos"], true);
         assert_eq!(f["min_tokens"], 64);
         assert!(warn.is_none());
-        let (f, _) = fixed_length_fields(Some("sglang"), &w);
+        let (f, _) = fixed_length_fields(Some(Engine::Sglang), &w);
         assert_eq!(f["min_tokens"], 64);
-        let (f, _) = fixed_length_fields(Some("llama.cpp"), &w);
+        let (f, _) = fixed_length_fields(Some(Engine::LlamaCpp), &w);
         assert_eq!(f["n_predict"], 64);
         assert!(f.get("min_tokens").is_none());
-        let (f, warn) = fixed_length_fields(Some("tgi"), &w);
+        let (f, warn) = fixed_length_fields(Some(Engine::Tgi), &w);
         assert!(f["ignore_eos"].is_null() && warn.is_some());
         let mut body = json!({"ignore_eos": true, "max_tokens": 64});
         merge_fields(&mut body, &f);
         assert_eq!(body, json!({"max_tokens": 64}));
         let (f, _) = fixed_length_fields(None, &w);
         assert_eq!(f.len(), 1);
-        let (f, _) = fixed_length_fields(Some("vllm"), &workload(false));
+        let (f, _) = fixed_length_fields(Some(Engine::Vllm), &workload(false));
         assert!(f.is_empty());
     }
 }

@@ -13,6 +13,9 @@ use reqwest::header::HeaderValue;
 
 use super::body::base_url;
 use super::client::{error_chain, read_capped, MAX_METRICS_BODY, MAX_PROBE_BODY};
+use crate::engine::Engine;
+use crate::profile::ModelChoice;
+use crate::record::fingerprint::FingerprintField;
 use crate::record::redact::{redact, register_endpoint};
 
 /// What the probe learned.
@@ -21,12 +24,28 @@ pub struct ProbeReport {
     /// The model ids the first endpoint serves.
     pub models: Vec<String>,
     /// The engine recognised from `/metrics`, when there is one.
-    pub engine: Option<String>,
+    pub engine: Option<Engine>,
     /// The telemetry metrics of that engine the first endpoint exports (see telemetry.rs).
     pub metrics: Vec<&'static str>,
     /// The engine's version as the engine itself reports it (vLLM `/version`, SGLang
     /// `/get_server_info`, TGI `/info`, llama.cpp `/props`, NIM `/v1/version`).
     pub engine_version: Option<String>,
+}
+
+impl ProbeReport {
+    /// The model the requests name: the profile's, or (for "auto") the first the server
+    /// lists. `server` names the server in the message (`http://..`, "the base server ..").
+    /// The one place `target.model` is resolved (`bench`, `ci`'s precheck, a relative run).
+    pub fn model(&self, choice: &ModelChoice, server: &str) -> Result<String> {
+        match (choice, self.models.first()) {
+            (ModelChoice::Named(id), _) => Ok(id.clone()),
+            (ModelChoice::Auto, Some(first)) => Ok(first.clone()),
+            (ModelChoice::Auto, None) => bail!(
+                "target.model is \"auto\" but {server} lists no models at /v1/models; set \
+                 target.model"
+            ),
+        }
+    }
 }
 
 /// Checks every endpoint answers `/v1/models`; reads the model list and the engine.
@@ -81,13 +100,12 @@ pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<Pro
                 })
                 .unwrap_or_default();
             if let Some((engine, text)) = find_metrics(client, endpoint).await {
-                report.engine = Some(engine.to_string());
+                report.engine = Some(engine);
                 if let Some(a) = super::telemetry::adapter(engine) {
                     report.metrics = a.present(&text);
                 }
             }
-            report.engine_version =
-                engine_version(client, endpoint, report.engine.as_deref()).await;
+            report.engine_version = engine_version(client, endpoint, report.engine).await;
         }
     }
     Ok(report)
@@ -160,10 +178,10 @@ async fn get_capped(
     read_capped(response, limit).await.ok()
 }
 
-/// The Prometheus pages engines serve: most at `/metrics`, NVIDIA NIM at `/v1/metrics`,
-/// trtllm-serve at `/prometheus/metrics`. The first page whose metrics name an engine.
-async fn find_metrics(client: &reqwest::Client, endpoint: &str) -> Option<(&'static str, String)> {
-    for path in ["/metrics", "/v1/metrics", "/prometheus/metrics"] {
+/// The Prometheus pages engines serve (most at `/metrics`, NVIDIA NIM at `/v1/metrics`,
+/// trtllm-serve at `/prometheus/metrics`): the first page whose metrics name an engine.
+async fn find_metrics(client: &reqwest::Client, endpoint: &str) -> Option<(Engine, String)> {
+    for path in Engine::metrics_paths() {
         if let Some(text) = metrics_text(client, endpoint, path).await {
             if let Some(engine) = engine_from_metrics(&text, path) {
                 return Some((engine, text));
@@ -175,49 +193,22 @@ async fn find_metrics(client: &reqwest::Client, endpoint: &str) -> Option<(&'sta
 
 /// Recognises an engine by the metric names it exports (parsed, so a name inside a
 /// comment or a label value does not count) and the page it was read from.
-pub fn engine_from_metrics(text: &str, path: &str) -> Option<&'static str> {
+pub fn engine_from_metrics(text: &str, path: &str) -> Option<Engine> {
     let page = super::telemetry::Page::parse(text);
-    let by_prefix = [
-        ("vllm:", "vllm"),
-        ("sglang:", "sglang"),
-        ("llamacpp:", "llama.cpp"),
-        ("tgi_", "tgi"),
-        ("nv_trt_llm_", "triton"),
-        ("nv_inference_", "triton"),
-        ("trtllm_", "tensorrt-llm"),
-        ("trtllm:", "tensorrt-llm"),
-        ("throughline_sim_", "throughline-sim"),
-    ]
-    .into_iter()
-    .find(|(prefix, _)| page.has_prefix(prefix))
-    .map(|(_, name)| name);
-    by_prefix.or_else(|| {
-        // NIM's names carry no prefix; its page is at /v1/metrics.
-        (path == "/v1/metrics" && page.contains("num_requests_running")).then_some("nim")
-    })
+    Engine::detect(path, |p| page.has_prefix(p), |m| page.contains(m))
 }
 
-/// Where each engine says its version, and the JSON field that holds it.
-const VERSION_ROUTES: [(&str, &str, &str); 7] = [
-    ("vllm", "/version", "version"),
-    ("sglang", "/get_server_info", "version"),
-    ("tgi", "/info", "version"),
-    ("llama.cpp", "/props", "build_info"),
-    ("nim", "/v1/version", "release"),
-    ("tensorrt-llm", "/version", "version"),
-    ("throughline-sim", "/version", "version"),
-];
-
-/// The engine's version, asked of the engine (bounded read, short timeout); `None` when it
-/// does not say or says something that is not a short printable string.
+/// The engine's version, asked of the engine at its version route (bounded read, short
+/// timeout); `None` when it has none, does not say, or says something that is not a short
+/// printable string.
 async fn engine_version(
     client: &reqwest::Client,
     endpoint: &str,
-    engine: Option<&str>,
+    engine: Option<Engine>,
 ) -> Option<String> {
-    let (_, path, field) = VERSION_ROUTES.iter().find(|(e, _, _)| Some(*e) == engine)?;
-    let body = get_capped(client, endpoint, path, MAX_PROBE_BODY).await?;
-    version_field(&body, field)
+    let route = engine?.spec().version.as_ref()?;
+    let body = get_capped(client, endpoint, route.path, MAX_PROBE_BODY).await?;
+    version_field(&body, route.field)
 }
 
 /// The version string in a JSON body's `field`, checked to be short and printable.
@@ -239,13 +230,19 @@ pub fn fill_environment(
     report: &ProbeReport,
     endpoints: &[String],
 ) {
-    environment.take_detected("engine", report.engine.clone());
-    environment.take_detected("engine_version", report.engine_version.clone());
+    environment.take_detected(
+        FingerprintField::Engine,
+        report.engine.map(|e| e.name().to_string()),
+    );
+    environment.take_detected(
+        FingerprintField::EngineVersion,
+        report.engine_version.clone(),
+    );
     if endpoints.iter().all(|e| is_loopback(e)) {
         if let Some(g) = super::gpu::detect() {
-            environment.take_detected("gpu_model", g.model);
-            environment.take_detected("gpu_count", g.count.map(|c| c.to_string()));
-            environment.take_detected("driver", g.driver);
+            environment.take_detected(FingerprintField::GpuModel, g.model);
+            environment.take_detected(FingerprintField::GpuCount, g.count.map(|c| c.to_string()));
+            environment.take_detected(FingerprintField::Driver, g.driver);
         }
     }
 }
@@ -396,11 +393,11 @@ mod tests {
         let m = "/metrics";
         assert_eq!(
             engine_from_metrics("# HELP x\nvllm:num_requests_running 3\n", m),
-            Some("vllm")
+            Some(Engine::Vllm)
         );
         assert_eq!(
             engine_from_metrics("sglang:num_queue_reqs 0", m),
-            Some("sglang")
+            Some(Engine::Sglang)
         );
         assert_eq!(
             engine_from_metrics("# vllm: only in a comment\nfoo 1", m),
@@ -412,11 +409,11 @@ mod tests {
             "a label value is not a metric name"
         );
         let nim = "num_requests_running{model_name=\"m\"} 1\n";
-        assert_eq!(engine_from_metrics(nim, "/v1/metrics"), Some("nim"));
+        assert_eq!(engine_from_metrics(nim, "/v1/metrics"), Some(Engine::Nim));
         assert_eq!(engine_from_metrics(nim, m), None);
         assert_eq!(
             engine_from_metrics("nv_inference_pending_request_count{model=\"t\"} 0", m),
-            Some("triton")
+            Some(Engine::Triton)
         );
     }
 

@@ -18,6 +18,7 @@ use super::{
     dialect, fdlimit, headroom, http, input_check, interrupt, now_rfc3339, openloop, outcome,
     preconnect, probe, progress, source, telemetry, write_results, BenchOutcome, BenchSetup,
 };
+use crate::engine::Engine;
 use crate::profile::{Arrival, Profile, TrialOrder};
 use crate::record::checks::level_problems;
 use crate::record::files::{DERIVED_FILES, REQUESTS_FILE};
@@ -229,7 +230,7 @@ struct Prepared<'a> {
     /// The fingerprint: the user's fields, with model, endpoints and engine filled in.
     environment: Environment,
     /// The engine whose dialect and metrics are used: the profile's, or the one detected.
-    engine: Option<String>,
+    engine: Option<Engine>,
     probe: probe::ProbeReport,
     /// Telemetry scrapes get their own connections, never one of the load's.
     scrape_client: reqwest::Client,
@@ -277,17 +278,7 @@ impl<'a> Prepared<'a> {
         let probe_client = client::build_probe_client(api_key.as_ref())?;
 
         let report = probe::probe(&probe_client, &profile.target.endpoints).await?;
-        let model = if profile.target.model == "auto" {
-            match report.models.first() {
-                Some(m) => m.clone(),
-                None => bail!(
-                    "target.model is \"auto\" but {} lists no models at /v1/models; set target.model",
-                    profile.target.endpoints[0]
-                ),
-            }
-        } else {
-            profile.target.model.clone()
-        };
+        let model = report.model(&profile.target.model, &profile.target.endpoints[0])?;
         let base_model = match setup.base_endpoints.is_empty() {
             true => None,
             false => Some(base_model(&probe_client, profile, &setup.base_endpoints, &model).await?),
@@ -296,11 +287,8 @@ impl<'a> Prepared<'a> {
         environment.model = Some(model.clone());
         environment.endpoints = profile.target.endpoints.len();
         probe::fill_environment(&mut environment, &report, &profile.target.endpoints);
-        let engine = match profile.target.engine.as_str() {
-            "auto" => report.engine.clone(),
-            named => Some(named.to_string()),
-        };
-        let keeps_connections = dialect::reuses_connections(engine.as_deref());
+        let engine = profile.target.engine.or_detected(report.engine);
+        let keeps_connections = dialect::reuses_connections(engine);
         let client = http::build_load_client(if keeps_connections {
             max_concurrency
         } else {
@@ -311,7 +299,7 @@ impl<'a> Prepared<'a> {
             .build()
             .context("cannot build the HTTP client")?;
         let (extra_fields, dialect_warning) =
-            dialect::fixed_length_fields(engine.as_deref(), &profile.workload);
+            dialect::fixed_length_fields(engine, &profile.workload);
 
         std::fs::create_dir_all(&setup.out_dir)
             .with_context(|| format!("cannot create output folder {}", setup.out_dir.display()))?;
@@ -520,7 +508,7 @@ impl<'a> Prepared<'a> {
         let watch = telemetry::Watch::start(
             &self.scrape_client,
             self.endpoints(arm),
-            self.engine.as_deref(),
+            self.engine,
             shared.clock,
         )
         .await;
@@ -619,9 +607,9 @@ impl<'a> Prepared<'a> {
     fn warnings(&self, results: &[LevelResult], base: Option<&[LevelResult]>) -> Vec<String> {
         let mut warnings: Vec<String> = self.dialect_warning.iter().cloned().collect();
         warnings.extend(self.environment.override_lines());
-        if self.profile.target.engine == "auto" {
+        if self.profile.target.engine.is_auto() {
             warnings.extend(telemetry::missing_counter_warning(
-                self.engine.as_deref(),
+                self.engine,
                 &self.probe.metrics,
             ));
         }
@@ -649,21 +637,18 @@ async fn base_model(
     head_model: &str,
 ) -> Result<String> {
     let report = probe::probe(client, endpoints).await?;
-    if profile.target.model != "auto" {
-        return Ok(profile.target.model.clone());
-    }
-    match report.models.first() {
-        Some(m) if m == head_model => Ok(m.clone()),
-        Some(m) => bail!(
-            "the base server {} serves {m:?} but the head serves {head_model:?}: a relative run \
-             compares one model on two servers (set target.model to name it)",
+    let model = report.model(
+        &profile.target.model,
+        &format!("the base server {}", endpoints[0]),
+    )?;
+    if profile.target.model.named().is_none() && model != head_model {
+        bail!(
+            "the base server {} serves {model:?} but the head serves {head_model:?}: a relative \
+             run compares one model on two servers (set target.model to name it)",
             endpoints[0]
-        ),
-        None => bail!(
-            "target.model is \"auto\" but the base server {} lists no models at /v1/models",
-            endpoints[0]
-        ),
+        );
     }
+    Ok(model)
 }
 
 /// The run's work for the progress display, in the order it runs (each level's warmup

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::body::base_url;
 use super::outcome::Finished;
+use crate::engine::{self, Engine};
 use crate::record::flags::{FlagKind, TrialFlag};
 pub use crate::record::telemetry::{Counting, EndpointSeries, Sample, TrialTelemetry};
 use crate::record::TrialResult;
@@ -29,132 +30,38 @@ pub const AGREEMENT: f64 = 0.02;
 /// Cache usage at or above this counts as "near full".
 pub const CACHE_NEAR_FULL: f64 = 0.95;
 
-/// The metric names of one engine. A name may select series by one label, written
-/// `name{label=value}` (Triton's TensorRT-LLM backend puts several figures in one family).
+/// One engine's telemetry: its metric names (src/engine/, one file per engine) and how its
+/// token counter counts. A name may select series by one label, written `name{label=value}`
+/// (Triton's TensorRT-LLM backend puts several figures in one family).
 #[derive(Debug, Clone, Copy)]
 pub struct Adapter {
-    pub engine: &'static str,
-    /// Where the engine serves its Prometheus page.
-    pub path: &'static str,
-    /// Requests running and waiting: summed over series (ranks, models add up).
-    pub running: &'static [&'static str],
-    pub waiting: &'static [&'static str],
-    /// KV cache usage as a fraction 0..1 (the first name present is used): a utilisation,
-    /// so the fullest series (rank) is taken, never the sum.
-    pub cache_usage: &'static [&'static str],
-    /// Counters: summed over series.
-    pub preemptions: &'static [&'static str],
-    pub generated_tokens: &'static [&'static str],
+    pub engine: Engine,
+    pub names: &'static engine::Telemetry,
     pub counting: Counting,
 }
 
-const ADAPTERS: [Adapter; 8] = [
-    Adapter {
-        engine: "vllm",
-        path: "/metrics",
-        running: &["vllm:num_requests_running"],
-        waiting: &["vllm:num_requests_waiting"],
-        // Renamed in vLLM V1; older releases export the GPU-only name.
-        cache_usage: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
-        preemptions: &["vllm:num_preemptions_total", "vllm:num_preemptions"],
-        generated_tokens: &["vllm:generation_tokens_total"],
-        counting: Counting::PerToken,
-    },
-    Adapter {
-        engine: "sglang",
-        path: "/metrics",
-        running: &["sglang:num_running_reqs"],
-        waiting: &["sglang:num_queue_reqs"],
-        cache_usage: &["sglang:token_usage"],
-        preemptions: &["sglang:num_retracted_reqs"],
-        generated_tokens: &["sglang:generation_tokens_total"],
-        counting: Counting::PerToken,
-    },
-    Adapter {
-        engine: "llama.cpp",
-        path: "/metrics",
-        running: &["llamacpp:requests_processing"],
-        waiting: &["llamacpp:requests_deferred"],
-        // Exported by older llama-server builds only.
-        cache_usage: &["llamacpp:kv_cache_usage_ratio"],
-        preemptions: &[],
-        generated_tokens: &["llamacpp:tokens_predicted_total"],
-        counting: Counting::AtCompletion,
-    },
-    Adapter {
-        engine: "tgi",
-        path: "/metrics",
-        running: &["tgi_batch_current_size"],
-        waiting: &["tgi_queue_size"],
-        cache_usage: &[],
-        preemptions: &[],
-        generated_tokens: &["tgi_request_generated_tokens_sum"],
-        counting: Counting::AtCompletion,
-    },
-    // NVIDIA NIM for LLMs: unprefixed names at /v1/metrics (NIM's observability page).
-    Adapter {
-        engine: "nim",
-        path: "/v1/metrics",
-        running: &["num_requests_running"],
-        waiting: &["num_requests_waiting"],
-        cache_usage: &["gpu_cache_usage_perc"],
-        preemptions: &[],
-        generated_tokens: &["generation_tokens_total"],
-        counting: Counting::PerToken,
-    },
-    // Triton with the TensorRT-LLM backend: the backend's families, selected by label, and
-    // Triton's own queue gauge. No generated-token counter, so no cross-check.
-    Adapter {
-        engine: "triton",
-        path: "/metrics",
-        running: &["nv_trt_llm_request_metrics{request_type=active}"],
-        waiting: &[
-            "nv_trt_llm_request_metrics{request_type=waiting}",
-            "nv_inference_pending_request_count",
-        ],
-        cache_usage: &["nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=fraction}"],
-        preemptions: &[],
-        generated_tokens: &[],
-        counting: Counting::AtCompletion,
-    },
-    // trtllm-serve: request histograms only at /prometheus/metrics (recognised, so the run
-    // says which engine it measured; nothing to sample).
-    Adapter {
-        engine: "tensorrt-llm",
-        path: "/prometheus/metrics",
-        running: &[],
-        waiting: &[],
-        cache_usage: &[],
-        preemptions: &[],
-        generated_tokens: &[],
-        counting: Counting::AtCompletion,
-    },
-    Adapter {
-        engine: "throughline-sim",
-        path: "/metrics",
-        running: &["throughline_sim_num_requests_running"],
-        waiting: &["throughline_sim_num_requests_waiting"],
-        // Exported only with a bounded cache (serve-sim --kv-cache-tokens).
-        cache_usage: &["throughline_sim_kv_cache_usage_perc"],
-        preemptions: &["throughline_sim_num_preemptions_total"],
-        generated_tokens: &["throughline_sim_generation_tokens_total"],
-        counting: Counting::PerToken,
-    },
-];
-
-/// The adapter for an engine name, as the probe or the profile names it.
-pub fn adapter(engine: &str) -> Option<&'static Adapter> {
-    ADAPTERS.iter().find(|a| a.engine == engine)
+/// The adapter for an engine, when it has metrics to read.
+pub fn adapter(engine: Engine) -> Option<Adapter> {
+    let names = engine.spec().telemetry.as_ref()?;
+    let counting = match names.counting {
+        engine::Counting::PerToken => Counting::PerToken,
+        engine::Counting::AtCompletion => Counting::AtCompletion,
+    };
+    Some(Adapter {
+        engine,
+        names,
+        counting,
+    })
 }
 
 /// A warning when the engine's `/metrics` (as the probe read it) lacks the token counter, so
 /// the client/server cross-check cannot be made.
-pub fn missing_counter_warning(engine: Option<&str>, present: &[&str]) -> Option<String> {
+pub fn missing_counter_warning(engine: Option<Engine>, present: &[&str]) -> Option<String> {
     let a = adapter(engine?)?;
-    if a.generated_tokens.iter().any(|n| present.contains(n)) {
+    if a.names.generated_tokens.iter().any(|n| present.contains(n)) {
         return None;
     }
-    if a.generated_tokens.is_empty() {
+    if a.names.generated_tokens.is_empty() {
         return Some(format!(
             "server telemetry: {} exports no generated-token counter; the client's token \
              count is not cross-checked against the server's",
@@ -165,7 +72,7 @@ pub fn missing_counter_warning(engine: Option<&str>, present: &[&str]) -> Option
         "server telemetry: the {} /metrics page has no {}; the client's token count is not \
          cross-checked against the server's",
         a.engine,
-        a.generated_tokens.join(" or ")
+        a.names.generated_tokens.join(" or ")
     ))
 }
 
@@ -274,27 +181,29 @@ impl Adapter {
     pub fn sample(&self, t: f64, text: &str) -> Sample {
         let page = Page::parse(text);
         let sum = |names: &[&str]| names.iter().find_map(|n| page.sum(n));
-        let cache = self.cache_usage.iter().find_map(|n| page.max(n));
+        let names = self.names;
+        let cache = names.cache_usage.iter().find_map(|n| page.max(n));
         Sample {
             t,
-            running: sum(self.running),
-            waiting: sum(self.waiting),
+            running: sum(names.running),
+            waiting: sum(names.waiting),
             cache_usage: cache.map(|(v, _)| v),
             cache_usage_ranks: cache.and_then(|(_, n)| (n > 1).then_some(n as u32)),
-            generated_tokens_total: sum(self.generated_tokens),
-            preemptions_total: sum(self.preemptions),
+            generated_tokens_total: sum(names.generated_tokens),
+            preemptions_total: sum(names.preemptions),
         }
     }
 
     /// The names of this adapter's metrics that a page exports.
     pub fn present(&self, text: &str) -> Vec<&'static str> {
         let page = Page::parse(text);
+        let names = self.names;
         [
-            self.running,
-            self.waiting,
-            self.cache_usage,
-            self.preemptions,
-            self.generated_tokens,
+            names.running,
+            names.waiting,
+            names.cache_usage,
+            names.preemptions,
+            names.generated_tokens,
         ]
         .iter()
         .flat_map(|names| names.iter())
@@ -310,7 +219,7 @@ type Scraper = (oneshot::Sender<()>, JoinHandle<(Vec<Sample>, u32)>);
 
 /// Background scrapers for one trial, one task per endpoint.
 pub struct Watch {
-    adapter: &'static Adapter,
+    adapter: Adapter,
     tasks: Vec<Scraper>,
 }
 
@@ -323,16 +232,17 @@ impl Watch {
     pub async fn start(
         client: &reqwest::Client,
         endpoints: &[String],
-        engine: Option<&str>,
+        engine: Option<Engine>,
         clock: Instant,
     ) -> Option<Watch> {
         let adapter = adapter(engine?)?;
         let urls: Vec<String> = endpoints
             .iter()
-            .map(|e| format!("{}{}", base_url(e), adapter.path))
+            .map(|e| format!("{}{}", base_url(e), adapter.names.path))
             .collect();
         let first =
-            futures::future::join_all(urls.iter().map(|u| scrape(client, u, adapter, clock))).await;
+            futures::future::join_all(urls.iter().map(|u| scrape(client, u, &adapter, clock)))
+                .await;
         let tasks = urls
             .into_iter()
             .zip(first)
@@ -365,14 +275,14 @@ impl Watch {
                 failed_scrapes,
             });
         }
-        Some(summarize(self.adapter, endpoints, finished))
+        Some(summarize(&self.adapter, endpoints, finished))
     }
 }
 
 async fn scrape_loop(
     client: reqwest::Client,
     url: String,
-    adapter: &'static Adapter,
+    adapter: Adapter,
     clock: Instant,
     first: Option<Sample>,
     mut stop: oneshot::Receiver<()>,
@@ -387,7 +297,7 @@ async fn scrape_loop(
             _ = tick.tick() => false,
             _ = &mut stop => true,
         };
-        match scrape(&client, &url, adapter, clock).await {
+        match scrape(&client, &url, &adapter, clock).await {
             Some(s) => samples.push(s),
             None => failed += 1,
         }
@@ -515,7 +425,7 @@ pub fn summarize(
         saturation.push(format!("{preempted:.0} preemptions"));
     }
     TrialTelemetry {
-        engine: adapter.engine.to_string(),
+        engine: adapter.engine.name().to_string(),
         counting: adapter.counting,
         endpoints,
         server_tokens: compared.then_some(server),
@@ -564,18 +474,18 @@ vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9
 
     #[test]
     fn parses_labels_and_sums_ranks() {
-        let s = adapter("vllm").unwrap().sample(1.0, VLLM);
+        let s = adapter(Engine::Vllm).unwrap().sample(1.0, VLLM);
         assert_eq!(s.running, Some(5.0));
         assert_eq!(s.waiting, Some(4.0));
         assert_eq!(s.cache_usage, Some(0.97));
         assert_eq!(s.generated_tokens_total, Some(1200.0));
         let old = VLLM.replace("kv_cache_usage_perc", "gpu_cache_usage_perc");
         assert_eq!(
-            adapter("vllm").unwrap().sample(1.0, &old).cache_usage,
+            adapter(Engine::Vllm).unwrap().sample(1.0, &old).cache_usage,
             Some(0.97)
         );
         let llama = "llamacpp:tokens_predicted_total 77\nllamacpp:requests_deferred 0\n";
-        let s = adapter("llama.cpp").unwrap().sample(0.0, llama);
+        let s = adapter(Engine::LlamaCpp).unwrap().sample(0.0, llama);
         assert_eq!(s.generated_tokens_total, Some(77.0));
         assert_eq!(s.running, None, "absent is None, not zero");
     }
@@ -591,7 +501,7 @@ vllm:generation_tokens_total{engine="0",model_name="org/m{v}2"} 100.0
 vllm:generation_tokens_total{engine="1",model_name="org/m{v}2"} 50.0
 vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
 "#;
-        let s = adapter("vllm").unwrap().sample(0.0, page);
+        let s = adapter(Engine::Vllm).unwrap().sample(0.0, page);
         assert_eq!(s.cache_usage, Some(0.5));
         assert_eq!(s.cache_usage_ranks, Some(2));
         assert_eq!(s.generated_tokens_total, Some(150.0));
@@ -601,10 +511,10 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
         let full = page.replacen("} 0.5", "} 0.97", 1);
         let series = vec![EndpointSeries {
             endpoint: 0,
-            samples: vec![adapter("vllm").unwrap().sample(0.0, &full)],
+            samples: vec![adapter(Engine::Vllm).unwrap().sample(0.0, &full)],
             failed_scrapes: 0,
         }];
-        let t = summarize(adapter("vllm").unwrap(), series, &[]);
+        let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &[]);
         assert_eq!(
             t.saturation,
             vec!["KV cache near full (97%, the fullest of 2 ranks)"]
@@ -618,11 +528,11 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
                    tgi_request_generated_tokens_sum 40\n\
                    tgi_request_generated_tokens_count 2\n\
                    tgi_queue_size 1\n";
-        let s = adapter("tgi").unwrap().sample(0.0, tgi);
+        let s = adapter(Engine::Tgi).unwrap().sample(0.0, tgi);
         assert_eq!(s.generated_tokens_total, Some(40.0));
         assert_eq!(s.waiting, Some(1.0));
         let broken = format!("{tgi}this is not a metric line {{\n");
-        let s = adapter("tgi").unwrap().sample(0.0, &broken);
+        let s = adapter(Engine::Tgi).unwrap().sample(0.0, &broken);
         assert_eq!(s.waiting, Some(1.0));
     }
 
@@ -632,8 +542,8 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
                    num_requests_waiting{model_name=\"m\"} 0\n\
                    gpu_cache_usage_perc{model_name=\"m\"} 0.25\n\
                    generation_tokens_total{model_name=\"m\"} 9\n";
-        let a = adapter("nim").unwrap();
-        assert_eq!(a.path, "/v1/metrics");
+        let a = adapter(Engine::Nim).unwrap();
+        assert_eq!(a.names.path, "/v1/metrics");
         let s = a.sample(0.0, nim);
         assert_eq!(
             (s.running, s.cache_usage, s.generated_tokens_total),
@@ -643,12 +553,12 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
                       nv_trt_llm_request_metrics{model=\"t\",request_type=\"max\",version=\"1\"} 512\n\
                       nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\",model=\"t\",version=\"1\"} 0.3\n\
                       nv_inference_pending_request_count{model=\"t\",version=\"1\"} 6\n";
-        let s = adapter("triton").unwrap().sample(0.0, triton);
+        let s = adapter(Engine::Triton).unwrap().sample(0.0, triton);
         // Only the "active" series, not active + max.
         assert_eq!(s.running, Some(4.0));
         assert_eq!(s.waiting, Some(6.0));
         assert_eq!(s.cache_usage, Some(0.3));
-        assert!(missing_counter_warning(Some("triton"), &[]).is_some());
+        assert!(missing_counter_warning(Some(Engine::Triton), &[]).is_some());
     }
 
     fn done(endpoint: usize, first: f64, gaps: Vec<f64>, end: f64) -> Finished {
@@ -713,13 +623,13 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
             samples: vec![sample(1.0, 1.0, 0.0), sample(3.0, 3.0, 2.0)],
             failed_scrapes: 0,
         }];
-        let t = summarize(adapter("throughline-sim").unwrap(), series.clone(), &f);
+        let t = summarize(&adapter(Engine::Sim).unwrap(), series.clone(), &f);
         assert_eq!(t.server_tokens, Some(2.0));
         assert_eq!(t.client_tokens, Some(2.0));
         assert_eq!(t.disagreement, Some(0.0));
         assert_eq!(t.saturation, vec!["queue non-empty (up to 2 waiting)"]);
         // Counted at completion: the request ended after the window, so nothing inside it.
-        let t = summarize(adapter("llama.cpp").unwrap(), series, &f);
+        let t = summarize(&adapter(Engine::LlamaCpp).unwrap(), series, &f);
         assert_eq!(t.client_tokens, Some(0.0));
         let mut trial = crate::record::fake::trial(1, 10.0);
         attach(&mut trial, Some(t));
@@ -737,7 +647,7 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
             samples: vec![sample(1.0, 1.0, 0.0)],
             failed_scrapes: 3,
         }];
-        let t = summarize(adapter("vllm").unwrap(), series, &[]);
+        let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &[]);
         assert_eq!(t.disagreement, None);
         assert!(t.saturation.is_empty());
     }

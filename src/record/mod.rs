@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub mod blocks;
 pub mod checks;
 pub mod files;
+pub mod fingerprint;
 pub mod flags;
 pub mod redact;
 pub mod telemetry;
@@ -104,44 +105,6 @@ pub struct Override {
 }
 
 impl Environment {
-    /// Fills a field from detection: a missing value takes the detected one; a typed value
-    /// is kept, and a different detected value is recorded in `overridden`.
-    pub fn take_detected(&mut self, field: &str, detected: Option<String>) {
-        let Some(detected) = detected else { return };
-        let typed = match field {
-            "gpu_model" => &mut self.gpu_model,
-            "driver" => &mut self.driver,
-            "engine" => &mut self.engine,
-            "engine_version" => &mut self.engine_version,
-            "gpu_count" => {
-                let n: Option<u32> = detected.parse().ok();
-                match (self.gpu_count, n) {
-                    (None, n) => self.gpu_count = n,
-                    (Some(t), Some(d)) if t != d => self.overridden.push(Override {
-                        field: field.into(),
-                        typed: t.to_string(),
-                        detected,
-                    }),
-                    _ => {}
-                }
-                return;
-            }
-            _ => return,
-        };
-        match typed {
-            None => *typed = Some(detected),
-            Some(t) if *t != detected => {
-                let t = t.clone();
-                self.overridden.push(Override {
-                    field: field.into(),
-                    typed: t,
-                    detected,
-                })
-            }
-            Some(_) => {}
-        }
-    }
-
     /// One sentence per override, for warnings and the verdict.
     pub fn override_lines(&self) -> Vec<String> {
         self.overridden

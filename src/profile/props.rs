@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::Profile;
 
-const VALID: &str = include_str!("../baselines/demo.profile.toml");
+const VALID: &str = include_str!("../../baselines/demo.profile.toml");
 
 /// Values that break a field in some way: wrong type, out of range, unparsable.
 fn bad_value() -> impl Strategy<Value = String> {
