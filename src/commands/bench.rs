@@ -121,8 +121,9 @@ impl ExportArgs {
             github_bigger: self.export_github_benchmark_bigger.as_deref(),
             github_smaller: self.export_github_benchmark_smaller.as_deref(),
         };
+        // On stderr: a file given as `-` (or another command's `--json -`) owns stdout.
         for p in crate::report::export::write_exports(&files, run, verdict)? {
-            println!("export: {}", p.display());
+            eprintln!("export: {}", p.display());
         }
         Ok(())
     }

@@ -20,7 +20,7 @@ use super::environment::EnvironmentArgs;
 use super::gate::GateOverrides;
 use crate::exit::{exit_for, not_comparable, Exit};
 use crate::fsutil::write_atomic;
-use crate::gate::baseline::{fingerprint_differences, Baseline};
+use crate::gate::baseline::{fingerprint_differences_except, Baseline, ARM_FIELDS};
 use crate::gate::{evaluate, Outcome, Verdict};
 use crate::load::probe::{self, wait_healthy};
 use crate::load::BenchSetup;
@@ -235,7 +235,15 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         // answers 401 to a check without it.
         let api_key = crate::load::client::api_key_header(&profile)?;
         wait_healthy(&all, args.wait_healthy, api_key.as_ref()).await?;
-        precheck_environment(&baseline, &profile, &environment, api_key.as_ref()).await?;
+        let relative = !base_endpoints.is_empty();
+        precheck_environment(
+            &baseline,
+            &profile,
+            &environment,
+            api_key.as_ref(),
+            relative,
+        )
+        .await?;
     }
 
     std::fs::create_dir_all(&args.out)
@@ -328,11 +336,14 @@ pub fn fingerprint_text(env: &Environment) -> String {
 
 /// Compares what is known of the fingerprint before measuring (the flags and variables, the
 /// model and engine the server reports) with the baseline's: exit 3 without spending the run.
+/// In relative mode the engine and its version are each arm's own (the change may be an
+/// engine upgrade), so only the rest is checked.
 async fn precheck_environment(
     baseline: &Baseline,
     profile: &Profile,
     given: &Environment,
     api_key: Option<&HeaderValue>,
+    relative: bool,
 ) -> Result<()> {
     let client = crate::load::client::build_probe_client(api_key)?;
     let report = probe::probe(&client, &profile.target.endpoints).await?;
@@ -350,7 +361,8 @@ async fn precheck_environment(
     probe::fill_environment(&mut env, &report, &profile.target.endpoints);
     let said = fingerprint_text(&env);
     println!("environment: {}", crate::untrusted::for_terminal(&said));
-    let (differ, _) = fingerprint_differences(&baseline.environment, &env);
+    let skip: &[&str] = if relative { &ARM_FIELDS } else { &[] };
+    let (differ, _) = fingerprint_differences_except(&baseline.environment, &env, skip);
     if !differ.is_empty() {
         return Err(not_comparable(format!(
             "the environment differs from baseline {}'s: {} (nothing was measured; bless a new \
@@ -439,6 +451,8 @@ fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
         drift: None,
         settings_from: None,
         overridden: Vec::new(),
+        arms: None,
+        history_need: None,
     }
 }
 

@@ -116,6 +116,30 @@ impl GateOverrides {
 }
 
 pub async fn run(args: GateArgs) -> Result<Exit> {
+    // `-` is standard output, for one file only; the table then goes to stderr.
+    crate::fsutil::check_one_stdout(&[
+        ("--json", args.json.as_deref()),
+        ("--junit", args.junit.as_deref()),
+        ("--export-bmf", args.export.export_bmf.as_deref()),
+        (
+            "--export-github-benchmark-bigger",
+            args.export.export_github_benchmark_bigger.as_deref(),
+        ),
+        (
+            "--export-github-benchmark-smaller",
+            args.export.export_github_benchmark_smaller.as_deref(),
+        ),
+    ])?;
+    if args
+        .markdown
+        .as_deref()
+        .is_some_and(crate::fsutil::is_stdout)
+    {
+        bail!(
+            "--markdown cannot be `-`: ratio.png and pr-comment.md are written beside it; give \
+             a file name (or --json - for the verdict on stdout)"
+        );
+    }
     let candidate = RunResult::load(&args.results)?;
     let baseline = match (&args.baseline, &args.baseline_ref) {
         (Some(path), Some(r)) => Some(Baseline::load_at_ref(path, r)?),

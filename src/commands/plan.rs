@@ -591,15 +591,21 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
     };
     let plan = plan(&req)?;
     let json = render_json(&plan);
-    match args.format {
+    // `--json -` owns stdout: the table goes to stderr, and the JSON is printed once.
+    let json_to_stdout = args.json.as_deref().is_some_and(crate::fsutil::is_stdout);
+    match (args.format, json_to_stdout) {
         // Node and model names come from catalog and results files.
-        PlanFormat::Table => print!(
+        (PlanFormat::Table, false) => print!(
             "{}",
             crate::untrusted::for_terminal_lines(&render_table(&plan))
         ),
-        PlanFormat::Json => println!("{json}"),
+        (PlanFormat::Table, true) => eprint!(
+            "{}",
+            crate::untrusted::for_terminal_lines(&render_table(&plan))
+        ),
+        (PlanFormat::Json, _) => println!("{json}"),
     }
-    if let Some(path) = &args.json {
+    if let Some(path) = args.json.as_ref().filter(|_| !json_to_stdout) {
         write_atomic(path, json.as_bytes())?;
         eprintln!("plan: {}", path.display());
     }

@@ -397,6 +397,19 @@ pub fn fingerprint_differences(
     baseline: &Environment,
     candidate: &Environment,
 ) -> (Vec<String>, Vec<String>) {
+    fingerprint_differences_except(baseline, candidate, &[])
+}
+
+/// The fingerprint fields each arm of a relative run reports for itself: a relative run
+/// gates exactly a change of engine or version, so the baseline does not vouch for them.
+pub const ARM_FIELDS: [&str; 2] = ["engine", "engine_version"];
+
+/// [`fingerprint_differences`] leaving out the fields in `skip` (e.g. [`ARM_FIELDS`]).
+pub fn fingerprint_differences_except(
+    baseline: &Environment,
+    candidate: &Environment,
+    skip: &[&str],
+) -> (Vec<String>, Vec<String>) {
     let mut differ = Vec::new();
     let mut warn = Vec::new();
     let fields: [(&str, Option<String>, Option<String>); 7] = [
@@ -425,6 +438,9 @@ pub fn fingerprint_differences(
         ),
     ];
     for (name, b, c) in fields {
+        if skip.contains(&name) {
+            continue;
+        }
         match (b, c) {
             (Some(b), Some(c)) if b != c => differ.push(format!("{name}: baseline {b:?}, this run {c:?}")),
             (Some(b), None) => differ.push(format!(
@@ -448,7 +464,7 @@ pub fn fingerprint_differences(
     }
     // The recorded values agree, but the engines themselves may not (a typed value can be
     // stale; the engine's own word cannot): never compare across what the engines said.
-    for name in ["engine", "engine_version"] {
+    for name in ARM_FIELDS.into_iter().filter(|n| !skip.contains(n)) {
         if let (Some(b), Some(c)) = (engine_word(baseline, name), engine_word(candidate, name)) {
             let said = differ.iter().any(|d| d.starts_with(&format!("{name}:")));
             if b != c && !said {
@@ -466,7 +482,7 @@ pub fn fingerprint_differences(
 
 /// What an environment's engine said of itself for `field` (engine, engine_version): the
 /// detected value where a typed one overrode it, else the recorded value.
-fn engine_word(env: &Environment, field: &str) -> Option<String> {
+pub(super) fn engine_word(env: &Environment, field: &str) -> Option<String> {
     let detected = env.overridden.iter().find(|o| o.field == field);
     match (detected, field) {
         (Some(o), _) => Some(o.detected.clone()),

@@ -31,6 +31,8 @@ fn relative(k1: f64, k8: f64) -> RunResult {
     head.base = Some(BaseArm {
         endpoints: 1,
         model: None,
+        engine: None,
+        engine_version: None,
         levels: base.levels,
     });
     head
@@ -178,6 +180,8 @@ fn holm_decides_across_levels() {
         run.base = Some(BaseArm {
             endpoints: 1,
             model: None,
+            engine: None,
+            engine_version: None,
             levels: fake::run(&[(1, &base)]).levels,
         });
         let v = evaluate_relative(&run, &settings).unwrap();
@@ -198,6 +202,8 @@ fn holm_decides_across_levels() {
     run.base = Some(BaseArm {
         endpoints: 1,
         model: None,
+        engine: None,
+        engine_version: None,
         levels: fake::run(&base_levels).levels,
     });
     let v = evaluate_relative(&run, &settings).unwrap();

@@ -14,6 +14,7 @@
 pub mod baseline;
 mod compare;
 pub mod gitref;
+pub mod history_need;
 pub mod merge;
 pub mod trend;
 
@@ -25,6 +26,7 @@ use crate::record::TrialMetric;
 use crate::stats::decision::{Design, Drift, LevelTest};
 
 pub use compare::{evaluate, evaluate_relative};
+pub use history_need::HistoryNeed;
 
 /// The gate's answer.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -53,6 +55,50 @@ pub struct Verdict {
     /// Settings given on the command line over the baseline's, each printed in the verdict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overridden: Vec<SettingOverride>,
+    /// Relative mode: the engine each arm's server reported. Each arm speaks for itself (an
+    /// engine upgrade is what such a run gates); the baseline vouches for the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arms: Option<ArmEngines>,
+    /// History mode with too few sessions to fail a drop under the guard: how many it needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_need: Option<HistoryNeed>,
+}
+
+/// The engine and version each arm of a relative run reported (None: it did not say).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ArmEngines {
+    pub head_engine: Option<String>,
+    pub head_version: Option<String>,
+    pub base_engine: Option<String>,
+    pub base_version: Option<String>,
+}
+
+impl ArmEngines {
+    /// Whether the two arms ran different engines or versions.
+    pub fn differ(&self) -> bool {
+        self.head_engine != self.base_engine || self.head_version != self.base_version
+    }
+
+    /// "engines differ between the arms: head: vllm 0.2.0, base: 0.1.0" (the base's engine
+    /// named only where it differs), or None when they agree.
+    pub fn line(&self) -> Option<String> {
+        if !self.differ() {
+            return None;
+        }
+        let said = |e: Option<&str>, v: Option<&str>| match (e, v) {
+            (None, None) => "did not say".to_string(),
+            (e, v) => [e, v].into_iter().flatten().collect::<Vec<_>>().join(" "),
+        };
+        let head = said(self.head_engine.as_deref(), self.head_version.as_deref());
+        let base = match self.base_engine == self.head_engine {
+            true => said(None, self.base_version.as_deref()),
+            false => said(self.base_engine.as_deref(), self.base_version.as_deref()),
+        };
+        Some(format!(
+            "engines differ between the arms: head: {head}, base: {base} (the verdict measures \
+             that change; the baseline vouches for the profile and the hardware)"
+        ))
+    }
 }
 
 /// A gate setting given on the command line in place of the baseline's (or profile's).
@@ -117,6 +163,14 @@ impl Outcome {
 }
 
 impl Verdict {
+    /// What the author must read beside the table, one line each: the arms' engines where
+    /// they differ, and a history too short to fail a drop under the guard.
+    pub fn notices(&self) -> Vec<String> {
+        let arms = self.arms.as_ref().and_then(ArmEngines::line);
+        let need = self.history_need.as_ref().map(HistoryNeed::line);
+        arms.into_iter().chain(need).collect()
+    }
+
     /// The exit code of this verdict under its own settings.
     pub fn exit(&self) -> Exit {
         self.outcome.exit_with(&self.settings)

@@ -127,6 +127,8 @@ pub async fn run_bench(
         base: base.map(|levels| BaseArm {
             endpoints: setup.base_endpoints.len(),
             model: run.base_model.clone(),
+            engine: run.base_engine.0.clone(),
+            engine_version: run.base_engine.1.clone(),
             levels,
         }),
         drift: None,
@@ -242,6 +244,8 @@ struct Prepared<'a> {
     /// Relative runs: the base arm's endpoints and the model its server reported.
     base_endpoints: &'a [String],
     base_model: Option<String>,
+    /// The engine and version the base server reported (each arm speaks for itself).
+    base_engine: (Option<String>, Option<String>),
     next_prompt: u64,
     /// `sweep.trace`: its send offsets at the speedup, and its length (a trial's first
     /// request number is a multiple of it, so request i takes the trace's row i).
@@ -288,10 +292,14 @@ impl<'a> Prepared<'a> {
         } else {
             profile.target.model.clone()
         };
-        let base_model = match setup.base_endpoints.is_empty() {
+        let base_probe = match setup.base_endpoints.is_empty() {
             true => None,
             false => Some(base_model(&probe_client, profile, &setup.base_endpoints, &model).await?),
         };
+        let base_engine = (base_probe.as_ref())
+            .map(|(_, r)| (r.engine.clone(), r.engine_version.clone()))
+            .unwrap_or_default();
+        let base_model = base_probe.map(|(m, _)| m);
         let mut environment = setup.environment.clone();
         environment.model = Some(model.clone());
         environment.endpoints = profile.target.endpoints.len();
@@ -412,6 +420,7 @@ impl<'a> Prepared<'a> {
             levels,
             base_endpoints: &setup.base_endpoints,
             base_model,
+            base_engine,
             next_prompt: 0,
             trace: trace.map(|(offsets, _)| {
                 let n = offsets.len() as u64;
@@ -641,19 +650,19 @@ impl<'a> Prepared<'a> {
 
 /// The model the base arm's requests name: the profile's, or (for "auto") the first the base
 /// server lists. A base server that does not serve the head's model is refused: the two arms
-/// would measure different things.
+/// would measure different things. Returned with what the base server said of itself.
 async fn base_model(
     client: &reqwest::Client,
     profile: &Profile,
     endpoints: &[String],
     head_model: &str,
-) -> Result<String> {
+) -> Result<(String, probe::ProbeReport)> {
     let report = probe::probe(client, endpoints).await?;
     if profile.target.model != "auto" {
-        return Ok(profile.target.model.clone());
+        return Ok((profile.target.model.clone(), report));
     }
     match report.models.first() {
-        Some(m) if m == head_model => Ok(m.clone()),
+        Some(m) if m == head_model => Ok((m.clone(), report)),
         Some(m) => bail!(
             "the base server {} serves {m:?} but the head serves {head_model:?}: a relative run \
              compares one model on two servers (set target.model to name it)",

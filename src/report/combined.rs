@@ -150,6 +150,8 @@ mod tests {
                 drift: None,
                 settings_from: None,
                 overridden: Vec::new(),
+                arms: None,
+                history_need: None,
             },
         }
     }

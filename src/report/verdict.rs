@@ -431,7 +431,11 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
         // Names in the settings line come from the baseline and results files.
         let _ = writeln!(out, "{}", crate::untrusted::for_terminal(&line));
     }
-    for w in &verdict.warnings {
+    let notices = verdict.notices();
+    for line in &notices {
+        let _ = writeln!(out, "note: {}", crate::untrusted::for_terminal(line));
+    }
+    for w in verdict.warnings.iter().filter(|w| !notices.contains(w)) {
         let _ = writeln!(out, "warning: {}", crate::untrusted::for_terminal(w));
     }
     let _ = writeln!(out, "{}", painted_headline(verdict, color));
@@ -476,6 +480,9 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
         headline_md(verdict)
     );
     let _ = writeln!(out, "{}\n", against_line(verdict));
+    for line in verdict.notices() {
+        let _ = writeln!(out, "**{}**\n", crate::untrusted::inline_text(&line));
+    }
     let _ = writeln!(out, "| C | baseline | candidate | ratio [bounds] | p (Holm) | trials b/c | sd within | sd between | detectable drop | verdict |");
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|");
     for v in &verdict.levels {
@@ -512,9 +519,13 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
     {
         let _ = writeln!(out, "{}\n", crate::untrusted::inline_text(&line));
     }
-    if !verdict.warnings.is_empty() {
+    let notices = verdict.notices();
+    let warnings: Vec<&String> = (verdict.warnings.iter())
+        .filter(|w| !notices.contains(w))
+        .collect();
+    if !warnings.is_empty() {
         let _ = writeln!(out, "**Warnings**\n");
-        for w in &verdict.warnings {
+        for w in warnings {
             let _ = writeln!(out, "- {}", crate::untrusted::inline_text(w));
         }
         let _ = writeln!(out);

@@ -184,6 +184,7 @@ async fn start_replica(
         send_times: cfg.record_send_times.then(Default::default),
         connections,
         session_factor,
+        version: cfg.version(),
     });
     let engine = tokio::spawn(engine::run(cfg, rx, metrics));
     let app = router(state);
@@ -248,6 +249,10 @@ pub struct ServeSimArgs {
     /// rest, and usage reports the cached part as `prompt_tokens_details.cached_tokens`.
     #[arg(long)]
     pub prefix_cache: bool,
+    /// The engine version the server reports at GET /version and in /metrics (default: this
+    /// build's), e.g. to stand a "new engine" beside an old one in a relative run.
+    #[arg(long, value_name = "VERSION")]
+    pub engine_version: Option<String>,
     /// Keep each streamed chunk's send time per `user` and serve them at GET /sim/send-times
     /// (for `selfbench`).
     #[arg(long, hide = true)]
@@ -278,6 +283,7 @@ impl ServeSimArgs {
             cfg.model = m.clone();
         }
         cfg.record_send_times = self.record_send_times;
+        cfg.engine_version = self.engine_version.clone();
         cfg.prefix_cache = self.prefix_cache;
         if let Some(path) = &self.tokenizer {
             let path =

@@ -32,6 +32,7 @@ fn base(preset: &str, model: &str) -> SimConfig {
         record_send_times: false,
         tokenizer: None,
         prefix_cache: false,
+        engine_version: None,
     }
 }
 

@@ -339,6 +339,8 @@ pub(crate) mod tests {
             warnings: vec![],
             settings_from: None,
             overridden: Vec::new(),
+            arms: None,
+            history_need: None,
         }
     }
 
