@@ -39,7 +39,11 @@ pub struct GateArgs {
     pub baseline_ref: Option<String>,
     #[command(flatten)]
     pub overrides: GateOverrides,
-    /// Write the verdict as JSON.
+    /// Gate a run with trials flagged client-bound (the load generator, not the server,
+    /// limited them): refused without it, as `baseline bless` refuses them.
+    #[arg(long)]
+    pub allow_client_bound: bool,
+    /// Write the verdict as JSON (`-`: standard output, the table then goes to stderr).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write JUnit XML (one test case per level).
@@ -141,6 +145,8 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         );
     }
     let candidate = RunResult::load(&args.results)?;
+    let which = args.results.display().to_string();
+    crate::gate::client_bound::check(&which, &candidate, args.allow_client_bound)?;
     let baseline = match (&args.baseline, &args.baseline_ref) {
         (Some(path), Some(r)) => Some(Baseline::load_at_ref(path, r)?),
         (Some(path), None) => Some(Baseline::load(path)?),

@@ -12,6 +12,7 @@
 //! what they could have seen). Runs that measured something else are refused (exit 3).
 
 pub mod baseline;
+pub mod client_bound;
 mod compare;
 pub mod gitref;
 pub mod history_need;
