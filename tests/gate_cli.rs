@@ -50,7 +50,12 @@ fn bench_relative(head: &Sim, base: &Sim, dir: &Path, name: &str) -> std::path::
 }
 
 fn gate_relative(results: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["gate", "--results", results.to_str().unwrap()];
+    let mut args = vec![
+        "gate",
+        "--allow-client-bound",
+        "--results",
+        results.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     run(&args)
 }
@@ -250,6 +255,7 @@ fn github_outputs_summary_and_annotations() {
     let o = Command::new(bin())
         .args([
             "gate",
+            "--allow-client-bound",
             "--results",
             results.to_str().unwrap(),
             "--baseline",

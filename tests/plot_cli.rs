@@ -409,6 +409,7 @@ fn gate_links_from_the_markdown_folder_and_writes_the_comment() {
         .current_dir(dir.path())
         .args([
             "gate",
+            "--allow-client-bound",
             "--results",
             "results.json",
             "--out",

@@ -92,7 +92,7 @@ pub struct CiArgs {
     #[command(flatten)]
     pub overrides: GateOverrides,
     /// Gate a run with trials flagged client-bound (the load generator, not the server,
-    /// limited them): refused without it (exit 2, saying what to do), as `baseline bless`
+    /// limited them): refused without it (exit 3, saying what to do), as `baseline bless`
     /// refuses them.
     #[arg(long)]
     pub allow_client_bound: bool,
@@ -279,7 +279,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         );
     }
     let result = &outcome.result;
-    crate::gate::client_bound::check("the run", result, args.allow_client_bound)?;
+    crate::gate::client_bound::check_for_gate("the run", result, args.allow_client_bound)?;
 
     // The charts draw the run beside what it is compared with: the base arm, or the baseline.
     let (beside, per_request) = match &result.base {

@@ -146,7 +146,7 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
     }
     let candidate = RunResult::load(&args.results)?;
     let which = args.results.display().to_string();
-    crate::gate::client_bound::check(&which, &candidate, args.allow_client_bound)?;
+    crate::gate::client_bound::check_for_gate(&which, &candidate, args.allow_client_bound)?;
     let baseline = match (&args.baseline, &args.baseline_ref) {
         (Some(path), Some(r)) => Some(Baseline::load_at_ref(path, r)?),
         (Some(path), None) => Some(Baseline::load(path)?),

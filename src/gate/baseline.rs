@@ -670,6 +670,12 @@ impl BaselineLock {
     pub fn acquire_within(baseline: &Path, wait: std::time::Duration) -> Result<BaselineLock> {
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::OpenOptionsExt;
+        // The baseline's folder first (the bless writes there next), so that its lock is
+        // keyed by the folder's resolved path from the first bless on.
+        if let Some(dir) = baseline.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create folder {}", dir.display()))?;
+        }
         let path = lock_path(baseline)?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)

@@ -34,8 +34,14 @@ pub fn lines(run: &RunResult) -> Vec<String> {
     out
 }
 
-/// Refuses (exit 2) a run with client-bound trials unless `allow`; `which` names the run
-/// ("results #1", "the run").
+/// The gate's refusal of a client-bound run (`gate`, `ci`): exit 3, not comparable, since its
+/// figures measured the client, not the server the baseline or base arm measured.
+pub fn check_for_gate(which: &str, run: &RunResult, allow: bool) -> Result<()> {
+    check(which, run, allow).map_err(|e| crate::exit::not_comparable(format!("{e:#}")))
+}
+
+/// Refuses (exit 2, as bless refuses what it cannot keep) a run with client-bound trials
+/// unless `allow`; `which` names the run ("results #1", "the run").
 pub fn check(which: &str, run: &RunResult, allow: bool) -> Result<()> {
     if allow {
         return Ok(());
@@ -78,6 +84,11 @@ mod tests {
             assert!(err.contains(said), "{said}: {err}");
         }
         check("the run", &flagged(), true).unwrap();
+        let err = check_for_gate("the run", &flagged(), false).unwrap_err();
+        assert_eq!(
+            crate::exit::exit_for(&err),
+            crate::exit::Exit::NotComparable
+        );
         check("the run", &fake::run(&[(1, &[100.0, 101.0, 99.0])]), false).unwrap();
     }
 }

@@ -99,8 +99,8 @@ fn one_session_cannot_tell_a_ten_percent_drop_but_the_guard_fails_a_gross_one() 
     );
     assert!(line.contains("relative mode"), "{line}");
     // A long history of the same noise needs nothing more.
-    let v = evaluate(&baseline(12), &cand, &GateSettings::default()).unwrap();
-    assert_eq!(v.history_need, None, "{v:#?}");
+    let long = evaluate(&baseline(12), &cand, &GateSettings::default()).unwrap();
+    assert_eq!(long.history_need, None, "{long:#?}");
     assert_eq!(v.levels[0].min_detectable_drop, None);
     let strict = GateSettings {
         fail_on_inconclusive: true,
