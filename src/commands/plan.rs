@@ -22,7 +22,7 @@ use crate::report::plots::CAPACITY_PNG;
 pub const EXAMPLES: &str = "\
 Examples:
   # Days, nodes and cost on every catalog node for 902,087 completions of ~1,818 tokens
-  throughline plan --completions 902087 --avg-output-tokens 1818 --deadline 2d
+  throughline plan --completions 902087 --avg-output-tokens 1818 --model Qwen3.6-27B --deadline 2d
   # One catalog node type (--node's help lists them) for 1.64 billion output tokens
   throughline plan --node rtx6000-8x-dp --output-tokens 1.64e9 --deadline 2d
   # From your own measured curve, with the chart and plan.json written

@@ -55,7 +55,7 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         .filter(|r| selected.iter().any(|n| n.name == r.node))
         .collect();
     rows.extend(shown);
-    rows::warn_mixed_models(req, &rows, &mut said);
+    rows::refuse_mixed_models(req, &rows)?;
     rows.extend(scaled);
     if rows.is_empty() && req.plan_model_name().is_none() {
         bail!(
