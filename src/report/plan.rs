@@ -55,7 +55,7 @@ fn days_range(n: &NodePlan) -> String {
     } else if (n.days.p90 - n.days.p10).abs() < 1e-9 * n.days.p50 {
         format!("{:.2} (no spread)", n.days.p50)
     } else {
-        format!("{:.2}-{:.2}", n.days.p10, n.days.p90)
+        n.days.range_text()
     }
 }
 
