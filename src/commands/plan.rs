@@ -603,7 +603,10 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
             "{}",
             crate::untrusted::for_terminal_lines(&render_table(&plan))
         ),
-        (PlanFormat::Json, _) => println!("{json}"),
+        (PlanFormat::Json, _) => {}
+    }
+    if args.format == PlanFormat::Json || json_to_stdout {
+        println!("{json}");
     }
     if let Some(path) = args.json.as_ref().filter(|_| !json_to_stdout) {
         write_atomic(path, json.as_bytes())?;
