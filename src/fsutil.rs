@@ -234,6 +234,18 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     #[test]
+    fn one_file_flag_at_most_owns_stdout() {
+        let dash = Path::new("-");
+        let file = Path::new("v.json");
+        assert!(!check_one_stdout(&[("--json", Some(file)), ("--junit", None)]).unwrap());
+        assert!(check_one_stdout(&[("--json", Some(dash)), ("--junit", Some(file))]).unwrap());
+        let err = check_one_stdout(&[("--json", Some(dash)), ("--junit", Some(dash))])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--json, --junit"), "{err}");
+    }
+
+    #[test]
     fn replaces_whole_file_and_leaves_no_temporary() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join("a.json");

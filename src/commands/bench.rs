@@ -110,6 +110,28 @@ pub struct ExportArgs {
 }
 
 impl ExportArgs {
+    /// Refuses `-` (standard output) for an export where the command's own output is there:
+    /// the two would mix and neither would parse.
+    pub fn refuse_stdout(&self, why: &str) -> Result<()> {
+        let flags = [
+            ("--export-bmf", &self.export_bmf),
+            (
+                "--export-github-benchmark-bigger",
+                &self.export_github_benchmark_bigger,
+            ),
+            (
+                "--export-github-benchmark-smaller",
+                &self.export_github_benchmark_smaller,
+            ),
+        ];
+        for (flag, path) in flags {
+            if path.as_deref().is_some_and(crate::fsutil::is_stdout) {
+                bail!("{flag} cannot be `-` here: {why}; give a file name");
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the exports asked for; a failure is an error (the job asked for the file).
     pub fn write(
         &self,
@@ -130,6 +152,8 @@ impl ExportArgs {
 }
 
 pub async fn run(args: BenchArgs) -> Result<Exit> {
+    args.export
+        .refuse_stdout("bench prints its tables on standard output")?;
     let (profile, saved_text) = match &args.profile {
         Some(path) => {
             let mut profile = Profile::load(path)?;
