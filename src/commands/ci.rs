@@ -402,9 +402,10 @@ fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
         "The check did not produce a verdict. Look at the message above; the server's log is \
          often where the cause is."
     } else {
-        "Nothing was gated. When the change is meant (a new engine version, other hardware, an \
-         edited profile), bless a new baseline on the default branch (the bless-baseline \
-         workflow) and merge its pull request."
+        "Nothing was gated. A new engine version can be gated in relative mode \
+         (--base-endpoint: each arm reports its own engine). When the change is meant (other \
+         hardware, an edited profile), bless a new baseline on the default branch (the \
+         bless-baseline workflow) and merge its pull request."
     };
     let block = crate::untrusted::fenced_block("text", &message);
     let markdown = format!("## {heading}\n\n{block}\n{advice}\n\n");

@@ -81,9 +81,14 @@ impl ArmEngines {
     }
 
     /// "engines differ between the arms: head: vllm 0.2.0, base: 0.1.0" (the base's engine
-    /// named only where it differs), or None when they agree.
+    /// named only where it differs), or None when they agree or an arm said nothing (results
+    /// of older builds record no base engine: silence is not a difference).
     pub fn line(&self) -> Option<String> {
-        if !self.differ() {
+        let silent = |e: &Option<String>, v: &Option<String>| e.is_none() && v.is_none();
+        if !self.differ()
+            || silent(&self.head_engine, &self.head_version)
+            || silent(&self.base_engine, &self.base_version)
+        {
             return None;
         }
         let said = |e: Option<&str>, v: Option<&str>| match (e, v) {
@@ -160,6 +165,38 @@ impl Outcome {
             Outcome::Regression => "regression",
             Outcome::NotComparable => "not_comparable",
         }
+    }
+}
+
+#[cfg(test)]
+mod arm_tests {
+    use super::ArmEngines;
+
+    #[test]
+    fn the_arms_line_names_what_differs_and_only_that() {
+        let arms = |he: &str, hv: &str, be: Option<&str>, bv: Option<&str>| ArmEngines {
+            head_engine: Some(he.into()),
+            head_version: Some(hv.into()),
+            base_engine: be.map(Into::into),
+            base_version: bv.map(Into::into),
+        };
+        let line = arms("vllm", "0.2.0", Some("vllm"), Some("0.1.0"))
+            .line()
+            .unwrap();
+        assert!(line.contains("head: vllm 0.2.0, base: 0.1.0"), "{line}");
+        let line = arms("sglang", "0.5", Some("vllm"), Some("0.1.0"))
+            .line()
+            .unwrap();
+        assert!(
+            line.contains("head: sglang 0.5, base: vllm 0.1.0"),
+            "{line}"
+        );
+        assert_eq!(
+            arms("vllm", "0.1.0", Some("vllm"), Some("0.1.0")).line(),
+            None
+        );
+        // An older results file records no base engine: nothing to say.
+        assert_eq!(arms("vllm", "0.1.0", None, None).line(), None);
     }
 }
 
