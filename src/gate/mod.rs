@@ -168,38 +168,6 @@ impl Outcome {
     }
 }
 
-#[cfg(test)]
-mod arm_tests {
-    use super::ArmEngines;
-
-    #[test]
-    fn the_arms_line_names_what_differs_and_only_that() {
-        let arms = |he: &str, hv: &str, be: Option<&str>, bv: Option<&str>| ArmEngines {
-            head_engine: Some(he.into()),
-            head_version: Some(hv.into()),
-            base_engine: be.map(Into::into),
-            base_version: bv.map(Into::into),
-        };
-        let line = arms("vllm", "0.2.0", Some("vllm"), Some("0.1.0"))
-            .line()
-            .unwrap();
-        assert!(line.contains("head: vllm 0.2.0, base: 0.1.0"), "{line}");
-        let line = arms("sglang", "0.5", Some("vllm"), Some("0.1.0"))
-            .line()
-            .unwrap();
-        assert!(
-            line.contains("head: sglang 0.5, base: vllm 0.1.0"),
-            "{line}"
-        );
-        assert_eq!(
-            arms("vllm", "0.1.0", Some("vllm"), Some("0.1.0")).line(),
-            None
-        );
-        // An older results file records no base engine: nothing to say.
-        assert_eq!(arms("vllm", "0.1.0", None, None).line(), None);
-    }
-}
-
 impl Verdict {
     /// What the author must read beside the table, one line each: the arms' engines where
     /// they differ, and a history too short to fail a drop under the guard.
@@ -273,5 +241,37 @@ impl LevelStatus {
             LevelStatus::InsufficientTrials => "too few trials",
             LevelStatus::NotGated => "not gated",
         }
+    }
+}
+
+#[cfg(test)]
+mod arm_tests {
+    use super::ArmEngines;
+
+    #[test]
+    fn the_arms_line_names_what_differs_and_only_that() {
+        let arms = |he: &str, hv: &str, be: Option<&str>, bv: Option<&str>| ArmEngines {
+            head_engine: Some(he.into()),
+            head_version: Some(hv.into()),
+            base_engine: be.map(Into::into),
+            base_version: bv.map(Into::into),
+        };
+        let line = arms("vllm", "0.2.0", Some("vllm"), Some("0.1.0"))
+            .line()
+            .unwrap();
+        assert!(line.contains("head: vllm 0.2.0, base: 0.1.0"), "{line}");
+        let line = arms("sglang", "0.5", Some("vllm"), Some("0.1.0"))
+            .line()
+            .unwrap();
+        assert!(
+            line.contains("head: sglang 0.5, base: vllm 0.1.0"),
+            "{line}"
+        );
+        assert_eq!(
+            arms("vllm", "0.1.0", Some("vllm"), Some("0.1.0")).line(),
+            None
+        );
+        // An older results file records no base engine: nothing to say.
+        assert_eq!(arms("vllm", "0.1.0", None, None).line(), None);
     }
 }
