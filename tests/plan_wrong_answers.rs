@@ -111,7 +111,9 @@ fn a_node_without_a_figure_is_scaled_not_refused() {
         "{}",
         rows[0]
     );
-    assert!(rows[0]["notes"].to_string().contains("capped at the 119 sequences"));
+    assert!(rows[0]["notes"]
+        .to_string()
+        .contains("capped at the 119 sequences"));
 }
 
 /// Item 6: `1,64e9` is not guessed (it was read as 1.64e11), and half a completion is not a
