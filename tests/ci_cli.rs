@@ -86,7 +86,6 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     let profile = write_profile(
         &repo.join("baselines"),
         "gate",
-        "--allow-client-bound",
         &["http://127.0.0.1:9".to_string()],
         BODY,
     );

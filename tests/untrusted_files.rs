@@ -157,13 +157,11 @@ fn special_files_in_a_profile_are_refused_at_once_by_bench_and_ci() {
         .current_dir(&repo),
         Duration::from_secs(20),
         "ci",
-        "--allow-client-bound",
     );
     refused(
         &o,
         &["workload.dataset.path", &f, "not a regular file"],
         "ci",
-        "--allow-client-bound",
     );
     assert!(took < Duration::from_secs(3), "ci took {took:?}");
 }
@@ -317,7 +315,6 @@ fn ci_reads_workload_files_relative_to_the_profile() {
         .current_dir(&repo),
         Duration::from_secs(30),
         "ci",
-        "--allow-client-bound",
     );
     refused(&o, &["not healthy after"], "ci with a relative dataset");
 }
