@@ -384,6 +384,8 @@ fn relative_run() -> RunResult {
     head.base = Some(throughline::record::BaseArm {
         endpoints: 1,
         model: Some("sim-model".into()),
+        engine: None,
+        engine_version: None,
         levels: base.levels,
     });
     head

@@ -176,7 +176,7 @@ pub fn read_journal(out_dir: &Path) -> Vec<serde_json::Value> {
 pub fn without_client_flags(results: &Path) -> PathBuf {
     let mut clean = read_json(results);
     clean["warnings"] = serde_json::json!([]);
-    let mut strip = |levels: &mut serde_json::Value| {
+    let strip = |levels: &mut serde_json::Value| {
         for level in levels.as_array_mut().unwrap() {
             for t in level["trials"].as_array_mut().unwrap() {
                 t["flags"] = serde_json::json!([]);
