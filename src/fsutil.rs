@@ -11,6 +11,28 @@ use anyhow::{bail, Context, Result};
 /// and files kept in git, readable by everyone (what `File::create` gives under umask 022).
 pub const NEW_FILE_MODE: u32 = 0o644;
 
+/// Whether a file flag's value means standard output (`-`): the command then keeps stdout
+/// for that file alone and says everything else on stderr, so that `--json -` parses.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Of the file flags given, at most one may be `-`: two files on one stdout parse as neither.
+/// Returns whether one is.
+pub fn check_one_stdout(flags: &[(&str, Option<&Path>)]) -> Result<bool> {
+    let named: Vec<&str> = (flags.iter())
+        .filter(|(_, p)| p.is_some_and(is_stdout))
+        .map(|(flag, _)| *flag)
+        .collect();
+    if named.len() > 1 {
+        bail!(
+            "{} all write to standard output (`-`): give all but one a file name",
+            named.join(", ")
+        );
+    }
+    Ok(named.len() == 1)
+}
+
 /// Writes `bytes` to `path`.
 ///
 /// A regular file (or a new one) is written through a temporary file in the same folder,
@@ -20,7 +42,7 @@ pub const NEW_FILE_MODE: u32 = 0o644;
 /// (a FIFO, a character device such as `/dev/null`) and paths under `/dev` or `/proc` (such as
 /// `/dev/stdout`) are written directly, never replaced.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    if path.as_os_str() == "-" {
+    if is_stdout(path) {
         let mut out = std::io::stdout().lock();
         return out
             .write_all(bytes)
@@ -210,6 +232,18 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<String> {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn one_file_flag_at_most_owns_stdout() {
+        let dash = Path::new("-");
+        let file = Path::new("v.json");
+        assert!(!check_one_stdout(&[("--json", Some(file)), ("--junit", None)]).unwrap());
+        assert!(check_one_stdout(&[("--json", Some(dash)), ("--junit", Some(file))]).unwrap());
+        let err = check_one_stdout(&[("--json", Some(dash)), ("--junit", Some(dash))])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--json, --junit"), "{err}");
+    }
 
     #[test]
     fn replaces_whole_file_and_leaves_no_temporary() {

@@ -143,6 +143,7 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     let ci = |out_dir: &Path, url: &str, engine_version: &str, extra: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = [
             "ci",
+            "--allow-client-bound",
             "--baseline",
             "baselines/gate.toml",
             "--endpoint",
@@ -404,6 +405,7 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     let out = step.run(
         &[
             "gate",
+            "--allow-client-bound",
             "--results",
             &s(reg_dir.join("results.json")),
             "--baseline",
@@ -452,7 +454,15 @@ fn ci_needs_a_ref_and_a_healthy_server() {
         outputs: dir.path().join("outputs.txt"),
     };
     // Not a pull request and no flag: say what to pass.
-    let out = step.run(&["ci", "--baseline", "baselines/x.toml"], None);
+    let out = step.run(
+        &[
+            "ci",
+            "--allow-client-bound",
+            "--baseline",
+            "baselines/x.toml",
+        ],
+        None,
+    );
     assert_eq!(code(&out), 2, "{}", text(&out));
     assert!(text(&out).contains("--baseline-ref"), "{}", text(&out));
     assert!(step.outputs().contains("verdict=error\n"));
@@ -487,6 +497,7 @@ fn ci_needs_a_ref_and_a_healthy_server() {
     let out = step.run(
         &[
             "ci",
+            "--allow-client-bound",
             "--baseline",
             "baselines/x.toml",
             "--baseline-ref",

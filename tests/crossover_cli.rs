@@ -65,6 +65,7 @@ fn blocks_ok(p: &Path, out: &Path, head: &str, base: &str, n: u32) {
 fn verdict_json(out: &Path) -> serde_json::Value {
     let o = run(&[
         "gate",
+        "--allow-client-bound",
         "--results",
         out.join("results.json").to_str().unwrap(),
         "--json",
@@ -121,6 +122,7 @@ fn a_slot_effect_cancels_across_blocks_and_is_named(out: &Path) {
 
     let o = run(&[
         "gate",
+        "--allow-client-bound",
         "--results",
         out.join("results.json").to_str().unwrap(),
     ]);
@@ -175,6 +177,7 @@ fn a_slower_head_fails_in_blocks() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     let o = run(&[
         "gate",
+        "--allow-client-bound",
         "--results",
         out.join("results.json").to_str().unwrap(),
     ]);

@@ -37,6 +37,9 @@ fn relative(name: &str, base: &[&str], head: &[&str]) -> (serde_json::Value, Str
         results.to_str().unwrap(),
         "--json",
         verdict.to_str().unwrap(),
+        // The client on a busy test machine is often flagged; the figures compared here
+        // are far beyond what it distorts.
+        "--allow-client-bound",
     ]);
     assert!([0, 1].contains(&code(&o)), "{}", text(&o));
     (read_json(&verdict), String::from_utf8_lossy(&o.stdout).into_owned())

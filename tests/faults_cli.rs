@@ -524,7 +524,8 @@ fn concurrent_blesses_never_lose_a_session() {
     // The test holds the bless lock itself until both blesses of a pair say they wait for it:
     // both have started and neither has finished, so they overlap. Released, they race for
     // it; each waits its turn, and every one succeeds.
-    let lock_path = tmp.path().join("base.toml.lock");
+    let lock_path = throughline::gate::baseline::lock_path(&baseline).unwrap();
+    std::fs::create_dir_all(lock_path.parent().unwrap()).unwrap();
     let mut succeeded = 0;
     for _ in 0..3 {
         let held = hold_lock(&lock_path);

@@ -126,6 +126,7 @@ fn a_stale_typed_engine_version_is_not_compared_across_versions() {
     let results = without_client_flags(&dir.path().join("new/results.json"));
     let o = run(&[
         "gate",
+        "--allow-client-bound",
         "--results",
         results.to_str().unwrap(),
         "--baseline",
@@ -210,7 +211,7 @@ fn exports_come_out_in_the_published_shapes() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     let gate_bmf = dir.path().join("gate-bmf.json");
     let o = Command::new(bin())
-        .args(["gate", "--results"])
+        .args(["gate", "--allow-client-bound", "--results"])
         .arg(&clean)
         .arg("--baseline")
         .arg(&baseline)

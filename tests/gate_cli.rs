@@ -50,7 +50,12 @@ fn bench_relative(head: &Sim, base: &Sim, dir: &Path, name: &str) -> std::path::
 }
 
 fn gate_relative(results: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["gate", "--results", results.to_str().unwrap()];
+    let mut args = vec![
+        "gate",
+        "--allow-client-bound",
+        "--results",
+        results.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     run(&args)
 }
@@ -251,6 +256,7 @@ fn github_outputs_summary_and_annotations() {
     let o = Command::new(bin())
         .args([
             "gate",
+            "--allow-client-bound",
             "--results",
             results.to_str().unwrap(),
             "--baseline",
@@ -299,4 +305,92 @@ fn github_outputs_summary_and_annotations() {
     // One baseline session: the gate warns that day-to-day variation is unknown.
     assert!(String::from_utf8_lossy(&o.stdout)
         .contains("::warning title=throughline::the baseline holds one session"));
+}
+
+/// Issue 30 items 1, 2 and 6 on two simulators reporting engine versions 0.1.0 and 0.2.0:
+/// history mode refuses the new version (exit 3); a one-session history says how many
+/// sessions it needs, in the console, verdict.md and the PR comment; relative mode gates the
+/// upgrade (old base, new head) and says the arms differ; `--json -` leaves stdout to the
+/// JSON alone.
+#[test]
+fn an_engine_upgrade_is_gated_in_relative_mode_and_a_short_history_says_what_it_needs() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let with = |v: &str| {
+        let mut args = FIXED_10MS.to_vec();
+        args.extend(["--engine-version", v]);
+        Sim::start(1, &args)
+    };
+    let (old, new) = (with("0.1.0"), with("0.2.0"));
+    let blessed = bench(&old, d, "old");
+    let baseline = d.join("b.toml");
+    let o = bless(&without_client_flags(&blessed), &baseline, &[]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
+    // History mode: the baseline vouches for the engine version.
+    let head_alone = bench(&new, d, "new");
+    let o = gate(&head_alone, &baseline, &[]);
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    assert!(text(&o).contains("engine_version"), "{}", text(&o));
+
+    // One session: inconclusive, and the verdict says how many sessions it would take.
+    let md = d.join("history/verdict.md");
+    let o = gate(
+        &blessed,
+        &baseline,
+        &["--json", "-", "--markdown", md.to_str().unwrap()],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is the JSON alone: {e}\n{}", text(&o)));
+    assert_eq!(v["outcome"], "inconclusive");
+    assert_eq!(v["history_need"]["sessions"], 1, "{v}");
+    let needed = v["history_need"]["needed"].as_u64().expect("a count");
+    assert!(needed >= 3, "{v}");
+    let said = format!(
+        "history mode needs about {needed} sessions ({} more nightly blesses)",
+        needed - 1
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(&said) && stderr.contains("C |"),
+        "the table and the note on stderr: {stderr}"
+    );
+    for file in ["verdict.md", "pr-comment.md"] {
+        let body = std::fs::read_to_string(d.join("history").join(file)).unwrap();
+        assert!(body.contains(&said), "{file}: {body}");
+    }
+
+    // Relative mode: the old engine as base, the new as head, gated against the same baseline.
+    let profile = write_profile(d, "gated", &new.urls, PROFILE);
+    let out = d.join("ab");
+    let o = run_bench_cli(&profile, &out, &["--base-endpoint", &old.urls[0]]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let md = out.join("verdict.md");
+    let o = gate(
+        &out.join("results.json"),
+        &baseline,
+        &["--json", "-", "--markdown", md.to_str().unwrap()],
+    );
+    assert!(
+        [0, 1].contains(&code(&o)),
+        "gated, not refused: {}",
+        text(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is the JSON alone: {e}\n{}", text(&o)));
+    assert_eq!(v["design"], "relative");
+    assert_eq!(v["arms"]["head_version"], "0.2.0", "{v}");
+    assert_eq!(v["arms"]["base_version"], "0.1.0", "{v}");
+    let said = "head: throughline-sim 0.2.0, base: 0.1.0";
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(said),
+        "{}",
+        text(&o)
+    );
+    for file in ["verdict.md", "pr-comment.md"] {
+        let body = std::fs::read_to_string(out.join(file)).unwrap();
+        assert!(body.contains(said), "{file}: {body}");
+    }
 }

@@ -64,26 +64,60 @@ fn a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed() {
         outcome.result.warnings
     );
 
-    // Bless refuses the run.
+    // Bless refuses the run, saying what to do.
     let results = out_dir.join("results.json");
     let baseline = dir.path().join("starved.toml");
     let out = bless(&results, &baseline, &["--commit", "test"]);
     assert_eq!(code(&out), 2, "{}", text(&out));
-    assert!(text(&out).contains("client-bound"), "{}", text(&out));
+    for said in [
+        "client-bound",
+        "fewer concurrent streams",
+        "--client-threads",
+        "--allow-client-bound",
+    ] {
+        assert!(text(&out).contains(said), "{said}: {}", text(&out));
+    }
     assert!(!baseline.exists());
+    // With the flag it blesses them, and says so.
+    let allowed = dir.path().join("allowed.toml");
+    let out = bless(
+        &results,
+        &allowed,
+        &["--commit", "test", "--allow-client-bound"],
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        text(&out).contains("client-bound blessed"),
+        "{}",
+        text(&out)
+    );
 
-    // The same figures without the flags bless; the gate then repeats the candidate's
-    // client-bound warning.
+    // The same figures without the flags bless; the gate holds the candidate's client-bound
+    // trials to the same rule: refused with the same advice, gated with the flag.
     let clean_path = without_client_flags(&results);
     let out = bless(&clean_path, &baseline, &["--commit", "test"]);
     assert_eq!(code(&out), 0, "{}", text(&out));
-    let out = run(&[
-        "gate",
-        "--results",
-        results.to_str().unwrap(),
-        "--baseline",
-        baseline.to_str().unwrap(),
-    ]);
+    let gate = |extra: &[&str]| {
+        let mut args = vec![
+            "gate",
+            "--results",
+            results.to_str().unwrap(),
+            "--baseline",
+            baseline.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let out = gate(&[]);
+    assert_eq!(code(&out), 3, "{}", text(&out));
+    for said in [
+        "client-bound",
+        "fewer concurrent streams",
+        "--allow-client-bound",
+    ] {
+        assert!(text(&out).contains(said), "{said}: {}", text(&out));
+    }
+    let out = gate(&["--allow-client-bound"]);
     // The same figures as the baseline's one session: inconclusive, exit 0 (a warning is
     // not a failure).
     assert_eq!(code(&out), 0, "{}", text(&out));

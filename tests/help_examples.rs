@@ -292,6 +292,15 @@ fn prepare_for(dir: &Path, example: &str) {
         let clean = common::without_client_flags(&results);
         std::fs::rename(clean, results).unwrap();
     }
+    if example.starts_with("throughline gate -r ") {
+        // `gate` refuses client-bound trials as `bless` does (tests/headroom.rs), and the
+        // example is about what it writes: gate the same figures without the busy machine's
+        // flags.
+        let run = example.split_whitespace().nth(3).unwrap();
+        let results = dir.join(run);
+        let clean = common::without_client_flags(&results);
+        std::fs::rename(clean, results).unwrap();
+    }
     if example.contains("--baseline-ref origin/main") && !dir.join(".git").exists() {
         common::git(dir, &["init", "-q"]);
         common::git(dir, &["add", "throughline.toml", "baselines"]);

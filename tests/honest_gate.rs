@@ -122,7 +122,7 @@ async fn history_of_two_sessions_says_inconclusive_for_an_unchanged_server() {
         runs.push(measure(&sim, None).await);
         sim.shutdown().await;
     }
-    let baseline = bless(None, &runs, BlessMode::Replace, "two", None, None).unwrap();
+    let baseline = bless(None, &runs, BlessMode::Replace, "two", None, None, false).unwrap();
     assert_eq!(baseline.sessions.len(), 2);
     // Starts whose factor differs from both baseline sessions': each alone would look like a
     // regression or an improvement of a few percent to a test that ignored sessions.

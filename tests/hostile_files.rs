@@ -176,6 +176,7 @@ fn bad_gate_settings_and_figures_exit_2_naming_the_field() {
         std::fs::write(&bad, good.replace(from, to)).unwrap();
         let out = run(&[
             "gate",
+            "--allow-client-bound",
             "--results",
             results.to_str().unwrap(),
             "--baseline",
@@ -192,6 +193,7 @@ fn bad_gate_settings_and_figures_exit_2_naming_the_field() {
     std::fs::write(&negative, value.to_string()).unwrap();
     let out = run(&[
         "gate",
+        "--allow-client-bound",
         "--results",
         negative.to_str().unwrap(),
         "--baseline",
@@ -311,10 +313,15 @@ fn outputs_follow_links_and_special_files() {
             std::thread::spawn(move || std::fs::read_to_string(p).unwrap())
         });
         let mut cmd = Command::new(bin());
-        cmd.args(["gate", "--results", results.to_str().unwrap()])
-            .args(["--baseline", baseline.to_str().unwrap()])
-            .arg("--json")
-            .arg(&path);
+        cmd.args([
+            "gate",
+            "--allow-client-bound",
+            "--results",
+            results.to_str().unwrap(),
+        ])
+        .args(["--baseline", baseline.to_str().unwrap()])
+        .arg("--json")
+        .arg(&path);
         let out = wait_with_deadline(spawn(&mut cmd), Duration::from_secs(30), name);
         assert_ne!(code(&out), 2, "{name}: {}", text(&out));
         let written = match (reader, *name) {
@@ -345,9 +352,9 @@ fn outputs_follow_links_and_special_files() {
 
 /// A child process that holds the flock of `baseline`'s lock file until killed.
 fn lock_holder(baseline: &Path) -> Child {
-    let mut name = baseline.as_os_str().to_owned();
-    name.push(".lock");
-    let lock = std::ffi::CString::new(name.as_encoded_bytes()).unwrap();
+    let name = throughline::gate::baseline::lock_path(baseline).unwrap();
+    std::fs::create_dir_all(name.parent().unwrap()).unwrap();
+    let lock = std::ffi::CString::new(name.as_os_str().as_encoded_bytes()).unwrap();
     let mut cmd = Command::new("sleep");
     cmd.arg("60");
     unsafe {
@@ -369,7 +376,10 @@ fn lock_holder(baseline: &Path) -> Child {
 fn bless_locks_die_with_their_process_and_serialize() {
     let tmp = tempfile::tempdir().unwrap();
     let (_, clean) = quick_results(tmp.path());
-    let baseline = tmp.path().join("base.toml");
+    // In a folder of its own, as baselines/ in a repository: after every bless below it holds
+    // the baseline alone (no lock file for `git add -A` to commit).
+    let folder = tmp.path().join("baselines");
+    let baseline = folder.join("base.toml");
     let bless_cmd = || {
         let mut c = Command::new(bin());
         c.args(["baseline", "bless", "--commit", "abc"])
@@ -419,7 +429,7 @@ fn bless_locks_die_with_their_process_and_serialize() {
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let _ = wait_with_deadline(child, Duration::from_secs(30), "stopped bless");
     }
-    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+    let leftovers: Vec<_> = std::fs::read_dir(&folder)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".tmp"))
@@ -427,6 +437,11 @@ fn bless_locks_die_with_their_process_and_serialize() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
     let out = wait_with_deadline(spawn(&mut bless_cmd()), Duration::from_secs(30), "bless");
     assert_eq!(code(&out), 0, "{}", text(&out));
+    let beside: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(beside, ["base.toml"], "only the baseline in its folder");
 }
 
 /// Item 10: an open-loop trial that cannot keep its rate (one slot, slow requests) is flagged

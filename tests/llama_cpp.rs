@@ -251,6 +251,7 @@ fn bench_and_gate_against_llama_server() {
     let second = bench(&server, dir.path(), "second");
     let o = run(&[
         "gate",
+        "--allow-client-bound",
         "--results",
         second.join("results.json").to_str().unwrap(),
         "--baseline",

@@ -424,7 +424,8 @@ fn the_verdict_ends_with_the_worst_ratio_and_colours_only_a_terminal() {
     );
 
     let gate = |env: &[(&str, &str)], tty: bool| {
-        let args = "gate -r ab/results.json --min-trials 3 --json verdict.json";
+        let args =
+            "gate -r ab/results.json --min-trials 3 --json verdict.json --allow-client-bound";
         let mut cmd = if tty {
             // `script` gives the command a terminal for its standard output.
             let mut c = Command::new("script");

@@ -403,3 +403,57 @@ usd_per_node_hour = 2.5
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--params"), "{}", stderr(&o));
 }
+
+/// Issue 30 item 9, in one run of the seeds' job on the built-in catalog: rows of two models
+/// without --model are refused (naming both and the flag); with --model, `--json -` puts the
+/// JSON alone on stdout (the table on stderr), the scaled H100 row is capped at the 66
+/// sequences its memory holds (the measured RTX node holds 119), unknown intervals are null,
+/// and the input length nobody gave is said to count as 0 tokens.
+#[test]
+fn the_planner_asks_for_the_model_caps_scaled_rows_at_memory_and_writes_null() {
+    let o = plan(&["--completions", "902087", "--avg-output-tokens", "1818"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    for said in [
+        "Qwen3.6-27B",
+        "Qwen3.5-122B-A10B",
+        "rtx6000-4x-tp4",
+        "--model",
+    ] {
+        assert!(stderr(&o).contains(said), "{said}: {}", stderr(&o));
+    }
+
+    let o = plan(&[
+        "--completions",
+        "902087",
+        "--avg-output-tokens",
+        "1818",
+        "--model",
+        "Qwen3.6-27B",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let p = json(&o);
+    assert!(stderr(&o).contains("h100-8x"), "the table goes to stderr");
+    let h100 = node(&p, "h100-8x");
+    assert_eq!(h100["basis"], "scaled");
+    assert_eq!(f(&h100["concurrency_per_replica"]), 66.0, "{h100}");
+    let notes = h100["notes"].to_string();
+    assert!(notes.contains("capped at the 66 sequences"), "{notes}");
+    // The same share of the bound as the measured node, not 68% of it at 66 sequences.
+    let share = |n: &serde_json::Value| f(&n["roofline"]["efficiency"]);
+    let rtx8 = node(&p, "rtx6000-8x-dp");
+    assert!((share(h100) - share(rtx8)).abs() < 0.01, "{h100}");
+    assert!(f(&h100["tok_s_per_node"]["p50"]) < 0.7 * 17_647.0);
+    // Unknown intervals: no p10/p90 that look like a zero-width measured one.
+    assert!(h100["tok_s_per_node"]["p10"].is_null(), "{h100}");
+    assert!(h100["days"]["p90"].is_null(), "{h100}");
+    assert!(f(&h100["days"]["p50"]) > 0.0);
+    // A claim's range stays: P10 and P90 are its ends.
+    assert!(f(&node(&p, "b200-7x")["days"]["p90"]) > f(&node(&p, "b200-7x")["days"]["p50"]));
+    assert!(
+        p["notes"].to_string().contains("input length unknown"),
+        "{}",
+        p["notes"]
+    );
+}

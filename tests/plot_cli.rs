@@ -384,6 +384,8 @@ fn relative_run() -> RunResult {
     head.base = Some(throughline::record::BaseArm {
         endpoints: 1,
         model: Some("sim-model".into()),
+        engine: None,
+        engine_version: None,
         levels: base.levels,
     });
     head
@@ -409,6 +411,7 @@ fn gate_links_from_the_markdown_folder_and_writes_the_comment() {
         .current_dir(dir.path())
         .args([
             "gate",
+            "--allow-client-bound",
             "--results",
             "results.json",
             "--out",

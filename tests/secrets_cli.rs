@@ -134,6 +134,7 @@ fn the_key_is_sent_and_never_written() {
     let out = run_env(
         &[
             "gate",
+            "--allow-client-bound",
             "--results",
             results.to_str().unwrap(),
             "--baseline",
@@ -244,6 +245,7 @@ fn ci_sends_the_key_to_its_checks() {
     let ci_dir = dir.path().join("ci");
     let out = in_repo(&[
         "ci",
+        "--allow-client-bound",
         "--baseline",
         "baselines/keyed.toml",
         "--baseline-ref",

@@ -146,7 +146,15 @@ fn special_files_in_a_profile_are_refused_at_once_by_bench_and_ci() {
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-qm", "x"]);
     let (o, took) = timed(
-        cli(&["ci", "--baseline", "b/x.toml", "--baseline-ref", "HEAD"]).current_dir(&repo),
+        cli(&[
+            "ci",
+            "--allow-client-bound",
+            "--baseline",
+            "b/x.toml",
+            "--baseline-ref",
+            "HEAD",
+        ])
+        .current_dir(&repo),
         Duration::from_secs(20),
         "ci",
     );
@@ -296,6 +304,7 @@ fn ci_reads_workload_files_relative_to_the_profile() {
     let (o, _) = timed(
         cli(&[
             "ci",
+            "--allow-client-bound",
             "--baseline",
             "b/x.toml",
             "--baseline-ref",

@@ -398,7 +398,7 @@ fn hostile_names_and_warnings_render_nothing_in_the_gates_outputs() {
     let md = dir.path().join("verdict").join("verdict.md");
     std::fs::create_dir_all(md.parent().unwrap()).unwrap();
     let o = command(dir.path(), true)
-        .args(["gate", "--results"])
+        .args(["gate", "--allow-client-bound", "--results"])
         .arg(&hostile)
         .arg("--baseline")
         .arg(&baseline)
@@ -489,6 +489,7 @@ fn a_refused_ci_check_fences_the_servers_text() {
     let o = command(repo, true)
         .args([
             "ci",
+            "--allow-client-bound",
             "--baseline",
             "baselines/x.toml",
             "--baseline-ref",

@@ -89,6 +89,10 @@ pub struct BlessArgs {
     /// The commit measured (default: $GITHUB_SHA, else the work tree's HEAD).
     #[arg(long)]
     pub commit: Option<String>,
+    /// Bless runs with trials flagged client-bound (the load generator, not the server,
+    /// limited them); `gate` and `ci` take the same flag for the same trials.
+    #[arg(long)]
+    pub allow_client_bound: bool,
 }
 
 pub async fn run(args: BaselineArgs) -> Result<Exit> {
@@ -157,7 +161,25 @@ pub async fn run(args: BaselineArgs) -> Result<Exit> {
                 BlessMode::Append
             };
             let sessions_before = existing.as_ref().map_or(0, |e| e.sessions.len());
-            let baseline = bless(existing, &runs, mode, &name, b.profile.clone(), commit)?;
+            let baseline = bless(
+                existing,
+                &runs,
+                mode,
+                &name,
+                b.profile.clone(),
+                commit,
+                b.allow_client_bound,
+            )?;
+            for (i, run) in runs.iter().enumerate() {
+                let flagged = crate::gate::client_bound::lines(run).len();
+                if flagged > 0 {
+                    eprintln!(
+                        "warning: results #{}: {flagged} trial(s) flagged client-bound blessed \
+                         (--allow-client-bound); their figures may describe the client",
+                        i + 1
+                    );
+                }
+            }
             {
                 // A signal now waits until the file is replaced and its temporary gone.
                 let _writing = writing.lock().unwrap_or_else(|e| e.into_inner());

@@ -119,14 +119,31 @@ impl<const VERDICT: bool> ExportArgs<VERDICT> {
             .filter_map(|e| Some((e, e.flag()?)))
     }
 
+    /// The files asked for, with their flags (`--export-bmf`, ...).
+    pub fn files(&self) -> impl Iterator<Item = (String, &PathBuf)> {
+        (self.asked.iter()).map(|(e, p)| (format!("--{}", e.flag().unwrap_or("?")), p))
+    }
+
+    /// Refuses `-` (standard output) for an export where the command's own output is there:
+    /// the two would mix and neither would parse.
+    pub fn refuse_stdout(&self, why: &str) -> Result<()> {
+        for (flag, path) in self.files() {
+            if crate::fsutil::is_stdout(path) {
+                bail!("{flag} cannot be `-` here: {why}; give a file name");
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the exports asked for; a failure is an error (the job asked for the file).
     pub fn write(
         &self,
         run: &crate::record::RunResult,
         verdict: Option<&crate::gate::Verdict>,
     ) -> Result<()> {
+        // On stderr: a file given as `-` (or another command's `--json -`) owns stdout.
         for p in write_exports(&self.asked, run, verdict)? {
-            println!("export: {}", p.display());
+            eprintln!("export: {}", p.display());
         }
         Ok(())
     }
@@ -170,6 +187,8 @@ impl<const VERDICT: bool> clap::Args for ExportArgs<VERDICT> {
 }
 
 pub async fn run(args: BenchArgs) -> Result<Exit> {
+    args.export
+        .refuse_stdout("bench prints its tables on standard output")?;
     let (profile, saved_text) = match &args.profile {
         Some(path) => {
             let mut profile = Profile::load(path)?;

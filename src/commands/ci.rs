@@ -20,7 +20,7 @@ use super::environment::EnvironmentArgs;
 use super::gate::GateOverrides;
 use crate::exit::{exit_for, not_comparable, Exit};
 use crate::fsutil::write_atomic;
-use crate::gate::baseline::{fingerprint_differences, Baseline};
+use crate::gate::baseline::{fingerprint_differences_except, Baseline, ARM_FIELDS};
 use crate::gate::{evaluate, Outcome, Verdict};
 use crate::load::probe::{self, wait_healthy};
 use crate::load::BenchSetup;
@@ -92,6 +92,11 @@ pub struct CiArgs {
     pub wait_healthy: Duration,
     #[command(flatten)]
     pub overrides: GateOverrides,
+    /// Gate a run with trials flagged client-bound (the load generator, not the server,
+    /// limited them): refused without it (exit 3, saying what to do), as `baseline bless`
+    /// refuses them.
+    #[arg(long)]
+    pub allow_client_bound: bool,
     #[command(flatten)]
     pub servers: super::blocks::ServerArgs,
     /// Prefix for the chart links in the job summary, e.g. where your workflow publishes
@@ -236,7 +241,15 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         // answers 401 to a check without it.
         let api_key = crate::load::client::api_key_header(&profile)?;
         wait_healthy(&all, args.wait_healthy, api_key.as_ref()).await?;
-        precheck_environment(&baseline, &profile, &environment, api_key.as_ref()).await?;
+        let relative = !base_endpoints.is_empty();
+        precheck_environment(
+            &baseline,
+            &profile,
+            &environment,
+            api_key.as_ref(),
+            relative,
+        )
+        .await?;
     }
 
     std::fs::create_dir_all(&args.out)
@@ -267,6 +280,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         );
     }
     let result = &outcome.result;
+    crate::gate::client_bound::check_for_gate("the run", result, args.allow_client_bound)?;
 
     // The charts draw the run beside what it is compared with: the base arm, or the baseline.
     let (beside, per_request) = match &result.base {
@@ -325,11 +339,14 @@ pub fn fingerprint_text(env: &Environment) -> String {
 
 /// Compares what is known of the fingerprint before measuring (the flags and variables, the
 /// model and engine the server reports) with the baseline's: exit 3 without spending the run.
+/// In relative mode the engine and its version are each arm's own (the change may be an
+/// engine upgrade), so only the rest is checked.
 async fn precheck_environment(
     baseline: &Baseline,
     profile: &Profile,
     given: &Environment,
     api_key: Option<&HeaderValue>,
+    relative: bool,
 ) -> Result<()> {
     let client = crate::load::client::build_probe_client(api_key)?;
     let report = probe::probe(&client, &profile.target.endpoints).await?;
@@ -343,7 +360,8 @@ async fn precheck_environment(
     probe::fill_environment(&mut env, &report, &profile.target.endpoints);
     let said = fingerprint_text(&env);
     println!("environment: {}", crate::untrusted::for_terminal(&said));
-    let (differ, _) = fingerprint_differences(&baseline.environment, &env);
+    let skip: &[&str] = if relative { &ARM_FIELDS } else { &[] };
+    let (differ, _) = fingerprint_differences_except(&baseline.environment, &env, skip);
     if !differ.is_empty() {
         return Err(not_comparable(format!(
             "the environment differs from baseline {}'s: {} (nothing was measured; bless a new \
@@ -377,9 +395,10 @@ fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
         "The check did not produce a verdict. Look at the message above; the server's log is \
          often where the cause is."
     } else {
-        "Nothing was gated. When the change is meant (a new engine version, other hardware, an \
-         edited profile), bless a new baseline on the default branch (the bless-baseline \
-         workflow) and merge its pull request."
+        "Nothing was gated. A new engine version can be gated in relative mode \
+         (--base-endpoint: each arm reports its own engine). When the change is meant (other \
+         hardware, an edited profile), bless a new baseline on the default branch (the \
+         bless-baseline workflow) and merge its pull request."
     };
     let block = crate::untrusted::fenced_block("text", &message);
     let markdown = format!("## {heading}\n\n{block}\n{advice}\n\n");
@@ -433,6 +452,8 @@ fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
         settings_from: None,
         overridden: Vec::new(),
         changes: None,
+        arms: None,
+        history_need: None,
     }
 }
 

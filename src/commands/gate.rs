@@ -39,7 +39,11 @@ pub struct GateArgs {
     pub baseline_ref: Option<String>,
     #[command(flatten)]
     pub overrides: GateOverrides,
-    /// Write the verdict as JSON.
+    /// Gate a run with trials flagged client-bound (the load generator, not the server,
+    /// limited them): refused without it, as `baseline bless` refuses them.
+    #[arg(long)]
+    pub allow_client_bound: bool,
+    /// Write the verdict as JSON (`-`: standard output, the table then goes to stderr).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write the Markdown summary.
@@ -114,7 +118,24 @@ impl GateOverrides {
 }
 
 pub async fn run(args: GateArgs) -> Result<Exit> {
+    // `-` is standard output, for one file only; the table then goes to stderr.
+    let exports: Vec<(String, &std::path::PathBuf)> = args.export.files().collect();
+    let mut outputs: Vec<(&str, Option<&std::path::Path>)> = vec![("--json", args.json.as_deref())];
+    outputs.extend(exports.iter().map(|(f, p)| (f.as_str(), Some(p.as_path()))));
+    crate::fsutil::check_one_stdout(&outputs)?;
+    if args
+        .markdown
+        .as_deref()
+        .is_some_and(crate::fsutil::is_stdout)
+    {
+        bail!(
+            "--markdown cannot be `-`: ratio.png and pr-comment.md are written beside it; give \
+             a file name (or --json - for the verdict on stdout)"
+        );
+    }
     let candidate = RunResult::load(&args.results)?;
+    let which = args.results.display().to_string();
+    crate::gate::client_bound::check_for_gate(&which, &candidate, args.allow_client_bound)?;
     let baseline = match (&args.baseline, &args.baseline_ref) {
         (Some(path), Some(r)) => Some(Baseline::load_at_ref(path, r)?),
         (Some(path), None) => Some(Baseline::load(path)?),

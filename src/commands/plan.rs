@@ -22,7 +22,7 @@ use crate::report::plots::CAPACITY_PNG;
 pub const EXAMPLES: &str = "\
 Examples:
   # Days, nodes and cost on every catalog node for 902,087 completions of ~1,818 tokens
-  throughline plan --completions 902087 --avg-output-tokens 1818 --deadline 2d
+  throughline plan --completions 902087 --avg-output-tokens 1818 --model Qwen3.6-27B --deadline 2d
   # One catalog node type (--node's help lists them) for 1.64 billion output tokens
   throughline plan --node rtx6000-8x-dp --output-tokens 1.64e9 --deadline 2d
   # From your own measured curve, with the chart and plan.json written
@@ -591,15 +591,24 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
     };
     let plan = plan(&req)?;
     let json = render_json(&plan);
-    match args.format {
+    // `--json -` owns stdout: the table goes to stderr, and the JSON is printed once.
+    let json_to_stdout = args.json.as_deref().is_some_and(crate::fsutil::is_stdout);
+    match (args.format, json_to_stdout) {
         // Node and model names come from catalog and results files.
-        PlanFormat::Table => print!(
+        (PlanFormat::Table, false) => print!(
             "{}",
             crate::untrusted::for_terminal_lines(&render_table(&plan))
         ),
-        PlanFormat::Json => println!("{json}"),
+        (PlanFormat::Table, true) => eprint!(
+            "{}",
+            crate::untrusted::for_terminal_lines(&render_table(&plan))
+        ),
+        (PlanFormat::Json, _) => {}
     }
-    if let Some(path) = &args.json {
+    if args.format == PlanFormat::Json || json_to_stdout {
+        println!("{json}");
+    }
+    if let Some(path) = args.json.as_ref().filter(|_| !json_to_stdout) {
         write_atomic(path, json.as_bytes())?;
         eprintln!("plan: {}", path.display());
     }

@@ -17,7 +17,6 @@ use crate::fsutil::write_atomic;
 use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
 use crate::record::fingerprint::FingerprintField;
-use crate::record::flags::FlagKind;
 use crate::record::{Environment, RunResult, TrialMetric, FIGURE_MAX};
 use crate::stats::decision::SlotCalibration;
 
@@ -398,10 +397,26 @@ pub fn fingerprint_differences(
     baseline: &Environment,
     candidate: &Environment,
 ) -> (Vec<String>, Vec<String>) {
+    fingerprint_differences_except(baseline, candidate, &[])
+}
+
+/// The fingerprint fields each arm of a relative run reports for itself: a relative run
+/// gates exactly a change of engine or version, so the baseline does not vouch for them.
+pub const ARM_FIELDS: [&str; 2] = ["engine", "engine_version"];
+
+/// [`fingerprint_differences`] leaving out the fields in `skip` (e.g. [`ARM_FIELDS`]).
+pub fn fingerprint_differences_except(
+    baseline: &Environment,
+    candidate: &Environment,
+    skip: &[&str],
+) -> (Vec<String>, Vec<String>) {
     let mut differ = Vec::new();
     let mut warn = Vec::new();
     for field in FingerprintField::ALL {
         let name = field.name();
+        if skip.contains(&name) {
+            continue;
+        }
         match (field.read(baseline), field.read(candidate)) {
             (Some(b), Some(c)) if b != c => differ.push(format!("{name}: baseline {b:?}, this run {c:?}")),
             (Some(b), None) => differ.push(format!(
@@ -425,7 +440,8 @@ pub fn fingerprint_differences(
     }
     // The recorded values agree, but the engines themselves may not (a typed value can be
     // stale; the engine's own word cannot): never compare across what the engines said.
-    for field in [FingerprintField::Engine, FingerprintField::EngineVersion] {
+    let arm_fields = [FingerprintField::Engine, FingerprintField::EngineVersion];
+    for field in arm_fields.into_iter().filter(|f| !skip.contains(&f.name())) {
         let name = field.name();
         if let (Some(b), Some(c)) = (engine_word(baseline, field), engine_word(candidate, field)) {
             let said = differ.iter().any(|d| d.starts_with(&format!("{name}:")));
@@ -444,7 +460,7 @@ pub fn fingerprint_differences(
 
 /// What an environment's engine said of itself for `field` (engine, engine_version): the
 /// detected value where a typed one overrode it, else the recorded value.
-fn engine_word(env: &Environment, field: FingerprintField) -> Option<String> {
+pub(super) fn engine_word(env: &Environment, field: FingerprintField) -> Option<String> {
     match env.overridden.iter().find(|o| o.field == field.name()) {
         Some(o) => Some(o.detected.clone()),
         None => field.read(env),
@@ -467,7 +483,8 @@ pub fn override_warning(o: &crate::record::Override) -> String {
 
 /// Builds or extends a baseline from runs, one session per run. Refuses incomplete runs,
 /// runs with a level over its error limit, runs with fewer trials than the gate needs, and
-/// runs that measured something else (profile hash or fingerprint).
+/// runs that measured something else (profile hash or fingerprint), and client-bound runs
+/// unless `allow_client_bound` (the gate's rule too, `gate::client_bound`).
 pub fn bless(
     existing: Option<Baseline>,
     runs: &[RunResult],
@@ -475,6 +492,7 @@ pub fn bless(
     name: &str,
     profile_path: Option<String>,
     commit: Option<String>,
+    allow_client_bound: bool,
 ) -> Result<Baseline> {
     let first = runs
         .first()
@@ -524,9 +542,7 @@ pub fn bless(
         if run.base.is_some() {
             bail!("{which} is a relative (A/B) run of two servers; a baseline holds one server's sessions: bless a run of the server alone");
         }
-        if let Some(flag) = run.flag_lines(Some(FlagKind::ClientBound)).first() {
-            bail!("{which} was limited by the client, not the server: {flag}");
-        }
+        super::client_bound::check(&which, run, allow_client_bound)?;
         if run.profile_hash != first.profile_hash {
             return Err(not_comparable(format!(
                 "{which} used a different profile ({}) than results #1 ({})",
@@ -608,11 +624,12 @@ pub fn bless(
     Ok(baseline)
 }
 
-/// An exclusive lock beside a baseline file while it is rewritten, so two blesses cannot
-/// interleave: an OS lock (`flock`) on `<baseline>.lock`, which dies with the process (a
-/// bless killed by SIGKILL or stopped by SIGTERM never blocks the next one). The lock file
-/// itself stays: deleting it would let a third bless lock a new file while the second still
-/// holds the old one.
+/// An exclusive lock on a baseline file while it is rewritten, so two blesses cannot
+/// interleave: an OS lock (`flock`), which dies with the process (a bless killed by SIGKILL
+/// or stopped by SIGTERM never blocks the next one). The lock file lives in the temporary
+/// folder, named by a hash of the baseline's absolute path ([`lock_path`]), never beside the
+/// baseline where `git add -A` would commit it. It stays there: deleting it would let a third
+/// bless lock a new file while the second still holds the old one.
 pub struct BaselineLock {
     // Holds the lock while open; closing the file releases it.
     _file: std::fs::File,
@@ -630,10 +647,14 @@ impl BaselineLock {
     pub fn acquire_within(baseline: &Path, wait: std::time::Duration) -> Result<BaselineLock> {
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::OpenOptionsExt;
-        let mut name = baseline.as_os_str().to_owned();
-        name.push(".lock");
-        let path = PathBuf::from(name);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // The baseline's folder first (the bless writes there next), so that its lock is
+        // keyed by the folder's resolved path from the first bless on.
+        if let Some(dir) = baseline.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create folder {}", dir.display()))?;
+        }
+        let path = lock_path(baseline)?;
+        if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create folder {}", dir.display()))?;
         }
@@ -670,6 +691,31 @@ impl BaselineLock {
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
     }
+}
+
+/// Where the lock of `baseline` lives: `$TMPDIR/throughline-locks-<uid>/<sha256 of the
+/// baseline's absolute path, its folder resolved>.lock`. Keyed by the path, so two spellings
+/// of one file (`./b.toml`, `dir/../b.toml`, a linked folder) share a lock; per user, so one
+/// user's folder never blocks another's.
+pub fn lock_path(baseline: &Path) -> Result<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let Some(file) = baseline.file_name() else {
+        bail!("{} names no file to lock", baseline.display());
+    };
+    let dir = match baseline.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    // The folder exists by now in a bless (it writes there next); if not, the plain path.
+    let dir = std::fs::canonicalize(&dir).or_else(|_| std::path::absolute(&dir))?;
+    let key = dir.join(file);
+    let digest = Sha256::digest(key.as_os_str().as_encoded_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    Ok(std::env::temp_dir()
+        .join(format!("throughline-locks-{uid}"))
+        .join(format!("{hex}.lock")))
 }
 
 #[cfg(test)]
@@ -808,6 +854,21 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
         assert!(err.to_string().contains("another bless holds"), "{err}");
         drop(lock);
         assert!(BaselineLock::acquire_within(&path, short).is_ok());
+        // Nothing beside the baseline for `git add -A` to commit.
+        let beside: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(beside.is_empty(), "{beside:?}");
+        // Two spellings of one file share the lock; another file has its own.
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let other_spelling = sub.join("..").join("b.toml");
+        assert_eq!(
+            lock_path(&other_spelling).unwrap(),
+            lock_path(&path).unwrap()
+        );
+        assert_ne!(
+            lock_path(&dir.path().join("c.toml")).unwrap(),
+            lock_path(&path).unwrap()
+        );
     }
 }
 

@@ -3,11 +3,13 @@
 
 use anyhow::{bail, Result};
 
-use super::baseline::{fingerprint_differences, Baseline};
-use super::{LevelStatus, LevelVerdict, Outcome, Verdict};
+use super::baseline::{engine_word, fingerprint_differences_except, Baseline, ARM_FIELDS};
+use super::history_need::{sessions_needed, HistoryNeed, Observed};
+use super::{ArmEngines, LevelStatus, LevelVerdict, Outcome, Verdict};
 use crate::exit::not_comparable;
 use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
+use crate::record::fingerprint::FingerprintField;
 use crate::record::flags::FlagKind;
 use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric};
 use crate::stats::decision::{
@@ -34,8 +36,14 @@ pub fn evaluate(
             candidate.profile_name, candidate.profile_hash, baseline.profile_hash
         )));
     }
+    // Relative mode: each arm says which engine it ran (the change under test may be an
+    // engine upgrade); the baseline vouches for the profile, the model and the hardware.
+    let skip: &[&str] = match candidate.base {
+        Some(_) => &ARM_FIELDS,
+        None => &[],
+    };
     let (differ, mut warnings) =
-        fingerprint_differences(&baseline.environment, &candidate.environment);
+        fingerprint_differences_except(&baseline.environment, &candidate.environment, skip);
     if !differ.is_empty() {
         return Err(not_comparable(format!(
             "the environment differs from the baseline's: {}",
@@ -55,13 +63,9 @@ pub fn evaluate(
             let mut levels = baseline.levels();
             levels.extend(candidate.levels.iter().map(|l| l.concurrency));
             let mut v = gate(candidate, settings, Design::History, levels, &sources);
-            if baseline.sessions.len() == 1 {
-                v.warnings.push(
-                    "the baseline holds one session, so how much runs differ from day to day is \
-                     not known: only a drop beyond the guard can fail; bless runs from other \
-                     days (`baseline bless --append`, or the history workflow on main)"
-                        .into(),
-                );
+            v.history_need = history_need(&v, baseline.sessions.len(), settings);
+            if let Some(need) = &v.history_need {
+                v.warnings.push(need.line());
             }
             v
         }
@@ -144,7 +148,57 @@ fn relative(
         .extend(overrides.map(super::baseline::override_warning));
     verdict.baseline_name = format!("{} (base arm)", candidate.profile_name);
     verdict.changes = super::explain::explain(candidate);
+    verdict.arms = Some(ArmEngines {
+        head_engine: engine_word(&candidate.environment, FingerprintField::Engine),
+        head_version: engine_word(&candidate.environment, FingerprintField::EngineVersion),
+        base_engine: base.engine.clone(),
+        base_version: base.engine_version.clone(),
+    });
     Ok(verdict)
+}
+
+/// A history baseline of `sessions` that cannot yet fail a drop under the guard at some
+/// gated throughput level: how many sessions it needs, from the noise the gate observed
+/// (the worst level's). None when it can, or when no level was tested.
+fn history_need(
+    verdict: &Verdict,
+    sessions: usize,
+    settings: &GateSettings,
+) -> Option<HistoryNeed> {
+    let gated: Vec<&LevelVerdict> = (verdict.levels.iter())
+        .filter(|l| l.metric.is_throughput() && l.p_slower.is_some())
+        .collect();
+    let decision = DecisionSettings {
+        alpha: settings.alpha / metrics(settings).len() as f64,
+        min_effect: settings.min_effect,
+        guard: settings.guard,
+        power: POWER,
+        pass_confidence: settings.pass_confidence,
+        tolerance: settings.tolerance,
+    };
+    let needed = (gated.iter())
+        .filter_map(|l| {
+            let test = l.test.as_ref()?;
+            let observed = Observed {
+                sigma_w: test.sigma_w?,
+                sigma_b: test.sigma_b.filter(|_| sessions >= 2),
+                per_session: l.n_baseline / l.baseline_sessions.max(1),
+                candidate: l.n_candidate,
+            };
+            Some(sessions_needed(observed, gated.len(), &decision))
+        })
+        .reduce(|a, b| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        })?;
+    if needed.is_some_and(|n| n <= sessions) {
+        return None;
+    }
+    Some(HistoryNeed {
+        sessions,
+        needed,
+        guard: settings.guard,
+    })
 }
 
 /// A run that did not measure, was stopped, or ran open loop cannot be gated.
@@ -354,6 +408,8 @@ fn gate(
         settings_from: None,
         overridden: Vec::new(),
         changes: None,
+        arms: None,
+        history_need: None,
     }
 }
 

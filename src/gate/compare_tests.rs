@@ -17,7 +17,7 @@ fn baseline(sessions: usize) -> Baseline {
             fake::run(&[(1, &one), (8, &eight)])
         })
         .collect();
-    bless(None, &runs, BlessMode::Replace, "b", None, None).unwrap()
+    bless(None, &runs, BlessMode::Replace, "b", None, None, false).unwrap()
 }
 
 fn scaled(values: &[f64], k: f64) -> Vec<f64> {
@@ -31,6 +31,8 @@ fn relative(k1: f64, k8: f64) -> RunResult {
     head.base = Some(BaseArm {
         endpoints: 1,
         model: None,
+        engine: None,
+        engine_version: None,
         levels: base.levels,
     });
     head
@@ -82,6 +84,23 @@ fn one_session_cannot_tell_a_ten_percent_drop_but_the_guard_fails_a_gross_one() 
     );
     assert!(v.warnings.iter().any(|w| w.contains("one session")));
     assert!(v.warnings.iter().any(|w| w.starts_with("inconclusive")));
+    // It says how many sessions it would take, from the noise it saw, and what to do now.
+    let need = v
+        .history_need
+        .as_ref()
+        .expect("a one-session history is short");
+    assert_eq!(need.sessions, 1);
+    let n = need.needed.expect("a quiet server needs a few sessions");
+    assert!((3..=10).contains(&n), "{need:?}");
+    let line = &v.notices()[0];
+    assert!(
+        line.contains(&format!("about {n} sessions ({} more", n - 1)),
+        "{line}"
+    );
+    assert!(line.contains("relative mode"), "{line}");
+    // A long history of the same noise needs nothing more.
+    let long = evaluate(&baseline(12), &cand, &GateSettings::default()).unwrap();
+    assert_eq!(long.history_need, None, "{long:#?}");
     assert_eq!(v.levels[0].min_detectable_drop, None);
     let strict = GateSettings {
         fail_on_inconclusive: true,
@@ -103,7 +122,7 @@ fn the_between_session_spread_widens_the_bound() {
         .iter()
         .map(|k| fake::run(&[(1, &scaled(&BASE, *k))]))
         .collect();
-    let wide = bless(None, &spread, BlessMode::Replace, "w", None, None).unwrap();
+    let wide = bless(None, &spread, BlessMode::Replace, "w", None, None, false).unwrap();
     let cand = fake::run(&[(1, &scaled(&BASE, 0.95))]);
     let v = evaluate(&wide, &cand, &GateSettings::default()).unwrap();
     assert_ne!(v.outcome, Outcome::Regression, "{v:#?}");
@@ -162,6 +181,49 @@ fn relative_runs_compare_their_two_arms() {
     assert_eq!(v.outcome, Outcome::Regression);
 }
 
+/// Relative mode gates an engine upgrade: the arms' versions differ from each other and the
+/// head's from the baseline's, the verdict says so; history mode still refuses (exit 3).
+#[test]
+fn relative_mode_gates_an_engine_upgrade_and_history_refuses_it() {
+    let mut b = baseline(1);
+    b.environment.engine = Some("vllm".into());
+    b.environment.engine_version = Some("0.1.0".into());
+    let mut run = relative(1.0, 1.0);
+    run.environment.engine = Some("vllm".into());
+    run.environment.engine_version = Some("0.2.0".into());
+    let base = run.base.as_mut().unwrap();
+    base.engine = Some("vllm".into());
+    base.engine_version = Some("0.1.0".into());
+    let v = evaluate(&b, &run, &GateSettings::default()).unwrap();
+    assert_eq!(v.design, Some(Design::Relative));
+    let arms = v.arms.as_ref().unwrap();
+    assert_eq!(arms.head_version.as_deref(), Some("0.2.0"));
+    assert_eq!(arms.base_version.as_deref(), Some("0.1.0"));
+    assert!(
+        v.notices()
+            .iter()
+            .any(|l| l.contains("head: vllm 0.2.0, base: 0.1.0")),
+        "{:?}",
+        v.notices()
+    );
+    // The hardware still must match.
+    let mut other_gpu = run.clone();
+    other_gpu.environment.gpu_model = Some("OtherGPU".into());
+    let err = evaluate(&b, &other_gpu, &GateSettings::default()).unwrap_err();
+    assert_eq!(exit_for(&err), Exit::NotComparable);
+    // Same versions: nothing to say.
+    let mut same = run.clone();
+    same.environment.engine_version = Some("0.1.0".into());
+    let v = evaluate(&b, &same, &GateSettings::default()).unwrap();
+    assert!(v.notices().is_empty(), "{:?}", v.notices());
+    // History mode: the baseline vouches for the engine version.
+    let mut history = run;
+    history.base = None;
+    let err = evaluate(&b, &history, &GateSettings::default()).unwrap_err();
+    assert_eq!(exit_for(&err), Exit::NotComparable);
+    assert!(format!("{err:#}").contains("engine_version"), "{err:#}");
+}
+
 /// Holm decides, not the raw p: a drop whose raw p passes the main alpha alone fails one
 /// level, and the same drop among five gated levels does not.
 #[test]
@@ -178,6 +240,8 @@ fn holm_decides_across_levels() {
         run.base = Some(BaseArm {
             endpoints: 1,
             model: None,
+            engine: None,
+            engine_version: None,
             levels: fake::run(&[(1, &base)]).levels,
         });
         let v = evaluate_relative(&run, &settings).unwrap();
@@ -198,6 +262,8 @@ fn holm_decides_across_levels() {
     run.base = Some(BaseArm {
         endpoints: 1,
         model: None,
+        engine: None,
+        engine_version: None,
         levels: fake::run(&base_levels).levels,
     });
     let v = evaluate_relative(&run, &settings).unwrap();

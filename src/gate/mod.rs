@@ -14,8 +14,10 @@
 pub mod bisect;
 pub mod explain;
 pub mod baseline;
+pub mod client_bound;
 mod compare;
 pub mod gitref;
+pub mod history_need;
 pub mod merge;
 pub mod trend;
 
@@ -27,6 +29,7 @@ use crate::record::TrialMetric;
 use crate::stats::decision::{Design, Drift, LevelTest};
 
 pub use compare::{evaluate, evaluate_relative};
+pub use history_need::HistoryNeed;
 
 /// The gate's answer.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -59,6 +62,55 @@ pub struct Verdict {
     /// level and the readings of them (explain.rs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<explain::Changes>,
+    /// Relative mode: the engine each arm's server reported. Each arm speaks for itself (an
+    /// engine upgrade is what such a run gates); the baseline vouches for the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arms: Option<ArmEngines>,
+    /// History mode with too few sessions to fail a drop under the guard: how many it needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_need: Option<HistoryNeed>,
+}
+
+/// The engine and version each arm of a relative run reported (None: it did not say).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ArmEngines {
+    pub head_engine: Option<String>,
+    pub head_version: Option<String>,
+    pub base_engine: Option<String>,
+    pub base_version: Option<String>,
+}
+
+impl ArmEngines {
+    /// Whether the two arms ran different engines or versions.
+    pub fn differ(&self) -> bool {
+        self.head_engine != self.base_engine || self.head_version != self.base_version
+    }
+
+    /// "engines differ between the arms: head: vllm 0.2.0, base: 0.1.0" (the base's engine
+    /// named only where it differs), or None when they agree or an arm said nothing (results
+    /// of older builds record no base engine: silence is not a difference).
+    pub fn line(&self) -> Option<String> {
+        let silent = |e: &Option<String>, v: &Option<String>| e.is_none() && v.is_none();
+        if !self.differ()
+            || silent(&self.head_engine, &self.head_version)
+            || silent(&self.base_engine, &self.base_version)
+        {
+            return None;
+        }
+        let said = |e: Option<&str>, v: Option<&str>| match (e, v) {
+            (None, None) => "did not say".to_string(),
+            (e, v) => [e, v].into_iter().flatten().collect::<Vec<_>>().join(" "),
+        };
+        let head = said(self.head_engine.as_deref(), self.head_version.as_deref());
+        let base = match self.base_engine == self.head_engine {
+            true => said(None, self.base_version.as_deref()),
+            false => said(self.base_engine.as_deref(), self.base_version.as_deref()),
+        };
+        Some(format!(
+            "engines differ between the arms: head: {head}, base: {base} (the verdict measures \
+             that change; the baseline vouches for the profile and the hardware)"
+        ))
+    }
 }
 
 /// A gate setting given on the command line in place of the baseline's (or profile's).
@@ -123,6 +175,14 @@ impl Outcome {
 }
 
 impl Verdict {
+    /// What the author must read beside the table, one line each: the arms' engines where
+    /// they differ, and a history too short to fail a drop under the guard.
+    pub fn notices(&self) -> Vec<String> {
+        let arms = self.arms.as_ref().and_then(ArmEngines::line);
+        let need = self.history_need.as_ref().map(HistoryNeed::line);
+        arms.into_iter().chain(need).collect()
+    }
+
     /// The exit code of this verdict under its own settings.
     pub fn exit(&self) -> Exit {
         self.outcome.exit_with(&self.settings)
@@ -187,5 +247,37 @@ impl LevelStatus {
             LevelStatus::InsufficientTrials => "too few trials",
             LevelStatus::NotGated => "not gated",
         }
+    }
+}
+
+#[cfg(test)]
+mod arm_tests {
+    use super::ArmEngines;
+
+    #[test]
+    fn the_arms_line_names_what_differs_and_only_that() {
+        let arms = |he: &str, hv: &str, be: Option<&str>, bv: Option<&str>| ArmEngines {
+            head_engine: Some(he.into()),
+            head_version: Some(hv.into()),
+            base_engine: be.map(Into::into),
+            base_version: bv.map(Into::into),
+        };
+        let line = arms("vllm", "0.2.0", Some("vllm"), Some("0.1.0"))
+            .line()
+            .unwrap();
+        assert!(line.contains("head: vllm 0.2.0, base: 0.1.0"), "{line}");
+        let line = arms("sglang", "0.5", Some("vllm"), Some("0.1.0"))
+            .line()
+            .unwrap();
+        assert!(
+            line.contains("head: sglang 0.5, base: vllm 0.1.0"),
+            "{line}"
+        );
+        assert_eq!(
+            arms("vllm", "0.1.0", Some("vllm"), Some("0.1.0")).line(),
+            None
+        );
+        // An older results file records no base engine: nothing to say.
+        assert_eq!(arms("vllm", "0.1.0", None, None).line(), None);
     }
 }

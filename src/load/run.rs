@@ -128,6 +128,8 @@ pub async fn run_bench(
         base: base.map(|levels| BaseArm {
             endpoints: setup.base_endpoints.len(),
             model: run.base_model.clone(),
+            engine: run.base_engine.0.clone(),
+            engine_version: run.base_engine.1.clone(),
             levels,
         }),
         drift: None,
@@ -243,6 +245,8 @@ struct Prepared<'a> {
     /// Relative runs: the base arm's endpoints and the model its server reported.
     base_endpoints: &'a [String],
     base_model: Option<String>,
+    /// The engine and version the base server reported (each arm speaks for itself).
+    base_engine: (Option<String>, Option<String>),
     next_prompt: u64,
     /// `sweep.trace`: its send offsets at the speedup, and its length (a trial's first
     /// request number is a multiple of it, so request i takes the trace's row i).
@@ -279,10 +283,14 @@ impl<'a> Prepared<'a> {
 
         let report = probe::probe(&probe_client, &profile.target.endpoints).await?;
         let model = report.model(&profile.target.model, &profile.target.endpoints[0])?;
-        let base_model = match setup.base_endpoints.is_empty() {
+        let base_probe = match setup.base_endpoints.is_empty() {
             true => None,
             false => Some(base_model(&probe_client, profile, &setup.base_endpoints, &model).await?),
         };
+        let base_engine = (base_probe.as_ref())
+            .map(|(_, r)| (r.engine.map(|e| e.to_string()), r.engine_version.clone()))
+            .unwrap_or_default();
+        let base_model = base_probe.map(|(m, _)| m);
         let mut environment = setup.environment.clone();
         environment.model = Some(model.clone());
         environment.endpoints = profile.target.endpoints.len();
@@ -400,6 +408,7 @@ impl<'a> Prepared<'a> {
             levels,
             base_endpoints: &setup.base_endpoints,
             base_model,
+            base_engine,
             next_prompt: 0,
             trace: trace.map(|(offsets, _)| {
                 let n = offsets.len() as u64;
@@ -629,13 +638,13 @@ impl<'a> Prepared<'a> {
 
 /// The model the base arm's requests name: the profile's, or (for "auto") the first the base
 /// server lists. A base server that does not serve the head's model is refused: the two arms
-/// would measure different things.
+/// would measure different things. Returned with what the base server said of itself.
 async fn base_model(
     client: &reqwest::Client,
     profile: &Profile,
     endpoints: &[String],
     head_model: &str,
-) -> Result<String> {
+) -> Result<(String, probe::ProbeReport)> {
     let report = probe::probe(client, endpoints).await?;
     let model = report.model(
         &profile.target.model,
@@ -648,7 +657,7 @@ async fn base_model(
             endpoints[0]
         );
     }
-    Ok(model)
+    Ok((model, report))
 }
 
 /// The run's work for the progress display, in the order it runs (each level's warmup

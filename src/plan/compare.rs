@@ -56,7 +56,7 @@ pub(super) fn compare(req: &PlanRequest, nodes: &[NodePlan], your_days: f64) -> 
         row.basis.name(),
         human_duration(row.days.p50 * SECONDS_PER_DAY),
         if row.interval.known {
-            format!("{:.1}-{:.1} days", row.days.p10, row.days.p90)
+            format!("{} days", row.days.range_text())
         } else {
             "unknown".to_string()
         },

@@ -87,6 +87,29 @@ impl Quantiles {
             p90: self.p90 * k,
         }
     }
+    /// "11.0-12.7", or "2.9 (±0.1%)" when P10 and P90 would print alike: three significant
+    /// digits of P50 at most, never more digits than the spread supports (one session's
+    /// trials make a narrow interval, not a precise one).
+    pub fn range_text(self) -> String {
+        let decimals = |x: f64| -> usize {
+            match x.abs() {
+                x if x >= 100.0 => 0,
+                x if x >= 10.0 => 1,
+                x if x >= 1.0 => 2,
+                _ => 3,
+            }
+        };
+        let d = decimals(self.p50);
+        let (lo, hi) = (format!("{:.d$}", self.p10), format!("{:.d$}", self.p90));
+        if lo != hi {
+            return format!("{lo}-{hi}");
+        }
+        let half = (self.p90 - self.p10).abs() / 2.0 / self.p50.abs().max(f64::MIN_POSITIVE);
+        // Two significant digits of P50 beside a spread this small.
+        let d2 = d.saturating_sub(1);
+        format!("{:.d2$} (±{:.1}%)", self.p50, (half * 100.0).max(0.1))
+    }
+
     /// Days to generate `tokens` at each quantile of this throughput, swapping the ends (the
     /// low throughput gives the long time).
     pub fn days_for(self, tokens: f64) -> Quantiles {
@@ -121,6 +144,17 @@ mod tests {
         assert!((days_for(523e6, 9440.0) * 24.0 - 15.39).abs() < 0.01);
         // 1.64e9 at 15,000 tok/s: 1.27 days.
         assert!((days_for(1.64e9, 15_000.0) - 1.265).abs() < 0.001);
+    }
+
+    #[test]
+    fn ranges_print_no_more_digits_than_the_spread_supports() {
+        let q = |p10, p50, p90| Quantiles { p10, p50, p90 };
+        assert_eq!(q(10.98, 11.8, 12.68).range_text(), "11.0-12.7");
+        assert_eq!(q(2.5, 2.9, 3.3).range_text(), "2.50-3.30");
+        // P10 and P90 within a rounding of each other: P50 to two digits and the spread.
+        assert_eq!(q(2.888, 2.89, 2.892).range_text(), "2.9 (±0.1%)");
+        assert_eq!(q(140.2, 140.3, 140.4).range_text(), "140 (±0.1%)");
+        assert!(!q(2.888, 2.89, 2.892).range_text().contains("2.89-2.89"));
     }
 
     #[test]

@@ -15,6 +15,13 @@ use super::rows::{self, Remarks, Row};
 use super::summary::summarize;
 use super::workload::human_duration;
 
+/// Said when no input length is given: the memory and roofline figures then count prompts as
+/// 0 tokens, which a reader must know (it holds more sequences and a higher bound than real
+/// prompts allow).
+pub const INPUT_UNKNOWN: &str = "input length unknown: prompts are counted as 0 tokens in the \
+     memory and roofline figures (sequences that fit, the bound, scaled rows), which overstates \
+     them for real prompts; give --avg-input-tokens N, --input-length or --lengths-from";
+
 /// Makes the plan.
 pub fn plan(req: &PlanRequest) -> Result<Plan> {
     let mut said = Remarks::default();
@@ -25,6 +32,10 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
              roofline"
                 .to_string(),
         );
+    }
+
+    if req.workload.avg_input_tokens.is_none() && req.model.is_some() {
+        said.notes.push(INPUT_UNKNOWN.to_string());
     }
 
     let (mut rows, fit) = match rows::from_run(req, &mut said)? {
@@ -55,7 +66,7 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         .filter(|r| selected.iter().any(|n| n.name == r.node))
         .collect();
     rows.extend(shown);
-    rows::warn_mixed_models(req, &rows, &mut said);
+    rows::refuse_mixed_models(req, &rows)?;
     rows.extend(scaled);
     if rows.is_empty() && req.plan_model_name().is_none() {
         bail!(

@@ -343,20 +343,35 @@ pub(super) fn from_catalog(
     rows
 }
 
-/// Without a model to plan for, rows for different models are not comparable: say so.
-pub(super) fn warn_mixed_models(req: &PlanRequest, rows: &[Row], said: &mut Remarks) {
+/// Without a model to plan for, rows for different models cannot be compared, and no node
+/// can be scaled (scaling needs one model's facts): refuse, naming the models, the nodes of
+/// each and the flag, rather than print a mixed table with a warning at its foot.
+pub(super) fn refuse_mixed_models(req: &PlanRequest, rows: &[Row]) -> Result<()> {
     if req.plan_model_name().is_some() {
-        return;
+        return Ok(());
     }
-    let mut models: Vec<String> = rows.iter().filter_map(|r| r.model.clone()).collect();
-    models.sort();
-    models.dedup();
+    let mut models: Vec<(String, Vec<String>)> = Vec::new();
+    for r in rows {
+        let Some(m) = &r.model else { continue };
+        match models.iter_mut().find(|(name, _)| name == m) {
+            Some((_, nodes)) => nodes.push(r.node.clone()),
+            None => models.push((m.clone(), vec![r.node.clone()])),
+        }
+    }
     if models.len() > 1 {
-        said.warnings.push(format!(
-            "the rows are for different models ({}): pass --model to compare like with like",
-            models.join(", ")
-        ));
+        let listed: Vec<String> = (models.iter())
+            .map(|(m, nodes)| format!("{m} ({})", nodes.join(", ")))
+            .collect();
+        bail!(
+            "the catalog's figures are for {} different models: {}; a plan compares one \
+             model's rows: pass --model NAME (e.g. --model {}), which also scales the measured \
+             figure to the catalog's other nodes",
+            models.len(),
+            listed.join("; "),
+            models[0].0
+        );
     }
+    Ok(())
 }
 
 /// Scaled rows: catalog nodes without a figure, from the first measured reference for the
@@ -476,6 +491,44 @@ pub(super) fn scaled(
             });
             continue;
         }
+        let mut tok_s = per_gpu.p50 * ratio * node.gpus_per_node as f64;
+        let mut concurrency = None;
+        let mut how = format!(
+            "scaled from {ref_name}: {:.0} tok/s per GPU x bandwidth ratio {:.2} ({} {} TB/s / \
+             {} {} TB/s) x {} GPUs; assumes the same efficiency per GPU, ignores interconnect \
+             and compute differences",
+            per_gpu.p50,
+            ratio,
+            tf.name,
+            tf.bandwidth_tb_s,
+            rf.name,
+            rf.bandwidth_tb_s,
+            node.gpus_per_node
+        );
+        if let Some(cap) = memory_cap(req, reference_row, rf, tf, node.gpus_per_node / replicas) {
+            if cap.per_replica * (replicas as f64) < tok_s {
+                tok_s = cap.per_replica * replicas as f64;
+                concurrency = Some(cap.holds as f64);
+                how = format!(
+                    "{how}; capped by memory: {} sequences fit per replica here against {} on \
+                     {ref_name}, so this node gets the reference's share of its bound ({:.0}% at \
+                     its {} sequences) of its own bound at batch {}",
+                    cap.holds,
+                    cap.ref_holds,
+                    cap.share * 100.0,
+                    cap.ref_holds,
+                    cap.holds
+                );
+                row_notes.push(format!(
+                    "capped at the {} sequences its memory holds per replica ({} on {ref_name}, \
+                     whose throughput was scaled): the bandwidth ratio alone would claim {:.0} \
+                     tok/s per node",
+                    cap.holds,
+                    cap.ref_holds,
+                    per_gpu.p50 * ratio * node.gpus_per_node as f64
+                ));
+            }
+        }
         scaled.push(Row {
             node: node.name.clone(),
             gpu: Some(node.gpu.clone()),
@@ -483,22 +536,11 @@ pub(super) fn scaled(
             replicas_per_node: replicas,
             model: plan_model.clone(),
             basis: Basis::Scaled,
-            how: format!(
-                "scaled from {ref_name}: {:.0} tok/s per GPU x bandwidth ratio {:.2} ({} {} TB/s \
-                 / {} {} TB/s) x {} GPUs; assumes the same efficiency per GPU, ignores \
-                 interconnect and compute differences",
-                per_gpu.p50,
-                ratio,
-                tf.name,
-                tf.bandwidth_tb_s,
-                rf.name,
-                rf.bandwidth_tb_s,
-                node.gpus_per_node
-            ),
+            how,
             source: node.source.clone(),
             date: None,
-            concurrency_per_replica: None,
-            tok_s_per_node: Quantiles::single(per_gpu.p50 * ratio * node.gpus_per_node as f64),
+            concurrency_per_replica: concurrency,
+            tok_s_per_node: Quantiles::single(tok_s),
             interval: Interval::unknown(
                 "scaled across hardware by memory bandwidth: the error of this scaling has not \
                  been measured, so no interval is given (measure the node to get one)",
@@ -511,6 +553,49 @@ pub(super) fn scaled(
         });
     }
     scaled
+}
+
+/// A scaled node that holds fewer sequences per replica than the reference: the most its
+/// memory lets it deliver at the reference's efficiency.
+struct MemoryCap {
+    /// Sequences that fit per replica here and on the reference (at the job's full context).
+    holds: u32,
+    ref_holds: u32,
+    /// The reference's tok/s per replica over its bound at `ref_holds` (a lower bound on its
+    /// efficiency, its batch being unknown).
+    share: f64,
+    /// `share` x this node's bound at `holds`.
+    per_replica: f64,
+}
+
+/// The memory cap of a node scaled by the bandwidth ratio from `reference` (whose batch is
+/// unknown: at most what its memory holds). None when the model, the reference or its
+/// memory is unknown, or when this node holds at least as many sequences.
+fn memory_cap(
+    req: &PlanRequest,
+    reference: Option<&&Row>,
+    rf: &GpuFacts,
+    tf: &GpuFacts,
+    gpus_per_replica: u32,
+) -> Option<MemoryCap> {
+    let (m, r) = (req.model.as_ref()?, reference?);
+    let (mean_ctx, full_ctx) = req.context_tokens();
+    let ref_gpr = (r.gpus_per_node / r.replicas_per_node.max(1)).max(1);
+    let ref_holds = MemoryFit::new(m, rf, ref_gpr, full_ctx).max_concurrency;
+    let holds = MemoryFit::new(m, tf, gpus_per_replica.max(1), full_ctx).max_concurrency;
+    if holds == 0 || ref_holds == 0 || holds >= ref_holds {
+        return None;
+    }
+    let ref_per_replica = r.tok_s_per_node.p50 / r.replicas_per_node.max(1) as f64;
+    let share = ref_per_replica / Roofline::new(m, rf, ref_gpr, mean_ctx).bound(ref_holds as f64);
+    let per_replica =
+        share * Roofline::new(m, tf, gpus_per_replica.max(1), mean_ctx).bound(holds as f64);
+    (share.is_finite() && per_replica.is_finite()).then_some(MemoryCap {
+        holds,
+        ref_holds,
+        share,
+        per_replica,
+    })
 }
 
 /// Replicas per node such that the model's weights take at most 80% of a replica's usable

@@ -29,11 +29,18 @@ pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
         } else if n.days.p10 == n.days.p90 {
             "no spread".to_string()
         } else {
-            format!(
-                "P10-P90 {} to {}",
+            let (lo, hi) = (
                 human_duration(n.days.p10 * SECONDS_PER_DAY),
-                human_duration(n.days.p90 * SECONDS_PER_DAY)
-            )
+                human_duration(n.days.p90 * SECONDS_PER_DAY),
+            );
+            match lo == hi {
+                // Not "2.89-2.89": the ends print alike, so say how narrow the spread is.
+                true => format!(
+                    "P10-P90 within ±{:.1}%",
+                    ((n.days.p90 - n.days.p10) / 2.0 / n.days.p50 * 100.0).max(0.1)
+                ),
+                false => format!("P10-P90 {lo} to {hi}"),
+            }
         }
     };
     let (t, a) = both(&|n| Some(n.days.p50));

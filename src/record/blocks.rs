@@ -62,6 +62,8 @@ pub fn combine(blocks: Vec<BlockRun>, setup: ServerSetup) -> Option<RunResult> {
         base: first.base.as_ref().map(|b| BaseArm {
             endpoints: b.endpoints,
             model: b.model.clone(),
+            engine: b.engine.clone(),
+            engine_version: b.engine_version.clone(),
             levels: Vec::new(),
         }),
         drift: None,
@@ -139,6 +141,8 @@ mod tests {
         result.base = Some(BaseArm {
             endpoints: 1,
             model: None,
+            engine: None,
+            engine_version: None,
             levels: fake::run(&[(1, base), (8, base)]).levels,
         });
         result.warnings = vec!["same warning".into()];

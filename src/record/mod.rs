@@ -658,6 +658,13 @@ pub struct BaseArm {
     pub endpoints: usize,
     /// The model the base server reported (after resolving "auto").
     pub model: Option<String>,
+    /// The engine and its version as the base server reported them: in relative mode each
+    /// arm speaks for itself (an engine upgrade is what such a run gates), and the verdict
+    /// says when the two differ. Absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
     pub levels: Vec<LevelResult>,
 }
 

@@ -151,6 +151,8 @@ mod tests {
                 settings_from: None,
                 overridden: Vec::new(),
                 changes: None,
+                arms: None,
+                history_need: None,
             },
         }
     }

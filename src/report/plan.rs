@@ -55,7 +55,7 @@ fn days_range(n: &NodePlan) -> String {
     } else if (n.days.p90 - n.days.p10).abs() < 1e-9 * n.days.p50 {
         format!("{:.2} (no spread)", n.days.p50)
     } else {
-        format!("{:.2}-{:.2}", n.days.p10, n.days.p90)
+        n.days.range_text()
     }
 }
 
@@ -461,7 +461,39 @@ fn dist_name(d: &crate::profile::LengthDist) -> &'static str {
 
 /// The plan as JSON.
 pub fn render_json(plan: &Plan) -> String {
-    serde_json::to_string_pretty(plan).expect("a plan serializes")
+    let mut value = serde_json::to_value(plan).expect("a plan serializes");
+    if let Some(nodes) = value.get_mut("nodes").and_then(|n| n.as_array_mut()) {
+        for node in nodes {
+            let unknown = node.pointer("/interval/known") == Some(&serde_json::Value::Bool(false));
+            if unknown {
+                null_degenerate_bounds(node);
+            }
+        }
+    }
+    serde_json::to_string_pretty(&value).expect("a plan serializes")
+}
+
+/// In a row whose interval is unknown, every {p10, p50, p90} with p10 = p50 = p90 carries
+/// no spread: its p10 and p90 become null, so that no reader takes them for a measured
+/// interval of zero width. A claim's range (p10 and p90 at its ends) stays.
+fn null_degenerate_bounds(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let q = |k: &str| map.get(k).and_then(Value::as_f64);
+            if let (Some(a), Some(b), Some(c)) = (q("p10"), q("p50"), q("p90")) {
+                if a == b && b == c {
+                    map.insert("p10".into(), Value::Null);
+                    map.insert("p90".into(), Value::Null);
+                }
+            }
+            for v in map.values_mut() {
+                null_degenerate_bounds(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(null_degenerate_bounds),
+        _ => {}
+    }
 }
 
 /// Node counts the chart shows: 1 up to at least 8, and past the deadline's need.

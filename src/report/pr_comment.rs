@@ -27,6 +27,9 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
     if let Some(line) = verdict.overrides_line() {
         let _ = writeln!(out, "**{line}**\n");
     }
+    for line in verdict.notices() {
+        let _ = writeln!(out, "**{}**\n", crate::untrusted::inline_text(&line));
+    }
     for line in super::verdict::slot_lines(verdict) {
         let _ = writeln!(out, "{line}\n");
     }

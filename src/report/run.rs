@@ -69,6 +69,17 @@ pub struct VerdictFiles {
     pub markdown: Option<PathBuf>,
 }
 
+impl VerdictFiles {
+    /// Whether one of the files is standard output (`-`): the console table and annotations
+    /// then go to stderr, so that stdout holds that file alone.
+    pub fn stdout_taken(&self) -> bool {
+        [&self.json, &self.junit, &self.markdown]
+            .into_iter()
+            .flatten()
+            .any(|p| crate::fsutil::is_stdout(p))
+    }
+}
+
 /// The run's charts for a verdict to show: the PNGs as written, and where a workflow publishes
 /// them (`--image-base-url`), if anywhere.
 #[derive(Debug, Clone, Default)]
@@ -115,10 +126,13 @@ pub fn publish_verdict(
     files: &VerdictFiles,
     charts: &VerdictCharts,
 ) -> Result<()> {
-    print!(
-        "{}",
-        crate::untrusted::for_terminal_lines(&text::console(verdict))
-    );
+    let console = text::console(verdict);
+    let table = crate::untrusted::for_terminal_lines(&console);
+    let quiet = files.stdout_taken();
+    match quiet {
+        true => eprint!("{table}"),
+        false => print!("{table}"),
+    }
     if let Some(path) = &files.json {
         write_atomic(path, tables::verdict_json(verdict)?.as_bytes())?;
     }
@@ -137,7 +151,10 @@ pub fn publish_verdict(
     github::write_outputs(verdict)?;
     if github::in_actions() {
         for line in github::annotations(verdict) {
-            println!("{line}");
+            match quiet {
+                true => eprintln!("{line}"),
+                false => println!("{line}"),
+            }
         }
     }
     Ok(())

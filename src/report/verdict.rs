@@ -324,10 +324,14 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
         // Names in the settings line come from the baseline and results files.
         let _ = writeln!(out, "{}", crate::untrusted::for_terminal(&line));
     }
+    let notices = verdict.notices();
+    for line in &notices {
+        let _ = writeln!(out, "note: {}", crate::untrusted::for_terminal(line));
+    }
     for line in super::explain::console_lines(verdict) {
         let _ = writeln!(out, "{line}");
     }
-    for w in &verdict.warnings {
+    for w in verdict.warnings.iter().filter(|w| !notices.contains(w)) {
         let _ = writeln!(out, "warning: {}", crate::untrusted::for_terminal(w));
     }
     let _ = writeln!(out, "{}", painted_headline(verdict, color));
@@ -372,6 +376,9 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
         headline_md(verdict)
     );
     let _ = writeln!(out, "{}\n", against_line(verdict));
+    for line in verdict.notices() {
+        let _ = writeln!(out, "**{}**\n", crate::untrusted::inline_text(&line));
+    }
     out.push_str(&tables::markdown(tables::FULL, verdict));
     let _ = writeln!(
         out,
@@ -390,9 +397,13 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
         let _ = writeln!(out, "{}\n", crate::untrusted::inline_text(&line));
     }
     out.push_str(&super::explain::markdown(verdict));
-    if !verdict.warnings.is_empty() {
+    let notices = verdict.notices();
+    let warnings: Vec<&String> = (verdict.warnings.iter())
+        .filter(|w| !notices.contains(w))
+        .collect();
+    if !warnings.is_empty() {
         let _ = writeln!(out, "**Warnings**\n");
-        for w in &verdict.warnings {
+        for w in warnings {
             let _ = writeln!(out, "- {}", crate::untrusted::inline_text(w));
         }
         let _ = writeln!(out);

@@ -267,10 +267,10 @@ impl Envelope<'_> {
     }
 }
 
-/// `GET /version`, as vLLM answers it: the simulator's version, so the probe's engine
-/// version detection can be tested against it.
-pub fn version_body() -> Value {
-    json!({ "version": env!("CARGO_PKG_VERSION") })
+/// `GET /version`, as vLLM answers it: the simulator's version (or `--engine-version`), so
+/// the probe's engine version detection can be tested against it.
+pub fn version_body(version: &str) -> Value {
+    json!({ "version": version })
 }
 
 #[cfg(test)]

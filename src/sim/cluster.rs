@@ -185,6 +185,7 @@ async fn start_replica(
         send_times: cfg.record_send_times.then(Default::default),
         connections,
         session_factor,
+        version: cfg.version(),
     });
     let engine = tokio::spawn(engine::run(cfg, rx, metrics));
     let app = router(state);
@@ -265,6 +266,10 @@ pub struct ServeSimArgs {
     /// stays the preset's under --token-delay-ms).
     #[arg(long, value_name = "X")]
     pub tokens_per_step: Option<f64>,
+    /// The engine version the server reports at GET /version and in /metrics (default: this
+    /// build's), e.g. to stand a "new engine" beside an old one in a relative run.
+    #[arg(long, value_name = "VERSION")]
+    pub engine_version: Option<String>,
     /// Keep each streamed chunk's send time per `user` and serve them at GET /sim/send-times
     /// (for `selfbench`).
     #[arg(long, hide = true)]
@@ -305,6 +310,7 @@ impl ServeSimArgs {
         if let Some(t) = self.tokens_per_step {
             cfg.tokens_per_step_mean = t;
         }
+        cfg.engine_version = self.engine_version.clone();
         cfg.prefix_cache = self.prefix_cache;
         if let Some(path) = &self.tokenizer {
             let path =

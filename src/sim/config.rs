@@ -64,6 +64,9 @@ pub struct SimConfig {
     /// the cache the request admitted last is preempted (back to the queue's front, its
     /// tokens prefilled again on readmission), as vLLM's recompute preemption does.
     pub kv_cache_tokens: Option<u64>,
+    /// The version `GET /version` and `/metrics` report (None: this build's), so that a test
+    /// can stand up two "engine versions" side by side.
+    pub engine_version: Option<String>,
 }
 
 impl SimConfig {
@@ -81,6 +84,11 @@ impl SimConfig {
     /// The speed factor of a session (process start) under this configuration: exactly 1
     /// without jitter, else lognormal with sd `session_jitter` on the log scale, drawn from
     /// `seed` (the same seed, the same factor).
+    /// The version the server reports: the one given, else this build's.
+    pub fn version(&self) -> String {
+        (self.engine_version.clone()).unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string())
+    }
+
     pub fn session_factor(&self) -> f64 {
         session_factor(self.seed, self.session_jitter)
     }

@@ -44,6 +44,8 @@ pub struct AppState {
     pub connections: Arc<AtomicU64>,
     /// The speed factor this process start drew (`SimConfig::session_factor`).
     pub session_factor: f64,
+    /// The version this server reports (`SimConfig::version`).
+    pub version: String,
 }
 
 /// Send times in nanoseconds since the process's first recorded chunk, per `user`.
@@ -79,7 +81,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .route(
             "/version",
-            get(|| async { axum::Json(api::version_body()) }),
+            get(|State(st): State<Arc<AppState>>| async move {
+                axum::Json(api::version_body(&st.version))
+            }),
         )
         .route("/sim/send-times", get(send_times))
         .route(
@@ -119,7 +123,7 @@ async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response
 async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     let mut text = st
         .metrics
-        .render(&st.preset, env!("CARGO_PKG_VERSION"), st.session_factor);
+        .render(&st.preset, &st.version, st.session_factor);
     text.push_str(&st.faults.render());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

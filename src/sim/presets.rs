@@ -34,6 +34,7 @@ fn base(preset: &str, model: &str) -> SimConfig {
         prefix_cache: false,
         template_tokens: 0,
         kv_cache_tokens: None,
+        engine_version: None,
     }
 }
 

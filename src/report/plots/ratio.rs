@@ -340,6 +340,8 @@ pub(crate) mod tests {
             settings_from: None,
             overridden: Vec::new(),
             changes: None,
+            arms: None,
+            history_need: None,
         }
     }
 

@@ -1,0 +1,214 @@
+//! How many sessions a history baseline needs before it can fail a drop just under the
+//! guard. With k sessions the spread of the session means has k - 1 degrees of freedom: at
+//! one session it is unknown and only the guard (25%) can fail; at two the t quantile is so
+//! wide that hardly anything can. A team with a one-session baseline sees "inconclusive" on a
+//! 10% slowdown and must be told why and what to do: the number comes from the gate's own
+//! test (`history_level`, `decide`) run on sessions shaped like the noise it observed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::decision::{decide, history_level, DecisionSettings, LevelOutcome};
+
+/// Most sessions searched; a baseline that needs more is told "more than this".
+pub const MAX_SESSIONS: usize = 60;
+
+/// A history baseline too short to fail a drop under the guard, and what it would take.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HistoryNeed {
+    /// Sessions the baseline holds.
+    pub sessions: usize,
+    /// Sessions at which a drop just under the guard could fail with the noise observed
+    /// (None: more than [`MAX_SESSIONS`]).
+    pub needed: Option<usize>,
+    /// The drop that cannot fail today: the guard (0.25).
+    pub guard: f64,
+}
+
+impl HistoryNeed {
+    /// The sentence the author reads in the console, verdict.md and the PR comment.
+    pub fn line(&self) -> String {
+        let has = match self.sessions {
+            1 => "one session".to_string(),
+            n => format!("{n} sessions"),
+        };
+        let needs = match self.needed {
+            Some(n) => format!(
+                "about {n} sessions ({} more nightly blesses)",
+                n.saturating_sub(self.sessions)
+            ),
+            None => format!("more than {MAX_SESSIONS} sessions at this noise"),
+        };
+        format!(
+            "the baseline holds {has}; history mode needs {needs} before it can fail a drop \
+             under {:.0}%, so until then only a larger drop fails: gate pull requests in \
+             relative mode (`ci --base-endpoint`, base and head in one job), and grow the \
+             history with `baseline bless --append` (the nightly bless workflow)",
+            self.guard * 100.0
+        )
+    }
+}
+
+/// What the gate observed at one level, from which the need is computed.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed {
+    /// Trial-to-trial spread within a session (ln scale).
+    pub sigma_w: f64,
+    /// Session-to-session spread, where the baseline could estimate it (2+ sessions);
+    /// otherwise taken as large as `sigma_w`: one session says nothing about it, and a
+    /// restart moving a server as much as its trials scatter is the mild case.
+    pub sigma_b: Option<f64>,
+    /// Trials per baseline session and in the candidate.
+    pub per_session: usize,
+    pub candidate: usize,
+}
+
+/// The smallest session count at which a drop just under the guard at one level (the others
+/// unchanged, `levels` gated in all, Holm across them) would fail at `settings.alpha`, when
+/// sessions and trials spread as `observed` says. None when even [`MAX_SESSIONS`] would not.
+pub fn sessions_needed(
+    observed: Observed,
+    levels: usize,
+    settings: &DecisionSettings,
+) -> Option<usize> {
+    let cand = observed.candidate.max(2);
+    // Just under the guard: a drop beyond it fails on the guard alone.
+    let drop = settings.guard * 0.98;
+    (2..=MAX_SESSIONS).find(|&k| {
+        let sessions = baseline_like(k, observed);
+        let mut tests = vec![history_level(
+            &sessions,
+            &shaped(cand, observed.sigma_w, (1.0 - drop).ln()),
+            settings.guard,
+        )];
+        for _ in 1..levels.max(1) {
+            tests.push(history_level(
+                &sessions,
+                &shaped(cand, observed.sigma_w, 0.0),
+                settings.guard,
+            ));
+        }
+        decide(&mut tests, settings);
+        tests[0].outcome == LevelOutcome::Regression
+    })
+}
+
+/// `k` sessions whose trials scatter by sigma_w and whose means scatter as sessions with
+/// sigma_b between them and that within them do (sd sqrt(sigma_b^2 + sigma_w^2 / n)).
+fn baseline_like(k: usize, observed: Observed) -> Vec<Vec<f64>> {
+    let per = observed.per_session.max(2);
+    let sigma_b = observed.sigma_b.unwrap_or(observed.sigma_w);
+    let means_sd = (sigma_b.powi(2) + observed.sigma_w.powi(2) / per as f64).sqrt();
+    (0..k)
+        .map(|i| shaped(per, observed.sigma_w, means_sd * spread(i, k)))
+        .collect()
+}
+
+/// `n` values centred on `centre` with sample standard deviation `sd` (evenly spaced).
+fn shaped(n: usize, sd: f64, centre: f64) -> Vec<f64> {
+    let raw: Vec<f64> = (0..n).map(|i| i as f64 - (n as f64 - 1.0) / 2.0).collect();
+    let ss: f64 = raw.iter().map(|x| x * x).sum::<f64>() / (n as f64 - 1.0);
+    let scale = if ss > 0.0 { sd / ss.sqrt() } else { 0.0 };
+    raw.iter().map(|x| centre + x * scale).collect()
+}
+
+/// Session i of k's offset in units of the session spread: evenly spaced, sample sd 1 (0 for
+/// a single session).
+fn spread(i: usize, k: usize) -> f64 {
+    if k < 2 {
+        return 0.0;
+    }
+    let raw = |j: usize| j as f64 - (k as f64 - 1.0) / 2.0;
+    let ss: f64 = (0..k).map(|j| raw(j).powi(2)).sum::<f64>() / (k as f64 - 1.0);
+    raw(i) / ss.sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed(sigma_w: f64) -> Observed {
+        Observed {
+            sigma_w,
+            sigma_b: None,
+            per_session: 5,
+            candidate: 5,
+        }
+    }
+
+    #[test]
+    fn a_quiet_server_needs_a_few_sessions_and_a_noisy_one_more() {
+        let s = DecisionSettings::default();
+        let quiet = sessions_needed(observed(0.01), 1, &s).unwrap();
+        let noisy = sessions_needed(observed(0.05), 1, &s).unwrap();
+        // Two sessions (df 1, t = 31.8 at 0.8%) cannot fail 24.5% even at 1% noise.
+        assert!(quiet >= 3, "{quiet}");
+        assert!(noisy > quiet, "{noisy} vs {quiet}");
+        // More levels: Holm asks more of the one that dropped.
+        assert!(sessions_needed(observed(0.05), 6, &s).unwrap() >= noisy);
+    }
+
+    #[test]
+    fn the_count_is_where_the_gates_own_test_starts_failing() {
+        let s = DecisionSettings::default();
+        let o = observed(0.03);
+        let n = sessions_needed(o, 1, &s).unwrap();
+        let fails = |k: usize| {
+            let sessions = baseline_like(k, o);
+            let mut t = [history_level(
+                &sessions,
+                &shaped(5, 0.03, (0.755f64).ln()),
+                0.25,
+            )];
+            decide(&mut t, &s);
+            t[0].outcome == LevelOutcome::Regression
+        };
+        assert!(fails(n));
+        assert!(!fails(n - 1));
+        // One session: nothing under the guard can fail, as the verdict says.
+        assert!(!fails(1));
+    }
+
+    #[test]
+    fn noise_beyond_reach_says_so() {
+        let s = DecisionSettings::default();
+        assert_eq!(sessions_needed(observed(2.0), 1, &s), None);
+        let line = HistoryNeed {
+            sessions: 1,
+            needed: None,
+            guard: 0.25,
+        }
+        .line();
+        assert!(line.contains("more than 60 sessions"), "{line}");
+    }
+
+    #[test]
+    fn the_line_says_the_count_the_blesses_and_relative_mode() {
+        let line = HistoryNeed {
+            sessions: 1,
+            needed: Some(4),
+            guard: 0.25,
+        }
+        .line();
+        assert!(
+            line.starts_with("the baseline holds one session;"),
+            "{line}"
+        );
+        assert!(
+            line.contains("about 4 sessions (3 more nightly blesses)"),
+            "{line}"
+        );
+        assert!(line.contains("a drop under 25%"), "{line}");
+        assert!(line.contains("relative mode"), "{line}");
+    }
+
+    #[test]
+    fn shaped_values_have_the_asked_spread() {
+        let v = shaped(5, 0.02, 1.0);
+        let m = v.iter().sum::<f64>() / 5.0;
+        let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / 4.0).sqrt();
+        assert!((m - 1.0).abs() < 1e-12 && (sd - 0.02).abs() < 1e-12);
+        let offsets: Vec<f64> = (0..4).map(|i| spread(i, 4)).collect();
+        let sd = (offsets.iter().map(|x| x * x).sum::<f64>() / 3.0).sqrt();
+        assert!((sd - 1.0).abs() < 1e-12);
+    }
+}
