@@ -67,6 +67,7 @@ pub fn combine(blocks: Vec<BlockRun>, setup: ServerSetup) -> Option<RunResult> {
         drift: None,
         notes: Vec::new(),
         servers: Some(setup),
+        analysis: None,
         ..first
     };
     for block in &blocks {
@@ -98,7 +99,7 @@ pub fn combine(blocks: Vec<BlockRun>, setup: ServerSetup) -> Option<RunResult> {
             out.warnings.push(line);
         }
     }
-    out.drift = out.drift();
+    out.analyse();
     if let Some(d) = out.drift.as_ref().filter(|d| d.flagged) {
         out.warnings.push(super::drift_warning(d));
     }

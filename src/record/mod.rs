@@ -12,6 +12,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub mod analysis;
 pub mod blocks;
 pub mod checks;
 pub mod files;
@@ -66,6 +67,10 @@ pub struct RunResult {
     /// each block's server pair. Absent when the servers were started by someone else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub servers: Option<blocks::ServerSetup>,
+    /// Peak, knee and the planner's scaling fit, computed once by [`RunResult::analyse`] and
+    /// read by every report; absent from files written before it existed (recomputed on load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<analysis::Analysis>,
 }
 
 /// Where the numbers were measured: the fingerprint a baseline is compared on.
@@ -723,7 +728,7 @@ impl RunResult {
         for (arm, levels) in [&self.levels[..], base].into_iter().enumerate() {
             for (i, level) in levels.iter().enumerate() {
                 for t in level.trials.iter().filter(|t| t.succeeded > 0) {
-                    if !(t.output_tok_per_s.is_finite() && t.output_tok_per_s > 0.0) {
+                    if !crate::stats::is_positive(t.output_tok_per_s) {
                         continue;
                     }
                     cells.push((arm * 100_000 + i) as u32);
@@ -740,19 +745,6 @@ impl RunResult {
     /// form the run's warnings and the gate's report use.
     pub fn flag_lines(&self, kind: Option<flags::FlagKind>) -> Vec<String> {
         flag_lines(&self.levels, kind)
-    }
-
-    /// (concurrency, output tok/s) of every trial that measured something: the points a
-    /// scaling curve is fitted to (one per trial, never per request).
-    pub fn throughput_points(&self) -> Vec<(f64, f64)> {
-        self.levels
-            .iter()
-            .flat_map(|l| {
-                l.throughputs()
-                    .into_iter()
-                    .map(move |t| (f64::from(l.concurrency), t))
-            })
-            .collect()
     }
 
     /// Reads a result file, refusing schema versions this build does not know.
@@ -816,6 +808,8 @@ impl RunResult {
         }
         // Read into this version's types: saved again, it is a file of this version.
         result.schema_version = SCHEMA_VERSION;
+        // Derived from the levels: never trusted over them (a file may be old or edited).
+        result.analyse();
         Ok(result)
     }
 
@@ -933,7 +927,7 @@ pub mod fake {
             "name = \"fake\"\n[target]\nendpoints = [\"http://127.0.0.1:1\"]\n[workload]\nmax_tokens = 64\n[sweep]\nconcurrency = [1]\n",
         )
         .unwrap();
-        RunResult {
+        let mut run = RunResult {
             schema_version: SCHEMA_VERSION,
             tool: "throughline test".into(),
             profile_name: "fake".into(),
@@ -964,7 +958,10 @@ pub mod fake {
             drift: None,
             notes: Vec::new(),
             servers: None,
-        }
+            analysis: None,
+        };
+        run.analyse();
+        run
     }
 }
 

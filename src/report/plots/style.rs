@@ -135,6 +135,8 @@ pub(crate) enum Mark {
     Dashed,
     /// A translucent band.
     Band,
+    /// A crossed-out line: something the chart would draw and does not (a refused fit).
+    Crossed,
 }
 
 #[derive(Debug, Clone)]
@@ -314,6 +316,18 @@ fn draw_mark(root: &Area<'_>, entry: &LegendEntry, (x, y): (i32, i32)) -> Result
             for s in [0, 12, 24] {
                 root.draw(&PathElement::new(
                     vec![(x + s, y), (x + (s + 7).min(MARK_W), y)],
+                    c.stroke_width(2),
+                ))?;
+            }
+        }
+        Mark::Crossed => {
+            root.draw(&PathElement::new(
+                vec![(x, y), (x + MARK_W, y)],
+                c.mix(0.5).stroke_width(2),
+            ))?;
+            for dy in [-6, 6] {
+                root.draw(&PathElement::new(
+                    vec![(mid - 6, y - dy), (mid + 6, y + dy)],
                     c.stroke_width(2),
                 ))?;
             }
