@@ -226,7 +226,7 @@ fn bars(
     };
     let mut builder = ChartBuilder::on(&area);
     builder
-        .caption(caption, style::text(style::PANEL_TITLE_SIZE, &style::INK))
+        .caption(caption, style::panel_caption())
         .margin_left(12)
         .margin_right(16)
         .margin_top(6)
@@ -238,17 +238,12 @@ fn bars(
     macro_rules! panel {
         ($x:expr, $floor:expr) => {{
             let mut cc = builder.build_cartesian_2d($x, y_range.clone())?;
-            cc.configure_mesh()
+            style::mesh(&mut cc.configure_mesh(), 1)
                 .disable_y_mesh()
                 .x_desc(x_desc)
                 .x_labels(6)
                 .y_labels(0)
                 .x_label_formatter(&|v| fmt_num(*v))
-                .label_style(style::text(style::TICK_SIZE, &style::INK))
-                .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
-                .bold_line_style(style::GRID_BOLD)
-                .light_line_style(style::GRID_LIGHT)
-                .max_light_lines(1)
                 .draw()?;
             let half = if n > 12 { 0.3 } else { 0.35 };
             // The names, right-aligned beside their rows (the first node type at the top).
@@ -325,7 +320,7 @@ fn lines(
     builder
         .caption(
             "Days to finish by node count: P50 line, P10-P90 band",
-            style::text(style::PANEL_TITLE_SIZE, &style::INK),
+            style::panel_caption(),
         )
         .margin_left(12)
         .margin_right(40)
@@ -347,18 +342,13 @@ fn lines(
             let x_axis = $x;
             let (x_lo, x_hi) = (x_axis.range().start, x_axis.range().end);
             let mut cc = builder.build_cartesian_2d(x_axis, $y)?;
-            cc.configure_mesh()
+            style::mesh(&mut cc.configure_mesh(), 2)
                 .x_desc(x_desc)
                 .y_desc(y_desc)
                 .x_labels(10)
                 .y_labels(8)
                 .x_label_formatter(&|v| fmt_num(*v))
                 .y_label_formatter(&|v| fmt_num(*v))
-                .label_style(style::text(style::TICK_SIZE, &style::INK))
-                .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
-                .bold_line_style(style::GRID_BOLD)
-                .light_line_style(style::GRID_LIGHT)
-                .max_light_lines(2)
                 .draw()?;
             if let Some(d) = deadline {
                 cc.draw_series(DashedLineSeries::new(

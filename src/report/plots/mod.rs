@@ -25,6 +25,7 @@ use plotters::prelude::*;
 use crate::fsutil::write_atomic;
 use crate::record::analysis::Scaling;
 use crate::record::{LevelResult, RunResult, TrialResult};
+use crate::stats::is_positive;
 pub(crate) use crate::stats::summary::{mean_ci95, MeanCi};
 use axis::LogTicks;
 
@@ -220,10 +221,10 @@ pub(crate) fn samples(
             .iter()
             .filter(|t| t.succeeded > 0)
             .filter_map(&metric)
-            .filter(|v| v.is_finite() && *v > 0.0)
+            .filter(|v| is_positive(*v))
             .collect();
         let x = kind.x(level);
-        if !(x.is_finite() && x > 0.0) {
+        if !is_positive(x) {
             missing.push(x);
             continue;
         }

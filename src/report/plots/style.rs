@@ -4,6 +4,8 @@
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, Result};
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::Ranged;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -118,6 +120,29 @@ pub(crate) fn ensure_font() -> Result<()> {
 
 pub(crate) fn text(size: f64, color: &'static RGBColor) -> TextStyle<'static> {
     TextStyle::from((FAMILY, size).into_font()).color(color)
+}
+
+/// The house look of a chart's axes, the same on every chart: tick labels, axis captions
+/// and the grid (bold at the labelled ticks, `light_lines` light lines between them).
+pub(crate) fn mesh<'m, 'a, 'b, X, Y, DB>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+    light_lines: usize,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: Ranged<ValueType: std::fmt::Debug>,
+    Y: Ranged<ValueType: std::fmt::Debug>,
+    DB: DrawingBackend,
+{
+    mesh.label_style(text(TICK_SIZE, &INK))
+        .axis_desc_style(text(AXIS_DESC_SIZE, &INK))
+        .bold_line_style(GRID_BOLD)
+        .light_line_style(GRID_LIGHT)
+        .max_light_lines(light_lines)
+}
+
+/// The caption above one panel of a two-panel chart.
+pub(crate) fn panel_caption() -> TextStyle<'static> {
+    text(PANEL_TITLE_SIZE, &INK)
 }
 
 /// How a legend entry is drawn.

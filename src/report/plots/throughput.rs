@@ -368,18 +368,13 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         .x_label_area_size(56)
         .y_label_area_size(90)
         .build_cartesian_2d(x.clone(), 0f64..y_top)?;
-    cc.configure_mesh()
+    style::mesh(&mut cc.configure_mesh(), 2)
         .x_desc(chart.kind.axis_caption())
         .y_desc(chart.y_desc)
         .x_labels(12)
         .y_labels(8)
         .x_label_formatter(&|v| fmt_num(*v))
         .y_label_formatter(&|v| fmt_num(*v))
-        .label_style(style::text(style::TICK_SIZE, &style::INK))
-        .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
-        .bold_line_style(style::GRID_BOLD)
-        .light_line_style(style::GRID_LIGHT)
-        .max_light_lines(2)
         .draw()?;
 
     // The fitted curve, clipped to the plotting area (plotters does not clip): solid over the
