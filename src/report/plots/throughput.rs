@@ -330,9 +330,14 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
             } else {
                 ""
             };
+            let replicas = if c.replicas > 1 {
+                format!(" per replica (x{})", c.replicas)
+            } else {
+                String::new()
+            };
             legend.push(LegendEntry::new(
                 format!(
-                    "USL scaling curve the plan uses, fitted to {to}'s trials{steady} \
+                    "USL scaling curve the plan uses, fitted{replicas} to {to}'s trials{steady} \
                      (R^2 {:.2})",
                     c.r_squared
                 ),
