@@ -334,4 +334,23 @@ mod tests {
         let old: RunResult = serde_json::from_value(value).unwrap();
         assert!(old.analysis.is_none());
     }
+
+    /// A file written before the analysis existed, or edited since, is analysed on load from
+    /// its levels: the stored copy is never trusted over them.
+    #[test]
+    fn loading_recomputes_the_analysis_from_the_levels() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.json");
+        let mut run = fake::run(&[
+            (1, &[100.0, 101.0]),
+            (4, &[380.0, 385.0]),
+            (16, &[1200.0, 1190.0]),
+        ]);
+        let truth = run.analysis.take();
+        run.save(&path).unwrap();
+        assert_eq!(RunResult::load(&path).unwrap().analysis, truth);
+        run.analysis = Some(Analysis::default());
+        run.save(&path).unwrap();
+        assert_eq!(RunResult::load(&path).unwrap().analysis, truth);
+    }
 }

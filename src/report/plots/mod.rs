@@ -624,6 +624,27 @@ concurrency = [1]
         }
     }
 
+    /// throughput.png draws the scaling it is given (the record's analysis) and nothing of
+    /// its own: no curve, the planner's curve and a refused fit named in the legend are three
+    /// different charts of the same trials.
+    #[test]
+    fn the_chart_draws_the_scaling_it_is_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = sweep(&[1, 2, 4, 8], 3);
+        let refused = Scaling::Refused { r_squared: 0.42 };
+        let fitted = r.analysis.clone().unwrap().scaling;
+        assert!(matches!(fitted, Scaling::Fitted(_)), "{fitted:?}");
+        let png = |scaling: &Scaling, name: &str| {
+            let out = dir.path().join(name);
+            write_run_plots(&r, None, None, scaling, &out).unwrap();
+            std::fs::read(out.join(THROUGHPUT_PNG)).unwrap()
+        };
+        let (none, curve, why) = (png(&NONE, "none"), png(&fitted, "fit"), png(&refused, "no"));
+        assert_ne!(none, curve);
+        assert_ne!(none, why);
+        assert_ne!(curve, why);
+    }
+
     #[test]
     fn dates_come_from_the_result() {
         assert_eq!(display_date("2026-11-29T11:22:06Z"), "2026-11-29 11:22 UTC");
