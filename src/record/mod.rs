@@ -4,6 +4,8 @@
 //! Every request sent is accounted for: `requests_sent == succeeded + sum(failed)` in every
 //! trial, and throughput counts successful requests only. The JSON carries a schema version
 //! so that readers refuse files they do not understand instead of misreading them.
+//! What the figures say (peak, knee, drift, the scaling fit) is [`analysis`], computed once
+//! per record and read by every report.
 
 use std::collections::BTreeMap;
 use std::fmt;
