@@ -390,3 +390,159 @@ fn the_export_rule_catches_a_format_that_uses_another() {
         assert!(!EXPORT_MAY_USE.iter().any(|m| target == *m), "{target:?}");
     }
 }
+
+/// What renderers may not use: the computations whose results they draw and print. A chart
+/// and the plan once showed two different scaling fits (issue 28): each figure is computed
+/// once, with the record (`record::analysis`: peak, knee, drift, the planner's USL fit) or
+/// by its job (`plan`, `gate`), and reaches `report/` as data. `stats` helpers that summarise
+/// the values drawn (means, intervals, percentiles) stay allowed: they fit nothing.
+const FITTING: &[(&[&str], &str)] = &[
+    (
+        &["stats", "usl"],
+        "the USL fit and its bootstrap: record::analysis and plan",
+    ),
+    (
+        &["stats", "fit_usl"],
+        "the USL fit: record::analysis::scaling_of",
+    ),
+    (
+        &["stats", "bootstrap_throughput_at"],
+        "the planner's bootstrap: plan::curve",
+    ),
+    (
+        &["stats", "UslFit"],
+        "a raw fit: renderers draw record::analysis::ScalingCurve or plan's FitReport",
+    ),
+    (
+        &["stats", "changepoint"],
+        "change points across sessions: gate::trend",
+    ),
+    (
+        &["stats", "drift_check"],
+        "the drift: RunResult::analyse stores it",
+    ),
+    (
+        &["stats", "decision", "drift_check"],
+        "the drift: RunResult::analyse stores it",
+    ),
+    (
+        &["stats", "decision", "drift_check_at"],
+        "the drift: RunResult::analyse stores it",
+    ),
+    (
+        &["plan", "curve", "estimate"],
+        "the planner's estimate: plan",
+    ),
+    (
+        &["record", "analysis", "scaling_of"],
+        "the scaling fit: read RunResult::analysis",
+    ),
+    (
+        &["record", "analysis", "fit_of"],
+        "the scaling fit: read RunResult::analysis",
+    ),
+    (
+        &["record", "analysis", "fit_points"],
+        "the fit's points: read RunResult::analysis",
+    ),
+    (
+        &["record", "analysis", "points_per_replica"],
+        "the fit's points: read RunResult::analysis",
+    ),
+    (
+        &["record", "analysis", "wave_factor"],
+        "the fit's steady rates: read RunResult::analysis",
+    ),
+    (
+        &["record", "analysis", "shape"],
+        "peak and knee: read RunResult::analysis",
+    ),
+];
+
+/// Methods that compute a record's analysis; only the record's makers call them.
+const ANALYSING_CALLS: &[&str] = &[".analyse()", ".drift()"];
+
+/// A file of tests kept beside its module (`compare_tests.rs`, `props.rs`).
+fn is_test_file(module: &[String]) -> bool {
+    module
+        .last()
+        .is_some_and(|m| m.ends_with("tests") || m.ends_with("props"))
+}
+
+/// `name(` with no identifier character before `name`.
+fn calls(text: &str, name: &str) -> bool {
+    let pattern = format!("{name}(");
+    text.match_indices(&pattern).any(|(at, _)| {
+        at == 0 || {
+            let b = text.as_bytes()[at - 1];
+            !(b.is_ascii_alphanumeric() || b == b'_')
+        }
+    })
+}
+
+#[test]
+fn renderers_import_no_statistics_fitting() {
+    let mut wrong = Vec::new();
+    for (module, path) in sources() {
+        if module.first().map(String::as_str) != Some("report") || is_test_file(&module) {
+            continue;
+        }
+        let text = code(&path);
+        let refs = references(&module, &text);
+        for (forbidden, why) in FITTING {
+            let named = refs.iter().any(|r| {
+                r.starts_with(&forbidden.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            });
+            let last = forbidden[forbidden.len() - 1];
+            let called = last.starts_with(|c: char| c.is_ascii_lowercase()) && calls(&text, last);
+            if named || called {
+                wrong.push(format!(
+                    "{}: uses {} ({why})",
+                    module.join("::"),
+                    forbidden.join("::")
+                ));
+            }
+        }
+        for call in ANALYSING_CALLS {
+            if text.contains(call) {
+                wrong.push(format!(
+                    "{}: calls {call}: read RunResult::analysis and RunResult::drift instead",
+                    module.join("::")
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "renderers computing what they should read:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The gate reads the drift the record stores; it computes no second one.
+#[test]
+fn the_gate_reads_the_stored_drift() {
+    for (module, path) in sources() {
+        if module.first().map(String::as_str) != Some("gate") || is_test_file(&module) {
+            continue;
+        }
+        let text = code(&path);
+        for call in ANALYSING_CALLS {
+            assert!(!text.contains(call), "{}: calls {call}", module.join("::"));
+        }
+        assert!(!calls(&text, "drift_check"), "{}", module.join("::"));
+    }
+}
+
+#[test]
+fn the_fitting_rule_sees_calls_and_paths() {
+    assert!(calls("let f = fit_usl(&p);", "fit_usl"));
+    assert!(!calls("let f = my_fit_usl(&p);", "fit_usl"));
+    let module = vec!["report".to_string(), "run".to_string()];
+    let refs = references(&module, "use crate::stats::{usl::UslFit, Spread};");
+    assert!(refs.contains(&vec![
+        "stats".to_string(),
+        "usl".to_string(),
+        "UslFit".to_string()
+    ]));
+}

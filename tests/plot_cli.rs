@@ -103,6 +103,8 @@ trials = 3
         drift: None,
         notes: Vec::new(),
         servers: None,
+        // Computed when `plot` loads the file.
+        analysis: None,
     }
 }
 

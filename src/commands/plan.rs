@@ -223,7 +223,7 @@ impl Default for PlanArgs {
 
 fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>> {
     match v {
-        Some(x) if !(x.is_finite() && x > 0.0) => {
+        Some(x) if !crate::stats::is_positive(x) => {
             bail!("{flag}: must be a positive number, got {x}")
         }
         other => Ok(other),

@@ -375,7 +375,8 @@ fn gate(
             inconclusive.join(", ")
         ));
     }
-    let drift = candidate.drift();
+    // Computed once with the record (`RunResult::analyse`), read here.
+    let drift = candidate.drift.clone();
     if let Some(d) = drift.as_ref().filter(|d| d.flagged) {
         warnings.push(drift_warning(d));
     }

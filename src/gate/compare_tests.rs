@@ -35,6 +35,7 @@ fn relative(k1: f64, k8: f64) -> RunResult {
         engine_version: None,
         levels: base.levels,
     });
+    head.analyse();
     head
 }
 
@@ -334,6 +335,7 @@ fn a_drifting_server_is_reported() {
             t.output_tok_per_s *= 1.0 - 0.02 * i as f64;
         }
     }
+    run.analyse();
     let v = evaluate_relative(&run, &GateSettings::default()).unwrap();
     let d = v.drift.as_ref().expect("rounds were recorded");
     assert!(d.flagged && d.size < -0.05, "{d:?}");

@@ -199,7 +199,7 @@ pub fn analyse_latest(
             let logs: Vec<f64> = level
                 .tok_per_s
                 .iter()
-                .filter(|v| v.is_finite() && **v > 0.0)
+                .filter(|v| crate::stats::is_positive(**v))
                 .map(|v| v.ln())
                 .collect();
             if logs.is_empty() {
@@ -211,7 +211,7 @@ pub fn analyse_latest(
                 .push(TrendPoint {
                     measured_at: s.measured_at.clone(),
                     commit: s.commit.clone(),
-                    tok_per_s: (logs.iter().sum::<f64>() / logs.len() as f64).exp(),
+                    tok_per_s: crate::stats::mean(&logs).exp(),
                     trials: logs.len(),
                 });
         }

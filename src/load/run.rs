@@ -135,8 +135,9 @@ pub async fn run_bench(
         drift: None,
         notes: run.notes.clone(),
         servers: None,
+        analysis: None,
     };
-    result.drift = result.drift();
+    result.analyse();
     if let Some(d) = result.drift.as_ref().filter(|d| d.flagged) {
         result.warnings.push(crate::record::drift_warning(d));
     }

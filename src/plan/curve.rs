@@ -7,9 +7,10 @@ use serde::Serialize;
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use crate::record::analysis::{failed_levels, fit_of, fit_points, wave_factor, MIN_R_SQUARED};
 use crate::record::checks::level_problems;
 use crate::record::RunResult;
-use crate::stats::{bootstrap_throughput_at, fit_usl, percentile, UslFit};
+use crate::stats::{bootstrap_throughput_at, is_positive, mean, percentile, variance, UslFit};
 
 use super::figures::{Basis, Interval, Quantiles};
 
@@ -74,9 +75,6 @@ pub fn little_latency_s(n: f64, tokens: f64, x: f64) -> f64 {
     n * tokens / x
 }
 
-/// Below this R^2 the USL fit does not describe the curve: the plan uses measured levels only.
-pub const MIN_R_SQUARED: f64 = 0.9;
-
 /// z for P10/P90 of a normal distribution (the lack-of-fit term of a fitted row's interval).
 const Z90: f64 = 1.281_551_565_5;
 
@@ -87,49 +85,6 @@ fn spread_of(mut values: Vec<f64>, p50: f64) -> Quantiles {
     let p10 = percentile(&values, 10.0).unwrap_or(p50).min(p50);
     let p90 = percentile(&values, 90.0).unwrap_or(p50).max(p50);
     Quantiles { p10, p50, p90 }
-}
-
-/// Per-replica points: (concurrency, tok/s), one per trial that measured something. A run
-/// that spread its requests over several endpoints measured that many replicas together.
-/// Each trial's rate is its steady rate (see [`wave_factor`]).
-pub fn points_per_replica(run: &RunResult) -> Vec<(f64, f64)> {
-    let r = run.environment.endpoints.max(1) as f64;
-    run.levels
-        .iter()
-        .flat_map(|l| {
-            l.trials
-                .iter()
-                .filter(|t| t.succeeded > 0)
-                .map(move |t| t.output_tok_per_s * wave_factor(run, l.concurrency, t))
-                .filter(|x| x.is_finite() && *x > 0.0)
-                .map(move |x| (l.concurrency as f64 / r, x / r))
-        })
-        .collect()
-}
-
-/// How much faster than its window rate a trial ran while its slots were full.
-///
-/// A closed-loop trial of K requests that all ask the same length (`ignore_eos`, no
-/// `output_length` distribution, a request count rather than a duration) runs in waves:
-/// ceil(K/C) of them at concurrency C, the last one part-empty when C does not divide K. Its
-/// window rate (tokens / window) is then the steady rate x K / (C ceil(K/C)): 24 requests at
-/// C = 16 run 2 waves for 1.5 waves' work and read 25% low. A plan runs a long job with its
-/// slots full, so it plans from the steady rate; the job's own end is the tail, which the
-/// plan adds from the job's lengths. 1 for every other trial (unequal lengths do not run in
-/// waves), and for trials that lost requests. It assumes a decode step lasts as long with the
-/// last wave's fewer requests as with full slots: true where decoding is memory-bound (and on
-/// the simulator's fixed preset), optimistic where a smaller batch steps faster; the plan's
-/// note says so.
-pub fn wave_factor(run: &RunResult, concurrency: u32, t: &crate::record::TrialResult) -> f64 {
-    let w = &run.profile.workload;
-    let equal_lengths = w.ignore_eos && w.output_length.is_none();
-    let counted = run.profile.sweep.trial_span().is_none();
-    let k = t.requests_sent;
-    if !(equal_lengths && counted && concurrency > 0 && k > 0 && t.succeeded == k) {
-        return 1.0;
-    }
-    let (k, c) = (k as f64, f64::from(concurrency));
-    (k / c).ceil() * c / k
 }
 
 /// Refuses a results file a plan must not be made from: an open-loop run, an unfinished
@@ -149,7 +104,7 @@ fn refuse_bad_run(run: &RunResult, origin: &str) -> Result<()> {
     }
     for l in &run.levels {
         for t in &l.trials {
-            if t.succeeded > 0 && !(t.output_tok_per_s.is_finite() && t.output_tok_per_s > 0.0) {
+            if t.succeeded > 0 && !is_positive(t.output_tok_per_s) {
                 bail!(
                     "--results {origin}: level {} trial {}: output_tok_per_s is {} with {} \
                      successful request(s); a throughput must be a positive number (the file \
@@ -174,7 +129,7 @@ fn measured_at(points: &[(f64, f64)], level: f64) -> (Quantiles, Interval, usize
         .map(|p| p.1)
         .collect();
     let n = values.len();
-    let mean = values.iter().sum::<f64>() / n.max(1) as f64;
+    let mean = if n == 0 { 0.0 } else { mean(&values) };
     if n < 2 {
         return (
             Quantiles::single(mean),
@@ -185,7 +140,7 @@ fn measured_at(points: &[(f64, f64)], level: f64) -> (Quantiles, Interval, usize
             n,
         );
     }
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let var = variance(&values);
     let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
         .map(|d| d.inverse_cdf(0.9))
         .unwrap_or(Z90);
@@ -224,14 +179,7 @@ pub fn estimate(
     let mut notes = Vec::new();
     let mut warnings = Vec::new();
     let problems = level_problems(&run.levels, run.profile.sweep.max_error_rate);
-    let bad_levels: Vec<u32> = run
-        .levels
-        .iter()
-        .filter(|l| {
-            !level_problems(std::slice::from_ref(*l), run.profile.sweep.max_error_rate).is_empty()
-        })
-        .map(|l| l.concurrency)
-        .collect();
+    let bad_levels = failed_levels(run);
     for p in &problems {
         warnings.push(format!(
             "{origin}: {p}: this level is left out of the plan (a level that loses requests \
@@ -262,14 +210,9 @@ pub fn estimate(
             waves.join(", ")
         ));
     }
-    let points: Vec<(f64, f64)> = points_per_replica(run)
-        .into_iter()
-        .filter(|p| {
-            !bad_levels
-                .iter()
-                .any(|b| (*b as f64 / replicas as f64) == p.0)
-        })
-        .collect();
+    // The points and the fit are the run's analysis (`record::analysis`), which the
+    // throughput chart draws: one fit for both.
+    let points = fit_points(run);
     if points.is_empty() {
         bail!(
             "--results {origin}: no level has a successful trial within the profile's error \
@@ -296,7 +239,7 @@ pub fn estimate(
     }
     let batch1_tok_s = {
         let at1: Vec<f64> = points.iter().filter(|p| p.0 == 1.0).map(|p| p.1).collect();
-        (!at1.is_empty()).then(|| at1.iter().sum::<f64>() / at1.len() as f64)
+        (!at1.is_empty()).then(|| mean(&at1))
     };
     let mean_at = |level: f64| measured_at(&points, level).0.p50;
     let max_measured = levels.last().copied().unwrap_or(1.0).floor().max(1.0) as u32;
@@ -328,8 +271,8 @@ pub fn estimate(
         );
     }
 
-    let fit = if levels.len() >= 3 {
-        match fit_usl(&points) {
+    let fit = if let Some(fit) = fit_of(&points) {
+        match fit {
             Ok(f) if f.r_squared >= MIN_R_SQUARED => Some(f),
             Ok(f) => {
                 warnings.push(format!(
@@ -629,6 +572,50 @@ fn measured_estimate(
 mod tests {
     use super::*;
     use crate::plan::seeds::{seed_122b_curve, seed_27b_batch1};
+    use crate::record::analysis::{points_per_replica, Scaling};
+
+    /// Issue 28 item 4: the throughput chart draws the run's analysis; the plan's fit is the
+    /// same curve (per replica, steady rates), and where the plan refuses a fit (R^2 floor)
+    /// the analysis holds none to draw.
+    #[test]
+    fn plan_and_chart_read_the_same_fit() {
+        let mut run = seed_122b_curve();
+        run.environment.endpoints = 2;
+        run.analyse();
+        let est = estimate(&run, "s", &ConcurrencyLimits::default(), 20, 1).unwrap();
+        let plan = est.fit.unwrap();
+        let chart = match &run.analysis.as_ref().unwrap().scaling {
+            Scaling::Fitted(c) => *c,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            (chart.lambda, chart.sigma, chart.kappa, chart.r_squared),
+            (plan.lambda, plan.sigma, plan.kappa, plan.r_squared)
+        );
+        // The chart's aggregate curve at C is 2 replicas at C / 2 on the plan's curve.
+        let n = plan.peak_concurrency.unwrap();
+        assert!((chart.aggregate(2.0 * n) - 2.0 * plan.peak_throughput.unwrap()).abs() < 1e-6);
+
+        // A zigzag the USL cannot describe: the plan warns and the chart has no curve.
+        let mut bad = crate::record::fake::run(&[
+            (1, &[100.0, 101.0]),
+            (2, &[900.0, 905.0]),
+            (4, &[150.0, 151.0]),
+            (8, &[1000.0, 990.0]),
+        ]);
+        bad.analyse();
+        let est = estimate(&bad, "z", &ConcurrencyLimits::default(), 20, 1).unwrap();
+        assert!(est.fit.is_none());
+        assert!(
+            est.warnings.iter().any(|w| w.contains("R^2")),
+            "{:?}",
+            est.warnings
+        );
+        assert!(matches!(
+            bad.analysis.unwrap().scaling,
+            Scaling::Refused { .. }
+        ));
+    }
 
     fn within(actual: f64, expected: f64, rel: f64) -> bool {
         (actual - expected).abs() <= rel * expected.abs()

@@ -92,6 +92,8 @@ fn transcribed(
         drift: None,
         notes: Vec::new(),
         servers: None,
+        // The seed files hold the transcription only; a reader computes the rest on load.
+        analysis: None,
     }
 }
 

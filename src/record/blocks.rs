@@ -69,6 +69,7 @@ pub fn combine(blocks: Vec<BlockRun>, setup: ServerSetup) -> Option<RunResult> {
         drift: None,
         notes: Vec::new(),
         servers: Some(setup),
+        analysis: None,
         ..first
     };
     for block in &blocks {
@@ -100,7 +101,7 @@ pub fn combine(blocks: Vec<BlockRun>, setup: ServerSetup) -> Option<RunResult> {
             out.warnings.push(line);
         }
     }
-    out.drift = out.drift();
+    out.analyse();
     if let Some(d) = out.drift.as_ref().filter(|d| d.flagged) {
         out.warnings.push(super::drift_warning(d));
     }

@@ -4,6 +4,8 @@
 //! Every request sent is accounted for: `requests_sent == succeeded + sum(failed)` in every
 //! trial, and throughput counts successful requests only. The JSON carries a schema version
 //! so that readers refuse files they do not understand instead of misreading them.
+//! What the figures say (peak, knee, drift, the scaling fit) is [`analysis`], computed once
+//! per record and read by every report.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,6 +14,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub mod analysis;
 pub mod blocks;
 pub mod checks;
 pub mod files;
@@ -67,6 +70,10 @@ pub struct RunResult {
     /// each block's server pair. Absent when the servers were started by someone else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub servers: Option<blocks::ServerSetup>,
+    /// Peak, knee and the planner's scaling fit, computed once by [`RunResult::analyse`] and
+    /// read by every report; absent from files written before it existed (recomputed on load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<analysis::Analysis>,
 }
 
 /// Where the numbers were measured: the fingerprint a baseline is compared on.
@@ -693,7 +700,7 @@ impl RunResult {
         for (arm, levels) in [&self.levels[..], base].into_iter().enumerate() {
             for (i, level) in levels.iter().enumerate() {
                 for t in level.trials.iter().filter(|t| t.succeeded > 0) {
-                    if !(t.output_tok_per_s.is_finite() && t.output_tok_per_s > 0.0) {
+                    if !crate::stats::is_positive(t.output_tok_per_s) {
                         continue;
                     }
                     cells.push((arm * 100_000 + i) as u32);
@@ -710,19 +717,6 @@ impl RunResult {
     /// form the run's warnings and the gate's report use.
     pub fn flag_lines(&self, kind: Option<flags::FlagKind>) -> Vec<String> {
         flag_lines(&self.levels, kind)
-    }
-
-    /// (concurrency, output tok/s) of every trial that measured something: the points a
-    /// scaling curve is fitted to (one per trial, never per request).
-    pub fn throughput_points(&self) -> Vec<(f64, f64)> {
-        self.levels
-            .iter()
-            .flat_map(|l| {
-                l.throughputs()
-                    .into_iter()
-                    .map(move |t| (f64::from(l.concurrency), t))
-            })
-            .collect()
     }
 
     /// Reads a result file, refusing schema versions this build does not know.
@@ -786,6 +780,8 @@ impl RunResult {
         }
         // Read into this version's types: saved again, it is a file of this version.
         result.schema_version = SCHEMA_VERSION;
+        // Derived from the levels: never trusted over them (a file may be old or edited).
+        result.analyse();
         Ok(result)
     }
 
@@ -907,7 +903,7 @@ pub mod fake {
             "name = \"fake\"\n[target]\nendpoints = [\"http://127.0.0.1:1\"]\n[workload]\nmax_tokens = 64\n[sweep]\nconcurrency = [1]\n",
         )
         .unwrap();
-        RunResult {
+        let mut run = RunResult {
             schema_version: SCHEMA_VERSION,
             tool: "throughline test".into(),
             profile_name: "fake".into(),
@@ -938,7 +934,10 @@ pub mod fake {
             drift: None,
             notes: Vec::new(),
             servers: None,
-        }
+            analysis: None,
+        };
+        run.analyse();
+        run
     }
 }
 

@@ -5,6 +5,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use crate::profile::Profile;
+use crate::record::analysis::{LevelMark, Shape};
 use crate::record::telemetry::TrialTelemetry;
 use crate::record::{Arm, LevelResult, RunResult, TrialResult};
 use crate::stats::Spread;
@@ -270,43 +271,26 @@ pub fn group(v: f64) -> String {
     out
 }
 
-/// A level as the closing line names it: "C = 64" or "10 req/s".
-fn level_name(level: &LevelResult) -> String {
-    match level.rate {
+/// A level the analysis named: "C = 64" or "10 req/s".
+fn mark_name(m: &LevelMark) -> String {
+    match m.rate {
         Some(r) => format!("{r} req/s"),
-        None => format!("C = {}", level.concurrency),
+        None => format!("C = {}", m.concurrency),
     }
 }
 
-/// The share of the peak a lower level must reach to be called the knee: beyond it, more
-/// concurrency bought at most a tenth more throughput.
-const KNEE_SHARE: f64 = 0.9;
-
-/// Peak, knee and errors of one arm's levels, from their measured means; None when no
-/// level measured anything.
-fn found(levels: &[LevelResult]) -> Option<String> {
-    let means: Vec<(&LevelResult, f64)> = levels
-        .iter()
-        .filter_map(|l| l.trial_mean(|t| Some(t.output_tok_per_s)).map(|m| (l, m)))
-        .collect();
-    let (peak_at, peak) = means.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
-    let mut said = format!("peak {} tok/s at {}", group(peak), level_name(peak_at));
-    // The knee: the lowest closed-loop level (below the peak's) that already gives 90% of
-    // the peak. Open-loop levels are rates, not concurrency: no knee is named for them.
-    if peak_at.rate.is_none() {
-        let knee = means
-            .iter()
-            .filter(|(l, m)| {
-                l.rate.is_none() && l.concurrency < peak_at.concurrency && *m >= KNEE_SHARE * peak
-            })
-            .min_by_key(|(l, _)| l.concurrency);
-        if let Some((l, m)) = knee {
-            said.push_str(&format!(
-                "; knee at {} ({:.0}% of the peak)",
-                level_name(l),
-                m / peak * 100.0
-            ));
-        }
+/// Peak, knee (both from the run's analysis, `record::analysis`) and errors of one arm's
+/// levels; None when no level measured anything.
+fn found(levels: &[LevelResult], shape: Option<&Shape>) -> Option<String> {
+    let shape = shape?;
+    let peak = shape.peak;
+    let mut said = format!("peak {} tok/s at {}", group(peak.tok_s), mark_name(&peak));
+    if let Some(k) = &shape.knee {
+        said.push_str(&format!(
+            "; knee at {} ({:.0}% of the peak)",
+            mark_name(k),
+            k.tok_s / peak.tok_s * 100.0
+        ));
     }
     let sent: u64 = levels
         .iter()
@@ -332,12 +316,14 @@ fn found(levels: &[LevelResult]) -> Option<String> {
 /// "peak 1,250 tok/s at C = 64; knee at C = 32 (93% of the peak); no errors". A relative run
 /// says it of each arm; an incomplete run says so.
 pub fn closing_line(result: &RunResult) -> String {
-    let head = found(&result.levels);
+    let analysis = result.analysis.as_ref();
+    let head = found(&result.levels, analysis.and_then(|a| a.head.as_ref()));
     let mut line = match (&result.base, head) {
         (Some(base), head) => format!(
             "head: {}; base: {}",
             head.unwrap_or_else(|| "nothing measured".into()),
-            found(&base.levels).unwrap_or_else(|| "nothing measured".into())
+            found(&base.levels, analysis.and_then(|a| a.base.as_ref()))
+                .unwrap_or_else(|| "nothing measured".into())
         ),
         (None, Some(head)) => head,
         (None, None) => "nothing measured".to_string(),
@@ -387,6 +373,7 @@ mod tests {
         run.levels[0].trials[0]
             .failed
             .insert(crate::record::ErrorClass::Timeout, 2);
+        run.analyse();
         assert_eq!(
             closing_line(&run),
             "peak 1,250 tok/s at C = 64; 2 failed request(s) of 82 (2.4%)"

@@ -121,7 +121,7 @@ pub fn ratio_block(verdict: &Verdict) -> Option<String> {
 
 /// A round axis top: 1, 2, 2.5, 5 or 7.5 times a power of ten, at least `v`.
 fn nice_top(v: f64) -> String {
-    if !(v.is_finite() && v > 0.0) {
+    if !crate::stats::is_positive(v) {
         return "1".into();
     }
     let p = 10f64.powf(v.log10().floor());

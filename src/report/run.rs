@@ -1,5 +1,5 @@
-//! The one way a run becomes files people read: the charts (with the USL curve when it fits
-//! and the baseline's trials beside the run when given) and report.md, for `bench`, `gate`,
+//! The one way a run becomes files people read: the charts (with the planner's USL curve from
+//! the run's analysis, or why it has none, and the baseline's trials beside the run when given) and report.md, for `bench`, `gate`,
 //! `ci`, `plot` and `demo` alike; and the one way a verdict is published (console, JSON,
 //! JUnit, Markdown with `ratio.png` and the pull-request comment beside it, the job summary,
 //! step outputs and annotations).
@@ -10,31 +10,13 @@ use anyhow::{Context, Result};
 
 use crate::fsutil::write_atomic;
 use crate::gate::Verdict;
+use crate::record::analysis::Scaling;
 use crate::record::files::{PR_COMMENT_MD, RATIO_PNG, REPORT_MD};
 use crate::record::RunResult;
-use crate::stats::usl::UslFit;
 
 use super::markdown::run_report_markdown;
 use super::plots::{ratio_chart, write_run_plots};
 use super::{export, github, links, pr_comment, tables, verdict as text};
-
-/// The Universal Scalability Law fitted to a run's trials, when it has the 3 levels a fit
-/// needs and the fit converges (the curve drawn through the throughput plot). Not for an
-/// open-loop run: its levels are rates, and the law is about concurrency.
-pub fn usl_of(result: &RunResult) -> Option<UslFit> {
-    if result.levels.iter().any(|l| l.rate.is_some()) {
-        return None;
-    }
-    let levels = result
-        .levels
-        .iter()
-        .filter(|l| !l.throughputs().is_empty())
-        .count();
-    if levels < 3 {
-        return None;
-    }
-    crate::stats::fit_usl(&result.throughput_points()).ok()
-}
 
 /// Writes the PNGs and `report.md` into `out`; returns every path written, the report last.
 /// `baseline` holds (concurrency, trial tok/s) pairs to draw beside the run, and
@@ -45,15 +27,9 @@ pub fn write_run_files(
     per_request_baseline: Option<&[(u32, Vec<f64>)]>,
     out: &Path,
 ) -> Result<Vec<PathBuf>> {
-    let fit = usl_of(result);
-    let curve = fit.as_ref().map(|f| move |n: f64| f.throughput(n));
-    let mut written = write_run_plots(
-        result,
-        baseline,
-        per_request_baseline,
-        curve.as_ref().map(|c| c as &dyn Fn(f64) -> f64),
-        out,
-    )?;
+    // The record's analysis, computed with the run: the same fit `plan` uses.
+    let scaling = (result.analysis.as_ref()).map_or(Scaling::NotFitted, |a| a.scaling.clone());
+    let mut written = write_run_plots(result, baseline, per_request_baseline, &scaling, out)?;
     let report = out.join(REPORT_MD);
     write_atomic(&report, run_report_markdown(result, &written).as_bytes())?;
     written.push(report);

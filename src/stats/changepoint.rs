@@ -13,6 +13,8 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use super::basic::mean;
+
 /// How the search runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ChangePointSettings {
@@ -150,10 +152,6 @@ fn strongest(x: &[f64], min_segment: usize) -> Option<(usize, f64)> {
         }
     }
     best
-}
-
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len() as f64
 }
 
 #[cfg(test)]

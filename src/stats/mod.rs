@@ -12,6 +12,8 @@
 //!   by `benches/gate_calibration.rs`.
 //! * Trend: [`changepoint`] (E-divisive means with a permutation test over main's sessions).
 //! * Plan: [`fit_usl`] and [`bootstrap_throughput_at`].
+//! * Everywhere: [`mean`], [`variance`], [`median`] and [`is_positive`] (a figure usable as a
+//!   throughput or a divisor), written once.
 //! * Reports: [`Percentiles`], [`Spread`], [`mean_ci95`] (the interval drawn on the charts);
 //!   [`LatencySketch`] gives a trial's percentiles in bounded memory (exact while small, an
 //!   HDR histogram at 3 significant digits when large).
@@ -19,6 +21,7 @@
 //! Reference values for the tests were computed with SciPy/NumPy/statsmodels; the scripts
 //! that produced them live in `src/stats/reference/`.
 
+pub mod basic;
 pub mod changepoint;
 pub mod decision;
 mod error;
@@ -27,9 +30,10 @@ pub mod sketch;
 pub mod summary;
 pub mod usl;
 
+pub use basic::{is_positive, mean, median, variance};
 pub use decision::{
-    decide, drift_check, history_level, mean, relative_level, var as variance, DecisionSettings,
-    Design, Drift, LevelOutcome, LevelTest,
+    decide, drift_check, history_level, relative_level, DecisionSettings, Design, Drift,
+    LevelOutcome, LevelTest,
 };
 pub use error::StatsError;
 pub use holm::holm;

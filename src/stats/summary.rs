@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use super::basic::{mean, variance};
+
 /// The `q`-th percentile (`q` in `[0, 100]`) of an ascending-sorted slice, with linear
 /// interpolation between the closest ranks: the same definition as NumPy's default
 /// (`numpy.percentile(x, q, method="linear")`), i.e. position `(n - 1) * q / 100`.
@@ -110,12 +112,8 @@ impl Spread {
             return None;
         }
         let n = v.len();
-        let mean = v.iter().sum::<f64>() / n as f64;
-        let sd = if n > 1 {
-            (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-        } else {
-            0.0
-        };
+        let mean = mean(&v);
+        let sd = if n > 1 { variance(&v).sqrt() } else { 0.0 };
         let cv = if mean != 0.0 { sd / mean.abs() } else { 0.0 };
         let min = v.iter().copied().fold(f64::INFINITY, f64::min);
         let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -152,11 +150,11 @@ pub fn mean_ci95(values: &[f64]) -> Option<MeanCi> {
     if n == 0 {
         return None;
     }
-    let mean = v.iter().sum::<f64>() / n as f64;
+    let mean = mean(&v);
     if n < 2 {
         return Some(MeanCi { mean, ci: None });
     }
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let var = variance(&v);
     let ci = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok().map(|t| {
         let half = t.inverse_cdf(0.975) * var.sqrt() / (n as f64).sqrt();
         (mean - half, mean + half)

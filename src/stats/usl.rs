@@ -220,7 +220,7 @@ fn summarise(points: &[(f64, f64)], lambda: f64, sigma: f64, kappa: f64) -> UslF
         .sum::<f64>()
         / m)
         .sqrt();
-    let mean_x = points.iter().map(|p| p.1).sum::<f64>() / m;
+    let mean_x = super::mean(&points.iter().map(|p| p.1).collect::<Vec<_>>());
     let ss_tot: f64 = points.iter().map(|p| (p.1 - mean_x).powi(2)).sum();
     let ss_res: f64 = residuals.iter().map(|&(_, x, f)| (x - f).powi(2)).sum();
     let r_squared = if ss_tot > 0.0 {
@@ -306,7 +306,7 @@ pub fn bootstrap_throughput_at(
     } else {
         let m = points.len();
         let logres: Vec<f64> = base.residuals.iter().map(|r| (r.1 / r.2).ln()).collect();
-        let mean = logres.iter().sum::<f64>() / m as f64;
+        let mean = super::mean(&logres);
         let inflate = if m > 3 {
             (m as f64 / (m - 3) as f64).sqrt()
         } else {

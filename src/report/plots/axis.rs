@@ -6,6 +6,8 @@ use std::ops::Range;
 
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 
+use crate::stats::is_positive;
+
 /// Which ticks a log axis gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LogTicks {
@@ -127,11 +129,7 @@ impl Ranged for LogAxis {
 
     fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
         // Nothing that is not positive and finite reaches the logarithm.
-        let v = if value.is_finite() && *value > 0.0 {
-            *value
-        } else {
-            self.lo
-        };
+        let v = if is_positive(*value) { *value } else { self.lo };
         let t = (v.ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln());
         let px = limit.0 as f64 + t * (limit.1 - limit.0) as f64;
         px.round().clamp(-1.0e6, 1.0e6) as i32
@@ -198,7 +196,7 @@ impl Ranged for TickedAxis {
 pub(crate) fn positive_bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
     let mut bounds: Option<(f64, f64)> = None;
     for v in values {
-        if v.is_finite() && v > 0.0 {
+        if is_positive(v) {
             bounds = Some(match bounds {
                 None => (v, v),
                 Some((lo, hi)) => (lo.min(v), hi.max(v)),

@@ -6,10 +6,12 @@ use std::path::Path;
 
 use anyhow::Result;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::axis::{fmt_num, linear_top, wants_log, LogAxis, LogTicks, TickedAxis};
 use super::style::{self, series_color, LegendEntry, Mark, RED};
 use super::{render_png, Root};
+use crate::stats::is_positive;
 
 /// One node type's projection.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,7 +60,7 @@ pub fn capacity_chart(
             .filter(|p| {
                 [p.nodes, p.days_p10, p.days_p50, p.days_p90]
                     .iter()
-                    .all(|v| v.is_finite() && *v > 0.0)
+                    .all(|v| is_positive(*v))
             })
             .map(|p| {
                 // A band drawn the wrong way round is still the range between the two.
@@ -91,7 +93,7 @@ pub fn capacity_chart(
     }
     let footer = footer.to_string();
     let title = title.to_string();
-    let deadline = deadline_days.filter(|d| d.is_finite() && *d > 0.0);
+    let deadline = deadline_days.filter(|d| is_positive(*d));
     render_png(path, |root| {
         draw(root, &clean, &title, &footer, deadline, notes)
     })
@@ -183,52 +185,80 @@ fn bars(
         if log_x { "dot" } else { "bar" }
     );
     let n = firsts.len();
-    // At least four rows, so that one node type is a bar, not a block.
-    let rows = n.max(4);
-    let names: Vec<String> = firsts
-        .iter()
-        .map(|(_, name, _)| shorten(name, 22))
-        .collect();
-    let label_of = |v: &f64| {
-        let i = v.round();
-        if (v - i).abs() > 1e-6 || i < 0.0 {
-            return String::new();
-        }
-        // The first node type at the top.
-        let idx = rows as i64 - 1 - i as i64;
-        usize::try_from(idx)
-            .ok()
-            .and_then(|k| names.get(k).cloned())
-            .unwrap_or_default()
+    // One row per node type, each at most ROW_MAX_PX tall: a single node type is one bar,
+    // not a bar above three empty rows.
+    let rows = n.max(1);
+    let (area_w, area_h) = area.dim_in_pixel();
+    let label_style = style::text(style::TICK_SIZE, &style::INK);
+    let width = |t: &str| -> i32 {
+        area.estimate_text_size(t, &label_style)
+            .map_or(0, |(w, _)| w as i32)
     };
-    let mut builder = ChartBuilder::on(area);
+    // The label column fits the longest name, up to LABEL_SHARE of the panel; a longer name
+    // wraps onto more lines at its spaces rather than being cut.
+    let widest = firsts
+        .iter()
+        .map(|(_, name, _)| width(name))
+        .max()
+        .unwrap_or(0);
+    let label_w = (widest + LABEL_PAD).clamp(60, (area_w as f64 * LABEL_SHARE) as i32);
+    let names: Vec<Vec<String>> = firsts
+        .iter()
+        .map(|(_, name, _)| wrap(name, label_w - LABEL_PAD, &width))
+        .collect();
+    let lines = names.iter().map(Vec::len).max().unwrap_or(1) as i32;
+    let row_px = ROW_MAX_PX.max(lines * LINE_PX + 12);
+    let frame_px = PANEL_CAPTION_PX + 12 + 56;
+    let area = if frame_px + rows as i32 * row_px < area_h as i32 {
+        area.split_vertically(frame_px + rows as i32 * row_px).0
+    } else {
+        area.clone()
+    };
+    // Rows too short for the wrapped names: one line each, cut to the column.
+    let plot_row_px = (area.dim_in_pixel().1 as i32 - frame_px) / rows as i32;
+    let names: Vec<Vec<String>> = if plot_row_px < lines * LINE_PX {
+        firsts
+            .iter()
+            .map(|(_, name, _)| vec![fit(name, label_w - LABEL_PAD, &width)])
+            .collect()
+    } else {
+        names
+    };
+    let mut builder = ChartBuilder::on(&area);
     builder
-        .caption(caption, style::text(style::PANEL_TITLE_SIZE, &style::INK))
+        .caption(caption, style::panel_caption())
         .margin_left(12)
         .margin_right(16)
         .margin_top(6)
         .margin_bottom(6)
         .x_label_area_size(56)
-        .y_label_area_size(180);
+        .y_label_area_size(label_w as u32);
     let y_range = -0.5f64..(rows as f64 - 0.5);
     let x_desc = if log_x { "days (log scale)" } else { "days" };
     macro_rules! panel {
         ($x:expr, $floor:expr) => {{
             let mut cc = builder.build_cartesian_2d($x, y_range.clone())?;
-            cc.configure_mesh()
+            style::mesh(&mut cc.configure_mesh(), 1)
                 .disable_y_mesh()
                 .x_desc(x_desc)
                 .x_labels(6)
-                .y_labels(rows.min(24) + 1)
+                .y_labels(0)
                 .x_label_formatter(&|v| fmt_num(*v))
-                .y_label_formatter(&label_of)
-                .label_style(style::text(style::TICK_SIZE, &style::INK))
-                .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
-                .bold_line_style(style::GRID_BOLD)
-                .light_line_style(style::GRID_LIGHT)
-                .max_light_lines(1)
                 .draw()?;
             let half = if n > 12 { 0.3 } else { 0.35 };
+            // The names, right-aligned beside their rows (the first node type at the top).
+            for (row, lines) in names.iter().enumerate() {
+                let y = (rows - 1 - row) as f64;
+                let top = -(lines.len() as i32 - 1) * LINE_PX / 2;
+                cc.draw_series(lines.iter().enumerate().map(|(k, line)| {
+                    EmptyElement::at(($floor, y))
+                        + Text::new(
+                            line.clone(),
+                            (-8, top + k as i32 * LINE_PX),
+                            label_style.pos(Pos::new(HPos::Right, VPos::Center)),
+                        )
+                }))?;
+            }
             for (row, (i, _, p)) in firsts.iter().enumerate() {
                 let y = (rows - 1 - row) as f64;
                 let c = series_color(*i);
@@ -290,7 +320,7 @@ fn lines(
     builder
         .caption(
             "Days to finish by node count: P50 line, P10-P90 band",
-            style::text(style::PANEL_TITLE_SIZE, &style::INK),
+            style::panel_caption(),
         )
         .margin_left(12)
         .margin_right(40)
@@ -312,18 +342,13 @@ fn lines(
             let x_axis = $x;
             let (x_lo, x_hi) = (x_axis.range().start, x_axis.range().end);
             let mut cc = builder.build_cartesian_2d(x_axis, $y)?;
-            cc.configure_mesh()
+            style::mesh(&mut cc.configure_mesh(), 2)
                 .x_desc(x_desc)
                 .y_desc(y_desc)
                 .x_labels(10)
                 .y_labels(8)
                 .x_label_formatter(&|v| fmt_num(*v))
                 .y_label_formatter(&|v| fmt_num(*v))
-                .label_style(style::text(style::TICK_SIZE, &style::INK))
-                .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
-                .bold_line_style(style::GRID_BOLD)
-                .light_line_style(style::GRID_LIGHT)
-                .max_light_lines(2)
                 .draw()?;
             if let Some(d) = deadline {
                 cc.draw_series(DashedLineSeries::new(
@@ -373,13 +398,50 @@ fn lines(
     Ok(())
 }
 
-/// `text` cut to `max` characters with an ellipsis.
-fn shorten(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_string()
-    } else {
-        text.chars().take(max - 1).collect::<String>() + "…"
+/// The tallest a bar's row is drawn, in pixels.
+const ROW_MAX_PX: i32 = 64;
+/// One line of a node type's name, in pixels.
+const LINE_PX: i32 = 18;
+/// Room between a name and the axis, in pixels.
+const LABEL_PAD: i32 = 14;
+/// The most of the bar panel's width the names may take.
+const LABEL_SHARE: f64 = 0.45;
+/// The panel caption's height, in pixels.
+const PANEL_CAPTION_PX: i32 = 30;
+
+/// `text` in lines at most `max_w` pixels wide, broken at spaces (a word wider than that
+/// keeps a line of its own: whole, not cut).
+fn wrap(text: &str, max_w: i32, width: &dyn Fn(&str) -> i32) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        match lines.last_mut() {
+            Some(line) if width(&format!("{line} {word}")) <= max_w => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
     }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
+
+/// `text` cut with an ellipsis to at most `max_w` pixels: only where the rows are too short
+/// for wrapped names.
+fn fit(text: &str, max_w: i32, width: &dyn Fn(&str) -> i32) -> String {
+    if width(text) <= max_w {
+        return text.to_string();
+    }
+    let mut chars: Vec<char> = text.chars().collect();
+    while chars.pop().is_some() {
+        let cut = chars.iter().collect::<String>() + "…";
+        if width(&cut) <= max_w {
+            return cut;
+        }
+    }
+    String::new()
 }
 
 #[cfg(test)]
@@ -399,6 +461,21 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Issue 30 item 10: a node type's name is wrapped at its spaces, never cut, where the
+    /// rows have room; cut with an ellipsis only where they do not.
+    #[test]
+    fn names_wrap_whole_and_are_cut_only_when_asked() {
+        let width = |t: &str| 8 * t.chars().count() as i32;
+        let name = "rtx6000-4x-tp4 (fitted), interval unknown";
+        let lines = wrap(name, 128, &width);
+        assert_eq!(lines, ["rtx6000-4x-tp4", "(fitted),", "interval unknown"]);
+        assert_eq!(lines.join(" "), name);
+        assert!(lines.iter().all(|l| width(l) <= 128));
+        assert_eq!(wrap("h100-8x", 120, &width), ["h100-8x"]);
+        assert_eq!(fit("h100-8x (scaled)", 80, &width), "h100-8x (…");
+        assert_eq!(fit("h100-8x", 80, &width), "h100-8x");
     }
 
     #[test]

@@ -108,7 +108,7 @@ fn draw_panel(area: &DrawingArea<BitMapBackend<'_>, Shift>, panel: &Panel) -> Re
     area.draw(&Text::new(
         panel.title,
         (w as i32 / 2, 2),
-        style::text(style::PANEL_TITLE_SIZE, &style::INK).pos(Pos::new(HPos::Center, VPos::Top)),
+        style::panel_caption().pos(Pos::new(HPos::Center, VPos::Top)),
     ))?;
     let (_, body) = area.split_vertically(30);
     let log = wants_log(all(), LOG_RATIO);
@@ -153,18 +153,13 @@ fn mesh<Y: YAxis>(
     x_desc: &str,
     y_desc: &str,
 ) -> Result<()> {
-    cc.configure_mesh()
+    style::mesh(&mut cc.configure_mesh(), 2)
         .x_desc(x_desc)
         .y_desc(y_desc)
         .x_labels(8)
         .y_labels(8)
         .x_label_formatter(&|v| fmt_num(*v))
         .y_label_formatter(&|v| fmt_num(*v))
-        .label_style(style::text(style::TICK_SIZE, &style::INK))
-        .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
-        .bold_line_style(style::GRID_BOLD)
-        .light_line_style(style::GRID_LIGHT)
-        .max_light_lines(2)
         .draw()?;
     Ok(())
 }
@@ -186,7 +181,7 @@ fn series<Y: YAxis>(
             .iter()
             .filter(|l| !l.values.is_empty())
             .map(|l| {
-                let m = l.values.iter().sum::<f64>() / l.values.len() as f64;
+                let m = crate::stats::mean(&l.values);
                 (l.x, to_y(m))
             })
             .collect();

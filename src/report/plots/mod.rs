@@ -23,7 +23,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::fsutil::write_atomic;
+use crate::record::analysis::Scaling;
 use crate::record::{LevelResult, RunResult, TrialResult};
+use crate::stats::is_positive;
 pub(crate) use crate::stats::summary::{mean_ci95, MeanCi};
 use axis::LogTicks;
 
@@ -46,13 +48,14 @@ pub use crate::record::files::{
 /// their paths in that order.
 ///
 /// `baseline` holds the baseline's trials as (concurrency, output tok/s of each trial),
-/// `per_request_baseline` its trials' per-request tok/s where known; `fit` is a fitted throughput model X(C) (e.g. the Universal Scalability Law), drawn as a
-/// smooth line over the concurrency range.
+/// `per_request_baseline` its trials' per-request tok/s where known; `scaling` is the
+/// planner's scaling fit of the run (`record::analysis`), drawn as a smooth line over the
+/// concurrency range, or named in the legend as refused. The chart fits nothing itself.
 pub fn write_run_plots(
     result: &RunResult,
     baseline: Option<&[(u32, Vec<f64>)]>,
     per_request_baseline: Option<&[(u32, Vec<f64>)]>,
-    fit: Option<&dyn Fn(f64) -> f64>,
+    scaling: &Scaling,
     out_dir: &Path,
 ) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(out_dir)
@@ -61,7 +64,7 @@ pub fn write_run_plots(
     let mut paths = Vec::new();
 
     let path = out_dir.join(THROUGHPUT_PNG);
-    throughput::throughput_chart(result, baseline, fit, &footer, &path)?;
+    throughput::throughput_chart(result, baseline, scaling, &footer, &path)?;
     paths.push(path);
 
     let path = out_dir.join(PER_REQUEST_PNG);
@@ -218,10 +221,10 @@ pub(crate) fn samples(
             .iter()
             .filter(|t| t.succeeded > 0)
             .filter_map(&metric)
-            .filter(|v| v.is_finite() && *v > 0.0)
+            .filter(|v| is_positive(*v))
             .collect();
         let x = kind.x(level);
-        if !(x.is_finite() && x > 0.0) {
+        if !is_positive(x) {
             missing.push(x);
             continue;
         }
@@ -366,7 +369,7 @@ concurrency = [1]
 "#,
         )
         .unwrap();
-        RunResult {
+        let mut run = RunResult {
             schema_version: crate::record::SCHEMA_VERSION,
             tool: "throughline 0.1.0".into(),
             profile_name: "unit".into(),
@@ -386,7 +389,25 @@ concurrency = [1]
             drift: None,
             notes: Vec::new(),
             servers: None,
-        }
+            analysis: None,
+        };
+        run.analyse();
+        run
+    }
+
+    /// No scaling curve (the chart's fit is the record's analysis; these tests give it).
+    const NONE: Scaling = Scaling::NotFitted;
+
+    /// A scaling curve over one replica, as the analysis would store it.
+    fn curve(lambda: f64, sigma: f64, kappa: f64) -> Scaling {
+        Scaling::Fitted(crate::record::analysis::ScalingCurve {
+            lambda,
+            sigma,
+            kappa,
+            r_squared: 0.99,
+            replicas: 1,
+            wave_corrected: false,
+        })
     }
 
     pub(crate) fn sweep(cs: &[u32], trials: u32) -> RunResult {
@@ -444,8 +465,8 @@ concurrency = [1]
         assert!(notes.is_empty(), "{notes:?}");
         assert_eq!(level_list(Levels::Rate, &[12.5]), "level 12.5 req/s");
         let dir = tempfile::tempdir().unwrap();
-        let fit = |c: f64| c;
-        let paths = write_run_plots(&r, None, None, Some(&fit), dir.path()).unwrap();
+        let fit = curve(1.0, 0.0, 0.0);
+        let paths = write_run_plots(&r, None, None, &fit, dir.path()).unwrap();
         assert_eq!(paths.len(), 3);
         // The same run read as a closed loop would have had no level to draw at all.
         let (closed, notes) = samples(
@@ -492,26 +513,32 @@ concurrency = [1]
                 t.output_tok_per_s = usl(l.concurrency as f64) * (0.96 + 0.02 * i as f64);
             }
         }
-        write_run_plots(
-            &typical,
-            Some(&base),
-            None,
-            Some(&usl),
-            &dir.join("typical"),
-        )
-        .unwrap();
+        typical.analyse();
+        let fitted = typical.analysis.clone().unwrap().scaling;
+        write_run_plots(&typical, Some(&base), None, &fitted, &dir.join("typical")).unwrap();
+        // A curve the USL cannot describe: the legend says why no curve is drawn.
+        let mut zigzag = sweep(&[1, 2, 4, 8, 16], 3);
+        for (l, k) in zigzag.levels.iter_mut().zip([1.0, 9.0, 1.5, 10.0, 1.2]) {
+            for t in &mut l.trials {
+                t.output_tok_per_s *= k / l.concurrency as f64;
+            }
+        }
+        zigzag.analyse();
+        let refused = zigzag.analysis.clone().unwrap().scaling;
+        write_run_plots(&zigzag, None, None, &refused, &dir.join("refused")).unwrap();
         let mut failed = sweep(&[1, 2, 4, 8, 16, 32, 64], 3);
         failed.levels[6].trials = (1..=3).map(|n| trial(n, 64, 0.0, 0)).collect();
-        write_run_plots(&failed, None, None, None, &dir.join("failed")).unwrap();
+        write_run_plots(&failed, None, None, &NONE, &dir.join("failed")).unwrap();
         failed.save(&dir.join("failed/results.json")).unwrap();
-        write_run_plots(&sweep(&[8], 1), None, None, None, &dir.join("single")).unwrap();
+        write_run_plots(&sweep(&[8], 1), None, None, &NONE, &dir.join("single")).unwrap();
         let many: Vec<u32> = (1..=1024).collect();
-        write_run_plots(&sweep(&many, 2), None, None, Some(&usl), &dir.join("many")).unwrap();
-        write_run_plots(&run(vec![]), None, None, None, &dir.join("empty")).unwrap();
+        let usl_curve = curve(90.0, 0.02, 0.0001);
+        write_run_plots(&sweep(&many, 2), None, None, &usl_curve, &dir.join("many")).unwrap();
+        write_run_plots(&run(vec![]), None, None, &NONE, &dir.join("empty")).unwrap();
         let mut long = sweep(&[1, 2, 4], 2);
         long.profile_name = "a-very-long-profile-name-".repeat(8);
         long.environment.model = Some("org/".to_string() + &"model-name-".repeat(10));
-        write_run_plots(&long, None, None, None, &dir.join("long")).unwrap();
+        write_run_plots(&long, None, None, &NONE, &dir.join("long")).unwrap();
         let mut unstreamed = sweep(&[1, 2, 4, 8], 3);
         for l in &mut unstreamed.levels {
             for t in &mut l.trials {
@@ -519,8 +546,8 @@ concurrency = [1]
                 t.itl_ms = None;
             }
         }
-        write_run_plots(&unstreamed, None, None, None, &dir.join("unstreamed")).unwrap();
-        write_run_plots(&open_loop_run(), None, None, None, &dir.join("open-loop")).unwrap();
+        write_run_plots(&unstreamed, None, None, &NONE, &dir.join("unstreamed")).unwrap();
+        write_run_plots(&open_loop_run(), None, None, &NONE, &dir.join("open-loop")).unwrap();
         let series = |name: &str, days: f64, nodes: &[f64]| CapacitySeries {
             name: name.into(),
             points: nodes
@@ -581,15 +608,41 @@ concurrency = [1]
         r.levels[2].trials[0].itl_ms = Some(pct(0.0, f64::NEG_INFINITY));
         r.levels[3].trials[0].per_request_tok_per_s = Some(f64::NAN);
         let base = vec![(1, vec![f64::NAN, 0.0]), (0, vec![5.0]), (4, vec![])];
-        let bad_fit = |c: f64| if c > 3.0 { f64::NAN } else { 1e30 * c };
-        let a =
-            write_run_plots(&r, Some(&base), None, Some(&bad_fit), &dir.path().join("a")).unwrap();
-        let b =
-            write_run_plots(&r, Some(&base), None, Some(&bad_fit), &dir.path().join("b")).unwrap();
+        for bad_fit in [
+            curve(1e30, 0.0, 0.0),
+            curve(f64::NAN, 0.0, 0.0),
+            curve(1.0, -5.0, 0.5),
+        ] {
+            write_run_plots(&r, Some(&base), None, &bad_fit, &dir.path().join("c")).unwrap();
+        }
+        let bad_fit = curve(1e30, 0.0, 0.0);
+        let a = write_run_plots(&r, Some(&base), None, &bad_fit, &dir.path().join("a")).unwrap();
+        let b = write_run_plots(&r, Some(&base), None, &bad_fit, &dir.path().join("b")).unwrap();
         assert_eq!(a.len(), 3);
         for (x, y) in a.iter().zip(&b) {
             assert_eq!(std::fs::read(x).unwrap(), std::fs::read(y).unwrap());
         }
+    }
+
+    /// throughput.png draws the scaling it is given (the record's analysis) and nothing of
+    /// its own: no curve, the planner's curve and a refused fit named in the legend are three
+    /// different charts of the same trials.
+    #[test]
+    fn the_chart_draws_the_scaling_it_is_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = sweep(&[1, 2, 4, 8], 3);
+        let refused = Scaling::Refused { r_squared: 0.42 };
+        let fitted = r.analysis.clone().unwrap().scaling;
+        assert!(matches!(fitted, Scaling::Fitted(_)), "{fitted:?}");
+        let png = |scaling: &Scaling, name: &str| {
+            let out = dir.path().join(name);
+            write_run_plots(&r, None, None, scaling, &out).unwrap();
+            std::fs::read(out.join(THROUGHPUT_PNG)).unwrap()
+        };
+        let (none, curve, why) = (png(&NONE, "none"), png(&fitted, "fit"), png(&refused, "no"));
+        assert_ne!(none, curve);
+        assert_ne!(none, why);
+        assert_ne!(curve, why);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::style::{self, LegendEntry, Mark, GREEN, INK, MUTED, RED};
 use super::{render_png, Root};
 use crate::gate::{LevelStatus, LevelVerdict, Outcome, Verdict};
+use crate::stats::is_positive;
 
 /// Amber: the data cannot tell.
 const AMBER: RGBColor = RGBColor(215, 140, 0);
@@ -63,7 +64,7 @@ pub fn ratio_chart(verdict: &Verdict, path: &Path) -> Result<()> {
 fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
     let levels = throughput_levels(verdict);
     let floor = 1.0 - verdict.settings.min_effect;
-    let finite = |v: Option<f64>| v.filter(|x| x.is_finite() && *x > 0.0);
+    let finite = |v: Option<f64>| v.filter(|x| is_positive(*x));
 
     let mut notes = Vec::new();
     if levels.is_empty() {
@@ -177,7 +178,7 @@ fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
         }
         labels.get(i as usize).cloned().unwrap_or_default()
     };
-    cc.configure_mesh()
+    style::mesh(&mut cc.configure_mesh(), 1)
         .disable_x_mesh()
         .x_desc("concurrency level")
         .y_desc("candidate / baseline output tok/s")
@@ -185,11 +186,6 @@ fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
         .y_labels(8)
         .x_label_formatter(&label_of)
         .y_label_formatter(&|v| fmt_ratio(*v))
-        .label_style(style::text(style::TICK_SIZE, &style::INK))
-        .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
-        .bold_line_style(style::GRID_BOLD)
-        .light_line_style(style::GRID_LIGHT)
-        .max_light_lines(1)
         .draw()?;
 
     let (x0, x1) = (-0.5, n as f64 - 0.5);

@@ -4,6 +4,8 @@
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, Result};
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::Ranged;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -120,6 +122,29 @@ pub(crate) fn text(size: f64, color: &'static RGBColor) -> TextStyle<'static> {
     TextStyle::from((FAMILY, size).into_font()).color(color)
 }
 
+/// The house look of a chart's axes, the same on every chart: tick labels, axis captions
+/// and the grid (bold at the labelled ticks, `light_lines` light lines between them).
+pub(crate) fn mesh<'m, 'a, 'b, X, Y, DB>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+    light_lines: usize,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: Ranged<ValueType: std::fmt::Debug>,
+    Y: Ranged<ValueType: std::fmt::Debug>,
+    DB: DrawingBackend,
+{
+    mesh.label_style(text(TICK_SIZE, &INK))
+        .axis_desc_style(text(AXIS_DESC_SIZE, &INK))
+        .bold_line_style(GRID_BOLD)
+        .light_line_style(GRID_LIGHT)
+        .max_light_lines(light_lines)
+}
+
+/// The caption above one panel of a two-panel chart.
+pub(crate) fn panel_caption() -> TextStyle<'static> {
+    text(PANEL_TITLE_SIZE, &INK)
+}
+
 /// How a legend entry is drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Mark {
@@ -135,6 +160,8 @@ pub(crate) enum Mark {
     Dashed,
     /// A translucent band.
     Band,
+    /// A crossed-out line: something the chart would draw and does not (a refused fit).
+    Crossed,
 }
 
 #[derive(Debug, Clone)]
@@ -314,6 +341,18 @@ fn draw_mark(root: &Area<'_>, entry: &LegendEntry, (x, y): (i32, i32)) -> Result
             for s in [0, 12, 24] {
                 root.draw(&PathElement::new(
                     vec![(x + s, y), (x + (s + 7).min(MARK_W), y)],
+                    c.stroke_width(2),
+                ))?;
+            }
+        }
+        Mark::Crossed => {
+            root.draw(&PathElement::new(
+                vec![(x, y), (x + MARK_W, y)],
+                c.mix(0.5).stroke_width(2),
+            ))?;
+            for dy in [-6, 6] {
+                root.draw(&PathElement::new(
+                    vec![(mid - 6, y - dy), (mid + 6, y + dy)],
                     c.stroke_width(2),
                 ))?;
             }

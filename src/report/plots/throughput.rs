@@ -1,5 +1,6 @@
 //! Speed against concurrency (or the request rate of an open-loop run): aggregate output tok/s
-//! (`throughput.png`, with the baseline and a fitted scaling curve when given) and per-request
+//! (`throughput.png`, with the baseline and the planner's scaling curve, or why it has none)
+//! and per-request
 //! tok/s (`per_request.png`, with a relative run's base arm beside it).
 //!
 //! Each trial is a small dot; each level's mean is a marker with its 95% t-interval across
@@ -14,7 +15,9 @@ use plotters::prelude::*;
 use super::axis::{fmt_num, linear_top, LogAxis};
 use super::style::{self, LegendEntry, Mark, BLUE, GREEN, ORANGE};
 use super::{mean_ci95, render_png, samples, Footer, LevelSamples, Levels, Root};
+use crate::record::analysis::{Scaling, ScalingCurve};
 use crate::record::RunResult;
+use crate::stats::is_positive;
 
 /// Above this many levels, markers shrink and interval caps are left out.
 const DENSE_LEVELS: usize = 48;
@@ -40,15 +43,42 @@ struct ScalingChart<'a> {
     title: String,
     y_desc: &'a str,
     runs: Vec<Sweep<'a>>,
-    fit: Option<&'a dyn Fn(f64) -> f64>,
+    fit: Fit,
     notes: Vec<String>,
     footer: &'a Footer,
+}
+
+/// The scaling curve on a chart: drawn, named as refused in the legend, or absent.
+enum Fit {
+    None,
+    Curve(ScalingCurve),
+    /// Why the planner uses no curve, for the legend.
+    Refused(String),
+}
+
+impl Fit {
+    /// What the chart shows of the planner's fit (`record::analysis`).
+    fn of(scaling: &Scaling) -> Fit {
+        match scaling {
+            Scaling::NotFitted => Fit::None,
+            Scaling::Fitted(c) => Fit::Curve(*c),
+            Scaling::Refused { r_squared } => Fit::Refused(format!(
+                "no scaling curve: the USL fit has R^2 {r_squared:.2}, below the {} the plan \
+                 needs (it plans from the measured levels)",
+                crate::record::analysis::MIN_R_SQUARED
+            )),
+            Scaling::Failed { error } => Fit::Refused(format!(
+                "no scaling curve: the USL fit failed ({})",
+                crate::untrusted::for_terminal(error)
+            )),
+        }
+    }
 }
 
 pub(crate) fn throughput_chart(
     result: &RunResult,
     baseline: Option<&[(u32, Vec<f64>)]>,
-    fit: Option<&dyn Fn(f64) -> f64>,
+    scaling: &Scaling,
     footer: &Footer,
     path: &Path,
 ) -> Result<()> {
@@ -61,7 +91,11 @@ pub(crate) fn throughput_chart(
     );
     notes.extend(single_trial_note(kind, &levels));
     // A scaling law is about concurrency; an open-loop run's levels are rates.
-    let fit = fit.filter(|_| kind == Levels::Concurrency);
+    let fit = if kind == Levels::Concurrency {
+        Fit::of(scaling)
+    } else {
+        Fit::None
+    };
     let mut runs = Vec::new();
     if let Some(base) = baseline {
         let levels = baseline_levels(base);
@@ -114,11 +148,7 @@ fn baseline_levels(pairs: &[(u32, Vec<f64>)]) -> Vec<LevelSamples> {
         .filter(|(c, _)| *c > 0)
         .map(|(c, v)| LevelSamples {
             x: f64::from(*c),
-            values: v
-                .iter()
-                .copied()
-                .filter(|x| x.is_finite() && *x > 0.0)
-                .collect(),
+            values: v.iter().copied().filter(|x| is_positive(*x)).collect(),
         })
         .collect()
 }
@@ -200,7 +230,7 @@ pub(crate) fn per_request_chart(
         ),
         y_desc: "output tokens/s per request (mean over requests)",
         runs,
-        fit: None,
+        fit: Fit::None,
         notes,
         footer,
     };
@@ -252,9 +282,11 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
     } else {
         f64::INFINITY
     };
-    let fit_points: Vec<(f64, f64)> = match chart.fit {
-        Some(f) => x.sample(240).into_iter().map(|c| (c, f(c))).collect(),
-        None => vec![],
+    let fit_points: Vec<(f64, f64)> = match &chart.fit {
+        Fit::Curve(f) => (x.sample(240).into_iter())
+            .map(|c| (c, f.aggregate(c)))
+            .collect(),
+        _ => vec![],
     };
     let y_top = linear_top(
         summaries
@@ -290,18 +322,36 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         (lo <= hi).then_some((lo, hi))
     });
-    if chart.fit.is_some() {
-        let to = chart.runs.last().map_or("this run", |r| r.label);
-        legend.push(LegendEntry::new(
-            format!("USL scaling curve fitted to {to}'s trials"),
-            Mark::Line,
-            GREEN,
-        ));
-        legend.push(LegendEntry::new(
-            "the same curve beyond the measured levels (not measured)",
-            Mark::Dashed,
-            GREEN,
-        ));
+    match &chart.fit {
+        Fit::Curve(c) => {
+            let to = chart.runs.last().map_or("this run", |r| r.label);
+            let steady = if c.wave_corrected {
+                ", steady rates (above part-empty last waves)"
+            } else {
+                ""
+            };
+            let replicas = if c.replicas > 1 {
+                format!(" per replica (x{})", c.replicas)
+            } else {
+                String::new()
+            };
+            legend.push(LegendEntry::new(
+                format!(
+                    "USL scaling curve the plan uses, fitted{replicas} to {to}'s trials{steady} \
+                     (R^2 {:.2})",
+                    c.r_squared
+                ),
+                Mark::Line,
+                GREEN,
+            ));
+            legend.push(LegendEntry::new(
+                "the same curve beyond the measured levels (not measured)",
+                Mark::Dashed,
+                GREEN,
+            ));
+        }
+        Fit::Refused(why) => legend.push(LegendEntry::new(why.clone(), Mark::Crossed, GREEN)),
+        Fit::None => {}
     }
     let notes = style::fold_notes(chart.notes.clone());
     let area = style::draw_frame(
@@ -323,18 +373,13 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         .x_label_area_size(56)
         .y_label_area_size(90)
         .build_cartesian_2d(x.clone(), 0f64..y_top)?;
-    cc.configure_mesh()
+    style::mesh(&mut cc.configure_mesh(), 2)
         .x_desc(chart.kind.axis_caption())
         .y_desc(chart.y_desc)
         .x_labels(12)
         .y_labels(8)
         .x_label_formatter(&|v| fmt_num(*v))
         .y_label_formatter(&|v| fmt_num(*v))
-        .label_style(style::text(style::TICK_SIZE, &style::INK))
-        .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
-        .bold_line_style(style::GRID_BOLD)
-        .light_line_style(style::GRID_LIGHT)
-        .max_light_lines(2)
         .draw()?;
 
     // The fitted curve, clipped to the plotting area (plotters does not clip): solid over the

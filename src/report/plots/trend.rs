@@ -19,7 +19,9 @@ pub fn trend_chart(trend: &Trend, tool: &str, path: &Path) -> Result<()> {
         .levels
         .iter()
         .map(|level| {
-            let median = median(level.points.iter().map(|p| p.tok_per_s).collect());
+            let values: Vec<f64> = level.points.iter().map(|p| p.tok_per_s).collect();
+            // Empty only when the level has no points, and then nothing is divided by it.
+            let median = crate::stats::median(&values);
             let line = level
                 .points
                 .iter()
@@ -94,18 +96,13 @@ pub fn trend_chart(trend: &Trend, tool: &str, path: &Path) -> Result<()> {
             .x_label_area_size(56)
             .y_label_area_size(84)
             .build_cartesian_2d(0.5f64..(sessions as f64 + 0.5), y0..y1)?;
-        cc.configure_mesh()
+        style::mesh(&mut cc.configure_mesh(), 2)
             .x_desc("session (oldest to newest)")
             .y_desc("tok/s, % of the level's median")
             .x_labels(sessions.min(12))
             .y_labels(8)
             .x_label_formatter(&|v| format!("{v:.0}"))
             .y_label_formatter(&|v| fmt_num(*v))
-            .label_style(style::text(style::TICK_SIZE, &style::INK))
-            .axis_desc_style(style::text(style::AXIS_DESC_SIZE, &style::INK))
-            .bold_line_style(style::GRID_BOLD)
-            .light_line_style(style::GRID_LIGHT)
-            .max_light_lines(2)
             .draw()?;
         for (i, (_, line)) in lines.iter().enumerate() {
             let c = color(i);
@@ -143,13 +140,4 @@ pub fn trend_chart(trend: &Trend, tool: &str, path: &Path) -> Result<()> {
         }
         Ok(())
     })
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => 1.0,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }

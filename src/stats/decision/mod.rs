@@ -45,28 +45,8 @@ pub use outliers::{outlier_mask_relative, OUTLIER_Z};
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-/// Mean; NaN for an empty slice (callers check sizes first).
-pub fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
-}
-
-/// Sample variance (divisor n - 1); NaN for fewer than two values.
-pub fn var(x: &[f64]) -> f64 {
-    let m = mean(x);
-    x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() as f64 - 1.0)
-}
-
-/// Median (mean of the two middle values for an even count); NaN for an empty slice.
-fn median(x: &[f64]) -> f64 {
-    let mut s = x.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => s[n / 2],
-        _ => 0.5 * (s[n / 2 - 1] + s[n / 2]),
-    }
-}
+use super::basic::median;
+pub use super::basic::{mean, variance as var};
 
 /// Student's t cdf; NaN when the inputs are not a valid distribution or point.
 fn t_cdf(x: f64, df: f64) -> f64 {
