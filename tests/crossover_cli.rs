@@ -2,7 +2,7 @@
 //! (`--server-command`, `--base-server-command`), swaps their slots between blocks, and the
 //! gate tells a slot from a regression. The servers are the real simulator, started as
 //! processes from the command templates; a slot effect is made with the template itself
-//! (`--slowdown` chosen by `{slot}`: slot 1 runs 4% faster), as GPU 1 might be.
+//! (`--slowdown` chosen by `{slot}`: slot 1 runs 5% faster), as GPU 1 might be.
 
 mod common;
 
@@ -22,13 +22,13 @@ fn profile(dir: &Path) -> std::path::PathBuf {
     )
 }
 
-/// A simulator command whose slot 1 runs 4% faster than slot 0, times `slowdown`.
+/// A simulator command whose slot 1 runs 5% faster than slot 0, times `slowdown`.
 fn server(slowdown: f64) -> String {
     format!(
         "exec {} serve-sim --port {{port}} --preset fast --slowdown \
          $(test {{slot}} = 1 && echo {} || echo {})",
         bin(),
-        slowdown * 0.96,
+        slowdown * 0.95,
         slowdown
     )
 }
@@ -91,7 +91,7 @@ fn calibrate(out: &Path, baseline: &Path) -> std::process::Output {
     ])
 }
 
-/// What an A/A run of 4 blocks (in `out`, the simulator's slot 1 4.2% faster) must show: a
+/// What an A/A run of 4 blocks (in `out`, the simulator's slot 1 5.3% faster) must show: a
 /// slot effect that cancels across the blocks and is named. Called by the calibration test,
 /// whose A/A run it is (one run serves both, to keep the suite short).
 fn a_slot_effect_cancels_across_blocks_and_is_named(out: &Path) {
@@ -134,7 +134,7 @@ fn a_slot_effect_cancels_across_blocks_and_is_named(out: &Path) {
     for level in v["levels"].as_array().unwrap() {
         let t = &level["test"];
         let slot = t["crossover"]["slot_effect"].as_f64().unwrap().exp() - 1.0;
-        // The simulator's slot 1 is 1/0.96 - 1 = 4.2% faster.
+        // The simulator's slot 1 is 1/0.95 - 1 = 5.3% faster (5%, not 4%: the naive read below must stay above 2% on a loaded machine, where it came out at 1.8% with 4%).
         assert!((0.02..0.07).contains(&slot), "slot effect {slot}: {level}");
         let ratio = level["ratio"].as_f64().unwrap();
         assert!(
@@ -142,7 +142,7 @@ fn a_slot_effect_cancels_across_blocks_and_is_named(out: &Path) {
             "the change estimate kept the slot: {level}"
         );
     }
-    // Read as one block (the head on slot 1 throughout), the same data see a 4% "gain":
+    // Read as one block (the head on slot 1 throughout), the same data see a 5% "gain":
     // what a relative run without swaps would have called a change.
     let head_on_1: Vec<f64> = results["levels"][0]["trials"]
         .as_array()
@@ -172,8 +172,10 @@ fn a_slower_head_fails_in_blocks() {
     let dir = tempfile::tempdir().unwrap();
     let p = profile(dir.path());
     let out = dir.path().join("slow");
-    // The default plan (up to 12 blocks): a regression at the first look ends the run.
-    let o = bench_blocks(&p, &out, &server(1.12), &server(1.0), &[]);
+    // The default plan (up to 12 blocks): a regression at the first look ends the run. A
+    // 20% slower head: with 12% the first look (2 df, alpha split over 5 looks) decided on a
+    // quiet machine but not at a load average of 5-7, where the blocks' spread grows.
+    let o = bench_blocks(&p, &out, &server(1.20), &server(1.0), &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     let o = run(&[
         "gate",
@@ -181,7 +183,7 @@ fn a_slower_head_fails_in_blocks() {
         "--results",
         out.join("results.json").to_str().unwrap(),
     ]);
-    assert_eq!(code(&o), 1, "a 12% slower head: {}", text(&o));
+    assert_eq!(code(&o), 1, "a 20% slower head: {}", text(&o));
     let results = read_json(&out.join("results.json"));
     assert_eq!(
         results["servers"]["blocks"].as_array().unwrap().len(),
