@@ -175,7 +175,7 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     assert_eq!(code(&out), 0, "same speed must pass: {}", text(&out));
     let summary = step.summary();
     assert!(
-        summary.contains("| C | baseline (geo. mean) | candidate (geo. mean) | ratio [bounds] |"),
+        summary.contains("| C | base (geo. mean) | head (geo. mean) | ratio [bounds] |"),
         "{summary}"
     );
     assert!(

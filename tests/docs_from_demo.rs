@@ -69,7 +69,7 @@ fn the_pr_comment_in_the_docs_is_the_demo_verdicts() {
         "latency.png",
     ]
     .map(String::from);
-    let want = pr_comment::pr_comment(&v, &pngs);
+    let want = pr_comment::pr_comment(&v, &pngs, &Default::default());
     assert!(want.starts_with("<!-- throughline-verdict -->\n"), "{want}");
     let path = root().join("docs/charts/pr-comment.md");
     let have = std::fs::read_to_string(&path).unwrap_or_default();

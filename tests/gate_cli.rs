@@ -275,7 +275,7 @@ fn github_outputs_summary_and_annotations() {
     let summary = std::fs::read_to_string(summary).unwrap();
     // The run is its own baseline of one session: the honest verdict is "cannot tell".
     assert!(
-        summary.contains("| C | baseline (geo. mean) | candidate (geo. mean)")
+        summary.contains("| C | baseline (geo. mean) | head (geo. mean)")
             && summary.contains("INCONCLUSIVE"),
         "{summary}"
     );

@@ -25,6 +25,68 @@ pub fn append_step_summary(markdown: &str) -> Result<()> {
     append_to_env_file("GITHUB_STEP_SUMMARY", &text)
 }
 
+/// Where a check ran, for the pull-request comment: the run's page and the commits compared.
+/// Read from GitHub Actions' environment (GITHUB_SERVER_URL, GITHUB_REPOSITORY,
+/// GITHUB_RUN_ID; THROUGHLINE_HEAD_SHA / THROUGHLINE_BASE_SHA where the workflow sets them
+/// from the pull request, else GITHUB_SHA for the head); each value is checked for its shape
+/// first, so nothing else reaches a link.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunContext {
+    pub run_url: Option<String>,
+    pub head_sha: Option<String>,
+    pub base_sha: Option<String>,
+}
+
+impl RunContext {
+    /// From the environment (empty outside Actions).
+    pub fn from_env() -> RunContext {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        RunContext::from_values(
+            var("GITHUB_SERVER_URL").as_deref(),
+            var("GITHUB_REPOSITORY").as_deref(),
+            var("GITHUB_RUN_ID").as_deref(),
+            var("THROUGHLINE_HEAD_SHA").or_else(|| var("GITHUB_SHA")).as_deref(),
+            var("THROUGHLINE_BASE_SHA").as_deref(),
+        )
+    }
+
+    /// From the values, each kept only when it has its expected shape.
+    pub fn from_values(
+        server: Option<&str>,
+        repository: Option<&str>,
+        run_id: Option<&str>,
+        head: Option<&str>,
+        base: Option<&str>,
+    ) -> RunContext {
+        let server = server.filter(|s| {
+            s.starts_with("https://")
+                && s.len() < 200
+                && s[8..]
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b))
+        });
+        let repository = repository.filter(|r| {
+            r.len() < 200
+                && r.matches('/').count() == 1
+                && r.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b))
+        });
+        let run_id = run_id.filter(|r| !r.is_empty() && r.len() < 30 && r.bytes().all(|b| b.is_ascii_digit()));
+        let sha = |s: Option<&str>| {
+            s.filter(|s| (7..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                .map(str::to_string)
+        };
+        RunContext {
+            run_url: match (server, repository, run_id) {
+                (Some(s), Some(r), Some(id)) => Some(format!("{s}/{r}/actions/runs/{id}")),
+                _ => None,
+            },
+            head_sha: sha(head),
+            base_sha: sha(base),
+        }
+    }
+}
+
 /// Writes `verdict=` and `worst_ratio=` to `$GITHUB_OUTPUT` when it is set.
 pub fn write_outputs(verdict: &Verdict) -> Result<()> {
     write_verdict_outputs(verdict.outcome.word(), verdict.worst_ratio)

@@ -9,12 +9,13 @@ use crate::gate::Verdict;
 use crate::record::files::{PR_COMMENT_MARKER, VERDICT_MD};
 
 use super::verdict::{against_line, headline_md, icon};
+use super::github::RunContext;
 use super::{mermaid, tables};
 
 /// The comment body: the marker line first (a workflow finds and updates its one comment by
 /// it), the verdict, a compact table, the charts, and where the rest is. `pngs` are the chart
 /// file names in the artifact.
-pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
+pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{PR_COMMENT_MARKER}");
     let _ = writeln!(
@@ -44,7 +45,17 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String]) -> String {
             verdict.warnings.len()
         );
     }
+    if verdict.outcome == crate::gate::Outcome::Regression {
+        let _ = writeln!(
+            out,
+            "If this slowdown is intended, merge it and run the bless workflow on the target \
+             branch so that the baseline follows (docs/github-actions.md, \"New baselines\").\n"
+        );
+    }
     out.push_str(&artifact_line(pngs));
+    if let Some(line) = context_line(context) {
+        let _ = writeln!(out, "{line}");
+    }
     // GitHub refuses a comment over 65,536 characters: a verdict of many levels is cut,
     // saying so (src/untrusted.rs).
     crate::untrusted::bound_summary(&out, COMMENT_LIMIT, "in verdict.md in the artifact")
@@ -63,6 +74,20 @@ pub fn charts(verdict: &Verdict) -> String {
     .flatten()
     .map(|b| b + "\n")
     .collect()
+}
+
+/// "<sub>[The run](URL) · head `abc1234567` · base `def4567890`</sub>", where known.
+fn context_line(c: &RunContext) -> Option<String> {
+    let short = |s: &str| s.chars().take(10).collect::<String>();
+    let parts: Vec<String> = [
+        c.run_url.as_ref().map(|u| format!("[the run and its artifact]({u})")),
+        c.head_sha.as_ref().map(|s| format!("head `{}`", short(s))),
+        c.base_sha.as_ref().map(|s| format!("base `{}`", short(s))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!parts.is_empty()).then(|| format!("<sub>{}</sub>", parts.join(" · ")))
 }
 
 /// Where the full report and the PNGs are.
@@ -84,11 +109,53 @@ mod tests {
     use super::*;
     use crate::report::plots::ratio_tests::mixed;
 
+    #[test]
+    fn the_comment_links_the_run_and_names_the_commits() {
+        let c = RunContext::from_values(
+            Some("https://github.com"),
+            Some("acme/serving"),
+            Some("123456"),
+            Some(&"a".repeat(40)),
+            Some("b1b2b3b4b5b6"),
+        );
+        let body = pr_comment(&mixed(), &[], &c);
+        assert!(
+            body.contains(
+                "<sub>[the run and its artifact](https://github.com/acme/serving/actions/runs/123456) \
+                 · head `aaaaaaaaaa` · base `b1b2b3b4b5`</sub>"
+            ),
+            "{body}"
+        );
+        assert!(body.contains("If this slowdown is intended"), "{body}");
+        // Values of the wrong shape never reach a link.
+        let odd = RunContext::from_values(
+            Some("javascript:alert(1)"),
+            Some("acme/serving"),
+            Some("1"),
+            Some("not a sha"),
+            None,
+        );
+        assert_eq!(odd, RunContext::default());
+        let odd = RunContext::from_values(
+            Some("https://github.com"),
+            Some("acme/serving) [x](http://evil"),
+            Some("1"),
+            None,
+            None,
+        );
+        assert_eq!(odd.run_url, None);
+    }
+
+
     /// Golden: the comment body as posted. A change of format fails here (the Mermaid blocks
     /// have their own golden test in `mermaid.rs`).
     #[test]
     fn comment_body_is_golden() {
-        let body = pr_comment(&mixed(), &["ratio.png".into(), "throughput.png".into()]);
+        let body = pr_comment(
+            &mixed(),
+            &["ratio.png".into(), "throughput.png".into()],
+            &RunContext::default(),
+        );
         let (top, rest) = body.split_once("```mermaid").unwrap();
         assert_eq!(
             top,
@@ -97,7 +164,7 @@ mod tests {
 
 Profile `demo`, baseline `demo` at `origin/main`.
 
-| C | baseline (geo. mean) | candidate (geo. mean) | ratio [bounds] | trials b/c | detectable drop | verdict |
+| C | base (geo. mean) | head (geo. mean) | ratio [bounds] | trials base/head | detectable drop | verdict |
 |---:|---:|---:|---:|---:|---:|:---|
 | 1 | 1000.0 | 910.0 | 0.910 [0.890, 0.930] | 5/5 | 2.0% | FAIL |
 | 4 | 4000.0 | 3648.0 | 0.912 [0.895, 0.930] | 5/5 | 2.0% | FAIL |
@@ -109,7 +176,9 @@ Profile `demo`, baseline `demo` at `origin/main`.
         );
         assert_eq!(rest.matches("```mermaid").count(), 1, "two charts");
         assert!(rest.ends_with(
-            "```\n\n<sub>The full verdict (`verdict.md`, with the method), the charts as PNG \
+            "```\n\nIf this slowdown is intended, merge it and run the bless workflow on the \
+             target branch so that the baseline follows (docs/github-actions.md, \"New \
+             baselines\").\n\n<sub>The full verdict (`verdict.md`, with the method), the charts as PNG \
              (`ratio.png`, `throughput.png`) and the raw results are in the job's artifact.</sub>\n"
         ));
         assert!(

@@ -162,7 +162,7 @@ pub fn write_verdict_markdown(
     let names: Vec<String> = charts.pngs.iter().map(|p| file_name(p)).collect();
     write_atomic(
         &dir.join(PR_COMMENT_MD),
-        pr_comment::pr_comment(verdict, &names).as_bytes(),
+        pr_comment::pr_comment(verdict, &names, &super::github::RunContext::from_env()).as_bytes(),
     )?;
     Ok(charts)
 }

@@ -40,12 +40,12 @@ pub const LEVEL: Column = Column {
     cell: |v, _| level_name(v),
 };
 pub const BASELINE: Column = Column {
-    heading: "baseline (geo. mean)",
+    heading: "base (geo. mean)",
     align: Align::Right,
     cell: |v, _| opt(v.baseline_mean, 1),
 };
 pub const CANDIDATE: Column = Column {
-    heading: "candidate (geo. mean)",
+    heading: "head (geo. mean)",
     align: Align::Right,
     cell: |v, _| opt(v.candidate_mean, 1),
 };
@@ -60,7 +60,7 @@ pub const P_HOLM: Column = Column {
     cell: |v, _| p_text(v.p_adjusted),
 };
 pub const TRIALS: Column = Column {
-    heading: "trials b/c",
+    heading: "trials base/head",
     align: Align::Right,
     cell: |v, _| format!("{}/{}", v.n_baseline, v.n_candidate),
 };
@@ -110,6 +110,20 @@ pub const COMPACT: &[Column] = &[
     LEVEL, BASELINE, CANDIDATE, RATIO, TRIALS, DETECTABLE, VERDICT,
 ];
 
+/// A column's heading in the verdict's vocabulary, the same everywhere: the change under
+/// test is the "head"; what it is measured against is the "base" (the target branch's server,
+/// measured in the same job) in relative mode and the "baseline" (main's history in the
+/// baseline file) in history mode.
+pub fn heading(column: &Column, verdict: &Verdict) -> String {
+    match verdict.design {
+        Some(Design::Relative) | None => column.heading.to_string(),
+        Some(_) => column
+            .heading
+            .replace("base (", "baseline (")
+            .replace("trials base/", "trials baseline/"),
+    }
+}
+
 /// The table for a terminal: columns padded to their widest cell, a rule under the heading,
 /// the last column unpadded.
 pub fn terminal(columns: &[Column], verdict: &Verdict, color: bool) -> String {
@@ -128,7 +142,7 @@ pub fn terminal(columns: &[Column], verdict: &Verdict, color: bool) -> String {
     let widths: Vec<usize> = (columns.iter().enumerate())
         .map(|(i, c)| {
             (plain.iter().map(|r| r[i].chars().count()))
-                .chain([c.heading.chars().count()])
+                .chain([heading(c, verdict).chars().count()])
                 .max()
                 .unwrap_or(0)
         })
@@ -147,7 +161,7 @@ pub fn terminal(columns: &[Column], verdict: &Verdict, color: bool) -> String {
             .collect();
         parts.join(" | ")
     };
-    let headings: Vec<String> = columns.iter().map(|c| c.heading.to_string()).collect();
+    let headings: Vec<String> = columns.iter().map(|c| heading(c, verdict)).collect();
     let header = line(&headings, &headings);
     let mut out = String::new();
     let _ = writeln!(out, "{header}");
@@ -161,7 +175,7 @@ pub fn terminal(columns: &[Column], verdict: &Verdict, color: bool) -> String {
 /// The table in Markdown (pipes, a rule saying each column's alignment).
 pub fn markdown(columns: &[Column], verdict: &Verdict) -> String {
     let mut out = String::new();
-    let headings: Vec<&str> = columns.iter().map(|c| c.heading).collect();
+    let headings: Vec<String> = columns.iter().map(|c| heading(c, verdict)).collect();
     let _ = writeln!(out, "| {} |", headings.join(" | "));
     let rule: Vec<&str> = (columns.iter())
         .map(|c| match c.align {
@@ -317,7 +331,7 @@ mod tests {
     fn terminal_columns_line_up_and_name_the_mean() {
         let text = terminal(FULL, &mixed(), true);
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[0].starts_with(" C | baseline (geo. mean) | candidate (geo. mean) |"));
+        assert!(lines[0].starts_with(" C | base (geo. mean) | head (geo. mean) |"));
         // Every row's pipes at the heading's places (colour codes take no room).
         let pipes = |l: &str| -> Vec<usize> {
             // Colour codes (ESC [ ... m) left out.
@@ -347,8 +361,13 @@ mod tests {
     fn markdown_rule_follows_alignment() {
         let text = markdown(COMPACT, &mixed());
         assert!(text.starts_with(
-            "| C | baseline (geo. mean) | candidate (geo. mean) | ratio [bounds] | trials b/c \
+            "| C | base (geo. mean) | head (geo. mean) | ratio [bounds] | trials base/head \
              | detectable drop | verdict |\n|---:|---:|---:|---:|---:|---:|:---|\n"
         ));
+        // History mode: measured against the baseline file's sessions, said so.
+        let mut history = mixed();
+        history.design = Some(Design::History);
+        assert!(markdown(COMPACT, &history)
+            .starts_with("| C | baseline (geo. mean) | head (geo. mean) | ratio [bounds] | trials baseline/head |"));
     }
 }

@@ -74,10 +74,11 @@ pub fn junit(verdict: &Verdict) -> String {
     for v in &verdict.levels {
         let name = format!("throughput at concurrency {}", v.concurrency);
         let detail = format!(
-            "ratio [bounds] {} ({}), p (Holm) {}, trials b/c {}/{}",
+            "ratio [bounds] {} ({}), p (Holm) {}, {} {}/{}",
             ratio_text(v),
             bounds_words(verdict),
             p_text(v.p_adjusted),
+            crate::report::tables::heading(&crate::report::tables::TRIALS, verdict),
             v.n_baseline,
             v.n_candidate
         );
