@@ -13,12 +13,11 @@ use anyhow::{Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::outcome::Finished;
 use super::sweep::{build_body, send_built, Batch, Shared};
 use crate::profile::Arrival;
 use crate::record::flags::{FlagKind, TrialFlag};
-use crate::record::OpenLoopStats;
-use crate::stats::Percentiles;
+use crate::record::{OpenLoopStats, RequestRecord};
+use crate::stats::LatencySketch;
 
 /// Send offsets (seconds from the trial's start) of `n` requests at `rate` requests/s.
 ///
@@ -74,17 +73,22 @@ pub fn trial_seed(seed: u64, rate: f64, trial: u32) -> u64 {
 }
 
 /// Sends `offsets.len()` requests on the schedule. `max_concurrency` makes a send wait for a
-/// free slot (the wait shows as send lag). Returns every request, finished, in index order.
+/// free slot (the wait shows as send lag). Each request is handed to [`Shared::finished`]
+/// as it finishes (journal, progress, the trial's tally) and its task reaped while the
+/// schedule runs on, so a long trial holds only the requests in flight.
 pub async fn run_schedule(
     shared: &Arc<Shared>,
     batch: Batch,
     offsets: &[f64],
     max_concurrency: Option<u32>,
-) -> Result<Vec<Finished>> {
+) -> Result<()> {
     let slots = max_concurrency.map(|c| Arc::new(tokio::sync::Semaphore::new(c as usize)));
     let t0 = tokio::time::Instant::now();
-    let mut handles = Vec::with_capacity(offsets.len());
+    let mut tasks = tokio::task::JoinSet::new();
     for (i, &offset) in offsets.iter().enumerate() {
+        while let Some(done) = tasks.try_join_next() {
+            done.context("a request task panicked")??;
+        }
         let at = t0 + Duration::from_secs_f64(offset);
         // Built before its send time, so building it is not send lag.
         let body = build_body(shared, batch, i as u32);
@@ -119,7 +123,7 @@ pub async fn run_schedule(
             .as_secs_f64();
         let window = batch.windows.map(|w| w.window_at(offset));
         let shared = Arc::clone(shared);
-        handles.push(tokio::spawn(async move {
+        tasks.spawn(async move {
             let finished = send_built(
                 &shared,
                 batch,
@@ -132,46 +136,68 @@ pub async fn run_schedule(
             .await;
             drop(permit);
             let drawn = shared.lengths.draw(batch.first_prompt + i as u64);
-            shared.journal(&finished.record, drawn, None)?;
-            shared.progress.request_done(&finished.record);
-            anyhow::Ok(finished)
-        }));
+            shared.finished(batch, finished, drawn, None)
+        });
     }
-    let mut all = Vec::with_capacity(handles.len());
-    for h in handles {
-        all.push(h.await.context("a request task panicked")??);
+    while let Some(done) = tasks.join_next().await {
+        done.context("a request task panicked")??;
     }
-    Ok(all)
+    Ok(())
 }
 
-/// How well the trial kept its schedule, and latency from the schedule. `measured` holds the
-/// trial's counted requests (its measure window).
-pub fn stats(target_rate: f64, arrival: Arrival, measured: &[Finished]) -> OpenLoopStats {
-    let mut sends: Vec<f64> = measured.iter().map(|f| f.record.sent_s).collect();
-    sends.sort_by(f64::total_cmp);
-    let achieved_rate = match (sends.first(), sends.last()) {
-        (Some(a), Some(b)) if sends.len() > 1 && b > a => Some((sends.len() - 1) as f64 / (b - a)),
-        _ => None,
-    };
-    let (mut lag, mut ttft, mut e2e) = (Vec::new(), Vec::new(), Vec::new());
-    for f in measured {
-        let r = &f.record;
-        let Some(s) = r.scheduled_s else { continue };
-        lag.push(((r.sent_s - s) * 1000.0).max(0.0));
+/// How well the trial kept its schedule, and latency from the schedule, folded as the
+/// trial's counted requests (its measure window) finish: the first and last send, and
+/// sketches of the send lag and the latencies from the scheduled time.
+#[derive(Debug)]
+pub struct ScheduleTally {
+    sends: u64,
+    first: f64,
+    last: f64,
+    lag: LatencySketch<f64>,
+    ttft: LatencySketch<f64>,
+    e2e: LatencySketch<f64>,
+}
+
+impl Default for ScheduleTally {
+    fn default() -> Self {
+        ScheduleTally {
+            sends: 0,
+            first: f64::INFINITY,
+            last: f64::NEG_INFINITY,
+            lag: LatencySketch::new(),
+            ttft: LatencySketch::new(),
+            e2e: LatencySketch::new(),
+        }
+    }
+}
+
+impl ScheduleTally {
+    pub fn add(&mut self, r: &RequestRecord) {
+        self.sends += 1;
+        self.first = self.first.min(r.sent_s);
+        self.last = self.last.max(r.sent_s);
+        let Some(s) = r.scheduled_s else { return };
+        self.lag.record(((r.sent_s - s) * 1000.0).max(0.0));
         if r.error.is_none() {
-            e2e.push((r.end_s - s) * 1000.0);
+            self.e2e.record((r.end_s - s) * 1000.0);
             if let Some(t) = r.first_token_s {
-                ttft.push((t - s) * 1000.0);
+                self.ttft.record((t - s) * 1000.0);
             }
         }
     }
-    OpenLoopStats {
-        target_rate,
-        achieved_rate,
-        arrival: arrival.name().to_string(),
-        send_lag_ms: Percentiles::from_values(&mut lag),
-        ttft_from_schedule_ms: Percentiles::from_values(&mut ttft),
-        e2e_from_schedule_ms: Percentiles::from_values(&mut e2e),
+
+    /// The trial's open-loop figures against `target_rate`, arrivals named `arrival`.
+    pub fn stats(self, target_rate: f64, arrival: &str) -> OpenLoopStats {
+        let achieved_rate = (self.sends > 1 && self.last > self.first)
+            .then(|| (self.sends - 1) as f64 / (self.last - self.first));
+        OpenLoopStats {
+            target_rate,
+            achieved_rate,
+            arrival: arrival.to_string(),
+            send_lag_ms: self.lag.percentiles(),
+            ttft_from_schedule_ms: self.ttft.percentiles(),
+            e2e_from_schedule_ms: self.e2e.percentiles(),
+        }
     }
 }
 
