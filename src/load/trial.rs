@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use super::headroom::{self, SendTally};
 use super::input_check::{self, InputTally};
-use super::openloop::{self, ScheduleTally};
 use super::outcome::{ConnectFailures, Finished};
 use super::read_delay::ReadDelays;
+use super::schedule_check::{self, ScheduleTally};
 use super::{dialect, telemetry};
 use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::telemetry::TrialTelemetry;
@@ -309,8 +309,10 @@ impl TrialTally {
         t.excluded_requests = self.excluded;
         if let Some((rate, arrival)) = &place.open_loop {
             let stats = std::mem::take(&mut self.schedule).stats(*rate, arrival);
-            t.flags
-                .extend(openloop::judge_schedule(&stats, self.measured as usize));
+            t.flags.extend(schedule_check::judge_schedule(
+                &stats,
+                self.measured as usize,
+            ));
             t.open_loop = Some(stats);
         }
         t.input_check = self.inputs.finish(place.exact_input);
