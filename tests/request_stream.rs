@@ -1,9 +1,15 @@
-//! A trial's memory does not grow with its requests' records: the tally folds each request
-//! in as it finishes and drops it. Measured with a counting allocator (live heap bytes), not
-//! a clock, so the test is fast and steady.
+//! A trial's requests stream to `requests.jsonl` as they finish and are not held: the tally
+//! folds each request in and drops it (measured with a counting allocator, live heap bytes,
+//! not a clock, so the test is fast and steady), and a journal that cannot be written fails
+//! the run.
+
+mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::os::unix::process::CommandExt;
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+
+use common::*;
 
 use throughline::load::outcome::Finished;
 use throughline::load::trial::{Asked, TrialTally};
@@ -126,4 +132,39 @@ fn a_trial_keeps_no_request_records() {
         grew > record,
         "kept copies grew only {grew:.0} bytes a request"
     );
+}
+
+/// A write to `requests.jsonl` that fails (here: past the file-size limit, EFBIG) stops the
+/// run with exit 2 naming the file, and no results.json claims the run was measured.
+#[test]
+fn a_journal_that_cannot_be_written_fails_the_run() {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = write_profile(tmp.path(), "quick", &sim.urls, QUICK_BODY);
+    let out_dir = tmp.path().join("out");
+    let mut bench = bench_command(&profile, &out_dir);
+    bench.arg("--no-progress");
+    // The 40 lines take ~16 KiB; the limit stops the journal a few lines in.
+    unsafe {
+        bench.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 4096,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // Past the limit a write fails with EFBIG instead of raising SIGXFSZ.
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = bench.output().unwrap();
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(
+        text(&out).contains("cannot write requests.jsonl"),
+        "{}",
+        text(&out)
+    );
+    assert!(!out_dir.join("results.json").exists());
 }
