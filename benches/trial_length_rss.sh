@@ -15,7 +15,7 @@ sim_pid=
 trap '[ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null; rm -rf "$work"' EXIT
 "$bin" serve-sim --port 0 --preset "$preset" >"$work/sim.out" 2>/dev/null &
 sim_pid=$!
-for _ in $(seq 100); do grep -q " on " "$work/sim.out" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -qs " on " "$work/sim.out" && break; sleep 0.1; done
 url=$(grep -m1 " on " "$work/sim.out" | sed 's/.* on //')
 [ -n "$url" ] || { echo "serve-sim did not start" >&2; exit 2; }
 
