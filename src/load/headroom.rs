@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use super::outcome::Finished;
 use super::read_delay::ReadDelays;
 use crate::record::flags::{FlagKind, TrialFlag};
-use crate::record::ClientHeadroom;
-use crate::stats::percentile;
+use crate::record::{ClientHeadroom, RequestRecord};
+use crate::stats::{percentile, LatencySketch};
 
 /// The probe's sleep period: short enough to sample a trial of a second many times, long
 /// enough that the probe itself costs nothing measurable.
@@ -206,34 +206,56 @@ const HELD_SHARE: f64 = 0.01;
 /// trial's throughput is that much short. Requests that opened their connection are left
 /// out: their wait is the TCP and TLS handshakes, the network's time.
 pub fn judge_sends(h: &mut ClientHeadroom, finished: &[Finished]) {
-    let mut delays = Vec::new();
-    let (mut held, mut total, mut late) = (0.0, 0.0, 0);
-    for r in finished
-        .iter()
-        .map(|f| &f.record)
-        .filter(|r| !r.new_connection)
-    {
+    let mut sends = SendTally::default();
+    for f in finished {
+        sends.add(&f.record);
+    }
+    sends.judge(h);
+}
+
+/// [`judge_sends`] folded as requests finish, so a trial keeps its send delays (exact while
+/// few, sketched past [`crate::stats::sketch::EXACT_LIMIT`]) and three sums, not its requests.
+#[derive(Debug, Default)]
+pub struct SendTally {
+    delays: LatencySketch<f64>,
+    held: f64,
+    total: f64,
+    late: u64,
+}
+
+impl SendTally {
+    pub fn add(&mut self, r: &RequestRecord) {
+        if r.new_connection {
+            return;
+        }
         let Some(delay) = r.send_delay_ms else {
-            continue;
+            return;
         };
-        delays.push(delay);
+        self.delays.record(delay);
         let this = r.idle_before_ms.unwrap_or(delay);
-        held += this;
-        total += this + r.e2e_ms;
+        self.held += this;
+        self.total += this + r.e2e_ms;
         if this > LATE_SEND_MS {
-            late += 1;
+            self.late += 1;
         }
     }
-    if delays.is_empty() {
-        return;
-    }
-    delays.sort_by(f64::total_cmp);
-    h.send_delay_p50_ms = percentile(&delays, 50.0);
-    h.send_delay_p99_ms = percentile(&delays, 99.0);
-    h.held_share = Some(if total > 0.0 { held / total } else { 0.0 });
-    h.late_sends = Some(late);
-    if held_too_long(h) {
-        h.client_bound = true;
+
+    /// Writes the send figures into `h` and marks it client-bound when requests were held.
+    pub fn judge(self, h: &mut ClientHeadroom) {
+        let Some(delays) = self.delays.percentiles() else {
+            return;
+        };
+        h.send_delay_p50_ms = Some(delays.p50);
+        h.send_delay_p99_ms = Some(delays.p99);
+        h.held_share = Some(if self.total > 0.0 {
+            self.held / self.total
+        } else {
+            0.0
+        });
+        h.late_sends = Some(self.late);
+        if held_too_long(h) {
+            h.client_bound = true;
+        }
     }
 }
 

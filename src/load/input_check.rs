@@ -6,7 +6,7 @@
 
 use super::outcome::Finished;
 use crate::record::flags::{FlagKind, TrialFlag};
-use crate::record::InputCheck;
+use crate::record::{InputCheck, RequestRecord};
 
 /// The largest relative gap between the achieved and the requested mean prompt length that
 /// passes (1%, as the issue asks: a length off by more is another workload).
@@ -20,23 +20,42 @@ pub fn check(
     exact: bool,
     requested: impl Fn(u32) -> Option<u32>,
 ) -> Option<InputCheck> {
-    let (mut n, mut want, mut got) = (0u64, 0f64, 0f64);
+    let mut tally = InputTally::default();
     for f in measured {
-        let r = &f.record;
-        let (None, Some(achieved), Some(asked)) = (r.error, r.input_tokens, requested(r.index))
-        else {
-            continue;
-        };
-        n += 1;
-        want += f64::from(asked);
-        got += achieved as f64;
+        tally.add(&f.record, requested(f.record.index));
     }
-    (n > 0).then(|| InputCheck {
-        requests: n,
-        requested_mean: want / n as f64,
-        achieved_mean: got / n as f64,
-        exact,
-    })
+    tally.finish(exact)
+}
+
+/// [`check`] folded as requests finish: a count and two sums (of whole numbers, so exact in
+/// any order).
+#[derive(Debug, Default)]
+pub struct InputTally {
+    n: u64,
+    want: f64,
+    got: f64,
+}
+
+impl InputTally {
+    /// Adds a request that asked for `asked` prompt tokens (None: no length was asked).
+    pub fn add(&mut self, r: &RequestRecord, asked: Option<u32>) {
+        let (None, Some(achieved), Some(asked)) = (r.error, r.input_tokens, asked) else {
+            return;
+        };
+        self.n += 1;
+        self.want += f64::from(asked);
+        self.got += achieved as f64;
+    }
+
+    /// The check, None when no request could be checked.
+    pub fn finish(&self, exact: bool) -> Option<InputCheck> {
+        (self.n > 0).then(|| InputCheck {
+            requests: self.n,
+            requested_mean: self.want / self.n as f64,
+            achieved_mean: self.got / self.n as f64,
+            exact,
+        })
+    }
 }
 
 /// The flag of a trial whose prompts were off their requested length.

@@ -21,6 +21,7 @@ pub mod progress;
 pub mod prompts;
 pub mod read_delay;
 mod run;
+pub mod schedule_check;
 pub mod servers;
 pub mod source;
 pub mod sse;

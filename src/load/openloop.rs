@@ -13,12 +13,8 @@ use anyhow::{Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::outcome::Finished;
 use super::sweep::{build_body, send_built, Batch, Shared};
 use crate::profile::Arrival;
-use crate::record::flags::{FlagKind, TrialFlag};
-use crate::record::OpenLoopStats;
-use crate::stats::Percentiles;
 
 /// Send offsets (seconds from the trial's start) of `n` requests at `rate` requests/s.
 ///
@@ -74,17 +70,22 @@ pub fn trial_seed(seed: u64, rate: f64, trial: u32) -> u64 {
 }
 
 /// Sends `offsets.len()` requests on the schedule. `max_concurrency` makes a send wait for a
-/// free slot (the wait shows as send lag). Returns every request, finished, in index order.
+/// free slot (the wait shows as send lag). Each request is handed to [`Shared::finished`]
+/// as it finishes (journal, progress, the trial's tally) and its task reaped while the
+/// schedule runs on, so a long trial holds only the requests in flight.
 pub async fn run_schedule(
     shared: &Arc<Shared>,
     batch: Batch,
     offsets: &[f64],
     max_concurrency: Option<u32>,
-) -> Result<Vec<Finished>> {
+) -> Result<()> {
     let slots = max_concurrency.map(|c| Arc::new(tokio::sync::Semaphore::new(c as usize)));
     let t0 = tokio::time::Instant::now();
-    let mut handles = Vec::with_capacity(offsets.len());
+    let mut tasks = tokio::task::JoinSet::new();
     for (i, &offset) in offsets.iter().enumerate() {
+        while let Some(done) = tasks.try_join_next() {
+            done.context("a request task panicked")??;
+        }
         let at = t0 + Duration::from_secs_f64(offset);
         // Built before its send time, so building it is not send lag.
         let body = build_body(shared, batch, i as u32);
@@ -119,7 +120,7 @@ pub async fn run_schedule(
             .as_secs_f64();
         let window = batch.windows.map(|w| w.window_at(offset));
         let shared = Arc::clone(shared);
-        handles.push(tokio::spawn(async move {
+        tasks.spawn(async move {
             let finished = send_built(
                 &shared,
                 batch,
@@ -132,79 +133,13 @@ pub async fn run_schedule(
             .await;
             drop(permit);
             let drawn = shared.lengths.draw(batch.first_prompt + i as u64);
-            shared.journal(&finished.record, drawn, None)?;
-            shared.progress.request_done(&finished.record);
-            anyhow::Ok(finished)
-        }));
+            shared.finished(batch, finished, drawn, None)
+        });
     }
-    let mut all = Vec::with_capacity(handles.len());
-    for h in handles {
-        all.push(h.await.context("a request task panicked")??);
+    while let Some(done) = tasks.join_next().await {
+        done.context("a request task panicked")??;
     }
-    Ok(all)
-}
-
-/// How well the trial kept its schedule, and latency from the schedule. `measured` holds the
-/// trial's counted requests (its measure window).
-pub fn stats(target_rate: f64, arrival: Arrival, measured: &[Finished]) -> OpenLoopStats {
-    let mut sends: Vec<f64> = measured.iter().map(|f| f.record.sent_s).collect();
-    sends.sort_by(f64::total_cmp);
-    let achieved_rate = match (sends.first(), sends.last()) {
-        (Some(a), Some(b)) if sends.len() > 1 && b > a => Some((sends.len() - 1) as f64 / (b - a)),
-        _ => None,
-    };
-    let (mut lag, mut ttft, mut e2e) = (Vec::new(), Vec::new(), Vec::new());
-    for f in measured {
-        let r = &f.record;
-        let Some(s) = r.scheduled_s else { continue };
-        lag.push(((r.sent_s - s) * 1000.0).max(0.0));
-        if r.error.is_none() {
-            e2e.push((r.end_s - s) * 1000.0);
-            if let Some(t) = r.first_token_s {
-                ttft.push((t - s) * 1000.0);
-            }
-        }
-    }
-    OpenLoopStats {
-        target_rate,
-        achieved_rate,
-        arrival: arrival.name().to_string(),
-        send_lag_ms: Percentiles::from_values(&mut lag),
-        ttft_from_schedule_ms: Percentiles::from_values(&mut ttft),
-        e2e_from_schedule_ms: Percentiles::from_values(&mut e2e),
-    }
-}
-
-/// How far the achieved rate may stray from the target, either way, before a trial is
-/// flagged: the schedule is conditioned on its count, so a kept schedule lands within a few
-/// percent (send lag at the ends only).
-pub const RATE_TOLERANCE: f64 = 0.20;
-/// Fewer measured sends than this cannot tell a missed schedule from the ends' jitter.
-pub const MIN_SENDS_TO_JUDGE: usize = 10;
-
-/// Flags a trial whose achieved rate is off its target by more than [`RATE_TOLERANCE`], too
-/// fast (the schedule collapsed into a burst) or too slow (the client or a concurrency cap
-/// could not keep it). `sends` is the number of measured requests.
-pub fn judge_schedule(stats: &OpenLoopStats, sends: usize) -> Option<TrialFlag> {
-    if sends < MIN_SENDS_TO_JUDGE {
-        return None;
-    }
-    let target = stats.target_rate;
-    let (word, achieved) = match stats.achieved_rate {
-        // Every send at the same instant: no rate at all, the worst burst.
-        None => ("all at once", f64::INFINITY),
-        Some(a) if a > target * (1.0 + RATE_TOLERANCE) => ("too fast", a),
-        Some(a) if a < target * (1.0 - RATE_TOLERANCE) => ("too slow", a),
-        Some(_) => return None,
-    };
-    Some(TrialFlag::new(
-        FlagKind::ScheduleMissed,
-        format!(
-            "schedule missed ({word}): achieved {achieved:.3} requests/s against a target of \
-             {target} (more than {:.0}% off); the trial did not measure the asked load",
-            RATE_TOLERANCE * 100.0
-        ),
-    ))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -269,37 +204,5 @@ mod tests {
         assert_ne!(trial_seed(0, 50.0, 1), trial_seed(0, 50.0, 2));
         assert_ne!(trial_seed(0, 50.0, 1), trial_seed(0, 10.0, 1));
         assert_eq!(trial_seed(3, 50.0, 1), trial_seed(3, 50.0, 1));
-    }
-
-    #[test]
-    fn achieved_rate_is_judged_both_ways() {
-        let stats = |achieved: Option<f64>| OpenLoopStats {
-            target_rate: 5.0,
-            achieved_rate: achieved,
-            arrival: "gamma".into(),
-            send_lag_ms: None,
-            ttft_from_schedule_ms: None,
-            e2e_from_schedule_ms: None,
-        };
-        for (achieved, sends, flagged) in [
-            (Some(5.0), 100, false),
-            (Some(5.9), 100, false),
-            (Some(4.1), 100, false),
-            (Some(17_938.0), 100, true),
-            (Some(6.5), 100, true),
-            (Some(3.0), 100, true),
-            (None, 100, true),
-            (Some(17_938.0), MIN_SENDS_TO_JUDGE - 1, false),
-        ] {
-            let flag = judge_schedule(&stats(achieved), sends);
-            assert_eq!(
-                flag.is_some(),
-                flagged,
-                "{achieved:?} over {sends}: {flag:?}"
-            );
-            if let Some(f) = flag {
-                assert_eq!(f.kind, FlagKind::ScheduleMissed);
-            }
-        }
     }
 }

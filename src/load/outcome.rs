@@ -184,18 +184,49 @@ fn cached_tokens(u: super::chunk::Usage) -> Option<u64> {
 /// When every request of a batch failed to connect, the server is gone (or was never
 /// there): says so, with the first error, so the run can stop instead of sweeping on.
 pub fn unreachable(batch: &[Finished]) -> Option<String> {
-    let first = batch.first()?;
-    if !batch
-        .iter()
-        .all(|f| f.record.error == Some(ErrorClass::Connect))
-    {
-        return None;
+    let mut failures = ConnectFailures::default();
+    for f in batch {
+        failures.add(&f.record);
     }
-    Some(format!(
-        "all {} requests failed to connect (e.g. \"{}\"); the server went away",
-        batch.len(),
-        first.record.error_message.as_deref().unwrap_or("")
-    ))
+    failures.verdict()
+}
+
+/// [`unreachable`] folded as requests finish, so a batch's requests need not be kept: how
+/// many there were, how many did not fail to connect, and the message of the first (lowest
+/// index) request.
+#[derive(Debug, Default)]
+pub struct ConnectFailures {
+    requests: u64,
+    others: u64,
+    first: Option<(u32, Option<String>)>,
+}
+
+impl ConnectFailures {
+    pub fn add(&mut self, r: &RequestRecord) {
+        self.requests += 1;
+        if r.error != Some(ErrorClass::Connect) {
+            // One request that reached the server settles it; no message is needed.
+            self.others += 1;
+            self.first = None;
+            return;
+        }
+        if self.others == 0 && self.first.as_ref().is_none_or(|(i, _)| r.index < *i) {
+            self.first = Some((r.index, r.error_message.clone()));
+        }
+    }
+
+    /// Why the server looks gone, when every request failed to connect.
+    pub fn verdict(&self) -> Option<String> {
+        if self.requests == 0 || self.others > 0 {
+            return None;
+        }
+        let message = self.first.as_ref().and_then(|(_, m)| m.as_deref());
+        Some(format!(
+            "all {} requests failed to connect (e.g. \"{}\"); the server went away",
+            self.requests,
+            message.unwrap_or("")
+        ))
+    }
 }
 
 /// A successful 10-token request sent at `sent_s` that took `e2e_ms`, for other modules'

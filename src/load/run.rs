@@ -12,11 +12,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::client::{self, RequestLimits};
-use super::sweep::{measured_only, run_batch, urls_for, Batch, Shared, Windows};
-use super::trial::{summarize_trial_folded, GapSink};
+use super::sweep::{run_batch, urls_for, Batch, Shared, Windows};
+use super::trial::{TrialPlace, TrialTally};
 use super::{
-    dialect, fdlimit, headroom, http, input_check, interrupt, now_rfc3339, openloop, outcome,
-    preconnect, probe, progress, source, telemetry, write_results, BenchOutcome, BenchSetup,
+    dialect, fdlimit, headroom, http, interrupt, now_rfc3339, openloop, preconnect, probe,
+    progress, source, telemetry, write_results, BenchOutcome, BenchSetup,
 };
 use crate::engine::Engine;
 use crate::profile::{Arrival, Profile, TrialOrder};
@@ -394,7 +394,7 @@ impl<'a> Prepared<'a> {
             journal: Mutex::new(Box::new(BufWriter::new(journal))),
             progress,
             interrupt: interrupt::Interrupt::from_signals(),
-            gaps: Mutex::new(GapSink::default()),
+            tally: Mutex::new(TrialTally::default()),
         });
         Ok(Prepared {
             profile,
@@ -477,14 +477,16 @@ impl<'a> Prepared<'a> {
             rate,
             arm,
         };
-        let finished = run_batch(shared, batch).await?;
+        shared.start_tally(TrialTally::new(false));
+        run_batch(shared, batch).await?;
+        let tally = shared.take_tally();
         shared.progress.end_step();
         self.step += 1;
         self.next_prompt += u64::from(batch.requests);
         if shared.interrupt.signal().is_some() {
             return Ok(Some(None));
         }
-        Ok(outcome::unreachable(&finished).map(|why| Some(format!("{name} warmup: {why}"))))
+        Ok((tally.unreachable()).map(|why| Some(format!("{name} warmup: {why}"))))
     }
 
     /// Runs the trial of `slot`: its result (`None` when nothing was sent), and why the
@@ -503,7 +505,6 @@ impl<'a> Prepared<'a> {
             // Request i of the trial is the trace's row i.
             self.next_prompt = self.next_prompt.next_multiple_of((*n).max(1));
         }
-        let first_prompt = self.next_prompt;
         let label = format!("{name} trial {trial}/{}", profile.sweep.trials);
         shared.progress.begin(self.step, label);
         let batch = Batch {
@@ -522,10 +523,11 @@ impl<'a> Prepared<'a> {
             shared.clock,
         )
         .await;
-        // The telemetry cross-check counts the client's tokens one by one: it needs the gaps.
-        *shared.gaps.lock().unwrap_or_else(|e| e.into_inner()) = GapSink::new(watch.is_some());
+        // The telemetry cross-check counts the client's tokens one by one: it keeps slim
+        // copies of the requests, with their gaps.
+        shared.start_tally(TrialTally::new(watch.is_some()));
         let monitor = headroom::Monitor::start();
-        let finished = match (rate, &self.trace) {
+        match (rate, &self.trace) {
             (Some(_), Some((offsets, _))) => {
                 openloop::run_schedule(shared, batch, offsets, profile.sweep.max_concurrency)
                     .await?
@@ -548,67 +550,36 @@ impl<'a> Prepared<'a> {
             }
             (None, _) => run_batch(shared, batch).await?,
         };
-        let (mut client, reads) = monitor.finish();
+        let (client, reads) = monitor.finish();
         shared.progress.end_step();
         self.step += 1;
-        let itl =
-            std::mem::take(&mut *shared.gaps.lock().unwrap_or_else(|e| e.into_inner())).into_itl();
+        let tally = shared.take_tally();
         // The server counted every request of the trial, warmup windows included.
         let server = match watch {
-            Some(w) => w.finish(&finished).await,
+            Some(w) => w.finish(tally.kept()).await,
             None => None,
         };
-        self.next_prompt += finished.len() as u64;
-        let unreachable = outcome::unreachable(&finished);
-        if finished.is_empty() {
+        self.next_prompt += tally.requests();
+        let unreachable = tally.unreachable();
+        if tally.requests() == 0 {
             return Ok((None, unreachable));
         }
-        let (measured, excluded) = measured_only(finished);
-        let open_loop = rate.map(|r| {
-            let mut stats = openloop::stats(
-                r,
-                profile.sweep.arrival.unwrap_or(Arrival::Poisson),
-                &measured,
-            );
-            if self.trace.is_some() {
-                stats.arrival = "trace".to_string();
-            }
-            stats
-        });
-        // Synthetic prompts ask for a length (each request's drawn or traced one, else
-        // input_tokens); a prompts file or a dataset asks for none.
-        let input_check = match &shared.prompts {
-            super::prompts::Prompts::Synthetic { words, .. } => {
-                input_check::check(&measured, shared.prompts.exact(), |index| {
-                    let n = first_prompt + u64::from(index);
-                    let own = shared.lengths.draw(n).input_words.unwrap_or(*words);
-                    Some(own.saturating_add(shared.prompts.prefix_tokens()))
-                })
-            }
-            super::prompts::Prompts::File(_) => None,
+        let arrival = match &self.trace {
+            Some(_) => "trace".to_string(),
+            None => (profile.sweep.arrival.unwrap_or(Arrival::Poisson).name()).to_string(),
         };
-        let schedule_flag =
-            (open_loop.as_ref()).and_then(|o| openloop::judge_schedule(o, measured.len()));
-        headroom::judge_sends(&mut client, &measured);
-        let misses =
-            dialect::length_misses(&measured, &profile.workload, &shared.lengths, first_prompt);
-        let mut t = summarize_trial_folded(trial, measured, itl);
-        // One length for all, unless drawn or given per row (a dataset, a trace).
-        let asked = (profile.workload.output_length.is_none() && shared.lengths.rows() == 0)
-            .then_some(profile.workload.max_tokens);
-        dialect::note_length_misses(&mut t, misses, asked);
-        telemetry::attach(&mut t, server);
-        t.excluded_requests = excluded;
-        t.open_loop = open_loop;
-        t.flags.extend(schedule_flag);
-        t.flags
-            .extend(input_check.as_ref().and_then(input_check::judge));
-        t.input_check = input_check;
-        headroom::judge_reads(&mut client, &reads, t.itl_ms.as_ref().map(|p| p.p50));
-        t.flags.extend(headroom::flag(&client));
-        t.client = Some(client);
-        // The round places the trial in the run's time order; sequential runs have none.
-        t.round = (profile.sweep.order == TrialOrder::Interleaved).then_some(slot.round);
+        let place = TrialPlace {
+            trial,
+            // The round places the trial in the run's time order; sequential runs have none.
+            round: (profile.sweep.order == TrialOrder::Interleaved).then_some(slot.round),
+            open_loop: rate.map(|r| (r, arrival)),
+            // One length for all, unless drawn or given per row (a dataset, a trace).
+            asked_output_tokens: (profile.workload.output_length.is_none()
+                && shared.lengths.rows() == 0)
+                .then_some(profile.workload.max_tokens),
+            exact_input: shared.prompts.exact(),
+        };
+        let t = tally.into_result(&place, server, client, &reads);
         Ok((Some(t), unreachable))
     }
 

@@ -17,7 +17,7 @@ use super::interrupt::Interrupt;
 use super::lengths::{Drawn, Lengths};
 use super::outcome::{finish, Finished, Slot};
 use super::prompts::{Prompt, Prompts};
-use super::trial::GapSink;
+use super::trial::{Asked, TrialTally};
 use crate::profile::{Api, Workload};
 use crate::record::{Arm, ErrorClass, RequestRecord, Window};
 
@@ -49,11 +49,61 @@ pub struct Shared {
     pub progress: super::progress::Progress,
     /// Stops the sweep on SIGINT/SIGTERM (workers send nothing new once it is set).
     pub interrupt: Interrupt,
-    /// The running trial's token gaps, folded as requests finish (trials run one at a time).
-    pub gaps: Mutex<GapSink>,
+    /// The running batch's tally: each request is folded in as it finishes, then dropped
+    /// (batches run one at a time).
+    pub tally: Mutex<TrialTally>,
 }
 
 impl Shared {
+    /// Starts a batch's tally (the one before is dropped).
+    pub fn start_tally(&self, tally: TrialTally) {
+        *self.tally.lock().unwrap_or_else(|e| e.into_inner()) = tally;
+    }
+
+    /// The finished batch's tally.
+    pub fn take_tally(&self) -> TrialTally {
+        std::mem::take(&mut *self.tally.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// What happens to every request as it finishes: written to `requests.jsonl`, counted
+    /// by the progress display, and folded into the batch's tally, which drops it.
+    pub(crate) fn finished(
+        &self,
+        batch: Batch,
+        f: Finished,
+        drawn: Drawn,
+        turn: Option<TurnOf>,
+    ) -> Result<()> {
+        self.journal(&f.record, drawn, turn)?;
+        self.progress.request_done(&f.record);
+        let number = batch.first_prompt + u64::from(f.record.index);
+        let misses = super::dialect::length_misses(
+            std::slice::from_ref(&f),
+            &self.workload,
+            &self.lengths,
+            batch.first_prompt,
+        );
+        let asked = Asked {
+            input_tokens: self.asked_input(number),
+            missed_length: misses > 0,
+        };
+        (self.tally.lock().unwrap_or_else(|e| e.into_inner())).add(f, asked);
+        Ok(())
+    }
+
+    /// The prompt length request `number` of the run asked for: synthetic prompts ask for
+    /// their drawn length (else `input_tokens`) plus the shared prefix; a prompts file or a
+    /// dataset asks for none.
+    fn asked_input(&self, number: u64) -> Option<u32> {
+        match &self.prompts {
+            Prompts::Synthetic { words, .. } => {
+                let own = self.lengths.draw(number).input_words.unwrap_or(*words);
+                Some(own.saturating_add(self.prompts.prefix_tokens()))
+            }
+            Prompts::File(_) => None,
+        }
+    }
+
     /// Writes a finished request, with the lengths drawn for it (`requested_input_words`,
     /// or `requested_input_tokens` with the model's tokenizer, and `requested_output_tokens`;
     /// absent where the profile draws none) and, in multi-turn runs, its `conversation` and
@@ -139,8 +189,8 @@ impl Windows {
     }
 }
 
-/// Sends a batch closed-loop and returns every request, finished.
-pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finished>> {
+/// Sends a batch closed-loop, each request handed to [`Shared::finished`] as it finishes.
+pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<()> {
     let next = Arc::new(AtomicU32::new(0));
     let next_conversation = Arc::new(AtomicU64::new(0));
     let (limit, workers) = match batch.windows {
@@ -154,7 +204,6 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
         let next = Arc::clone(&next);
         let next_conversation = Arc::clone(&next_conversation);
         handles.push(tokio::spawn(async move {
-            let mut done = Vec::new();
             // When this worker's previous response ended (seconds on the run's clock).
             let mut previous_end: Option<f64> = None;
             // Multi-turn runs: this worker's conversation in progress.
@@ -198,19 +247,15 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<Vec<Finishe
                 record.idle_before_ms =
                     previous_end.map(|end| ((record.sent_s - end) * 1000.0).max(0.0));
                 previous_end = Some(record.end_s);
-                shared.journal(&finished.record, drawn, turn)?;
-                shared.progress.request_done(&finished.record);
-                done.push(finished);
+                shared.finished(batch, finished, drawn, turn)?;
             }
-            anyhow::Ok(done)
+            anyhow::Ok(())
         }));
     }
-    let mut all = Vec::with_capacity(batch.requests as usize);
     for handle in handles {
-        all.extend(handle.await.context("a request worker panicked")??);
+        handle.await.context("a request worker panicked")??;
     }
-    all.sort_by_key(|f| f.record.index);
-    Ok(all)
+    Ok(())
 }
 
 /// Sends the next turn of `chat` as request `index` of the batch, to the conversation's
@@ -334,22 +379,7 @@ pub(crate) async fn send_built(
     finished.record.scheduled_s = scheduled_s;
     finished.record.window = window;
     finished.record.arm = batch.arm;
-    (shared.gaps.lock())
-        .unwrap_or_else(|e| e.into_inner())
-        .fold(&mut finished);
     finished
-}
-
-/// Splits a trial's requests into the counted ones and the number sent in its warmup and
-/// cooldown windows.
-pub fn measured_only(finished: Vec<Finished>) -> (Vec<Finished>, u64) {
-    let total = finished.len();
-    let measured: Vec<Finished> = finished
-        .into_iter()
-        .filter(|f| matches!(f.record.window, None | Some(Window::Measure)))
-        .collect();
-    let excluded = (total - measured.len()) as u64;
-    (measured, excluded)
 }
 
 /// The API URL for each endpoint, checked once before anything is sent.

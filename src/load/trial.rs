@@ -2,148 +2,170 @@
 //! trial's window (first dispatch to last completion), TTFT, ITL per token, TPOT and E2E
 //! percentiles, per-request speed, and the accounting of every request (succeeded, or
 //! failed in a class). Throughput counts successful requests only.
+//!
+//! Requests are folded into a [`TrialTally`] as they finish (after `requests.jsonl` has
+//! them) and then dropped: a trial keeps counts, sums and bounded latency sketches, so its
+//! memory does not grow with its length (records held to the trial's end once cost ~500
+//! bytes a request: over 4 GB for a 24-hour soak at 100 requests/s).
 
-use super::outcome::Finished;
+use std::collections::BTreeMap;
+
+use super::headroom::{self, SendTally};
+use super::input_check::{self, InputTally};
+use super::outcome::{ConnectFailures, Finished};
+use super::read_delay::ReadDelays;
+use super::schedule_check::{self, ScheduleTally};
+use super::{dialect, telemetry};
 use crate::record::flags::{FlagKind, TrialFlag};
-use crate::record::{PrefixCacheUse, TokenSource, TrialResult, Window};
+use crate::record::telemetry::TrialTelemetry;
+use crate::record::{
+    ClientHeadroom, ErrorClass, PrefixCacheUse, RequestRecord, TokenSource, TrialResult, Window,
+};
 use crate::stats::LatencySketch;
-
-/// The token gaps of the trial running now, folded in as each request finishes so a trial's
-/// memory does not grow with its tokens (a 20-second trial at 1.3M tokens/s once held 270 MB
-/// of gaps). The per-request gaps are dropped once folded, unless `keep_gaps` (the server's
-/// token counter is cross-checked per token, telemetry.rs), and then only up to
-/// [`KEPT_GAPS_LIMIT`] a trial: past it, a request's tokens are placed at its end, which
-/// counts the same wherever the counter's samples span the whole trial.
-#[derive(Debug, Default)]
-pub struct GapSink {
-    itl: LatencySketch<f32>,
-    keep_gaps: bool,
-    kept: usize,
-}
 
 /// The most per-token gaps a trial keeps on its requests for the telemetry cross-check
 /// (4 MiB).
 pub const KEPT_GAPS_LIMIT: usize = 1 << 20;
 
-impl GapSink {
-    /// Starts a trial's sink.
-    pub fn new(keep_gaps: bool) -> Self {
-        GapSink {
+/// What the run knew of a request when it finished, beyond its record.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Asked {
+    /// The prompt length it asked for (synthetic prompts only), for the input check.
+    pub input_tokens: Option<u32>,
+    /// A successful request that missed its fixed output length (`dialect::length_misses`).
+    pub missed_length: bool,
+}
+
+/// The running trial's state, folded in as each request finishes. Per request it keeps
+/// only what a figure needs exactly (a few f64 latencies, in sketches that stop growing
+/// past [`crate::stats::sketch::EXACT_LIMIT`] values); the records, their strings and their
+/// token gaps are dropped. The exception is the telemetry cross-check (telemetry.rs reads
+/// the trial's requests once the last scrape is in): with `keep_for_telemetry`, a slim copy
+/// of each request (no strings) stays, its gaps up to [`KEPT_GAPS_LIMIT`] a trial; past
+/// that a request's tokens are placed at its end, which counts the same wherever the
+/// counter's samples span the whole trial.
+#[derive(Debug)]
+pub struct TrialTally {
+    /// Every request of the batch, warmup and cooldown windows included.
+    requests: u64,
+    /// Requests sent in a warmup or cooldown window (not counted below).
+    excluded: u64,
+    connect: ConnectFailures,
+    // The counted requests (the measure window, or all of a trial without windows).
+    measured: u64,
+    succeeded: u64,
+    failed: BTreeMap<ErrorClass, u64>,
+    /// Per class, the message of its first request (lowest index) and that index.
+    examples: BTreeMap<ErrorClass, (u32, String)>,
+    output_tokens: u64,
+    failed_output_tokens: u64,
+    input_tokens: u64,
+    first_dispatch: f64,
+    last_completion: f64,
+    token_sources: BTreeMap<TokenSource, u64>,
+    estimated_splits: u64,
+    cache: Option<PrefixCacheUse>,
+    ttft: LatencySketch<f64>,
+    tpot: LatencySketch<f64>,
+    e2e: LatencySketch<f64>,
+    itl: LatencySketch<f32>,
+    speed_sum: f64,
+    speeds: u64,
+    length_misses: u64,
+    inputs: InputTally,
+    sends: SendTally,
+    schedule: ScheduleTally,
+    keep_for_telemetry: bool,
+    kept_gaps: usize,
+    kept: Vec<Finished>,
+}
+
+impl Default for TrialTally {
+    fn default() -> Self {
+        Self::new(false)
+    }
+}
+
+impl TrialTally {
+    /// Starts a trial's tally; `keep_for_telemetry` when the server's counters are watched.
+    pub fn new(keep_for_telemetry: bool) -> Self {
+        TrialTally {
+            requests: 0,
+            excluded: 0,
+            connect: ConnectFailures::default(),
+            measured: 0,
+            succeeded: 0,
+            failed: BTreeMap::new(),
+            examples: BTreeMap::new(),
+            output_tokens: 0,
+            failed_output_tokens: 0,
+            input_tokens: 0,
+            first_dispatch: f64::INFINITY,
+            last_completion: f64::NEG_INFINITY,
+            token_sources: BTreeMap::new(),
+            estimated_splits: 0,
+            cache: None,
+            ttft: LatencySketch::new(),
+            tpot: LatencySketch::new(),
+            e2e: LatencySketch::new(),
             itl: LatencySketch::new(),
-            keep_gaps,
-            kept: 0,
+            speed_sum: 0.0,
+            speeds: 0,
+            length_misses: 0,
+            inputs: InputTally::default(),
+            sends: SendTally::default(),
+            schedule: ScheduleTally::default(),
+            keep_for_telemetry,
+            kept_gaps: 0,
+            kept: Vec::new(),
         }
     }
 
-    /// Folds a finished request's gaps in when they count (a successful request of the
-    /// trial's measured window; warmups are not counted), and frees them unless kept.
-    pub fn fold(&mut self, f: &mut Finished) {
-        let r = &f.record;
-        let counted =
-            !r.warmup && r.error.is_none() && matches!(r.window, None | Some(Window::Measure));
+    /// Folds a finished request in and drops it (or its slim copy, see the type).
+    pub fn add(&mut self, mut f: Finished, asked: Asked) {
+        self.requests += 1;
+        self.connect.add(&f.record);
+        let counted = matches!(f.record.window, None | Some(Window::Measure));
         if counted {
-            self.itl.extend(f.gaps_ms.iter().copied());
+            self.count(&f, asked);
+        } else {
+            self.excluded += 1;
         }
-        let room = self.kept + f.gaps_ms.len() <= KEPT_GAPS_LIMIT;
-        if self.keep_gaps && !r.warmup && room {
-            self.kept += f.gaps_ms.len();
+        if !self.keep_for_telemetry {
+            return;
+        }
+        let room = self.kept_gaps + f.gaps_ms.len() <= KEPT_GAPS_LIMIT;
+        if !f.record.warmup && room {
+            self.kept_gaps += f.gaps_ms.len();
         } else {
             f.gaps_ms = Vec::new();
         }
+        f.gaps_ms.shrink_to_fit();
+        f.answer = None;
+        f.record.error_message = None;
+        f.record.finish_reason = None;
+        self.kept.push(f);
     }
 
-    /// The trial's per-token gaps, folded.
-    pub fn into_itl(self) -> LatencySketch<f32> {
-        self.itl
-    }
-}
-
-/// Summarises one trial's requests, their token gaps taken from the requests.
-pub fn summarize_trial(trial: u32, mut finished: Vec<Finished>) -> TrialResult {
-    let mut sink = GapSink::new(false);
-    for f in &mut finished {
-        sink.fold(f);
-    }
-    summarize_trial_folded(trial, finished, sink.into_itl())
-}
-
-/// Summarises one trial's requests, their token gaps already folded into `itl` (by a
-/// [`GapSink`] as they finished; any gaps still on the requests are not counted again).
-pub fn summarize_trial_folded(
-    trial: u32,
-    finished: Vec<Finished>,
-    itl: LatencySketch<f32>,
-) -> TrialResult {
-    let mut result = TrialResult {
-        trial,
-        requests_sent: finished.len() as u64,
-        succeeded: 0,
-        failed: Default::default(),
-        error_examples: Default::default(),
-        output_tokens: 0,
-        failed_output_tokens: 0,
-        input_tokens: 0,
-        window_s: 0.0,
-        output_tok_per_s: 0.0,
-        requests_per_s: 0.0,
-        error_rate: 0.0,
-        per_request_tok_per_s: None,
-        ttft_ms: None,
-        itl_ms: None,
-        tpot_ms: None,
-        e2e_ms: None,
-        token_sources: Default::default(),
-        flags: Vec::new(),
-        length_misses: 0,
-        telemetry: None,
-        client: None,
-        open_loop: None,
-        excluded_requests: 0,
-        round: None,
-        block: None,
-        slot: None,
-        input_check: None,
-        prefix_cache: None,
-    };
-    if finished.is_empty() {
-        return result;
-    }
-    let first_dispatch = finished
-        .iter()
-        .map(|f| f.record.sent_s)
-        .fold(f64::INFINITY, f64::min);
-    let last_completion = finished
-        .iter()
-        .map(|f| f.record.end_s)
-        .fold(f64::NEG_INFINITY, f64::max);
-    result.window_s = (last_completion - first_dispatch).max(0.0);
-
-    let (mut ttft, mut tpot, mut e2e) = (
-        LatencySketch::<f64>::new(),
-        LatencySketch::<f64>::new(),
-        LatencySketch::<f64>::new(),
-    );
-    let mut speeds = Vec::new();
-    let mut estimated_splits = 0u64;
-    let mut cache: Option<PrefixCacheUse> = None;
-    for f in finished {
-        let r = f.record;
-        result.input_tokens = result
+    /// A counted request's share of the figures.
+    fn count(&mut self, f: &Finished, asked: Asked) {
+        let r = &f.record;
+        self.measured += 1;
+        self.first_dispatch = self.first_dispatch.min(r.sent_s);
+        self.last_completion = self.last_completion.max(r.end_s);
+        self.input_tokens = self
             .input_tokens
             .saturating_add(r.input_tokens.unwrap_or(0));
+        self.inputs.add(r, asked.input_tokens);
+        self.sends.add(r);
+        self.schedule.add(r);
+        self.length_misses += u64::from(asked.missed_length);
         match r.error {
-            Some(class) => {
-                *result.failed.entry(class).or_insert(0) += 1;
-                if let Some(msg) = r.error_message {
-                    result.error_examples.entry(class).or_insert(msg);
-                }
-                result.failed_output_tokens =
-                    result.failed_output_tokens.saturating_add(r.output_tokens);
-            }
+            Some(class) => self.count_failure(class, r),
             None => {
-                result.succeeded += 1;
+                self.succeeded += 1;
                 if let (Some(prompt), Some(cached)) = (r.input_tokens, r.cached_tokens) {
-                    let c = cache.get_or_insert(PrefixCacheUse {
+                    let c = self.cache.get_or_insert(PrefixCacheUse {
                         requests: 0,
                         prompt_tokens: 0,
                         cached_tokens: 0,
@@ -153,52 +175,180 @@ pub fn summarize_trial_folded(
                     c.prompt_tokens = c.prompt_tokens.saturating_add(prompt);
                     c.cached_tokens = c.cached_tokens.saturating_add(cached);
                 }
-                result.output_tokens = result.output_tokens.saturating_add(r.output_tokens);
-                *result.token_sources.entry(r.token_source).or_insert(0) += 1;
-                estimated_splits += u64::from(f.estimated_split);
-                ttft.extend(r.ttft_ms);
-                tpot.extend(r.tpot_ms);
-                e2e.record(r.e2e_ms);
+                self.output_tokens = self.output_tokens.saturating_add(r.output_tokens);
+                *self.token_sources.entry(r.token_source).or_insert(0) += 1;
+                self.estimated_splits += u64::from(f.estimated_split);
+                self.ttft.extend(r.ttft_ms);
+                self.tpot.extend(r.tpot_ms);
+                self.e2e.record(r.e2e_ms);
                 if r.e2e_ms > 0.0 {
-                    speeds.push(r.output_tokens as f64 / (r.e2e_ms / 1000.0));
+                    self.speed_sum += r.output_tokens as f64 / (r.e2e_ms / 1000.0);
+                    self.speeds += 1;
+                }
+                if !r.warmup {
+                    self.itl.extend(f.gaps_ms.iter().copied());
                 }
             }
         }
     }
-    if result.window_s > 0.0 {
-        result.output_tok_per_s = result.output_tokens as f64 / result.window_s;
-        result.requests_per_s = result.succeeded as f64 / result.window_s;
+
+    fn count_failure(&mut self, class: ErrorClass, r: &RequestRecord) {
+        *self.failed.entry(class).or_insert(0) += 1;
+        self.failed_output_tokens = self.failed_output_tokens.saturating_add(r.output_tokens);
+        if let Some(msg) = &r.error_message {
+            let earlier = self.examples.get(&class).is_some_and(|(i, _)| *i < r.index);
+            if !earlier {
+                self.examples.insert(class, (r.index, msg.clone()));
+            }
+        }
     }
-    result.error_rate = result.failed_total() as f64 / result.requests_sent as f64;
-    if !speeds.is_empty() {
-        result.per_request_tok_per_s = Some(speeds.iter().sum::<f64>() / speeds.len() as f64);
+
+    /// Every request of the batch, windows included.
+    pub fn requests(&self) -> u64 {
+        self.requests
     }
-    result.prefix_cache = cache.map(|c| PrefixCacheUse {
-        share: if c.prompt_tokens > 0 {
-            c.cached_tokens as f64 / c.prompt_tokens as f64
-        } else {
-            0.0
-        },
-        ..c
-    });
-    result.ttft_ms = ttft.percentiles();
-    result.itl_ms = itl.percentiles();
-    result.tpot_ms = tpot.percentiles();
-    result.e2e_ms = e2e.percentiles();
-    if estimated_splits > 0 {
-        result.flags.push(TrialFlag::new(FlagKind::TokensEstimated, format!(
-            "{estimated_splits} requests: tokens per chunk estimated from text length (the server sent no per-chunk usage); ITL is approximate"
-        )));
+
+    /// Why the server looks gone, when every request of the batch failed to connect.
+    pub fn unreachable(&self) -> Option<String> {
+        self.connect.verdict()
     }
-    if let Some(n) = result.token_sources.get(&TokenSource::ChunkCount) {
-        result.flags.push(TrialFlag::new(
-            FlagKind::TokensCountedByChunk,
-            format!(
-                "{n} requests: the server reported no usage; output tokens counted one per chunk"
-            ),
-        ));
+
+    /// The slim requests kept for the telemetry cross-check (empty unless asked for).
+    pub fn kept(&self) -> &[Finished] {
+        &self.kept
     }
-    result
+
+    /// The trial's figures from its requests alone (no telemetry, client or schedule).
+    pub fn summary(&mut self, trial: u32) -> TrialResult {
+        let mut result = TrialResult {
+            trial,
+            requests_sent: self.measured,
+            succeeded: self.succeeded,
+            failed: std::mem::take(&mut self.failed),
+            error_examples: (std::mem::take(&mut self.examples).into_iter())
+                .map(|(class, (_, msg))| (class, msg))
+                .collect(),
+            output_tokens: self.output_tokens,
+            failed_output_tokens: self.failed_output_tokens,
+            input_tokens: self.input_tokens,
+            window_s: 0.0,
+            output_tok_per_s: 0.0,
+            requests_per_s: 0.0,
+            error_rate: 0.0,
+            per_request_tok_per_s: None,
+            ttft_ms: None,
+            itl_ms: None,
+            tpot_ms: None,
+            e2e_ms: None,
+            token_sources: std::mem::take(&mut self.token_sources),
+            flags: Vec::new(),
+            length_misses: 0,
+            telemetry: None,
+            client: None,
+            open_loop: None,
+            excluded_requests: 0,
+            round: None,
+            block: None,
+            slot: None,
+            input_check: None,
+            prefix_cache: None,
+        };
+        if self.measured == 0 {
+            return result;
+        }
+        result.window_s = (self.last_completion - self.first_dispatch).max(0.0);
+        if result.window_s > 0.0 {
+            result.output_tok_per_s = result.output_tokens as f64 / result.window_s;
+            result.requests_per_s = result.succeeded as f64 / result.window_s;
+        }
+        result.error_rate = result.failed_total() as f64 / result.requests_sent as f64;
+        if self.speeds > 0 {
+            result.per_request_tok_per_s = Some(self.speed_sum / self.speeds as f64);
+        }
+        result.prefix_cache = self.cache.take().map(|c| PrefixCacheUse {
+            share: if c.prompt_tokens > 0 {
+                c.cached_tokens as f64 / c.prompt_tokens as f64
+            } else {
+                0.0
+            },
+            ..c
+        });
+        result.ttft_ms = std::mem::take(&mut self.ttft).percentiles();
+        result.itl_ms = std::mem::take(&mut self.itl).percentiles();
+        result.tpot_ms = std::mem::take(&mut self.tpot).percentiles();
+        result.e2e_ms = std::mem::take(&mut self.e2e).percentiles();
+        if self.estimated_splits > 0 {
+            result.flags.push(TrialFlag::new(FlagKind::TokensEstimated, format!(
+                "{} requests: tokens per chunk estimated from text length (the server sent no per-chunk usage); ITL is approximate",
+                self.estimated_splits
+            )));
+        }
+        if let Some(n) = result.token_sources.get(&TokenSource::ChunkCount) {
+            result.flags.push(TrialFlag::new(
+                FlagKind::TokensCountedByChunk,
+                format!(
+                    "{n} requests: the server reported no usage; output tokens counted one per chunk"
+                ),
+            ));
+        }
+        result
+    }
+
+    /// The whole trial result: the figures, then the length misses, the server's telemetry,
+    /// the open-loop schedule, the input check and the client's headroom, each with its flag.
+    pub fn into_result(
+        mut self,
+        place: &TrialPlace,
+        server: Option<TrialTelemetry>,
+        mut client: ClientHeadroom,
+        reads: &ReadDelays,
+    ) -> TrialResult {
+        let mut t = self.summary(place.trial);
+        dialect::note_length_misses(&mut t, self.length_misses, place.asked_output_tokens);
+        telemetry::attach(&mut t, server);
+        t.excluded_requests = self.excluded;
+        if let Some((rate, arrival)) = &place.open_loop {
+            let stats = std::mem::take(&mut self.schedule).stats(*rate, arrival);
+            t.flags.extend(schedule_check::judge_schedule(
+                &stats,
+                self.measured as usize,
+            ));
+            t.open_loop = Some(stats);
+        }
+        t.input_check = self.inputs.finish(place.exact_input);
+        t.flags
+            .extend(t.input_check.as_ref().and_then(input_check::judge));
+        self.sends.judge(&mut client);
+        headroom::judge_reads(&mut client, reads, t.itl_ms.as_ref().map(|p| p.p50));
+        t.flags.extend(headroom::flag(&client));
+        t.client = Some(client);
+        t.round = place.round;
+        t
+    }
+}
+
+/// Where a trial sits in the run and what it asked for, beyond its requests.
+#[derive(Debug, Clone, Default)]
+pub struct TrialPlace {
+    pub trial: u32,
+    /// The round it ran in (interleaved runs only).
+    pub round: Option<u32>,
+    /// Open-loop levels: the target rate (requests/s) and the arrivals' name ("trace" for
+    /// a replay).
+    pub open_loop: Option<(f64, String)>,
+    /// The one output length every request asked for; None where lengths are drawn.
+    pub asked_output_tokens: Option<u32>,
+    /// Prompt lengths are tokens of the model's tokenizer (else words).
+    pub exact_input: bool,
+}
+
+/// Summarises one trial's requests (the figures of [`TrialTally::summary`]).
+pub fn summarize_trial(trial: u32, finished: Vec<Finished>) -> TrialResult {
+    let mut tally = TrialTally::new(false);
+    for f in finished {
+        tally.add(f, Asked::default());
+    }
+    tally.summary(trial)
 }
 
 #[cfg(test)]
@@ -215,30 +365,149 @@ mod tests {
         f
     }
 
-    /// Only the measured window's successful requests count; gaps are freed once folded,
-    /// and kept for telemetry only up to the limit.
+    /// Only the measured window's successful requests count, and nothing of them is kept;
+    /// for telemetry, slim copies are kept, their gaps only up to the limit.
     #[test]
-    fn the_sink_counts_measured_successes_and_frees_what_it_folded() {
-        let mut sink = GapSink::new(false);
-        let mut counted = with_gaps(9, Some(Window::Measure), false);
-        let mut warm = with_gaps(9, Some(Window::Warmup), false);
-        let mut warmup = with_gaps(9, None, true);
+    fn the_tally_counts_measured_successes_and_keeps_no_request() {
+        let mut tally = TrialTally::new(false);
+        let counted = with_gaps(9, Some(Window::Measure), false);
+        let warm = with_gaps(9, Some(Window::Warmup), false);
+        let warmup = with_gaps(9, None, true);
         let mut failed = with_gaps(9, None, false);
         failed.record.error = Some(ErrorClass::Reset);
-        for f in [&mut counted, &mut warm, &mut warmup, &mut failed] {
-            sink.fold(f);
-            assert!(f.gaps_ms.is_empty());
+        for f in [counted, warm, warmup, failed] {
+            tally.add(f, Asked::default());
         }
-        assert_eq!(sink.into_itl().count(), 9);
+        assert!(tally.kept().is_empty());
+        assert_eq!(
+            (tally.requests(), tally.excluded, tally.measured),
+            (4, 1, 3)
+        );
+        let t = tally.summary(1);
+        assert_eq!(t.itl_ms.as_ref().unwrap().count, 9);
+        assert_eq!((t.requests_sent, t.succeeded, t.failed_total()), (3, 2, 1));
 
-        let mut sink = GapSink::new(true);
+        let mut tally = TrialTally::new(true);
         let mut kept = with_gaps(KEPT_GAPS_LIMIT - 5, None, false);
-        let mut over = with_gaps(10, None, false);
-        sink.fold(&mut kept);
-        sink.fold(&mut over);
-        assert_eq!(kept.gaps_ms.len(), KEPT_GAPS_LIMIT - 5);
-        assert!(over.gaps_ms.is_empty());
-        assert_eq!(sink.into_itl().count(), KEPT_GAPS_LIMIT as u64 + 5);
+        kept.record.finish_reason = Some("length".into());
+        tally.add(kept, Asked::default());
+        tally.add(with_gaps(10, None, false), Asked::default());
+        let held = tally.kept();
+        assert_eq!(held.len(), 2);
+        assert_eq!(held[0].gaps_ms.len(), KEPT_GAPS_LIMIT - 5);
+        assert_eq!(held[0].record.finish_reason, None);
+        assert!(held[1].gaps_ms.is_empty());
+        assert_eq!(
+            tally.summary(1).itl_ms.unwrap().count,
+            KEPT_GAPS_LIMIT as u64 + 5
+        );
+    }
+
+    /// The figures do not depend on the order requests finish in, and the tally's
+    /// percentiles are the exact ones of the requests' values (while they are few).
+    #[test]
+    fn folding_in_any_order_gives_the_exact_figures() {
+        let requests = || -> Vec<Finished> {
+            (0..7u32)
+                .map(|i| {
+                    let mut f = a_finished_request(1.0 + f64::from(i), 90.0 + f64::from(i) * 3.7);
+                    f.record.index = i;
+                    f.gaps_ms = (0..9).map(|g| (g * 7 + i) as f32 / 3.0).collect();
+                    if i % 3 == 1 {
+                        f.record.error = Some(ErrorClass::Reset);
+                        f.record.error_message = Some(format!("reset {i}"));
+                    }
+                    f
+                })
+                .collect()
+        };
+        let fold = |finished: Vec<Finished>| {
+            let mut tally = TrialTally::new(false);
+            for f in finished {
+                tally.add(f, Asked::default());
+            }
+            tally.summary(1)
+        };
+        let forward = fold(requests());
+        let backward = fold(requests().into_iter().rev().collect());
+        assert_eq!(forward.itl_ms, backward.itl_ms);
+        assert_eq!(forward.itl_ms.as_ref().unwrap().count, 5 * 9);
+        assert_eq!(
+            (&forward.ttft_ms, &forward.e2e_ms),
+            (&backward.ttft_ms, &backward.e2e_ms)
+        );
+        // The example of a class is its first request's, whatever order they finished in.
+        assert_eq!(backward.error_examples[&ErrorClass::Reset], "reset 1");
+        assert_eq!(forward.error_examples, backward.error_examples);
+        assert_eq!(forward.window_s, backward.window_s);
+        let mut e2e: Vec<f64> = (requests().into_iter())
+            .filter(|f| f.record.error.is_none())
+            .map(|f| f.record.e2e_ms)
+            .collect();
+        assert_eq!(
+            forward.e2e_ms,
+            crate::stats::Percentiles::from_values(&mut e2e)
+        );
+    }
+
+    /// A trial whose every request failed to connect says the server went away, with the
+    /// first request's message; one request that got through settles it.
+    #[test]
+    fn connect_failures_are_told_from_the_first_request() {
+        let refused = |i: u32| {
+            let mut f = a_finished_request(1.0, 1.0);
+            f.record.index = i;
+            f.record.error = Some(ErrorClass::Connect);
+            f.record.error_message = Some(format!("refused {i}"));
+            f
+        };
+        let mut tally = TrialTally::new(false);
+        for i in [2, 0, 1] {
+            tally.add(refused(i), Asked::default());
+        }
+        let why = tally.unreachable().unwrap();
+        assert!(
+            why.contains("all 3 requests") && why.contains("refused 0"),
+            "{why}"
+        );
+        tally.add(a_finished_request(1.0, 1.0), Asked::default());
+        assert_eq!(tally.unreachable(), None);
+    }
+
+    /// Length misses and prompt lengths come in with each request and reach the result.
+    #[test]
+    fn the_whole_result_is_built_here() {
+        let mut tally = TrialTally::new(false);
+        for i in 0..4u32 {
+            let mut f = a_finished_request(1.0, 100.0);
+            f.record.index = i;
+            f.record.input_tokens = Some(20);
+            let asked = Asked {
+                input_tokens: Some(10),
+                missed_length: i == 0,
+            };
+            tally.add(f, asked);
+        }
+        let place = TrialPlace {
+            trial: 2,
+            round: Some(2),
+            open_loop: Some((5.0, "trace".into())),
+            asked_output_tokens: Some(10),
+            exact_input: true,
+        };
+        let reads = ReadDelays::of(&[]);
+        let t = tally.into_result(&place, None, ClientHeadroom::default(), &reads);
+        assert_eq!((t.trial, t.round, t.length_misses), (2, Some(2), 1));
+        let check = t.input_check.as_ref().unwrap();
+        assert_eq!(
+            (check.requests, check.requested_mean, check.achieved_mean),
+            (4, 10.0, 20.0)
+        );
+        let kinds: Vec<FlagKind> = t.flags.iter().map(|f| f.kind).collect();
+        assert!(kinds.contains(&FlagKind::LengthMisses), "{kinds:?}");
+        assert!(kinds.contains(&FlagKind::InputLengthOff), "{kinds:?}");
+        assert_eq!(t.open_loop.as_ref().unwrap().arrival, "trace");
+        assert!(t.client.is_some());
     }
 
     /// The share of prompt tokens served from the cache, over the successful requests that
@@ -271,29 +540,5 @@ mod tests {
         assert!((c.share - 200.0 / 480.0).abs() < 1e-12);
         let none = summarize_trial(1, vec![req(100, None, false)]);
         assert_eq!(none.prefix_cache, None);
-    }
-
-    /// Folded and unfolded summaries agree, exactly, for a small trial.
-    #[test]
-    fn folding_as_requests_finish_changes_no_figure() {
-        let requests = || -> Vec<Finished> {
-            (0..5)
-                .map(|i| {
-                    let mut f = a_finished_request(1.0 + i as f64, 90.0 + i as f64);
-                    f.gaps_ms = (0..9).map(|g| (g * 7 + i) as f32 / 3.0).collect();
-                    f
-                })
-                .collect()
-        };
-        let whole = summarize_trial(1, requests());
-        let mut sink = GapSink::new(false);
-        let mut folded: Vec<Finished> = requests();
-        for f in folded.iter_mut().rev() {
-            sink.fold(f);
-        }
-        let t = summarize_trial_folded(1, folded, sink.into_itl());
-        assert_eq!(t.itl_ms, whole.itl_ms);
-        assert_eq!(t.itl_ms.as_ref().unwrap().count, 45);
-        assert_eq!((t.ttft_ms, t.e2e_ms), (whole.ttft_ms, whole.e2e_ms));
     }
 }
