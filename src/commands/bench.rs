@@ -421,7 +421,7 @@ pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
 /// Prints warnings and problems; returns 2 when a level could not be measured.
 pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
     for w in &outcome.result.warnings {
-        eprintln!("warning: {}", crate::untrusted::for_terminal(w));
+        eprintln!("warning: {}", console::short_warning(w, "report.md"));
     }
     println!("results: {}", out.join(RESULTS_FILE).display());
     if let Some(sig) = outcome.interrupted {

@@ -124,6 +124,10 @@ pub struct Step {
     #[serde(default)]
     pub blocks: u32,
     pub seconds: f64,
+    /// What changed besides tok/s against the good commit (the verdict's readings, per level:
+    /// "C=8: KV cache 0% -> 84%, ...: the KV cache fills sooner").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
 }
 
 /// The answer of a whole bisect.

@@ -315,13 +315,14 @@ fn gate(
     concurrencies.dedup();
     let metrics = metrics(settings);
     let mut warnings: Vec<String> = Vec::new();
-    warnings.extend(client_bound(
-        "candidate",
-        candidate.flag_lines(Some(FlagKind::ClientBound)),
-    ));
+    // One line per arm: how many trials, which, and the worst (record::flag_summary).
+    let summary = |levels: &[LevelResult]| {
+        crate::record::flag_summary(levels, Some(FlagKind::ClientBound))
+    };
+    let head = if candidate.base.is_some() { "head" } else { "this run" };
+    warnings.extend(summary(&candidate.levels).into_iter().map(|l| format!("{head}: {l}")));
     if let Some(base) = &candidate.base {
-        let lines = crate::record::flag_lines(&base.levels, Some(FlagKind::ClientBound));
-        warnings.extend(client_bound("base arm", lines));
+        warnings.extend(summary(&base.levels).into_iter().map(|l| format!("base arm: {l}")));
     }
     let mut levels = Vec::new();
     for &(metric, min_effect, tolerance) in &metrics {
@@ -412,18 +413,6 @@ fn gate(
         arms: None,
         history_need: None,
     }
-}
-
-/// An arm's client-bound trials in one warning: each flagged trial on its own line flooded
-/// the verdict (14 lines for a demo in blocks) and pushed the other warnings out of the
-/// annotations, which show the first few. The first trial's message stands for the kind;
-/// results.json keeps every trial's flag.
-fn client_bound(who: &str, lines: Vec<String>) -> Option<String> {
-    let first = lines.first()?;
-    Some(match lines.len() {
-        1 => format!("{who}: {first}"),
-        n => format!("{who}: {n} trials were flagged client-bound (each in results.json), the first: {first}"),
-    })
 }
 
 /// One level's verdict before the decision, and its test when the level can be gated.

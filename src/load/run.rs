@@ -23,7 +23,7 @@ use crate::profile::{Arrival, Profile, TrialOrder};
 use crate::record::checks::level_problems;
 use crate::record::files::{DERIVED_FILES, REQUESTS_FILE};
 use crate::record::SCHEMA_VERSION;
-use crate::record::{flag_lines, Arm, BaseArm, Environment, LevelResult, RunResult, TrialResult};
+use crate::record::{flag_summary, Arm, BaseArm, Environment, LevelResult, RunResult, TrialResult};
 
 /// Runs the profile's sweep, writing `requests.jsonl` as requests finish and the result files
 /// at the end. `on_level` sees each level once its trials are done (in a relative run, with
@@ -595,11 +595,11 @@ impl<'a> Prepared<'a> {
             ));
         }
         warnings.extend(dialect::length_miss_warning(results));
-        warnings.extend(flag_lines(results, None));
+        warnings.extend(flag_summary(results, None));
         if let Some(base) = base {
             warnings.extend(dialect::length_miss_warning(base).map(|w| format!("base arm: {w}")));
             warnings.extend(
-                flag_lines(base, None)
+                flag_summary(base, None)
                     .into_iter()
                     .map(|w| format!("base arm: {w}")),
             );

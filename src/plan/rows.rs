@@ -135,7 +135,7 @@ pub(super) fn from_run(
     let est: CurveEstimate = curve::estimate(run, origin, &limits, req.resamples, req.seed)?;
     said.notes.extend(est.notes.iter().cloned());
     said.warnings.extend(est.warnings.iter().cloned());
-    for w in &run.warnings {
+    for w in per_run(&run.warnings) {
         said.notes.push(format!("{origin}: {w}"));
     }
     let replicas = node.replicas_per_node.max(1);
@@ -613,4 +613,61 @@ fn replicas_that_fit(m: &ModelFacts, g: &GpuFacts, gpus: u32, preferred: u32) ->
         .rev()
         .filter(|r| gpus % r == 0 && (gpus / r).is_power_of_two())
         .find(|r| fits(*r))
+}
+
+/// A run's warnings with the per-trial ones of older results files folded: lines that say
+/// the same after their "C=8 trial 2: " are one line naming the trials (a plan repeated one
+/// note 18 times).
+fn per_run(warnings: &[String]) -> Vec<String> {
+    let split = |w: &str| -> Option<(String, String)> {
+        let (head, rest) = w.split_once(": ")?;
+        let (level, trial) = head.split_once(" trial ")?;
+        let level_ok = level.starts_with("C=") || level.starts_with("rate=");
+        (level_ok && !trial.is_empty() && trial.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| (format!("{level} trial {trial}"), rest.to_string()))
+    };
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for w in warnings {
+        match split(w) {
+            Some((which, rest)) => match out.iter_mut().find(|(r, t)| *r == rest && !t.is_empty()) {
+                Some((_, trials)) => trials.push(which),
+                None => out.push((rest, vec![which])),
+            },
+            None => out.push((w.clone(), Vec::new())),
+        }
+    }
+    out.into_iter()
+        .map(|(text, trials)| match trials.len() {
+            0 => text,
+            1 => format!("{}: {text}", trials[0]),
+            n => format!("{text} ({n} trials: {})", trials.join(", ")),
+        })
+        .collect()
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::per_run;
+
+    #[test]
+    fn a_note_repeated_per_trial_is_said_once() {
+        let w: Vec<String> = [
+            "C=1 trial 1: input words are not tokens",
+            "C=1 trial 2: input words are not tokens",
+            "C=8 trial 1: input words are not tokens",
+            "C=8 trial 3: chunks estimated",
+            "the run was short",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            per_run(&w),
+            vec![
+                "input words are not tokens (3 trials: C=1 trial 1, C=1 trial 2, C=8 trial 1)",
+                "C=8 trial 3: chunks estimated",
+                "the run was short",
+            ]
+        );
+    }
 }

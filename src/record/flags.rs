@@ -31,6 +31,23 @@ pub enum FlagKind {
     Unclassified,
 }
 
+impl FlagKind {
+    /// The kind in words, as a summary line names it.
+    pub fn word(self) -> &'static str {
+        match self {
+            FlagKind::ClientBound => "client-bound",
+            FlagKind::TokensEstimated => "tokens estimated from text",
+            FlagKind::TokensCountedByChunk => "tokens counted one per chunk",
+            FlagKind::LengthMisses => "output length missed",
+            FlagKind::CountersDisagree => "client and server counters disagree",
+            FlagKind::ScheduleMissed => "open-loop schedule missed",
+            FlagKind::InputLengthOff => "prompt length off",
+            FlagKind::Transcribed => "transcribed",
+            FlagKind::Unclassified => "flagged",
+        }
+    }
+}
+
 /// One flag on a trial: its kind and a sentence for people.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrialFlag {

@@ -120,6 +120,17 @@ pub fn markdown(report: &Report, subject: &dyn Fn(&str) -> String) -> String {
         ),
     };
     md.push_str(&answer);
+    // Why the culprit is slower: its step's reading of what changed besides tok/s.
+    if let Answer::Found { commit, .. } = &report.answer {
+        let culprit = report.steps.iter().rev().find(|s| &s.commit == commit);
+        let changes = culprit.map(|s| s.changes.as_slice()).unwrap_or_default();
+        if !changes.is_empty() {
+            md.push_str("\n\nWhat changed besides tok/s at that commit, against the good one:\n\n");
+            for c in changes {
+                md.push_str(&format!("- {}\n", inline_text(c)));
+            }
+        }
+    }
     md.push_str("\n\n| step | commit | subject | outcome | ratio [pass bounds] | blocks | time | why |\n");
     md.push_str("|---:|---|---|---|---|---:|---:|---|\n");
     for s in &report.steps {
@@ -165,6 +176,7 @@ mod tests {
                 }],
                 blocks: 4,
                 seconds: 12.0,
+                changes: vec!["C=2: ITL p50 5.0 ms -> 5.6 ms (+12%): each decode step is slower".into()],
             }],
             answer: Answer::Found {
                 commit: "f".repeat(40),
@@ -186,5 +198,6 @@ mod tests {
         let line = answer_line(&r, &|_| String::new());
         assert!(!line.starts_with("::") && line.contains("first slower commit"), "{line}");
         assert!(step_line(&r.steps[0]).contains("BAD: regression: C=2 0.921"));
+        assert!(md.contains("- C=2: ITL p50 5.0 ms") && md.contains("each decode step is slower"), "{md}");
     }
 }

@@ -334,8 +334,37 @@ pub fn closing_line(result: &RunResult) -> String {
     line
 }
 
+/// The most characters of a warning the console shows; the whole one is in the Markdown
+/// report (report.md for a run, verdict.md for a verdict).
+pub const WARNING_WIDTH: usize = 220;
+
+/// A warning for the terminal: escaped, and cut at a word near [`WARNING_WIDTH`] with where
+/// the whole one is, so that a run's warnings are a few lines, not pages.
+pub fn short_warning(warning: &str, whole_in: &str) -> String {
+    let text = crate::untrusted::for_terminal(warning);
+    if text.chars().count() <= WARNING_WIDTH {
+        return text.into_owned();
+    }
+    let cut: String = text.chars().take(WARNING_WIDTH).collect();
+    let cut = match cut.rfind(' ') {
+        Some(i) if i > WARNING_WIDTH / 2 => &cut[..i],
+        _ => &cut[..],
+    };
+    format!("{} ... (whole in {whole_in})", cut.trim_end_matches([',', ';', ' ']))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_long_warning_is_cut_and_says_where_the_rest_is() {
+        let long = format!("::error::{}", "client-bound: 216 of 8425 reads late, ".repeat(20));
+        let short = super::short_warning(&long, "verdict.md");
+        assert!(short.chars().count() <= super::WARNING_WIDTH + 40, "{short}");
+        assert!(short.ends_with("... (whole in verdict.md)"), "{short}");
+        assert!(!short.starts_with("::"), "escaped: {short}");
+        assert_eq!(super::short_warning("short one", "x"), "short one");
+    }
+
     use super::*;
     use crate::record::fake::trial;
 

@@ -126,6 +126,7 @@ mod tests {
             levels: vec![],
             blocks: 4,
             seconds: 1.5,
+            changes: Vec::new(),
         }
     }
 

@@ -36,15 +36,15 @@ use journal::{Header, Journal};
 pub const EXAMPLES: &str = "\
 Examples:
   # Which commit between v0.4.0 and main made the server slower (each built and served)
-  throughline bisect --good v0.4.0 --bad main -p bench.toml \\
+  throughline bisect --good v0.4.0 --bad main -p bisect.toml \\
       --build-command 'python -m venv .venv && .venv/bin/pip install -e .' \\
       --server-command '.venv/bin/vllm serve MODEL --port {port}' --slots '0;1'
   # At most 6 hours; run the same command again to continue where it stopped
-  throughline bisect --good v0.4.0 -p bench.toml --server-command './serve.sh {port}' \\
+  throughline bisect --good v0.4.0 -p bisect.toml --server-command './serve.sh {port}' \\
       --max-duration 6h -o bisect-out
   # The same search driven by git (one step per commit git checks out):
   #   git bisect start main v0.4.0
-  #   git bisect run throughline bisect --step --good v0.4.0 -p bench.toml \\
+  #   git bisect run throughline bisect --step --good v0.4.0 -p bisect.toml \\
   #       --server-command './serve.sh {port}' -o ../bisect-out
 
 Exit codes: 0 the first slower commit named; 2 no commit could be named (the bad ref is
@@ -109,7 +109,7 @@ pub struct BisectArgs {
 }
 
 /// What every step shares.
-struct Bench {
+struct Bisect {
     profile: Profile,
     args: BisectArgs,
     out: PathBuf,
@@ -132,7 +132,7 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
         .out
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", args.out.display()))?;
-    let bench = Bench {
+    let bisect = Bisect {
         profile,
         out,
         started: Instant::now(),
@@ -140,19 +140,19 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
     };
     // The templates as written, checked before anything is checked out or built.
     ServerArgs {
-        server_command: Some(bench.args.server_command.clone()),
-        base_server_command: Some(bench.args.server_command.clone()),
-        ..bench.server_args(Path::new("."), Path::new("."), None)?
+        server_command: Some(bisect.args.server_command.clone()),
+        base_server_command: Some(bisect.args.server_command.clone()),
+        ..bisect.server_args(Path::new("."), Path::new("."), None)?
     }
     .check()?;
-    if bench.args.step {
-        one_step(&bench).await
+    if bisect.args.step {
+        one_step(&bisect).await
     } else {
-        search(&bench).await
+        search(&bisect).await
     }
 }
 
-impl Bench {
+impl Bisect {
     /// The server flags of one step: the commit's server as head, the good one's as base.
     fn server_args(
         &self,
@@ -217,6 +217,7 @@ impl Bench {
             levels,
             blocks,
             seconds: started.elapsed().as_secs_f64(),
+            changes: Vec::new(),
         };
         let run = match measured {
             Ok(outcome) => outcome.result,
@@ -238,7 +239,12 @@ impl Bench {
         let blocks = run.servers.as_ref().map_or(0, |s| s.blocks.len() as u32);
         let verdict = crate::gate::evaluate_relative(&run, &settings)?;
         let (outcome, reason) = judged(&verdict, blocks);
-        Ok(step(outcome, reason, levels_of(&verdict), blocks))
+        let mut measured = step(outcome, reason, levels_of(&verdict), blocks);
+        measured.changes = (verdict.changes.iter())
+            .flat_map(|c| &c.levels)
+            .flat_map(|l| l.readings.iter().map(move |r| format!("C={}: {}", l.concurrency, r.said)))
+            .collect();
+        Ok(measured)
     }
 }
 
@@ -288,8 +294,8 @@ fn levels_of(verdict: &Verdict) -> Vec<StepLevel> {
 }
 
 /// The search, driven here: steps until the answer, each logged.
-async fn search(bench: &Bench) -> Result<Exit> {
-    let args = &bench.args;
+async fn search(bisect: &Bisect) -> Result<Exit> {
+    let args = &bisect.args;
     let walk = checkout::walk(&args.repo, &args.good, &args.bad)?;
     let n = walk.commits.len();
     let bad = walk.commits.last().expect("walk has the bad commit").clone();
@@ -297,11 +303,11 @@ async fn search(bench: &Bench) -> Result<Exit> {
     let header = Header {
         good: walk.good.id.clone(),
         bad: bad.id.clone(),
-        profile_hash: bench.profile.canonical_hash()?,
+        profile_hash: bisect.profile.canonical_hash()?,
         server_command: redact(&args.server_command),
         build_command: args.build_command.as_deref().map(redact),
     };
-    let mut journal = Journal::open(&bench.out, &header)?;
+    let mut journal = Journal::open(&bisect.out, &header)?;
     let index_of = |id: &str| walk.commits.iter().position(|c| c.id == id);
     let mut said: Vec<(usize, StepOutcome)> = Vec::new();
     for step in &journal.steps {
@@ -332,11 +338,11 @@ async fn search(bench: &Bench) -> Result<Exit> {
     for step in &journal.steps {
         println!("{}", crate::report::bisect::step_line(step));
     }
-    let good_dir = ready_or_fail(&walk, bench, &walk.good).await?;
+    let good_dir = ready_or_fail(&walk, bisect, &walk.good).await?;
     let answer = loop {
         match next_step(n, &said) {
             Next::Measure(i) => {
-                if bench.time_left().is_some_and(|t| t.is_zero()) {
+                if bisect.time_left().is_some_and(|t| t.is_zero()) {
                     break Answer::OutOfTime {
                         commits: ids(&walk, open_range(n, &said)),
                     };
@@ -350,14 +356,14 @@ async fn search(bench: &Bench) -> Result<Exit> {
                 );
                 let step = match checkout::ready(
                     &walk,
-                    &bench.out,
+                    &bisect.out,
                     commit,
                     args.build_command.as_deref(),
                     args.build_timeout,
                 )
                 .await?
                 {
-                    Ok(dir) => bench.measure(commit, number, &dir, &good_dir).await?,
+                    Ok(dir) => bisect.measure(commit, number, &dir, &good_dir).await?,
                     Err(checkout::NotReady(why)) => Step {
                         number,
                         commit: commit.id.clone(),
@@ -367,13 +373,14 @@ async fn search(bench: &Bench) -> Result<Exit> {
                         levels: Vec::new(),
                         blocks: 0,
                         seconds: 0.0,
+                        changes: Vec::new(),
                     },
                 };
                 println!("{}", crate::report::bisect::step_line(&step));
                 said.push((i, step.outcome));
                 journal.append(step)?;
                 if !args.keep_worktrees {
-                    checkout::remove(&walk, &checkout::checkout_dir(&bench.out, commit));
+                    checkout::remove(&walk, &checkout::checkout_dir(&bisect.out, commit));
                 }
             }
             Next::Found(i) => {
@@ -409,15 +416,15 @@ async fn search(bench: &Bench) -> Result<Exit> {
             .map_or(String::new(), |c| c.subject.clone())
     };
     write_atomic(
-        &bench.out.join("bisect.json"),
+        &bisect.out.join("bisect.json"),
         &serde_json::to_vec_pretty(&report)?,
     )?;
     write_atomic(
-        &bench.out.join("bisect.md"),
+        &bisect.out.join("bisect.md"),
         crate::report::bisect::markdown(&report, &subjects).as_bytes(),
     )?;
     println!("{}", crate::report::bisect::answer_line(&report, &subjects));
-    println!("wrote {}", bench.out.display());
+    println!("wrote {}", bisect.out.display());
     Ok(match report.answer {
         Answer::Found { .. } => Exit::Pass,
         _ => Exit::Failure,
@@ -429,13 +436,13 @@ fn ids(walk: &Walk, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
 }
 
 /// The good commit's checkout, built; one that cannot be built ends the bisect.
-async fn ready_or_fail(walk: &Walk, bench: &Bench, commit: &Commit) -> Result<PathBuf> {
+async fn ready_or_fail(walk: &Walk, bisect: &Bisect, commit: &Commit) -> Result<PathBuf> {
     match checkout::ready(
         walk,
-        &bench.out,
+        &bisect.out,
         commit,
-        bench.args.build_command.as_deref(),
-        bench.args.build_timeout,
+        bisect.args.build_command.as_deref(),
+        bisect.args.build_timeout,
     )
     .await?
     {
@@ -448,20 +455,20 @@ async fn ready_or_fail(walk: &Walk, bench: &Bench, commit: &Commit) -> Result<Pa
 }
 
 /// `--step`: the checkout as it is against the good commit, for `git bisect run`.
-async fn one_step(bench: &Bench) -> Result<Exit> {
-    let args = &bench.args;
+async fn one_step(bisect: &Bisect) -> Result<Exit> {
+    let args = &bisect.args;
     let walk = checkout::walk(&args.repo, &args.good, "HEAD")?;
     let head = walk.commits.last().expect("walk has HEAD").clone();
-    let good_dir = ready_or_fail(&walk, bench, &walk.good).await?;
+    let good_dir = ready_or_fail(&walk, bisect, &walk.good).await?;
     if let Some(build) = &args.build_command {
-        let log = bench.out.join(format!("build-{}.log", head.short()));
+        let log = bisect.out.join(format!("build-{}.log", head.short()));
         if let Err(why) = checkout::run_build(&walk.repo_dir, build, &log, args.build_timeout).await? {
             println!("{}: not built: {why}: skip", head.short());
             return Ok(Exit::BisectSkip);
         }
     }
-    let number = std::fs::read_dir(bench.out.join("steps")).map_or(0, |d| d.count()) + 1;
-    let step = bench.measure(&head, number, &walk.repo_dir, &good_dir).await?;
+    let number = std::fs::read_dir(bisect.out.join("steps")).map_or(0, |d| d.count()) + 1;
+    let step = bisect.measure(&head, number, &walk.repo_dir, &good_dir).await?;
     println!("{}", crate::report::bisect::step_line(&step));
     Ok(match step.outcome {
         StepOutcome::Good => Exit::Pass,
