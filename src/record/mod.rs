@@ -471,14 +471,19 @@ pub fn flag_summary(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Ve
             } else {
                 *mine[0]
             };
+            // In a run in blocks each block numbers its trials from 1: name the block too.
+            let trial = |t: &TrialResult| match t.block {
+                Some(b) => format!("{} (block {b})", t.trial),
+                None => t.trial.to_string(),
+            };
             if mine.len() == 1 {
-                return format!("{} trial {}: {f}", l.label(), t.trial);
+                return format!("{} trial {}: {f}", l.label(), trial(t));
             }
             let mut which: Vec<String> = Vec::new();
             for level in levels {
                 let trials: Vec<String> = (mine.iter())
                     .filter(|(ml, _, _)| std::ptr::eq(*ml, level))
-                    .map(|(_, mt, _)| mt.trial.to_string())
+                    .map(|(_, mt, _)| trial(mt))
                     .collect();
                 match trials.len() {
                     0 => {}
@@ -493,7 +498,7 @@ pub fn flag_summary(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Ve
                 which.join("; "),
                 if k == flags::FlagKind::ClientBound { "worst" } else { "first" },
                 l.label(),
-                t.trial
+                trial(t)
             )
         })
         .collect()
@@ -1060,6 +1065,17 @@ mod flag_summary_tests {
             vec!["C=8 trial 3: client-bound: 5 of 1000 reads late"]
         );
         assert!(flag_summary(&one, Some(FlagKind::LengthMisses)).is_empty());
+        // In blocks, trials are numbered per block: the block is named.
+        let mut blocks = vec![level(8, &[(1, 5), (2, 9)])];
+        blocks[0].trials[0].block = Some(1);
+        blocks[0].trials[1].block = Some(3);
+        assert_eq!(
+            flag_summary(&blocks, None),
+            vec![
+                "2 of 4 trials client-bound (C=8 trials 1 (block 1), 2 (block 3)); the worst, \
+                 C=8 trial 2 (block 3): client-bound: 9 of 1000 reads late"
+            ]
+        );
     }
 }
 
