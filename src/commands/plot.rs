@@ -47,7 +47,11 @@ pub fn run(args: PlotArgs) -> Result<Exit> {
             let b = Baseline::load(path)?;
             (Some(b.trials_by_level()), Some(b.per_request_by_level()))
         }
-        (None, None) => (None, None),
+        // A relative run draws its base arm beside the head, as bench and the demo do.
+        (None, None) => match &result.base {
+            Some(base) => (Some(crate::record::trials_by_level(&base.levels)), None),
+            None => (None, None),
+        },
     };
     let written = write_run_files(
         &result,

@@ -103,7 +103,7 @@ pub(crate) fn throughput_chart(
             notes.push("baseline given, but it has no usable trials".to_string());
         }
         runs.push(Sweep {
-            label: "baseline",
+            label: if result.base.is_some() { "base" } else { "baseline" },
             color: ORANGE,
             levels,
             dodge: 1.0 / DODGE,
@@ -120,7 +120,7 @@ pub(crate) fn throughput_chart(
         }
     }
     runs.push(Sweep {
-        label: "this run",
+        label: if result.base.is_some() { "head" } else { "this run" },
         color: BLUE,
         levels,
         dodge,
@@ -204,7 +204,7 @@ pub(crate) fn per_request_chart(
             DODGE
         };
         runs.push(Sweep {
-            label: "baseline",
+            label: if result.base.is_some() { "base" } else { "baseline" },
             color: ORANGE,
             levels: base_levels,
             dodge: 1.0 / dodge,
@@ -216,7 +216,7 @@ pub(crate) fn per_request_chart(
         DODGE
     };
     runs.push(Sweep {
-        label: "this run",
+        label: if result.base.is_some() { "head" } else { "this run" },
         color: BLUE,
         levels,
         dodge,
