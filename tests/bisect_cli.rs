@@ -105,7 +105,12 @@ fn finds_the_slower_commit_among_16_and_steps_round_a_broken_one() {
     let profile = profile(tmp.path());
     let out = tmp.path().join("out");
 
-    let o = bisect(&repo, &profile, &out, &["--good", &ids[0], "--bad", &ids[16]]);
+    let o = bisect(
+        &repo,
+        &profile,
+        &out,
+        &["--good", &ids[0], "--bad", &ids[16]],
+    );
     assert_eq!(code(&o), 0, "{}", text(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(!stdout.lines().any(|l| l.starts_with("::")), "{stdout}");
@@ -121,7 +126,10 @@ fn finds_the_slower_commit_among_16_and_steps_round_a_broken_one() {
     assert_eq!(report["commits"], 16);
     let steps = report["steps"].as_array().unwrap();
     // The bad ref confirmed first, then halving; the broken commit skipped with its reason.
-    let order: Vec<&str> = steps.iter().map(|s| s["commit"].as_str().unwrap()).collect();
+    let order: Vec<&str> = steps
+        .iter()
+        .map(|s| s["commit"].as_str().unwrap())
+        .collect();
     let expected: Vec<&str> = [16, 1 + BROKEN, 7, 11, 9, 10]
         .iter()
         .map(|&i| ids[i].as_str())
@@ -145,7 +153,12 @@ fn finds_the_slower_commit_among_16_and_steps_round_a_broken_one() {
     assert!(!out.join("worktrees").join(&ids[16][..10]).exists());
 
     // Run again: every step is read back from the log, nothing is measured.
-    let again = bisect(&repo, &profile, &out, &["--good", &ids[0], "--bad", &ids[16]]);
+    let again = bisect(
+        &repo,
+        &profile,
+        &out,
+        &["--good", &ids[0], "--bad", &ids[16]],
+    );
     assert_eq!(code(&again), 0, "{}", text(&again));
     let said = String::from_utf8_lossy(&again.stdout);
     assert!(said.contains("6 step(s) read back"), "{said}");
@@ -176,6 +189,11 @@ fn one_step_for_git_bisect_run() {
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("BAD: regression"));
     // A --bad beside --step is refused by the parser.
-    let o = bisect(&repo, &profile, &out, &["--step", "--good", &ids[0], "--bad", &ids[3]]);
+    let o = bisect(
+        &repo,
+        &profile,
+        &out,
+        &["--step", "--good", &ids[0], "--bad", &ids[3]],
+    );
     assert_eq!(code(&o), 2, "{}", text(&o));
 }

@@ -40,7 +40,10 @@ fn demo_measures_gates_plots_and_plans() {
         // The verdict word, without a note such as "(0 base and 1 head trial(s) set aside
         // as outliers)", which the README's own output shows at C=64.
         let word = v.split(" (").next().unwrap_or(v);
-        assert!(["FAIL", "cannot tell"].contains(&word), "C={c}: {v}\n{stdout}");
+        assert!(
+            ["FAIL", "cannot tell"].contains(&word),
+            "C={c}: {v}\n{stdout}"
+        );
     }
     // Last, an unchanged change in 4 blocks on a runner whose slot 1 is 4% faster: the slot
     // is named, cancels, and the verdict passes with what it rules out.

@@ -42,7 +42,10 @@ fn relative(name: &str, base: &[&str], head: &[&str]) -> (serde_json::Value, Str
         "--allow-client-bound",
     ]);
     assert!([0, 1].contains(&code(&o)), "{}", text(&o));
-    (read_json(&verdict), String::from_utf8_lossy(&o.stdout).into_owned())
+    (
+        read_json(&verdict),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
 }
 
 fn causes(v: &serde_json::Value) -> Vec<String> {
@@ -59,7 +62,11 @@ fn causes(v: &serde_json::Value) -> Vec<String> {
 fn first_reading_is(base: &[&str], head: &[&str], cause: &str, said: &str) {
     let (v, console) = relative(cause, base, head);
     let found = causes(&v);
-    assert_eq!(found.first().map(String::as_str), Some(cause), "{v:#}\n{console}");
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some(cause),
+        "{v:#}\n{console}"
+    );
     assert!(console.contains("what changed besides tok/s"), "{console}");
     assert!(console.contains(said), "{console}");
     assert_eq!(v["outcome"], "regression", "a slowdown: {console}");

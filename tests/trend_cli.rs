@@ -82,7 +82,12 @@ fn a_lasting_slowdown_in_the_git_history_fails_and_is_drawn() {
     assert!(t.contains(&command), "{t}");
     let json = read_json(&out.join("trend.json"));
     assert_eq!(json["sessions"], 24);
-    let shift = &json["levels"][1]["shifts"].as_array().unwrap().last().unwrap().clone();
+    let shift = &json["levels"][1]["shifts"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(shift["before_commit"], format!("{:040}", 12));
     assert_eq!(shift["commit"], format!("{:040}", 13));
     let levels = json["levels"].as_array().unwrap();
@@ -92,7 +97,10 @@ fn a_lasting_slowdown_in_the_git_history_fails_and_is_drawn() {
     let md = std::fs::read_to_string(out.join("trend.md")).unwrap();
     assert!(md.contains("| 8 | 24 |"), "{md}");
     assert!(md.contains("![throughput trend](trend.png)"), "{md}");
-    assert!(md.contains("## Which commit?") && md.contains(&command), "{md}");
+    assert!(
+        md.contains("## Which commit?") && md.contains(&command),
+        "{md}"
+    );
     let png = std::fs::read(out.join("trend.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
 

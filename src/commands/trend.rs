@@ -96,7 +96,10 @@ pub fn run(args: TrendArgs) -> Result<Exit> {
     let said = crate::report::trend::headline(&trend);
     println!("{}", crate::untrusted::for_terminal(&said));
     for (range, command) in crate::report::trend::commit_ranges(&trend, profile.as_deref()) {
-        println!("{}; find the commit with:", crate::untrusted::for_terminal(&range));
+        println!(
+            "{}; find the commit with:",
+            crate::untrusted::for_terminal(&range)
+        );
         println!("  {}", crate::untrusted::for_terminal_lines(&command));
     }
     Ok(if trend.slower_levels().is_empty() {

@@ -161,8 +161,17 @@ pub struct Report {
 
 /// The commits the first bad one can still be among: from the one after the highest good
 /// commit below the lowest bad one, to that bad one (`next_step`'s range), oldest first.
-pub fn open_range(commits: usize, outcomes: &[(usize, StepOutcome)]) -> std::ops::RangeInclusive<usize> {
-    let said = |i: usize| outcomes.iter().rev().find(|(j, _)| *j == i).map(|(_, o)| *o);
+pub fn open_range(
+    commits: usize,
+    outcomes: &[(usize, StepOutcome)],
+) -> std::ops::RangeInclusive<usize> {
+    let said = |i: usize| {
+        outcomes
+            .iter()
+            .rev()
+            .find(|(j, _)| *j == i)
+            .map(|(_, o)| *o)
+    };
     let hi = (0..commits)
         .find(|&i| said(i) == Some(StepOutcome::Bad))
         .unwrap_or(commits.saturating_sub(1));
@@ -224,7 +233,13 @@ mod tests {
         assert_eq!(answer, Next::Range { first: 0, last: 10 });
         // The culprit itself broken: its range ends at the next measurable commit.
         let (answer, _) = search(16, 10, &[10]);
-        assert_eq!(answer, Next::Range { first: 10, last: 11 });
+        assert_eq!(
+            answer,
+            Next::Range {
+                first: 10,
+                last: 11
+            }
+        );
     }
 
     #[test]

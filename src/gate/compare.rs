@@ -316,13 +316,24 @@ fn gate(
     let metrics = metrics(settings);
     let mut warnings: Vec<String> = Vec::new();
     // One line per arm: how many trials, which, and the worst (record::flag_summary).
-    let summary = |levels: &[LevelResult]| {
-        crate::record::flag_summary(levels, Some(FlagKind::ClientBound))
+    let summary =
+        |levels: &[LevelResult]| crate::record::flag_summary(levels, Some(FlagKind::ClientBound));
+    let head = if candidate.base.is_some() {
+        "head"
+    } else {
+        "this run"
     };
-    let head = if candidate.base.is_some() { "head" } else { "this run" };
-    warnings.extend(summary(&candidate.levels).into_iter().map(|l| format!("{head}: {l}")));
+    warnings.extend(
+        summary(&candidate.levels)
+            .into_iter()
+            .map(|l| format!("{head}: {l}")),
+    );
     if let Some(base) = &candidate.base {
-        warnings.extend(summary(&base.levels).into_iter().map(|l| format!("base arm: {l}")));
+        warnings.extend(
+            summary(&base.levels)
+                .into_iter()
+                .map(|l| format!("base arm: {l}")),
+        );
     }
     let mut levels = Vec::new();
     for &(metric, min_effect, tolerance) in &metrics {

@@ -206,7 +206,12 @@ impl Moved {
     /// "batch size 14.2 -> 9.8 (-31%)", "KV cache 61% -> 93%".
     pub fn said(&self) -> String {
         let f = self.figure;
-        let mut s = format!("{} {} -> {}", f.name(), f.show(self.base), f.show(self.head));
+        let mut s = format!(
+            "{} {} -> {}",
+            f.name(),
+            f.show(self.base),
+            f.show(self.head)
+        );
         if self.ratio_scale {
             s.push_str(&format!(" ({:+.0}%)", (self.change - 1.0) * 100.0));
         }
@@ -240,15 +245,27 @@ pub enum Cause {
 impl Cause {
     fn reading(self) -> &'static str {
         match self {
-            Cause::KvCacheFillsSooner => "the KV cache fills sooner (a memory or max-num-seqs change?)",
-            Cause::PromptLonger => "more prompt tokens are served: the chat template or tokenizer changed",
+            Cause::KvCacheFillsSooner => {
+                "the KV cache fills sooner (a memory or max-num-seqs change?)"
+            }
+            Cause::PromptLonger => {
+                "more prompt tokens are served: the chat template or tokenizer changed"
+            }
             Cause::SpeculationFell => "speculative (MTP) acceptance fell",
-            Cause::FewerRunAtOnce => "requests queue for a slot: fewer run at once (a lower max batch, max-num-seqs?)",
-            Cause::OutputLengthChanged => "answers have another length: EOS, stop strings or max_tokens handling changed",
+            Cause::FewerRunAtOnce => {
+                "requests queue for a slot: fewer run at once (a lower max batch, max-num-seqs?)"
+            }
+            Cause::OutputLengthChanged => {
+                "answers have another length: EOS, stop strings or max_tokens handling changed"
+            }
             Cause::ErrorsRose => "more requests fail",
             Cause::DecodeSlower => "each decode step is slower: kernels, clocks or a busier GPU",
-            Cause::LongerWaitForFirstToken => "requests wait longer for their first token: prefill or scheduling",
-            Cause::SlowerEndToEnd => "requests of the same lengths take longer: the server is slower per request",
+            Cause::LongerWaitForFirstToken => {
+                "requests wait longer for their first token: prefill or scheduling"
+            }
+            Cause::SlowerEndToEnd => {
+                "requests of the same lengths take longer: the server is slower per request"
+            }
         }
     }
 }
@@ -293,7 +310,10 @@ pub fn explain(run: &RunResult) -> Option<Changes> {
     let base = run.base.as_ref()?;
     let pairs: Vec<(&LevelResult, &LevelResult)> = (run.levels.iter())
         .filter_map(|h| {
-            let b = base.levels.iter().find(|b| b.concurrency == h.concurrency)?;
+            let b = base
+                .levels
+                .iter()
+                .find(|b| b.concurrency == h.concurrency)?;
             Some((b, h))
         })
         .collect();
@@ -363,7 +383,12 @@ fn compare(f: Figure, base: &[TrialResult], head: &[TrialResult], alpha: f64) ->
     };
     let (low, high) = (d - half, d + half);
     let beyond_noise = low > 0.0 || high < 0.0;
-    let beyond_floor = d.abs() >= if ratio { (1.0 + f.floor()).ln() } else { f.floor() };
+    let beyond_floor = d.abs()
+        >= if ratio {
+            (1.0 + f.floor()).ln()
+        } else {
+            f.floor()
+        };
     if !(beyond_noise && beyond_floor) {
         return None;
     }
@@ -522,7 +547,10 @@ mod tests {
                 listed += 1;
             }
         }
-        assert!(listed * 20 <= runs, "{listed} of {runs} unchanged runs listed a figure");
+        assert!(
+            listed * 20 <= runs,
+            "{listed} of {runs} unchanged runs listed a figure"
+        );
     }
 
     #[test]

@@ -11,11 +11,11 @@
 //! 1 - min_effect), inconclusive (the data cannot tell; the smallest detectable drop says
 //! what they could have seen). Runs that measured something else are refused (exit 3).
 
-pub mod bisect;
-pub mod explain;
 pub mod baseline;
+pub mod bisect;
 pub mod client_bound;
 mod compare;
+pub mod explain;
 pub mod gitref;
 pub mod history_need;
 pub mod merge;

@@ -155,7 +155,10 @@ pub fn commit_range(shift: &Shift) -> Option<(&str, &str)> {
     fn id(c: Option<&str>) -> Option<&str> {
         c.filter(|c| (7..=64).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_hexdigit()))
     }
-    Some((id(shift.before_commit.as_deref())?, id(shift.commit.as_deref())?))
+    Some((
+        id(shift.before_commit.as_deref())?,
+        id(shift.commit.as_deref())?,
+    ))
 }
 
 impl Trend {

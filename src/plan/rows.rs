@@ -629,10 +629,12 @@ fn per_run(warnings: &[String]) -> Vec<String> {
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     for w in warnings {
         match split(w) {
-            Some((which, rest)) => match out.iter_mut().find(|(r, t)| *r == rest && !t.is_empty()) {
-                Some((_, trials)) => trials.push(which),
-                None => out.push((rest, vec![which])),
-            },
+            Some((which, rest)) => {
+                match out.iter_mut().find(|(r, t)| *r == rest && !t.is_empty()) {
+                    Some((_, trials)) => trials.push(which),
+                    None => out.push((rest, vec![which])),
+                }
+            }
             None => out.push((w.clone(), Vec::new())),
         }
     }
@@ -644,7 +646,6 @@ fn per_run(warnings: &[String]) -> Vec<String> {
         })
         .collect()
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -460,12 +460,15 @@ pub fn flag_summary(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Ve
                 // The first of the most severe.
                 mine.iter()
                     .copied()
-                    .fold(None, |best: Option<&(&LevelResult, &TrialResult, &flags::TrialFlag)>, x| {
-                        match best {
-                            Some(b) if severity(b.1) >= severity(x.1) => Some(b),
-                            _ => Some(x),
-                        }
-                    })
+                    .fold(
+                        None,
+                        |best: Option<&(&LevelResult, &TrialResult, &flags::TrialFlag)>, x| {
+                            match best {
+                                Some(b) if severity(b.1) >= severity(x.1) => Some(b),
+                                _ => Some(x),
+                            }
+                        },
+                    )
                     .copied()
                     .expect("a kind has a flagged trial")
             } else {
@@ -496,7 +499,11 @@ pub fn flag_summary(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Ve
                 mine.len(),
                 k.word(),
                 which.join("; "),
-                if k == flags::FlagKind::ClientBound { "worst" } else { "first" },
+                if k == flags::FlagKind::ClientBound {
+                    "worst"
+                } else {
+                    "first"
+                },
                 l.label(),
                 trial(t)
             )
@@ -1051,7 +1058,10 @@ mod flag_summary_tests {
                 })
                 .collect(),
         };
-        let levels = vec![level(32, &[(2, 12)]), level(64, &[(1, 26), (2, 22), (4, 14)])];
+        let levels = vec![
+            level(32, &[(2, 12)]),
+            level(64, &[(1, 26), (2, 22), (4, 14)]),
+        ];
         assert_eq!(
             flag_summary(&levels, None),
             vec![
@@ -1078,4 +1088,3 @@ mod flag_summary_tests {
         );
     }
 }
-

@@ -61,9 +61,7 @@ pub fn answer_line(report: &Report, subject: &dyn Fn(&str) -> String) -> String 
         Answer::Found { commit, subject } => format!(
             "first slower commit: {commit} {} ({measured} step(s); a clean search of {} \
              commit(s) takes {})",
-            subject,
-            report.commits,
-            report.planned_steps
+            subject, report.commits, report.planned_steps
         ),
         Answer::Range { commits } => format!(
             "the first slower commit is one of {} (the others could not be measured): {}",
@@ -131,7 +129,9 @@ pub fn markdown(report: &Report, subject: &dyn Fn(&str) -> String) -> String {
             }
         }
     }
-    md.push_str("\n\n| step | commit | subject | outcome | ratio [pass bounds] | blocks | time | why |\n");
+    md.push_str(
+        "\n\n| step | commit | subject | outcome | ratio [pass bounds] | blocks | time | why |\n",
+    );
     md.push_str("|---:|---|---|---|---|---:|---:|---|\n");
     for s in &report.steps {
         md.push_str(&format!(
@@ -176,7 +176,9 @@ mod tests {
                 }],
                 blocks: 4,
                 seconds: 12.0,
-                changes: vec!["C=2: ITL p50 5.0 ms -> 5.6 ms (+12%): each decode step is slower".into()],
+                changes: vec![
+                    "C=2: ITL p50 5.0 ms -> 5.6 ms (+12%): each decode step is slower".into(),
+                ],
             }],
             answer: Answer::Found {
                 commit: "f".repeat(40),
@@ -196,8 +198,14 @@ mod tests {
         assert_eq!(pipes, 9, "{row}");
         assert!(row.contains("C=2 0.921"), "{row}");
         let line = answer_line(&r, &|_| String::new());
-        assert!(!line.starts_with("::") && line.contains("first slower commit"), "{line}");
+        assert!(
+            !line.starts_with("::") && line.contains("first slower commit"),
+            "{line}"
+        );
         assert!(step_line(&r.steps[0]).contains("BAD: regression: C=2 0.921"));
-        assert!(md.contains("- C=2: ITL p50 5.0 ms") && md.contains("each decode step is slower"), "{md}");
+        assert!(
+            md.contains("- C=2: ITL p50 5.0 ms") && md.contains("each decode step is slower"),
+            "{md}"
+        );
     }
 }

@@ -350,16 +350,25 @@ pub fn short_warning(warning: &str, whole_in: &str) -> String {
         Some(i) if i > WARNING_WIDTH / 2 => &cut[..i],
         _ => &cut[..],
     };
-    format!("{} ... (whole in {whole_in})", cut.trim_end_matches([',', ';', ' ']))
+    format!(
+        "{} ... (whole in {whole_in})",
+        cut.trim_end_matches([',', ';', ' '])
+    )
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn a_long_warning_is_cut_and_says_where_the_rest_is() {
-        let long = format!("::error::{}", "client-bound: 216 of 8425 reads late, ".repeat(20));
+        let long = format!(
+            "::error::{}",
+            "client-bound: 216 of 8425 reads late, ".repeat(20)
+        );
         let short = super::short_warning(&long, "verdict.md");
-        assert!(short.chars().count() <= super::WARNING_WIDTH + 40, "{short}");
+        assert!(
+            short.chars().count() <= super::WARNING_WIDTH + 40,
+            "{short}"
+        );
         assert!(short.ends_with("... (whole in verdict.md)"), "{short}");
         assert!(!short.starts_with("::"), "escaped: {short}");
         assert_eq!(super::short_warning("short one", "x"), "short one");

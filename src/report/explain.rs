@@ -44,7 +44,11 @@ pub fn console_lines(verdict: &Verdict) -> Vec<String> {
             .map(|m| m.said())
             .collect();
         if !other.is_empty() {
-            let lead = if level.readings.is_empty() { "moved" } else { "also moved" };
+            let lead = if level.readings.is_empty() {
+                "moved"
+            } else {
+                "also moved"
+            };
             out.push(format!(
                 "  C={}: {lead}: {}",
                 level.concurrency,
@@ -148,9 +152,15 @@ mod tests {
         let v = verdict(vec![ttft.clone(), batch.clone()], vec![reading]);
         let lines = console_lines(&v);
         assert_eq!(lines[1], "  C=8: batch size 8.0 -> 4.0 (-50%): fewer");
-        assert_eq!(lines[2], "  C=8: also moved: TTFT p50 10.0 ms -> 30.0 ms (+200%)");
+        assert_eq!(
+            lines[2],
+            "  C=8: also moved: TTFT p50 10.0 ms -> 30.0 ms (+200%)"
+        );
         let md = markdown(&v);
-        assert!(md.contains("| 8 | batch size | 8.0 | 4.0 | 0.50 [0.45, 0.55] |"), "{md}");
+        assert!(
+            md.contains("| 8 | batch size | 8.0 | 4.0 | 0.50 [0.45, 0.55] |"),
+            "{md}"
+        );
         let quiet = verdict(Vec::new(), Vec::new());
         assert!(console_lines(&quiet)[0].ends_with("nothing moved"));
         assert!(markdown(&quiet).contains("Nothing moved beyond noise"));

@@ -45,7 +45,9 @@ impl RunContext {
             var("GITHUB_SERVER_URL").as_deref(),
             var("GITHUB_REPOSITORY").as_deref(),
             var("GITHUB_RUN_ID").as_deref(),
-            var("THROUGHLINE_HEAD_SHA").or_else(|| var("GITHUB_SHA")).as_deref(),
+            var("THROUGHLINE_HEAD_SHA")
+                .or_else(|| var("GITHUB_SHA"))
+                .as_deref(),
             var("THROUGHLINE_BASE_SHA").as_deref(),
         )
     }
@@ -71,7 +73,8 @@ impl RunContext {
                 && r.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b))
         });
-        let run_id = run_id.filter(|r| !r.is_empty() && r.len() < 30 && r.bytes().all(|b| b.is_ascii_digit()));
+        let run_id = run_id
+            .filter(|r| !r.is_empty() && r.len() < 30 && r.bytes().all(|b| b.is_ascii_digit()));
         let sha = |s: Option<&str>| {
             s.filter(|s| (7..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit()))
                 .map(str::to_string)

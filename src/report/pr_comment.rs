@@ -8,8 +8,8 @@ use std::fmt::Write;
 use crate::gate::Verdict;
 use crate::record::files::{PR_COMMENT_MARKER, VERDICT_MD};
 
-use super::verdict::{against_line, headline_md, icon};
 use super::github::RunContext;
+use super::verdict::{against_line, headline_md, icon};
 use super::{mermaid, tables};
 
 /// The comment body: the marker line first (a workflow finds and updates its one comment by
@@ -80,7 +80,9 @@ pub fn charts(verdict: &Verdict) -> String {
 fn context_line(c: &RunContext) -> Option<String> {
     let short = |s: &str| s.chars().take(10).collect::<String>();
     let parts: Vec<String> = [
-        c.run_url.as_ref().map(|u| format!("[the run and its artifact]({u})")),
+        c.run_url
+            .as_ref()
+            .map(|u| format!("[the run and its artifact]({u})")),
         c.head_sha.as_ref().map(|s| format!("head `{}`", short(s))),
         c.base_sha.as_ref().map(|s| format!("base `{}`", short(s))),
     ]
@@ -145,7 +147,6 @@ mod tests {
         );
         assert_eq!(odd.run_url, None);
     }
-
 
     /// Golden: the comment body as posted. A change of format fails here (the Mermaid blocks
     /// have their own golden test in `mermaid.rs`).

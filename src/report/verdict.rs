@@ -332,7 +332,11 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
         let _ = writeln!(out, "{line}");
     }
     for w in verdict.warnings.iter().filter(|w| !notices.contains(w)) {
-        let _ = writeln!(out, "warning: {}", super::console::short_warning(w, "verdict.md"));
+        let _ = writeln!(
+            out,
+            "warning: {}",
+            super::console::short_warning(w, "verdict.md")
+        );
     }
     let _ = writeln!(out, "{}", painted_headline(verdict, color));
     if let Some(line) = closing_line(verdict) {

@@ -144,12 +144,21 @@ mod tests {
             "# TYPE throughline_sim_session_factor gauge\nthroughline_sim_session_factor 1.25\n"
         ));
         assert!(text.contains("throughline_sim_info{preset=\"fast\",version=\"0.1.0\"} 1\n"));
-        assert!(!text.contains("kv_cache"), "an unbounded cache exports no usage");
+        assert!(
+            !text.contains("kv_cache"),
+            "an unbounded cache exports no usage"
+        );
         m.kv_cache_bounded.store(true, Relaxed);
         m.kv_cache_usage.store(0.5f64.to_bits(), Relaxed);
         m.preemptions.store(3, Relaxed);
         let text = m.render("fast", "0.1.0", 1.0);
-        assert!(text.contains("\nthroughline_sim_kv_cache_usage_perc 0.5\n"), "{text}");
-        assert!(text.contains("\nthroughline_sim_num_preemptions_total 3\n"), "{text}");
+        assert!(
+            text.contains("\nthroughline_sim_kv_cache_usage_perc 0.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nthroughline_sim_num_preemptions_total 3\n"),
+            "{text}"
+        );
     }
 }

@@ -344,7 +344,10 @@ mod tests {
         }
         // Every request got exactly its tokens once, though some were preempted.
         assert_eq!(got, [40; 4]);
-        assert!(s.preemptions() > 0, "4 x 50 tokens never fit in 100 at once");
+        assert!(
+            s.preemptions() > 0,
+            "4 x 50 tokens never fit in 100 at once"
+        );
         // Unbounded: no usage, no preemption.
         let s = Scheduler::<u32>::new(SimConfig::preset("fixed").unwrap());
         assert_eq!((s.kv_usage(), s.preemptions()), (None, 0));

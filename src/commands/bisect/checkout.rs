@@ -57,7 +57,10 @@ pub fn walk(dir: &Path, good: &str, bad: &str) -> Result<Walk> {
     let repo = git2::Repository::discover(dir)
         .with_context(|| format!("{} is not in a git repository", dir.display()))?;
     let Some(work_dir) = repo.workdir().map(Path::to_path_buf) else {
-        bail!("{}: a bare repository has no work tree to build", dir.display());
+        bail!(
+            "{}: a bare repository has no work tree to build",
+            dir.display()
+        );
     };
     let good_commit = repo.find_commit(commit_id(&repo, good, "--good")?)?;
     let bad_commit = repo.find_commit(commit_id(&repo, bad, "--bad")?)?;

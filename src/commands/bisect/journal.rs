@@ -50,9 +50,15 @@ impl Journal {
         }
         let text = crate::fsutil::read_bounded(&path, MAX_LOG_BYTES)
             .with_context(|| format!("cannot read the bisect log {}", path.display()))?;
-        let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty());
         let Some((_, first)) = lines.next() else {
-            bail!("{}: an empty bisect log; delete it to start afresh", path.display());
+            bail!(
+                "{}: an empty bisect log; delete it to start afresh",
+                path.display()
+            );
         };
         let earlier: Header = serde_json::from_str(first).with_context(|| {
             format!(
@@ -152,7 +158,10 @@ mod tests {
         let mut j = Journal::open(dir.path(), &header()).unwrap();
         j.append(step(1)).unwrap();
         let path = dir.path().join(LOG_FILE);
-        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         write!(f, "{{\"number\":2,\"comm").unwrap();
         assert_eq!(Journal::open(dir.path(), &header()).unwrap().steps.len(), 1);
         writeln!(f).unwrap();

@@ -60,7 +60,12 @@ pub struct BisectArgs {
     #[arg(long, value_name = "REF")]
     pub good: String,
     /// The commit known slow.
-    #[arg(long, value_name = "REF", default_value = "HEAD", conflicts_with = "step")]
+    #[arg(
+        long,
+        value_name = "REF",
+        default_value = "HEAD",
+        conflicts_with = "step"
+    )]
     pub bad: String,
     /// The profile to measure each commit with (its [gate] settings decide each step).
     #[arg(long, short = 'p', value_name = "FILE")]
@@ -80,7 +85,12 @@ pub struct BisectArgs {
     #[arg(long, short = 'C', value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
     /// Folder for the log, each step's run, the checkouts, bisect.md and bisect.json.
-    #[arg(long, short = 'o', value_name = "DIR", default_value = "throughline-bisect")]
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "DIR",
+        default_value = "throughline-bisect"
+    )]
     pub out: PathBuf,
     /// One step for `git bisect run`: the checkout in --repo as it is, against --good.
     #[arg(long)]
@@ -227,7 +237,9 @@ impl Bisect {
                 // The first line says what failed; the last, the end of the server's log.
                 let mut lines = said.lines().map(str::trim).filter(|l| !l.is_empty());
                 let first = lines.next().unwrap_or("").to_string();
-                let last = lines.last().map_or(String::new(), |l| format!("; its log ends: {l}"));
+                let last = lines
+                    .next_back()
+                    .map_or(String::new(), |l| format!("; its log ends: {l}"));
                 return Ok(step(
                     StepOutcome::Skip,
                     format!("not measured: {first}{last}"),
@@ -242,7 +254,11 @@ impl Bisect {
         let mut measured = step(outcome, reason, levels_of(&verdict), blocks);
         measured.changes = (verdict.changes.iter())
             .flat_map(|c| &c.levels)
-            .flat_map(|l| l.readings.iter().map(move |r| format!("C={}: {}", l.concurrency, r.said)))
+            .flat_map(|l| {
+                l.readings
+                    .iter()
+                    .map(move |r| format!("C={}: {}", l.concurrency, r.said))
+            })
             .collect();
         Ok(measured)
     }
@@ -298,7 +314,11 @@ async fn search(bisect: &Bisect) -> Result<Exit> {
     let args = &bisect.args;
     let walk = checkout::walk(&args.repo, &args.good, &args.bad)?;
     let n = walk.commits.len();
-    let bad = walk.commits.last().expect("walk has the bad commit").clone();
+    let bad = walk
+        .commits
+        .last()
+        .expect("walk has the bad commit")
+        .clone();
     let redact = |c: &str| crate::record::redact::redact(c).into_owned();
     let header = Header {
         good: walk.good.id.clone(),
@@ -462,13 +482,17 @@ async fn one_step(bisect: &Bisect) -> Result<Exit> {
     let good_dir = ready_or_fail(&walk, bisect, &walk.good).await?;
     if let Some(build) = &args.build_command {
         let log = bisect.out.join(format!("build-{}.log", head.short()));
-        if let Err(why) = checkout::run_build(&walk.repo_dir, build, &log, args.build_timeout).await? {
+        if let Err(why) =
+            checkout::run_build(&walk.repo_dir, build, &log, args.build_timeout).await?
+        {
             println!("{}: not built: {why}: skip", head.short());
             return Ok(Exit::BisectSkip);
         }
     }
     let number = std::fs::read_dir(bisect.out.join("steps")).map_or(0, |d| d.count()) + 1;
-    let step = bisect.measure(&head, number, &walk.repo_dir, &good_dir).await?;
+    let step = bisect
+        .measure(&head, number, &walk.repo_dir, &good_dir)
+        .await?;
     println!("{}", crate::report::bisect::step_line(&step));
     Ok(match step.outcome {
         StepOutcome::Good => Exit::Pass,

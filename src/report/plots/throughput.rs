@@ -103,7 +103,11 @@ pub(crate) fn throughput_chart(
             notes.push("baseline given, but it has no usable trials".to_string());
         }
         runs.push(Sweep {
-            label: if result.base.is_some() { "base" } else { "baseline" },
+            label: if result.base.is_some() {
+                "base"
+            } else {
+                "baseline"
+            },
             color: ORANGE,
             levels,
             dodge: 1.0 / DODGE,
@@ -120,7 +124,11 @@ pub(crate) fn throughput_chart(
         }
     }
     runs.push(Sweep {
-        label: if result.base.is_some() { "head" } else { "this run" },
+        label: if result.base.is_some() {
+            "head"
+        } else {
+            "this run"
+        },
         color: BLUE,
         levels,
         dodge,
@@ -204,7 +212,11 @@ pub(crate) fn per_request_chart(
             DODGE
         };
         runs.push(Sweep {
-            label: if result.base.is_some() { "base" } else { "baseline" },
+            label: if result.base.is_some() {
+                "base"
+            } else {
+                "baseline"
+            },
             color: ORANGE,
             levels: base_levels,
             dodge: 1.0 / dodge,
@@ -216,7 +228,11 @@ pub(crate) fn per_request_chart(
         DODGE
     };
     runs.push(Sweep {
-        label: if result.base.is_some() { "head" } else { "this run" },
+        label: if result.base.is_some() {
+            "head"
+        } else {
+            "this run"
+        },
         color: BLUE,
         levels,
         dodge,
