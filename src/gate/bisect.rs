@@ -46,27 +46,15 @@ pub fn next_step(commits: usize, outcomes: &[(usize, StepOutcome)]) -> Next {
         return Next::NotReproduced;
     }
     let last = commits - 1;
-    let said = |i: usize| {
-        outcomes
-            .iter()
-            .rev()
-            .find(|(j, _)| *j == i)
-            .map(|(_, o)| *o)
-    };
+    let said = |i: usize| latest(outcomes, i);
     match said(last) {
         None => return Next::Measure(last),
         Some(StepOutcome::Good) => return Next::NotReproduced,
         Some(StepOutcome::Skip) => return Next::BadUnmeasurable,
         Some(StepOutcome::Bad) => {}
     }
-    // hi: the lowest bad commit; lo: the highest good commit below it (-1: the good ref).
-    let hi = (0..commits)
-        .find(|&i| said(i) == Some(StepOutcome::Bad))
-        .unwrap_or(last);
-    let lo: i64 = (0..hi)
-        .rev()
-        .find(|&i| said(i) == Some(StepOutcome::Good))
-        .map_or(-1, |i| i as i64);
+    let range = open_range(commits, outcomes);
+    let (hi, lo) = (*range.end(), *range.start() as i64 - 1);
     let open: Vec<usize> = ((lo + 1) as usize..hi)
         .filter(|&i| said(i).is_none())
         .collect();
@@ -87,6 +75,15 @@ pub fn next_step(commits: usize, outcomes: &[(usize, StepOutcome)]) -> Next {
         .min_by_key(|&i| ((i as i64 - mid).abs(), i))
         .expect("open is not empty");
     Next::Measure(pick)
+}
+
+/// The latest outcome said of commit `i` (a commit measured again counts as its last).
+fn latest(outcomes: &[(usize, StepOutcome)], i: usize) -> Option<StepOutcome> {
+    outcomes
+        .iter()
+        .rev()
+        .find(|(j, _)| *j == i)
+        .map(|(_, o)| *o)
 }
 
 /// The most steps a clean search over `commits` commits takes: the bad ref, then halving.
@@ -165,13 +162,7 @@ pub fn open_range(
     commits: usize,
     outcomes: &[(usize, StepOutcome)],
 ) -> std::ops::RangeInclusive<usize> {
-    let said = |i: usize| {
-        outcomes
-            .iter()
-            .rev()
-            .find(|(j, _)| *j == i)
-            .map(|(_, o)| *o)
-    };
+    let said = |i: usize| latest(outcomes, i);
     let hi = (0..commits)
         .find(|&i| said(i) == Some(StepOutcome::Bad))
         .unwrap_or(commits.saturating_sub(1));
