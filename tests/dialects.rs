@@ -8,9 +8,9 @@
 
 use std::path::PathBuf;
 
-use throughline::load::client::{Observed, StreamReader};
-use throughline::load::outcome::{finish, Finished, Slot};
-use throughline::load::trial::summarize_trial;
+use throughline::load::run::trial::summarize_trial;
+use throughline::load::stream::client::{Observed, StreamReader};
+use throughline::load::stream::outcome::{finish, Finished, Slot};
 
 /// (arrival in seconds, bytes) for each write of a fixture.
 fn writes(name: &str) -> Vec<(f64, Vec<u8>)> {

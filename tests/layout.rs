@@ -95,16 +95,23 @@ fn references(module: &[String], text: &str) -> BTreeSet<Vec<String>> {
         while let Some(i) = text[from..].find(root) {
             let at = from + i;
             from = at + root.len();
-            if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+            // `x::crate::` is no root, nor the second `super::` of `super::super::`.
+            if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || b"_:".contains(&bytes[at - 1])) {
                 continue;
             }
+            let mut rest = &text[from..];
             let base: Vec<String> = if start == 0 {
                 Vec::new()
             } else {
-                // `super` of a file module is its folder (mod.rs is the folder itself).
-                module[..module.len().saturating_sub(1)].to_vec()
+                // `super` of a file module is its folder (mod.rs is the folder itself);
+                // each further `super::` goes one folder up.
+                let mut up = 1;
+                while let Some(r) = rest.strip_prefix("super::") {
+                    rest = r;
+                    up += 1;
+                }
+                module[..module.len().saturating_sub(up)].to_vec()
             };
-            let rest = &text[from..];
             for path in expand(rest) {
                 let mut full = base.clone();
                 full.extend(path);
@@ -334,6 +341,61 @@ fn the_reader_sees_grouped_and_relative_imports() {
     .map(|p| p.iter().map(|s| s.to_string()).collect())
     .collect();
     assert_eq!(refs, want);
+}
+
+#[test]
+fn the_reader_climbs_nested_folders() {
+    let module: Vec<String> = ["load", "run", "sweep"].map(String::from).to_vec();
+    let refs = references(
+        &module,
+        "use super::trial::Asked;\nuse super::super::wire::http;\nuse crate::load::stream::{client::send, outcome};",
+    );
+    let want: BTreeSet<Vec<String>> = [
+        vec!["load", "run", "trial", "Asked"],
+        vec!["load", "wire", "http"],
+        vec!["load", "stream", "client", "send"],
+        vec!["load", "stream", "outcome"],
+    ]
+    .iter()
+    .map(|p| p.iter().map(|s| s.to_string()).collect())
+    .collect();
+    assert_eq!(refs, want);
+}
+
+/// load/'s rooms, in a request's path: workload/ (what to ask), run/ (when and how many),
+/// stream/ (one request and its answer), wire/ (body, connections, clock).
+const LOAD_ROOMS: &[&str] = &["wire", "stream", "workload", "run"];
+
+/// The wire is the lowest room: it carries bytes and knows nothing of answers or runs.
+/// (workload/ is not forbidden: wire/body.rs writes a `workload::prompts::Prompt` into the
+/// request body.)
+const WIRE_MAY_NOT_USE: &[&str] = &["stream", "run"];
+
+#[test]
+fn load_has_its_rooms_and_the_wire_is_the_lowest() {
+    let g = graph();
+    let room_of = |m: &Vec<String>| (m.len() > 2 && m[0] == "load").then(|| m[1].clone());
+    for room in LOAD_ROOMS {
+        let files = g
+            .keys()
+            .filter(|m| room_of(m).as_deref() == Some(*room))
+            .count();
+        assert!(files >= 3, "src/load/{room}/ holds {files} files");
+    }
+    let wrong: Vec<String> = g
+        .iter()
+        .filter(|(m, _)| room_of(m).as_deref() == Some("wire"))
+        .flat_map(|(m, used)| {
+            used.iter()
+                .filter(|t| room_of(t).is_some_and(|r| WIRE_MAY_NOT_USE.contains(&r.as_str())))
+                .map(move |t| format!("{} uses {}", m.join("::"), t.join("::")))
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "the wire uses a room above it:\n{}",
+        wrong.join("\n")
+    );
 }
 
 /// What a format file under report/export/ may use besides record/, gate/ and the leaves:

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 
 use common::*;
 
-use throughline::load::outcome::Finished;
-use throughline::load::trial::{Asked, TrialTally};
+use throughline::load::run::trial::{Asked, TrialTally};
+use throughline::load::stream::outcome::Finished;
 use throughline::record::{ErrorClass, RequestRecord, TokenSource};
 
 /// The system allocator, counting the bytes live.

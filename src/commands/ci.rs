@@ -239,7 +239,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
             .collect();
         // The same key header the load sends: a server that guards /v1 (vLLM's --api-key)
         // answers 401 to a check without it.
-        let api_key = crate::load::client::api_key_header(&profile)?;
+        let api_key = crate::load::stream::client::api_key_header(&profile)?;
         wait_healthy(&all, args.wait_healthy, api_key.as_ref()).await?;
         let relative = !base_endpoints.is_empty();
         precheck_environment(
@@ -348,7 +348,7 @@ async fn precheck_environment(
     api_key: Option<&HeaderValue>,
     relative: bool,
 ) -> Result<()> {
-    let client = crate::load::client::build_probe_client(api_key)?;
+    let client = crate::load::stream::client::build_probe_client(api_key)?;
     let report = probe::probe(&client, &profile.target.endpoints).await?;
     let mut env = given.clone();
     env.endpoints = profile.target.endpoints.len();

@@ -2,7 +2,7 @@
 //! them into `<out>/earlier/<that run's started_at>/` before it starts, so `<out>/results.json`
 //! is always the newest run (what CI scripts read) and the earlier one stays beside it.
 //!
-//! The move happens before the new journal is opened; `load/run.rs` still removes whatever
+//! The move happens before the new journal is opened; `load/run/bench.rs` still removes whatever
 //! derived file is left (record/files.rs `DERIVED_FILES`), so a run killed part way never
 //! leaves a complete-looking result of the run before beside a new journal.
 

@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
-use crate::load::body::base_url;
-use crate::load::client::{self, read_capped, MAX_PROBE_BODY};
 use crate::load::probe;
+use crate::load::stream::client::{self, read_capped, MAX_PROBE_BODY};
+use crate::load::wire::body::base_url;
 use crate::profile::{ModelChoice, Profile, QuickStart};
 
 /// The examples `init --help` ends with (tests/help_examples.rs runs each).

@@ -8,8 +8,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::lengths::Lengths;
-use super::outcome::Finished;
+use super::stream::outcome::Finished;
+use super::workload::lengths::Lengths;
 use crate::engine::{Engine, FixedLength};
 use crate::profile::Workload;
 use crate::record::flags::{FlagKind, TrialFlag};

@@ -1,38 +1,20 @@
 //! The load generator: probe the server(s), run the sweep, account for every request.
+//! The rooms follow a request's path: workload/ (what to ask) -> run/ (when, how many) ->
+//! stream/ (one request and its answer) -> wire/ (body, connections, clock). Here stays what
+//! looks at the server(s) around the requests rather than carrying one: probe, telemetry,
+//! dialect (per-engine request fields and their check), gpu, servers/ (started by us).
 
-pub mod body;
-pub mod chunk;
-pub mod client;
-pub mod conversation;
-pub mod dataset;
 pub mod dialect;
-pub mod fdlimit;
 pub mod gpu;
-pub mod headroom;
-pub mod http;
-pub mod input_check;
-pub mod interrupt;
-pub mod lengths;
-pub mod openloop;
-pub mod outcome;
-pub mod preconnect;
 pub mod probe;
-pub mod progress;
-pub mod prompts;
-pub mod read_delay;
-mod run;
-pub mod schedule_check;
+pub mod run;
 pub mod servers;
-pub mod source;
-pub mod sse;
-pub mod sweep;
+pub mod stream;
 pub mod telemetry;
 #[cfg(test)]
 mod test_server;
-pub mod tokens;
-pub mod trace;
-pub mod trial;
-pub mod wire_clock;
+pub mod wire;
+pub mod workload;
 
 use std::path::{Path, PathBuf};
 
@@ -50,7 +32,7 @@ pub struct BenchSetup {
     /// Fingerprint fields given by the user; the rest is filled from the server.
     pub environment: Environment,
     pub out_dir: PathBuf,
-    /// Show progress: a bar on a terminal, a line every ~30 s off one (progress.rs).
+    /// Show progress: a bar on a terminal, a line every ~30 s off one (run/progress.rs).
     pub show_progress: bool,
     /// Relative (A/B) runs: the base server's endpoints (the target branch's), measured in
     /// the same job as the profile's (the head's), trials interleaved. Empty: one server.

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use reqwest::header::HeaderValue;
 
-use super::body::base_url;
-use super::client::{error_chain, read_capped, MAX_METRICS_BODY, MAX_PROBE_BODY};
+use super::stream::client::{error_chain, read_capped, MAX_METRICS_BODY, MAX_PROBE_BODY};
+use super::wire::body::base_url;
 use crate::engine::Engine;
 use crate::profile::ModelChoice;
 use crate::record::fingerprint::FingerprintField;
@@ -146,7 +146,7 @@ async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
         let body = String::from_utf8_lossy(&body);
         bail!(
             "the server at {endpoint} is not ready: GET {url} answered {status} {}",
-            super::chunk::clip(body.trim())
+            super::stream::chunk::clip(body.trim())
         );
     }
     Ok(())
@@ -295,7 +295,7 @@ pub async fn wait_healthy_saying(
     mut say: impl FnMut(&str),
 ) -> Result<()> {
     endpoints.iter().for_each(|e| register_endpoint(e));
-    let client = super::client::build_probe_client(api_key)?;
+    let client = super::stream::client::build_probe_client(api_key)?;
     let start = Instant::now();
     let deadline = start + timeout;
     let whole = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));

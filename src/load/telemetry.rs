@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::body::base_url;
-use super::outcome::Finished;
+use super::stream::outcome::Finished;
+use super::wire::body::base_url;
 use crate::engine::{self, Engine};
 use crate::record::flags::{FlagKind, TrialFlag};
 pub use crate::record::telemetry::{Counting, EndpointSeries, Sample, TrialTelemetry};
@@ -323,9 +323,10 @@ async fn scrape(
     if !response.status().is_success() {
         return None;
     }
-    let body = super::client::read_capped(response, super::client::MAX_METRICS_BODY)
-        .await
-        .ok()?;
+    let body =
+        super::stream::client::read_capped(response, super::stream::client::MAX_METRICS_BODY)
+            .await
+            .ok()?;
     let text = String::from_utf8(body).ok()?;
     let after = clock.elapsed().as_secs_f64();
     Some(adapter.sample((before + after) / 2.0, &text))

@@ -372,7 +372,7 @@ impl Sweep {
     }
 }
 
-/// `sweep.trace`: an open-loop replay of a timestamped trace (see load/trace.rs).
+/// `sweep.trace`: an open-loop replay of a timestamped trace (see load/workload/trace.rs).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TraceSpec {

@@ -73,7 +73,7 @@ pub struct Workload {
     pub prefix_groups: Option<u32>,
 }
 
-/// `workload.dataset`: a ShareGPT JSON or JSONL file of requests (see load/dataset.rs).
+/// `workload.dataset`: a ShareGPT JSON or JSONL file of requests (see load/workload/dataset.rs).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetSpec {

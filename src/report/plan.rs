@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::plan::answer::{NodePlan, Plan};
+use crate::plan::answer::{NodePlan, Plan, RooflineReport};
 use crate::plan::figures::SECONDS_PER_DAY;
 use crate::plan::workload::human_duration;
 
@@ -59,9 +59,27 @@ fn days_range(n: &NodePlan) -> String {
     }
 }
 
-/// The console report.
+/// The console report: the job and its limits, the fit and the SLO, one table row per node
+/// type with its legend, each node's details, then the comparison, the mix and the lists.
 pub fn render_table(plan: &Plan) -> String {
     let mut s = String::new();
+    write_job(&mut s, plan);
+    write_limits(&mut s, plan);
+    write_fit(&mut s, plan);
+    write_slo(&mut s, plan);
+    write_node_table(&mut s, plan);
+    let _ = writeln!(s);
+    for n in &plan.nodes {
+        write_node_details(&mut s, n);
+    }
+    write_comparison(&mut s, plan);
+    write_mix(&mut s, plan);
+    write_lists(&mut s, plan);
+    s
+}
+
+/// The first line (the job: tokens, completions, lengths) and the length distributions.
+fn write_job(s: &mut String, plan: &Plan) {
     let w = &plan.workload;
     let mut job = format!("{:.3e} output tokens", w.output_tokens);
     if let (Some(c), Some(a)) = (w.completions, w.avg_output_tokens) {
@@ -97,6 +115,10 @@ pub fn render_table(plan: &Plan) -> String {
             );
         }
     }
+}
+
+/// What bounds the plan: the model, the deadline, the budget, concurrency and latency caps.
+fn write_limits(s: &mut String, plan: &Plan) {
     let l = &plan.limits;
     let mut limits = Vec::new();
     if let Some(m) = &plan.model {
@@ -123,6 +145,10 @@ pub fn render_table(plan: &Plan) -> String {
     if !limits.is_empty() {
         let _ = writeln!(s, "  {}", limits.join("; "));
     }
+}
+
+/// The scaling fit the throughput comes from.
+fn write_fit(s: &mut String, plan: &Plan) {
     if let Some(f) = &plan.fit {
         let peak = match (f.peak_concurrency, f.peak_throughput) {
             (Some(n), Some(x)) => format!("peak {x:.0} tok/s at concurrency {n:.1}"),
@@ -140,6 +166,10 @@ pub fn render_table(plan: &Plan) -> String {
             f.rmse_rel * 100.0
         );
     }
+}
+
+/// The SLO's cap on concurrency and the measured goodput.
+fn write_slo(s: &mut String, plan: &Plan) {
     if let Some(r) = &plan.slo {
         let mut limits = Vec::new();
         if let Some(t) = r.slo.max_ttft_p99_s {
@@ -184,6 +214,10 @@ pub fn render_table(plan: &Plan) -> String {
             }
         }
     }
+}
+
+/// One row per node type, and the legend of its columns.
+fn write_node_table(s: &mut String, plan: &Plan) {
     let _ = writeln!(s);
     let deadline_head = "nodes";
     let header = format!(
@@ -253,135 +287,145 @@ pub fn render_table(plan: &Plan) -> String {
             ""
         }
     );
-    let _ = writeln!(s);
-    for n in &plan.nodes {
+}
+
+/// One node type's details: throughput and its interval, the job, source, cost, roofline.
+fn write_node_details(s: &mut String, n: &NodePlan) {
+    let _ = writeln!(
+        s,
+        "{}: {} x {}, {} replica(s){}",
+        n.node,
+        n.gpus_per_node,
+        n.gpu.as_deref().unwrap_or("unknown GPU"),
+        n.replicas_per_node,
+        n.model
+            .as_deref()
+            .map(|m| format!(", {m}"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        s,
+        "  throughput: {} tok/s per node ({}), {}: {}",
+        thousands(n.tok_s_per_node.p50),
+        n.basis.name(),
+        if n.interval.known {
+            format!(
+                "P10-P90 {}-{}",
+                thousands(n.tok_s_per_node.p10),
+                thousands(n.tok_s_per_node.p90)
+            )
+        } else {
+            "P10-P90 unknown".to_string()
+        },
+        n.how
+    );
+    let _ = writeln!(
+        s,
+        "  interval: {}",
+        if n.interval.known {
+            n.interval.how.clone()
+        } else {
+            format!("unknown: {}", n.interval.how)
+        }
+    );
+    if let (Some(j), Some(t)) = (n.job_s, n.end_tail_s) {
         let _ = writeln!(
             s,
-            "{}: {} x {}, {} replica(s){}",
-            n.node,
-            n.gpus_per_node,
-            n.gpu.as_deref().unwrap_or("unknown GPU"),
-            n.replicas_per_node,
-            n.model
-                .as_deref()
-                .map(|m| format!(", {m}"))
-                .unwrap_or_default()
-        );
-        let _ = writeln!(
-            s,
-            "  throughput: {} tok/s per node ({}), {}: {}",
-            thousands(n.tok_s_per_node.p50),
-            n.basis.name(),
+            "  job on one node: {} (P10-P90 {}), of which {} is the end-of-job tail (the \
+             longest requests left when the queue empties, from the length distribution)",
+            human_duration(j.p50),
             if n.interval.known {
-                format!(
-                    "P10-P90 {}-{}",
-                    thousands(n.tok_s_per_node.p10),
-                    thousands(n.tok_s_per_node.p90)
-                )
+                format!("{}-{}", human_duration(j.p10), human_duration(j.p90))
             } else {
-                "P10-P90 unknown".to_string()
+                "unknown".to_string()
             },
-            n.how
+            human_duration(t)
         );
-        let _ = writeln!(
-            s,
-            "  interval: {}",
-            if n.interval.known {
-                n.interval.how.clone()
-            } else {
-                format!("unknown: {}", n.interval.how)
-            }
-        );
-        if let (Some(j), Some(t)) = (n.job_s, n.end_tail_s) {
+    }
+    if let Some(d) = &n.deadline {
+        if d.tail_s > 0.0 {
             let _ = writeln!(
                 s,
-                "  job on one node: {} (P10-P90 {}), of which {} is the end-of-job tail (the \
-                 longest requests left when the queue empties, from the length distribution)",
-                human_duration(j.p50),
-                if n.interval.known {
-                    format!("{}-{}", human_duration(j.p10), human_duration(j.p90))
+                "  deadline: the last {} kept for the end-of-job tail ({})",
+                human_duration(d.tail_s),
+                if n.end_tail_s.is_some() {
+                    "from the length distribution"
                 } else {
-                    "unknown".to_string()
-                },
-                human_duration(t)
-            );
-        }
-        if let Some(d) = &n.deadline {
-            if d.tail_s > 0.0 {
-                let _ = writeln!(
-                    s,
-                    "  deadline: the last {} kept for the end-of-job tail ({})",
-                    human_duration(d.tail_s),
-                    if n.end_tail_s.is_some() {
-                        "from the length distribution"
-                    } else {
-                        "one request at the planned concurrency"
-                    }
-                );
-            }
-        }
-        if !n.source.is_empty() {
-            let _ = writeln!(
-                s,
-                "  source: {}{}",
-                n.source,
-                n.date
-                    .as_deref()
-                    .map(|d| format!(" ({d})"))
-                    .unwrap_or_default()
-            );
-        }
-        if let Some(c) = n.cost_usd {
-            let _ = writeln!(
-                s,
-                "  cost: {} (P10-P90 {}) at {}/node-hour{}",
-                money(c.p50),
-                if n.interval.known {
-                    format!("{}-{}", money(c.p10), money(c.p90))
-                } else {
-                    "unknown".to_string()
-                },
-                money(n.usd_per_node_hour.unwrap_or(0.0)),
-                n.price_note
-                    .as_deref()
-                    .map(|p| format!(", {p}"))
-                    .unwrap_or_default()
-            );
-        }
-        if let Some(r) = &n.roofline {
-            let _ = writeln!(
-                s,
-                "  roofline: batch-1 bound {:.1} tok/s per replica = {:.2} TB/s (datasheet peak) / ({:.1} GB \
-                 weights + {:.1} MB KV and state per sequence at {:.0} tokens of context){}",
-                r.batch1_bound,
-                r.bandwidth_tb_s_per_replica,
-                r.weight_gb_per_step,
-                r.seq_mb_per_step,
-                r.context_tokens,
-                match (r.bound, r.batch) {
-                    (Some(b), Some(k)) => format!("; at batch {k:.0}: {b:.0} tok/s"),
-                    _ => String::new(),
+                    "one request at the planned concurrency"
                 }
             );
-            if let Some(m) = r.memory_max_concurrency {
-                let _ = writeln!(s, "  memory: {m} sequences fit per replica");
-            }
-            for c in &r.checks {
-                let _ = writeln!(
-                    s,
-                    "  check: {} {:.1} = {:.0}% of the bound {:.1} ({:?})",
-                    c.what,
-                    c.figure,
-                    c.efficiency * 100.0,
-                    c.bound,
-                    c.verdict
-                );
-            }
-        }
-        for note in &n.notes {
-            let _ = writeln!(s, "  note: {note}");
         }
     }
+    if !n.source.is_empty() {
+        let _ = writeln!(
+            s,
+            "  source: {}{}",
+            n.source,
+            n.date
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(c) = n.cost_usd {
+        let _ = writeln!(
+            s,
+            "  cost: {} (P10-P90 {}) at {}/node-hour{}",
+            money(c.p50),
+            if n.interval.known {
+                format!("{}-{}", money(c.p10), money(c.p90))
+            } else {
+                "unknown".to_string()
+            },
+            money(n.usd_per_node_hour.unwrap_or(0.0)),
+            n.price_note
+                .as_deref()
+                .map(|p| format!(", {p}"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(r) = &n.roofline {
+        write_roofline(s, r);
+    }
+    for note in &n.notes {
+        let _ = writeln!(s, "  note: {note}");
+    }
+}
+
+/// The memory-bandwidth bound on a node's throughput and the checks against it.
+fn write_roofline(s: &mut String, r: &RooflineReport) {
+    let _ = writeln!(
+        s,
+        "  roofline: batch-1 bound {:.1} tok/s per replica = {:.2} TB/s (datasheet peak) / ({:.1} GB \
+         weights + {:.1} MB KV and state per sequence at {:.0} tokens of context){}",
+        r.batch1_bound,
+        r.bandwidth_tb_s_per_replica,
+        r.weight_gb_per_step,
+        r.seq_mb_per_step,
+        r.context_tokens,
+        match (r.bound, r.batch) {
+            (Some(b), Some(k)) => format!("; at batch {k:.0}: {b:.0} tok/s"),
+            _ => String::new(),
+        }
+    );
+    if let Some(m) = r.memory_max_concurrency {
+        let _ = writeln!(s, "  memory: {m} sequences fit per replica");
+    }
+    for c in &r.checks {
+        let _ = writeln!(
+            s,
+            "  check: {} {:.1} = {:.0}% of the bound {:.1} ({:?})",
+            c.what,
+            c.figure,
+            c.efficiency * 100.0,
+            c.bound,
+            c.verdict
+        );
+    }
+}
+
+/// The user's own figure, set against the plan.
+fn write_comparison(s: &mut String, plan: &Plan) {
     if let Some(c) = &plan.comparison {
         let _ = writeln!(s);
         let _ = writeln!(s, "compared with your {} days on {}:", c.your_days, c.node);
@@ -389,6 +433,10 @@ pub fn render_table(plan: &Plan) -> String {
             let _ = writeln!(s, "  {line}");
         }
     }
+}
+
+/// The cheapest mix of node types for the deadline.
+fn write_mix(s: &mut String, plan: &Plan) {
     if let Some(m) = &plan.mix {
         let _ = writeln!(s);
         let _ = writeln!(
@@ -411,6 +459,10 @@ pub fn render_table(plan: &Plan) -> String {
             let _ = writeln!(s, "  left out: {l}");
         }
     }
+}
+
+/// The summary, notes and warnings.
+fn write_lists(s: &mut String, plan: &Plan) {
     if !plan.summary.is_empty() {
         let _ = writeln!(s);
         let _ = writeln!(s, "summary:");
@@ -432,7 +484,6 @@ pub fn render_table(plan: &Plan) -> String {
             let _ = writeln!(s, "  ! {w}");
         }
     }
-    s
 }
 
 /// "2 x rtx6000-8x-dp + 1 x b200-7x: 3 nodes, 40.2 hours, $1,234".

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::exit::Exit;
-use crate::load::headroom::process_cpu;
+use crate::load::run::headroom::process_cpu;
 use crate::load::{run_bench, BenchSetup};
 use crate::profile::Profile;
 use crate::record::files::REQUESTS_FILE;

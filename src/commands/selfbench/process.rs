@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::exit::Exit;
-use crate::load::headroom::rss_bytes;
+use crate::load::run::headroom::rss_bytes;
 
 /// The most streams a case may open; the simulator is started with this many slots.
 const SIM_SLOTS: usize = 8192;

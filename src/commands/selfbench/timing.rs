@@ -19,10 +19,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::process::PeakRss;
-use crate::load::client::{build_probe_client, send, Observed, RequestLimits};
-use crate::load::headroom::{process_cpu, Monitor};
-use crate::load::http::{build_load_client, LoadClient};
-use crate::load::tokens::{attribute_tokens, inter_token_gaps_ms};
+use crate::load::run::headroom::{process_cpu, Monitor};
+use crate::load::stream::client::{build_probe_client, send, Observed, RequestLimits};
+use crate::load::stream::tokens::{attribute_tokens, inter_token_gaps_ms};
+use crate::load::wire::http::{build_load_client, LoadClient};
 use crate::record::ClientHeadroom;
 use crate::stats::Percentiles;
 
@@ -106,7 +106,7 @@ pub async fn measure_timing(
     let (idle, peak) = rss.finish();
     let bytes_per_stream = (peak - idle) as f64 / f64::from(streams.max(1));
 
-    let (kernel_stamped_reads, read_time_reads) = crate::load::wire_clock::read_counts();
+    let (kernel_stamped_reads, read_time_reads) = crate::load::wire::wire_clock::read_counts();
     let sent = fetch_send_times(url).await?;
     let mut figures = TimingFigures {
         streams,
@@ -158,7 +158,7 @@ pub async fn measure_timing(
     figures.paired_gaps = errors.len() as u64;
     figures.itl_ms = Percentiles::from_values(&mut itl);
     let itl_p50 = figures.itl_ms.as_ref().map(|p| p.p50);
-    crate::load::headroom::judge_reads(&mut figures.headroom, &reads, itl_p50);
+    crate::load::run::headroom::judge_reads(&mut figures.headroom, &reads, itl_p50);
     if let Some(p) = &figures.itl_ms {
         figures.error_vs_cadence_p50_ms = Some(p.p50 - cadence_ms);
         figures.error_vs_cadence_p99_ms = Some(p.p99 - cadence_ms);

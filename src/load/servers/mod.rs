@@ -214,7 +214,7 @@ impl ManagedServer {
         timeout: Duration,
         api_key: Option<&HeaderValue>,
     ) -> Result<()> {
-        let client = super::client::build_probe_client(api_key)?;
+        let client = super::stream::client::build_probe_client(api_key)?;
         let url = self.url();
         let start = Instant::now();
         let deadline = start + timeout;

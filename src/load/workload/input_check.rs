@@ -4,7 +4,7 @@
 //! a chat template adds tokens the prompt does not hold, so a trial can quietly measure
 //! other prompts than the profile names.
 
-use super::outcome::Finished;
+use crate::load::stream::outcome::Finished;
 use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::{InputCheck, RequestRecord};
 
@@ -85,7 +85,7 @@ pub fn judge(c: &InputCheck) -> Option<TrialFlag> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::outcome::a_finished_request;
+    use crate::load::stream::outcome::a_finished_request;
 
     fn with_input(index: u32, tokens: Option<u64>) -> Finished {
         let mut f = a_finished_request(1.0, 10.0);

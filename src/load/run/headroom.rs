@@ -8,8 +8,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::outcome::Finished;
-use super::read_delay::ReadDelays;
+use crate::load::stream::outcome::Finished;
+use crate::load::wire::read_delay::ReadDelays;
 use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::{ClientHeadroom, RequestRecord};
 use crate::stats::{percentile, LatencySketch};
@@ -349,7 +349,7 @@ mod tests {
         delays
             .iter()
             .map(|d| {
-                let mut f = crate::load::outcome::a_finished_request(1.0, 100.0);
+                let mut f = crate::load::stream::outcome::a_finished_request(1.0, 100.0);
                 f.record.send_delay_ms = Some(*d);
                 f.record.new_connection = new_connection;
                 f

@@ -242,8 +242,8 @@ pub(crate) fn a_finished_request(sent_s: f64, e2e_ms: f64) -> Finished {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::chunk::Usage;
-    use crate::load::tokens::ChunkLog;
+    use crate::load::stream::chunk::Usage;
+    use crate::load::stream::tokens::ChunkLog;
 
     pub(super) fn workload(require_usage: bool) -> Workload {
         let text = format!(

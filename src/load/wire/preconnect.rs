@@ -104,7 +104,7 @@ mod tests {
     #[tokio::test]
     async fn opens_the_connections_asked_for_and_the_requests_use_them() {
         let (url, connections, requests) = counting_server();
-        let client = super::super::http::build_load_client(16).unwrap();
+        let client = crate::load::wire::http::build_load_client(16).unwrap();
         let endpoints = vec![format!("{url}/v1")];
         assert_eq!(open_connections(&client, &endpoints, 8).await, 8);
         assert_eq!(accepted(&connections, 8).await, 8);
@@ -130,7 +130,7 @@ mod tests {
     #[tokio::test]
     async fn the_pool_keeps_at_most_its_bound() {
         let (url, connections, _) = counting_server();
-        let client = super::super::http::build_load_client(4).unwrap();
+        let client = crate::load::wire::http::build_load_client(4).unwrap();
         assert_eq!(
             open_connections(&client, std::slice::from_ref(&url), 8).await,
             8
@@ -144,7 +144,7 @@ mod tests {
     #[tokio::test]
     async fn opens_hundreds_at_once() {
         let (url, connections, requests) = counting_server();
-        let client = super::super::http::build_load_client(300).unwrap();
+        let client = crate::load::wire::http::build_load_client(300).unwrap();
         assert_eq!(
             open_connections(&client, std::slice::from_ref(&url), 300).await,
             300
@@ -161,7 +161,7 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let client = super::super::http::build_load_client(4).unwrap();
+        let client = crate::load::wire::http::build_load_client(4).unwrap();
         let endpoints = vec![format!("http://127.0.0.1:{port}")];
         assert_eq!(open_connections(&client, &endpoints, 4).await, 0);
     }

@@ -11,11 +11,11 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::timeout_at;
 
 use super::chunk::{append_answer, clip, parse_chunk, parse_response, Usage};
-use super::http::LoadClient;
-use super::read_delay;
-use super::sse::{SseDecoder, SseError};
 use super::tokens::ChunkLog;
-use super::wire_clock::WireClock;
+use crate::load::wire::http::LoadClient;
+use crate::load::wire::read_delay;
+use crate::load::wire::sse::{SseDecoder, SseError};
+use crate::load::wire::wire_clock::WireClock;
 use crate::profile::Profile;
 use crate::record::{redact, ErrorClass};
 
@@ -651,12 +651,15 @@ fn sse_error(e: SseError) -> String {
     match e {
         SseError::InvalidUtf8 => "stream line is not UTF-8".into(),
         SseError::LineTooLong => {
-            format!("stream line longer than {} MiB", super::sse::MAX_LINE >> 20)
+            format!(
+                "stream line longer than {} MiB",
+                crate::load::wire::sse::MAX_LINE >> 20
+            )
         }
         SseError::EventTooLong => format!(
             "stream event longer than {} MiB (data lines without the blank line that ends an \
              event)",
-            super::sse::MAX_EVENT >> 20
+            crate::load::wire::sse::MAX_EVENT >> 20
         ),
     }
 }
@@ -725,7 +728,7 @@ mod tests {
         b.set_nonblocking(true).unwrap();
         let a = serve_once(a, redirect_to(pb));
         let key = secret_key();
-        let client = super::super::http::build_load_client(1).unwrap();
+        let client = crate::load::wire::http::build_load_client(1).unwrap();
         let url: Uri = format!("http://127.0.0.1:{pa}/v1/chat/completions")
             .parse()
             .unwrap();
@@ -825,7 +828,7 @@ mod tests {
             }
             connections
         });
-        let client = super::super::http::build_load_client(1).unwrap();
+        let client = crate::load::wire::http::build_load_client(1).unwrap();
         let url: Uri = format!("http://127.0.0.1:{port}/v1/chat/completions")
             .parse()
             .unwrap();
@@ -860,7 +863,7 @@ mod tests {
             data.len()
         );
         let server = serve_once(listener, reply);
-        let client = super::super::http::build_load_client(1).unwrap();
+        let client = crate::load::wire::http::build_load_client(1).unwrap();
         let url: Uri = format!("http://127.0.0.1:{port}/v1/chat/completions")
             .parse()
             .unwrap();
@@ -957,7 +960,7 @@ mod tests {
 
     /// One streamed request to the test server on `port`, on a fresh client.
     async fn send_with(port: u16, limits: RequestLimits) -> Observed {
-        let client = super::super::http::build_load_client(1).unwrap();
+        let client = crate::load::wire::http::build_load_client(1).unwrap();
         let url: Uri = format!("http://127.0.0.1:{port}/v1/chat/completions")
             .parse()
             .unwrap();

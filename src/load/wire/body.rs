@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::prompts::Prompt;
+use crate::load::workload::prompts::Prompt;
 use crate::profile::{Api, Workload};
 
 /// Builds the request body. Usage is always asked for (`include_usage`), and per-chunk usage

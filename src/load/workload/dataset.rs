@@ -5,7 +5,7 @@
 //!   first human turn is the prompt, the answer after it sets the request's output length.
 //!   With `turns` above 1 a conversation keeps its later human turns and their reference
 //!   answers too (up to `turns` pairs, stopping where the turns stop alternating), for
-//!   multi-turn runs (load/conversation.rs).
+//!   multi-turn runs (load/workload/conversation.rs).
 //! * **JSONL**, one request per line: `prompt` (text) or `messages` (chat), and optionally
 //!   `max_tokens` (this request's output length) and `output` (a reference answer whose
 //!   length sets it instead).

@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 
 use super::headroom::{self, SendTally};
-use super::input_check::{self, InputTally};
-use super::outcome::{ConnectFailures, Finished};
-use super::read_delay::ReadDelays;
 use super::schedule_check::{self, ScheduleTally};
-use super::{dialect, telemetry};
+use crate::load::stream::outcome::{ConnectFailures, Finished};
+use crate::load::wire::read_delay::ReadDelays;
+use crate::load::workload::input_check::{self, InputTally};
+use crate::load::{dialect, telemetry};
 use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::telemetry::TrialTelemetry;
 use crate::record::{
@@ -354,7 +354,7 @@ pub fn summarize_trial(trial: u32, finished: Vec<Finished>) -> TrialResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::outcome::a_finished_request;
+    use crate::load::stream::outcome::a_finished_request;
     use crate::record::ErrorClass;
 
     fn with_gaps(gaps: usize, window: Option<Window>, warmup: bool) -> Finished {

@@ -11,14 +11,16 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::client::{self, RequestLimits};
 use super::sweep::{run_batch, urls_for, Batch, Shared, Windows};
 use super::trial::{TrialPlace, TrialTally};
-use super::{
-    dialect, fdlimit, headroom, http, interrupt, now_rfc3339, openloop, preconnect, probe,
-    progress, source, telemetry, write_results, BenchOutcome, BenchSetup,
-};
+use super::{headroom, interrupt, openloop, progress};
 use crate::engine::Engine;
+use crate::load::stream::client::{self, RequestLimits};
+use crate::load::wire::{fdlimit, http, preconnect};
+use crate::load::workload::source;
+use crate::load::{
+    dialect, now_rfc3339, probe, telemetry, write_results, BenchOutcome, BenchSetup,
+};
 use crate::profile::{Arrival, Profile, TrialOrder};
 use crate::record::checks::level_problems;
 use crate::record::files::{DERIVED_FILES, REQUESTS_FILE};

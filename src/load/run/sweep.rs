@@ -10,20 +10,20 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use reqwest::header::HeaderValue;
 
-use super::body::{api_url, request_body};
-use super::client::{send, Observed, RequestLimits};
-use super::conversation::{Chat, Conversations, TurnOf};
 use super::interrupt::Interrupt;
-use super::lengths::{Drawn, Lengths};
-use super::outcome::{finish, Finished, Slot};
-use super::prompts::{Prompt, Prompts};
 use super::trial::{Asked, TrialTally};
+use crate::load::stream::client::{send, Observed, RequestLimits};
+use crate::load::stream::outcome::{finish, Finished, Slot};
+use crate::load::wire::body::{api_url, request_body};
+use crate::load::workload::conversation::{Chat, Conversations, TurnOf};
+use crate::load::workload::lengths::{Drawn, Lengths};
+use crate::load::workload::prompts::{Prompt, Prompts};
 use crate::profile::{Api, Workload};
 use crate::record::{Arm, ErrorClass, RequestRecord, Window};
 
 /// Everything the workers share during a run.
 pub struct Shared {
-    pub client: super::http::LoadClient,
+    pub client: crate::load::wire::http::LoadClient,
     /// The API URL on each endpoint (of the head, in a relative run).
     pub urls: Vec<hyper::Uri>,
     /// Relative (A/B) runs: the API URL on each endpoint of the base arm.
@@ -77,7 +77,7 @@ impl Shared {
         self.journal(&f.record, drawn, turn)?;
         self.progress.request_done(&f.record);
         let number = batch.first_prompt + u64::from(f.record.index);
-        let misses = super::dialect::length_misses(
+        let misses = crate::load::dialect::length_misses(
             std::slice::from_ref(&f),
             &self.workload,
             &self.lengths,
@@ -320,9 +320,9 @@ fn body_for(
         _ => &shared.model,
     };
     let mut body = request_body(shared.api, model, &shared.workload, prompt);
-    super::dialect::merge_fields(&mut body, &shared.extra_fields);
+    crate::load::dialect::merge_fields(&mut body, &shared.extra_fields);
     if let Some(tokens) = output_tokens {
-        super::dialect::set_output_length(&mut body, tokens, shared.workload.ignore_eos);
+        crate::load::dialect::set_output_length(&mut body, tokens, shared.workload.ignore_eos);
     }
     bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
 }
