@@ -213,7 +213,7 @@ fn failures_never_count_in_throughput() {
     );
     let body = "[workload]\ninput_tokens = 16\nmax_tokens = 16\nignore_eos = true\n\
                 degenerate_below = 8\n[sweep]\nconcurrency = [1, 4]\nrequests_per_level = 24\n\
-                warmup_requests = 2\ntrials = 3\nrequest_timeout = \"20s\"\nmax_error_rate = 1.0\n";
+                warmup_requests = 2\ntrials = 6\nrequest_timeout = \"20s\"\nmax_error_rate = 1.0\n";
     let (results, rc) = bench(&sim, dir.path(), "failing", body);
     assert_eq!(rc, 0);
     let result = read_json(&results);

@@ -36,15 +36,15 @@ use journal::{Header, Journal};
 pub const EXAMPLES: &str = "\
 Examples:
   # Which commit between v0.4.0 and main made the server slower (each built and served)
-  throughline bisect --good v0.4.0 --bad main -p bisect.toml \\
+  throughline bisect --good v0.4.0 --bad main -p bench.toml \\
       --build-command 'python -m venv .venv && .venv/bin/pip install -e .' \\
       --server-command '.venv/bin/vllm serve MODEL --port {port}' --slots '0;1'
   # At most 6 hours; run the same command again to continue where it stopped
-  throughline bisect --good v0.4.0 -p bisect.toml --server-command './serve.sh {port}' \\
+  throughline bisect --good v0.4.0 -p bench.toml --server-command './serve.sh {port}' \\
       --max-duration 6h -o bisect-out
   # The same search driven by git (one step per commit git checks out):
   #   git bisect start main v0.4.0
-  #   git bisect run throughline bisect --step --good v0.4.0 -p bisect.toml \\
+  #   git bisect run throughline bisect --step --good v0.4.0 -p bench.toml \\
   #       --server-command './serve.sh {port}' -o ../bisect-out
 
 Exit codes: 0 the first slower commit named; 2 no commit could be named (the bad ref is
