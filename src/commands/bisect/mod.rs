@@ -111,6 +111,10 @@ pub struct BisectArgs {
     /// How long a started server may take to answer.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
     pub server_timeout: Duration,
+    /// Let a step decide on trials flagged client-bound (the load generator, not the server,
+    /// limited them); without it such a step is skipped, as `gate` and `ci` refuse them.
+    #[arg(long)]
+    pub allow_client_bound: bool,
     /// Keep the checkouts (OUT/worktrees) when the bisect ends.
     #[arg(long)]
     pub keep_worktrees: bool,
@@ -249,6 +253,23 @@ impl Bisect {
             }
         };
         let blocks = run.servers.as_ref().map_or(0, |s| s.blocks.len() as u32);
+        // The gate's rule for client-bound trials: they measured the client, not the server.
+        if let Err(e) =
+            crate::gate::client_bound::check("this step's run", &run, self.args.allow_client_bound)
+        {
+            let said = format!("{e:#}");
+            let first = said
+                .split(". To fix it")
+                .next()
+                .unwrap_or(&said)
+                .to_string();
+            return Ok(step(
+                StepOutcome::Skip,
+                format!("not decided: {first} (--allow-client-bound decides on them)"),
+                Vec::new(),
+                blocks,
+            ));
+        }
         let verdict = crate::gate::evaluate_relative(&run, &settings)?;
         let (outcome, reason) = judged(&verdict, blocks);
         let mut measured = step(outcome, reason, levels_of(&verdict), blocks);
