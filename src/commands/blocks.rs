@@ -39,23 +39,31 @@ pub struct ServerArgs {
     /// to the next so that a faster GPU or a luckier start falls on both arms.
     #[arg(long, value_name = "COMMAND", requires = "server_command")]
     pub base_server_command: Option<String>,
+    #[command(flatten)]
+    pub blocks: BlockArgs,
+    /// No block is added once this much time has passed (e.g. 45m).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub max_duration: Option<Duration>,
+}
+
+/// Where the servers run and how many blocks a run takes: the flags `bench`, `ci` and
+/// `bisect` (whose every step is such a run) share.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BlockArgs {
     /// The slots the servers run on, `;` between slots, e.g. "0;1" (GPU 0 and GPU 1) or
     /// "0,1;2,3" (two tensor-parallel pairs). With one slot ("0") both servers share it and
     /// the swap is of which starts first.
     #[arg(long, value_name = "GPUS;GPUS", default_value = "0;1")]
     pub slots: String,
     /// Blocks to run before the gate looks [default: 4 in a relative run, else 1].
-    #[arg(long, value_name = "N")]
-    pub blocks: Option<u32>,
+    #[arg(long = "blocks", value_name = "N")]
+    pub first: Option<u32>,
     /// The most blocks in all: while a level is undecided after a look, two more blocks run
     /// for the undecided levels [default: --blocks + 8 in a relative run: with a start
     /// spread near 3% (a real llama-server here) 8 blocks passed an unchanged server 64% of
     /// the time, 12 blocks 94% (benches/gate_crossover.rs)].
-    #[arg(long, value_name = "N")]
-    pub max_blocks: Option<u32>,
-    /// No block is added once this much time has passed (e.g. 45m).
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    pub max_duration: Option<Duration>,
+    #[arg(long = "max-blocks", value_name = "N")]
+    pub max: Option<u32>,
     /// How long a started server may take to answer (GET /health or /v1/models).
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
     pub server_timeout: Duration,
@@ -89,12 +97,13 @@ impl ServerArgs {
     /// The block plan, checked.
     pub fn plan(&self) -> Result<BlockPlan> {
         let relative = self.base_server_command.is_some();
-        let first = self.blocks.unwrap_or(if relative { 4 } else { 1 });
+        let first = self.blocks.first.unwrap_or(if relative { 4 } else { 1 });
         if first == 0 || first > MAX_BLOCKS {
             bail!("--blocks: {first} is outside 1..={MAX_BLOCKS}");
         }
         let max = self
-            .max_blocks
+            .blocks
+            .max
             .unwrap_or(if relative { first + 8 } else { first });
         if max < first || max > MAX_BLOCKS {
             bail!("--max-blocks: {max} is outside {first}..={MAX_BLOCKS} (at least --blocks)");
@@ -107,7 +116,7 @@ impl ServerArgs {
 
     /// Checks the templates and slots before anything starts (a typo fails at once).
     pub fn check(&self) -> Result<Vec<Slot>> {
-        let slots = parse_slots(&self.slots).context("--slots")?;
+        let slots = parse_slots(&self.blocks.slots).context("--slots")?;
         for (flag, command) in [
             ("--server-command", &self.server_command),
             ("--base-server-command", &self.base_server_command),
@@ -322,7 +331,7 @@ async fn run_block(
             .await
             .with_context(|| format!("cannot start the {label}"))?;
         server
-            .wait_healthy(args.server_timeout, None)
+            .wait_healthy(args.blocks.server_timeout, None)
             .await
             .with_context(|| format!("block {n}: the {arm} server did not come up"))?;
         servers.push((arm, server));
@@ -439,7 +448,7 @@ pub fn print_plan(template: &BenchSetup, args: &ServerArgs) -> Result<()> {
         } else {
             String::new()
         },
-        args.slots,
+        args.blocks.slots,
         if relative {
             "; relative: both servers started fresh in each block, slots swapped between blocks"
         } else {
@@ -530,7 +539,10 @@ mod tests {
         };
         assert_eq!(one.plan().unwrap().looks(), 1);
         let bad = ServerArgs {
-            max_blocks: Some(2),
+            blocks: BlockArgs {
+                max: Some(2),
+                ..args.blocks.clone()
+            },
             ..args.clone()
         };
         assert!(bad.plan().unwrap_err().to_string().contains("--max-blocks"));

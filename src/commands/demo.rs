@@ -159,7 +159,7 @@ pub const BLOCKS_DIR: &str = "unchanged-in-blocks";
 /// names the slot effect, which cancels, and passes.
 async fn unchanged_in_blocks(out: &Path) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find this program to start serve-sim")?;
-    let quoted = format!("'{}'", exe.display().to_string().replace('\'', r"'\''"));
+    let quoted = crate::load::servers::shell_quoted(&exe.display().to_string());
     let server = format!(
         "exec {quoted} serve-sim --port {{port}} --preset fast --token-delay-ms 3 \
          --slowdown $(test {{slot}} = 1 && echo 0.96 || echo 1)"
@@ -184,11 +184,13 @@ async fn unchanged_in_blocks(out: &Path) -> Result<()> {
     let args = super::blocks::ServerArgs {
         server_command: Some(server.clone()),
         base_server_command: Some(server),
-        slots: "0;1".into(),
-        blocks: Some(4),
-        max_blocks: Some(4),
+        blocks: super::blocks::BlockArgs {
+            slots: "0;1".into(),
+            first: Some(4),
+            max: Some(4),
+            server_timeout: std::time::Duration::from_secs(30),
+        },
         max_duration: None,
-        server_timeout: std::time::Duration::from_secs(30),
     };
     let outcome = super::blocks::run_in_blocks(setup, &args, None).await?;
     let v = crate::gate::evaluate_relative(&outcome.result, &profile.gate)?;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::record::{LevelResult, RunResult, TrialResult};
+use crate::stats::basic::mean;
 use crate::stats::decision::relative_level;
 
 /// The chance, over all figures and levels together, that an unchanged run lists a figure.
@@ -170,7 +171,7 @@ fn gauge_mean(
         .filter_map(&pick)
         .filter(|v| v.is_finite())
         .collect();
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    (!values.is_empty()).then(|| mean(&values))
 }
 
 /// Preemptions counted during the trial: each endpoint's counter, last minus first sample.
@@ -371,7 +372,6 @@ fn compare(f: Figure, base: &[TrialResult], head: &[TrialResult], alpha: f64) ->
     if bv.len() < 3 || hv.len() < 3 {
         return None;
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let test = relative_level(&bv, &hv, &bl, &hl, 0.0);
     let d = test.d?;
     let se = test.se?;

@@ -458,17 +458,14 @@ pub fn flag_summary(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Ve
             let mine: Vec<_> = flagged.iter().filter(|(_, _, f)| f.kind == k).collect();
             let (l, t, f) = if k == flags::FlagKind::ClientBound {
                 // The first of the most severe.
-                mine.iter()
-                    .copied()
-                    .fold(
-                        None,
-                        |best: Option<&(&LevelResult, &TrialResult, &flags::TrialFlag)>, x| {
-                            match best {
-                                Some(b) if severity(b.1) >= severity(x.1) => Some(b),
-                                _ => Some(x),
-                            }
-                        },
-                    )
+                (mine.iter().copied())
+                    .reduce(|best, x| {
+                        if severity(x.1) > severity(best.1) {
+                            x
+                        } else {
+                            best
+                        }
+                    })
                     .copied()
                     .expect("a kind has a flagged trial")
             } else {

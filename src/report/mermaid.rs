@@ -2,13 +2,13 @@
 //! comments and job summaries, where a PNG on the runner's disk would be a broken image.
 //!
 //! xychart-beta has no legend, so each title says which mark is which; the colours follow the
-//! PNGs (baseline orange, candidate blue).
+//! PNGs (base or baseline orange, head blue).
 
 use std::fmt::Write;
 
 use crate::gate::{LevelVerdict, Verdict};
 
-/// Baseline orange, candidate blue: the colours of `throughput.png`.
+/// Base (or baseline) orange, head blue: the colours of `throughput.png`.
 const TOKS_PALETTE: &str = "#e67300, #1f77b4";
 /// Ratio grey, its lower bound red-brown, the minimum-effect line red.
 const RATIO_PALETTE: &str = "#7f7f7f, #8c564b, #d62728";
@@ -47,7 +47,7 @@ fn series(values: impl Iterator<Item = f64>, digits: usize) -> String {
     format!("[{}]", v.join(", "))
 }
 
-/// Baseline (bars) against candidate (line), output tok/s per level, the y-axis from zero so
+/// Base or baseline (bars) against head (line), output tok/s per level, the y-axis from zero so
 /// that heights read as ratios. `None` when no level has both means.
 pub fn throughput_block(verdict: &Verdict) -> Option<String> {
     let levels = measured(verdict);
@@ -57,11 +57,12 @@ pub fn throughput_block(verdict: &Verdict) -> Option<String> {
     let base = || levels.iter().map(|l| l.baseline_mean.unwrap_or(0.0));
     let cand = || levels.iter().map(|l| l.candidate_mean.unwrap_or(0.0));
     let top = base().chain(cand()).fold(0.0f64, f64::max);
+    let (reference, head) = super::tables::sides(verdict);
     let mut out = String::new();
     header(
         &mut out,
         TOKS_PALETTE,
-        "Output tok/s per level: baseline (orange bars) vs candidate (blue line)",
+        &format!("Output tok/s per level: {reference} (orange bars) vs {head} (blue line)"),
         &levels,
     );
     let _ = writeln!(
@@ -75,7 +76,7 @@ pub fn throughput_block(verdict: &Verdict) -> Option<String> {
     Some(out)
 }
 
-/// Candidate / baseline per level (grey bars), the lower bound at the pass confidence (brown
+/// Head / base (or baseline) per level (grey bars), the lower bound at the pass confidence (brown
 /// line) and the pass limit 1 - tolerance (red, flat): a level passes when its brown point
 /// lies above the red line (and it did not fail). `None` when no level has a ratio with
 /// bounds that say something (report/tables.rs `known_bounds`: one session's [0, ∞] does not).
@@ -95,20 +96,22 @@ pub fn ratio_block(verdict: &Verdict) -> Option<String> {
         .chain([floor])
         .fold(f64::INFINITY, f64::min);
     let hi = ratio().chain([1.0]).fold(f64::NEG_INFINITY, f64::max);
+    let (reference, head) = super::tables::sides(verdict);
     let mut out = String::new();
     header(
         &mut out,
         RATIO_PALETTE,
         &format!(
-            "Candidate / baseline (grey bars), {:.0}% lower bound (brown), {floor:.2} pass limit \
+            "{} / {reference} (grey bars), {:.0}% lower bound (brown), {floor:.2} pass limit \
              (red): a level passes when brown is above red",
+            capitalised(head),
             verdict.settings.pass_confidence * 100.0
         ),
         &levels,
     );
     let _ = writeln!(
         out,
-        "    y-axis \"candidate / baseline\" {:.2} --> {:.2}",
+        "    y-axis \"{head} / {reference}\" {:.2} --> {:.2}",
         ((lo - 0.02) * 50.0).floor() / 50.0,
         ((hi + 0.02) * 50.0).ceil() / 50.0
     );
@@ -133,6 +136,14 @@ fn nice_top(v: f64) -> String {
     format!("{}", top.round().max(1.0))
 }
 
+/// "Head" for a chart title.
+fn capitalised(word: &str) -> String {
+    let mut c = word.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,7 +158,7 @@ mod tests {
             r##"```mermaid
 %%{init: {"themeVariables": {"xyChart": {"plotColorPalette": "#e67300, #1f77b4"}}}}%%
 xychart-beta
-    title "Output tok/s per level: baseline (orange bars) vs candidate (blue line)"
+    title "Output tok/s per level: base (orange bars) vs head (blue line)"
     x-axis "concurrency" ["1", "4", "8", "32", "64"]
     y-axis "output tok/s" 0 --> 75000
     bar [1000.0, 4000.0, 8000.0, 32000.0, 64000.0]
@@ -160,9 +171,9 @@ xychart-beta
             r##"```mermaid
 %%{init: {"themeVariables": {"xyChart": {"plotColorPalette": "#7f7f7f, #8c564b, #d62728"}}}}%%
 xychart-beta
-    title "Candidate / baseline (grey bars), 95% lower bound (brown), 0.95 pass limit (red): a level passes when brown is above red"
+    title "Head / base (grey bars), 95% lower bound (brown), 0.95 pass limit (red): a level passes when brown is above red"
     x-axis "concurrency" ["1", "4", "8", "32", "64"]
-    y-axis "candidate / baseline" 0.86 --> 1.04
+    y-axis "head / base" 0.86 --> 1.04
     bar [0.910, 0.912, 1.002, 0.985, 1.010]
     line [0.890, 0.895, 0.985, 0.950, 0.990]
     line [0.950, 0.950, 0.950, 0.950, 0.950]

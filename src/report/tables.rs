@@ -110,6 +110,15 @@ pub const COMPACT: &[Column] = &[
     LEVEL, BASELINE, CANDIDATE, RATIO, TRIALS, DETECTABLE, VERDICT,
 ];
 
+/// What the two sides are called: ("base", "head") in relative mode, ("baseline", "head") in
+/// history mode (see [`heading`]).
+pub fn sides(verdict: &Verdict) -> (&'static str, &'static str) {
+    match verdict.design {
+        Some(Design::Relative) | None => ("base", "head"),
+        Some(_) => ("baseline", "head"),
+    }
+}
+
 /// A column's heading in the verdict's vocabulary, the same everywhere: the change under
 /// test is the "head"; what it is measured against is the "base" (the target branch's server,
 /// measured in the same job) in relative mode and the "baseline" (main's history in the

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use crate::load::servers::shell_quoted;
+
 /// The most commits a bisect walks (a range this long takes 18 steps).
 const MAX_COMMITS: usize = 200_000;
 
@@ -92,11 +94,6 @@ pub fn walk(dir: &Path, good: &str, bad: &str) -> Result<Walk> {
         good: described(&good_commit),
         commits,
     })
-}
-
-/// Single quotes for a shell (a path in a command line).
-pub fn shell_quoted(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// A command template run in `dir`: `cd DIR && TEMPLATE` (its {port}, {slot} and {gpus}

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::blocks::ServerArgs;
+use super::blocks::{BlockArgs, ServerArgs};
 use super::environment::EnvironmentArgs;
 use crate::exit::{exit_for, Exit};
 use crate::fsutil::write_atomic;
@@ -95,22 +95,13 @@ pub struct BisectArgs {
     /// One step for `git bisect run`: the checkout in --repo as it is, against --good.
     #[arg(long)]
     pub step: bool,
-    /// The slots the two servers run on (as `bench --slots`).
-    #[arg(long, value_name = "GPUS;GPUS", default_value = "0;1")]
-    pub slots: String,
-    /// Blocks per step before the gate looks [default: 4].
-    #[arg(long, value_name = "N")]
-    pub blocks: Option<u32>,
-    /// The most blocks one step may take while the gate cannot tell [default: --blocks + 8].
-    #[arg(long, value_name = "N")]
-    pub max_blocks: Option<u32>,
+    /// Each step's slots and blocks, as `bench` and `ci` take them.
+    #[command(flatten)]
+    pub blocks: BlockArgs,
     /// The whole bisect's time budget: no step starts once it is spent, and the answer is
     /// the range left (the log keeps every step: the same command continues).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub max_duration: Option<Duration>,
-    /// How long a started server may take to answer.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
-    pub server_timeout: Duration,
     /// Let a step decide on trials flagged client-bound (the load generator, not the server,
     /// limited them); without it such a step is skipped, as `gate` and `ci` refuse them.
     #[arg(long)]
@@ -177,11 +168,8 @@ impl Bisect {
         Ok(ServerArgs {
             server_command: Some(checkout::in_dir(head_dir, &self.args.server_command)),
             base_server_command: Some(checkout::in_dir(good_dir, &self.args.server_command)),
-            slots: self.args.slots.clone(),
-            blocks: self.args.blocks,
-            max_blocks: self.args.max_blocks,
+            blocks: self.args.blocks.clone(),
             max_duration: budget,
-            server_timeout: self.args.server_timeout,
         })
     }
 

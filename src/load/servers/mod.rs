@@ -20,7 +20,7 @@ mod group;
 mod slots;
 mod tail;
 
-pub use slots::{free_port, parse_slots, render, Slot, MAX_SLOTS};
+pub use slots::{free_port, parse_slots, render, shell_quoted, Slot, MAX_SLOTS};
 pub use tail::{escape_controls, log_tail, TAIL_BYTES};
 
 use std::fs::OpenOptions;

@@ -143,6 +143,12 @@ pub fn free_port() -> Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Text in single quotes for the shell that runs a server command line (a path put in a
+/// template: a checkout's folder, the demo's own binary).
+pub fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

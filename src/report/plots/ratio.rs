@@ -1,4 +1,4 @@
-//! `ratio.png` for the gate: candidate / baseline output tok/s at each level, with its
+//! `ratio.png` for the gate: head / base (or baseline) output tok/s at each level, with its
 //! one-sided bounds at the pass confidence, the no-change line and the minimum-effect line, and each level's
 //! verdict written above it in its colour. The verdict should be readable in five seconds.
 //!
@@ -53,7 +53,8 @@ pub(crate) fn title(verdict: &Verdict) -> String {
         Outcome::Inconclusive => "INCONCLUSIVE".to_string(),
         Outcome::NotComparable => "NOT COMPARABLE".to_string(),
     };
-    format!("{outcome}: candidate / baseline output tok/s per level")
+    let (reference, head) = crate::report::tables::sides(verdict);
+    format!("{outcome}: {head} / {reference} output tok/s per level")
 }
 
 /// Draws the chart to `path`.
@@ -181,7 +182,10 @@ fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
     style::mesh(&mut cc.configure_mesh(), 1)
         .disable_x_mesh()
         .x_desc("concurrency level")
-        .y_desc("candidate / baseline output tok/s")
+        .y_desc({
+            let (reference, head) = crate::report::tables::sides(verdict);
+            format!("{head} / {reference} output tok/s")
+        })
         .x_labels(n.min(24) + 1)
         .y_labels(8)
         .x_label_formatter(&label_of)
@@ -381,7 +385,7 @@ pub(crate) mod tests {
         let v = mixed();
         assert_eq!(
             title(&v),
-            "REGRESSION at C = 1, 4: candidate / baseline output tok/s per level"
+            "REGRESSION at C = 1, 4: head / base output tok/s per level"
         );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ratio.png");
