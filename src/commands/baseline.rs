@@ -7,7 +7,10 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use crate::exit::Exit;
-use crate::gate::baseline::{bless, calibration_rows, Baseline, BaselineLock, BlessMode};
+use crate::gate::baseline::{
+    bless, calibration_rows, Baseline, BaselineLock, BlessMode, CALIBRATION_MAX_AGE_DAYS,
+    CALIBRATION_MAX_BLOCKS,
+};
 use crate::record::RunResult;
 
 /// The examples `baseline --help` ends with (tests/help_examples.rs runs each).
@@ -89,8 +92,9 @@ pub struct BlessArgs {
     /// The commit measured (default: $GITHUB_SHA, else the work tree's HEAD).
     #[arg(long)]
     pub commit: Option<String>,
-    /// Bless runs with trials flagged client-bound (the load generator, not the server,
-    /// limited them); `gate` and `ci` take the same flag for the same trials.
+    /// Bless runs whose load generator was saturated or held requests for more than a third
+    /// of the gate's minimum effect (late reads alone never refuse); `gate` and `ci` take
+    /// the same flag.
     #[arg(long)]
     pub allow_client_bound: bool,
 }
@@ -120,9 +124,14 @@ pub async fn run(args: BaselineArgs) -> Result<Exit> {
                 baseline.calibration.len()
             );
             for level in baseline.levels() {
-                if let Some(cal) = baseline.slot_calibration(level) {
+                let newest = baseline.calibration.last();
+                let at = newest.map(|r| r.measured_at.as_str());
+                let version = newest.and_then(|r| r.engine_version.as_deref());
+                if let Some(cal) = baseline.slot_calibration(level, at, version) {
                     println!(
-                        "  C={level}: slot 1 over slot 0 {:+.2}%, sd of an A/A block difference {:.2}% ({} blocks)",
+                        "  C={level}: slot 1 over slot 0 {:+.2}%, sd of an A/A block difference {:.2}% ({} \
+                         blocks in use: the newest, at most {CALIBRATION_MAX_BLOCKS} a level and \
+                         {CALIBRATION_MAX_AGE_DAYS} days old)",
                         (cal.bias.exp() - 1.0) * 100.0,
                         cal.variance.sqrt() * 100.0,
                         cal.blocks
@@ -171,12 +180,16 @@ pub async fn run(args: BaselineArgs) -> Result<Exit> {
                 b.allow_client_bound,
             )?;
             for (i, run) in runs.iter().enumerate() {
-                let flagged = crate::gate::client_bound::lines(run).len();
-                if flagged > 0 {
+                for line in crate::gate::client_bound::lines(run) {
+                    let why = if b.allow_client_bound {
+                        "with --allow-client-bound: their figures may describe the client"
+                    } else {
+                        "the client held too little to bias tok/s (late reads blur ITL only)"
+                    };
                     eprintln!(
-                        "warning: results #{}: {flagged} trial(s) flagged client-bound blessed \
-                         (--allow-client-bound); their figures may describe the client",
-                        i + 1
+                        "warning: results #{}: client-bound blessed ({why}): {}",
+                        i + 1,
+                        crate::untrusted::for_terminal(&line)
                     );
                 }
             }

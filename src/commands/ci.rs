@@ -92,9 +92,9 @@ pub struct CiArgs {
     pub wait_healthy: Duration,
     #[command(flatten)]
     pub overrides: GateOverrides,
-    /// Gate a run with trials flagged client-bound (the load generator, not the server,
-    /// limited them): refused without it (exit 3, saying what to do), as `baseline bless`
-    /// refuses them.
+    /// Decide on a run whose load generator could have moved the verdict (a saturated
+    /// client, or requests it held long enough to change the outcome): without it such a
+    /// verdict is not comparable (exit 3), written whole with what to do.
     #[arg(long)]
     pub allow_client_bound: bool,
     #[command(flatten)]
@@ -280,7 +280,6 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         );
     }
     let result = &outcome.result;
-    crate::gate::client_bound::check_for_gate("the run", result, args.allow_client_bound)?;
 
     // The charts draw the run beside what it is compared with: the base arm, or the baseline.
     let (beside, per_request) = match &result.base {
@@ -290,7 +289,16 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     let written = write_run_files(result, Some(&beside), Some(&per_request), &args.out)?;
     let charts = VerdictCharts::of(&written, args.image_base_url.as_deref());
 
-    let mut verdict = evaluate(&baseline, result, &settings)?;
+    let decide = |run: &RunResult| evaluate(&baseline, run, &settings);
+    let mut verdict = decide(result)?;
+    let saved = args.out.join(crate::record::files::RESULTS_FILE);
+    crate::gate::client_bound::review(
+        &mut verdict,
+        result,
+        args.allow_client_bound,
+        &saved.display().to_string(),
+        &decide,
+    )?;
     verdict.overridden = args.overrides.listed(&baseline.gate);
     verdict.settings_from = Some(format!("baseline {} at {reference}", baseline.name));
     verdict.baseline_ref = Some(reference);
@@ -454,6 +462,9 @@ fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
         changes: None,
         arms: None,
         history_need: None,
+        history_power: None,
+        client: None,
+        refusal: None,
     }
 }
 

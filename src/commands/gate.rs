@@ -39,8 +39,9 @@ pub struct GateArgs {
     pub baseline_ref: Option<String>,
     #[command(flatten)]
     pub overrides: GateOverrides,
-    /// Gate a run with trials flagged client-bound (the load generator, not the server,
-    /// limited them): refused without it, as `baseline bless` refuses them.
+    /// Decide on a run whose load generator could have moved the verdict (a saturated
+    /// client, or requests it held long enough to change the outcome): without it such a
+    /// verdict is not comparable (exit 3), its table still written.
     #[arg(long)]
     pub allow_client_bound: bool,
     /// Write the verdict as JSON (`-`: standard output, the table then goes to stderr).
@@ -134,8 +135,6 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         );
     }
     let candidate = RunResult::load(&args.results)?;
-    let which = args.results.display().to_string();
-    crate::gate::client_bound::check_for_gate(&which, &candidate, args.allow_client_bound)?;
     let baseline = match (&args.baseline, &args.baseline_ref) {
         (Some(path), Some(r)) => Some(Baseline::load_at_ref(path, r)?),
         (Some(path), None) => Some(Baseline::load(path)?),
@@ -151,10 +150,19 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         .as_ref()
         .map_or(&candidate.profile.gate, |b| &b.gate);
     let settings = args.overrides.apply(given)?;
-    let mut verdict = match &baseline {
-        Some(b) => evaluate(b, &candidate, &settings)?,
-        None => evaluate_relative(&candidate, &settings)?,
+    let decide = |run: &RunResult| match &baseline {
+        Some(b) => evaluate(b, run, &settings),
+        None => evaluate_relative(run, &settings),
     };
+    let mut verdict = decide(&candidate)?;
+    let results = args.results.display().to_string();
+    crate::gate::client_bound::review(
+        &mut verdict,
+        &candidate,
+        args.allow_client_bound,
+        &results,
+        &decide,
+    )?;
     verdict.overridden = args.overrides.listed(given);
     verdict.settings_from = Some(match (&baseline, &args.baseline_ref) {
         (Some(b), Some(r)) => format!("baseline {} at {r}", b.name),

@@ -60,7 +60,19 @@ pub struct CalibrationRow {
     pub slot_difference: f64,
     /// The within-block (trial-to-trial) variance of that difference.
     pub within_variance: f64,
+    /// The engine version the A/A servers reported: a row measured on another version
+    /// does not calibrate a run of this one. Absent in rows of older builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
 }
+
+/// Calibration rows older than this, counted back from the gated run's start, are not used:
+/// a runner's drivers, clocks and neighbours change.
+pub const CALIBRATION_MAX_AGE_DAYS: i64 = 30;
+
+/// At most this many of a level's newest rows are used: a calibration's degrees of freedom
+/// stop growing with every `calibrate`, so it never drowns the run's own blocks.
+pub const CALIBRATION_MAX_BLOCKS: usize = 40;
 
 /// One blessed run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -183,6 +195,7 @@ pub fn calibration_rows(
                 concurrency: head.concurrency,
                 slot_difference: x,
                 within_variance: within,
+                engine_version: run.environment.engine_version.clone(),
             });
         }
     }
@@ -310,14 +323,41 @@ impl Baseline {
         Ok(())
     }
 
-    /// The A/A calibration of the slots at `concurrency`, when at least two blocks hold it.
-    pub fn slot_calibration(&self, concurrency: u32) -> Option<SlotCalibration> {
-        let rows = self
-            .calibration
-            .iter()
-            .filter(|r| r.concurrency == concurrency);
-        let (x, within): (Vec<f64>, Vec<f64>) =
-            rows.map(|r| (r.slot_difference, r.within_variance)).unzip();
+    /// The A/A calibration of the slots at `concurrency` for a run started at `at` (RFC
+    /// 3339) on `engine_version`, when at least two blocks hold it: the newest
+    /// [`CALIBRATION_MAX_BLOCKS`] rows of the level, none older than
+    /// [`CALIBRATION_MAX_AGE_DAYS`] before `at` (a row whose date cannot be read is left
+    /// out when `at` is given) and none of another engine version (where both are known).
+    pub fn slot_calibration(
+        &self,
+        concurrency: u32,
+        at: Option<&str>,
+        engine_version: Option<&str>,
+    ) -> Option<SlotCalibration> {
+        let parse = |stamp: &str| {
+            time::OffsetDateTime::parse(stamp, &time::format_description::well_known::Rfc3339).ok()
+        };
+        let now = at.and_then(parse);
+        let fresh = |r: &&CalibrationRow| match now {
+            None => true,
+            Some(now) => parse(&r.measured_at).is_some_and(|then| {
+                then <= now + time::Duration::hours(1)
+                    && now - then <= time::Duration::days(CALIBRATION_MAX_AGE_DAYS)
+            }),
+        };
+        let same_engine = |r: &&CalibrationRow| match (engine_version, &r.engine_version) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        let rows: Vec<&CalibrationRow> = (self.calibration.iter())
+            .filter(|r| r.concurrency == concurrency)
+            .filter(fresh)
+            .filter(same_engine)
+            .collect();
+        let newest = &rows[rows.len().saturating_sub(CALIBRATION_MAX_BLOCKS)..];
+        let (x, within): (Vec<f64>, Vec<f64>) = (newest.iter())
+            .map(|r| (r.slot_difference, r.within_variance))
+            .unzip();
         SlotCalibration::from_blocks(&x, &within)
     }
 

@@ -4,7 +4,9 @@
 use anyhow::{bail, Result};
 
 use super::baseline::{engine_word, fingerprint_differences_except, Baseline, ARM_FIELDS};
-use super::history_need::{sessions_needed, HistoryNeed, Observed};
+use super::history_need::{
+    sessions_needed, HistoryNeed, HistoryPower, Observed, POWER_DROP, POWER_WORTH_SAYING,
+};
 use super::{ArmEngines, LevelStatus, LevelVerdict, Outcome, Verdict};
 use crate::exit::not_comparable;
 use crate::profile::GateSettings;
@@ -13,8 +15,8 @@ use crate::record::fingerprint::FingerprintField;
 use crate::record::flags::FlagKind;
 use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric};
 use crate::stats::decision::{
-    crossover_level, decide, history_level, relative_level, Block, DecisionSettings, Design,
-    LevelOutcome, LevelTest, SlotCalibration,
+    crossover_level, decide, history_level, power_to_catch, relative_level, Block,
+    DecisionSettings, Design, LevelOutcome, LevelTest, SlotCalibration,
 };
 use crate::stats::Spread;
 
@@ -51,7 +53,13 @@ pub fn evaluate(
         )));
     }
     let mut verdict = match &candidate.base {
-        Some(_) => relative(candidate, settings, &|c| baseline.slot_calibration(c))?,
+        Some(base) => {
+            // Rows measured on the engine version the base arm ran, and recent enough.
+            let at = Some(candidate.started_at.as_str());
+            let version = base.engine_version.as_deref();
+            let calibration = |c| baseline.slot_calibration(c, at, version);
+            relative(candidate, settings, &calibration)?
+        }
         None => {
             check_candidate(candidate)?;
             let sources = |metric: TrialMetric, c: u32| Sides {
@@ -66,6 +74,13 @@ pub fn evaluate(
             v.history_need = history_need(&v, baseline.sessions.len(), settings);
             if let Some(need) = &v.history_need {
                 v.warnings.push(need.line());
+            }
+            // Said where the need is not (that line already says history cannot fail yet).
+            if v.history_need.is_none() {
+                v.history_power = history_power(&v, baseline.sessions.len(), settings);
+            }
+            if let Some(power) = &v.history_power {
+                v.warnings.push(power.line());
             }
             v
         }
@@ -123,20 +138,23 @@ fn relative(
     let levels = (candidate.levels.iter().chain(&base.levels))
         .map(|l| l.concurrency)
         .collect();
-    // A run in blocks that could add blocks while undecided: the fail side's alpha is
-    // split over the looks its plan allowed, so false failures stay within alpha.
+    // A run in blocks that could add blocks while undecided: both sides' errors are split
+    // over the looks its plan allowed (Bonferroni), so a false failure stays within alpha,
+    // and a pass of a level that is really `tolerance` slower within 1 - pass_confidence,
+    // over the whole plan and not only at one look.
     let looks = candidate.servers.as_ref().map_or(1, |s| s.looks.max(1));
-    let per_look = GateSettings {
-        alpha: settings.alpha / f64::from(looks),
-        ..settings.clone()
-    };
+    let per_look = per_look(settings, looks);
     let mut verdict = gate(candidate, &per_look, Design::Relative, levels, &sources);
     if looks > 1 {
         verdict.warnings.push(format!(
             "sequential: the gate could look up to {looks} times (after the first blocks, then \
-             after each added pair), so the fail side's alpha {} is split over them ({:.4} \
-             each); the pass side keeps its confidence at every look",
-            settings.alpha, per_look.alpha
+             after each added pair), so both sides are split over the looks: the fail side's \
+             alpha {} ({:.4} a look) and the pass side's {:.0}% confidence (bounds at {:.1}% a \
+             look), which keeps each side's error over the whole plan",
+            settings.alpha,
+            per_look.alpha,
+            settings.pass_confidence * 100.0,
+            per_look.pass_confidence * 100.0
         ));
     }
     if let Some(stopped) = candidate.servers.as_ref().and_then(|s| s.stopped.as_ref()) {
@@ -155,6 +173,44 @@ fn relative(
         base_version: base.engine_version.clone(),
     });
     Ok(verdict)
+}
+
+/// The settings one look of a sequential plan of `looks` decides with: alpha and the pass
+/// side's error (1 - pass_confidence) each divided by the looks.
+pub fn per_look(settings: &GateSettings, looks: u32) -> GateSettings {
+    let looks = f64::from(looks.max(1));
+    GateSettings {
+        alpha: settings.alpha / looks,
+        pass_confidence: 1.0 - (1.0 - settings.pass_confidence) / looks,
+        ..settings.clone()
+    }
+}
+
+/// How often a history verdict's weakest throughput level would catch a 10% drop (alpha
+/// per level as Holm's first step gives it), where that is under 80%: None otherwise.
+fn history_power(
+    verdict: &Verdict,
+    sessions: usize,
+    settings: &GateSettings,
+) -> Option<HistoryPower> {
+    let gated: Vec<&LevelVerdict> = (verdict.levels.iter())
+        .filter(|l| l.metric.is_throughput() && l.test.is_some())
+        .collect();
+    let alpha = settings.alpha / metrics(settings).len() as f64 / gated.len().max(1) as f64;
+    let weakest = (gated.iter())
+        .map(|l| {
+            let t = l.test.as_ref().expect("filtered");
+            let power = power_to_catch(t.se, t.df, alpha, POWER_DROP);
+            (l.concurrency, t.sigma_b, power)
+        })
+        .min_by(|a, b| a.2.total_cmp(&b.2))?;
+    (weakest.2 < POWER_WORTH_SAYING).then(|| HistoryPower {
+        sessions,
+        spread: weakest.1.filter(|_| sessions >= 2),
+        drop: POWER_DROP,
+        power: weakest.2,
+        concurrency: weakest.0,
+    })
 }
 
 /// A history baseline of `sessions` that cannot yet fail a drop under the guard at some
@@ -423,6 +479,9 @@ fn gate(
         changes: None,
         arms: None,
         history_need: None,
+        history_power: None,
+        client: None,
+        refusal: None,
     }
 }
 

@@ -48,6 +48,51 @@ impl HistoryNeed {
     }
 }
 
+/// The drop history mode's power is stated for.
+pub const POWER_DROP: f64 = 0.10;
+
+/// Below this power the verdict says how weak history mode is here.
+pub const POWER_WORTH_SAYING: f64 = 0.8;
+
+/// How often this history baseline catches a [`POWER_DROP`] drop at its weakest level: a
+/// miss is INCONCLUSIVE with exit 0, so a team must read it before trusting a quiet gate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HistoryPower {
+    /// Sessions the baseline holds.
+    pub sessions: usize,
+    /// The session-to-session spread the gate estimated at the weakest level (sd, ln),
+    /// where it could (2+ sessions).
+    pub spread: Option<f64>,
+    /// The drop stated for (0.10) and the share of such drops at that level that fail.
+    pub drop: f64,
+    pub power: f64,
+    pub concurrency: u32,
+}
+
+impl HistoryPower {
+    /// "this baseline (4 sessions, session spread 3.1%) catches a 10% drop at C=8 about 28%
+    /// of the time ...".
+    pub fn line(&self) -> String {
+        let spread = self
+            .spread
+            .map(|s| format!(", session spread {:.1}%", s * 100.0))
+            .unwrap_or_default();
+        let has = match self.sessions {
+            1 => "1 session".to_string(),
+            n => format!("{n} sessions"),
+        };
+        format!(
+            "history mode is weak here: this baseline ({has}{spread}) catches a {:.0}% drop at \
+             C={} about {:.0}% of the time; a miss reads INCONCLUSIVE and exits 0. Relative mode \
+             (`ci --base-endpoint`, or --server-command with --base-server-command: base and \
+             head in one job) cancels the session spread; docs/gate-calibration.md has its rates",
+            self.drop * 100.0,
+            self.concurrency,
+            self.power * 100.0
+        )
+    }
+}
+
 /// What the gate observed at one level, from which the need is computed.
 #[derive(Debug, Clone, Copy)]
 pub struct Observed {

@@ -69,6 +69,16 @@ pub struct Verdict {
     /// History mode with too few sessions to fail a drop under the guard: how many it needs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_need: Option<HistoryNeed>,
+    /// History mode: how often this baseline catches a 10% drop, where a miss is likely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_power: Option<history_need::HistoryPower>,
+    /// What the load generator's own lateness could do to this verdict (client_bound.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<client_bound::ClientReview>,
+    /// Why a verdict whose levels were measured was not decided (not comparable), when it
+    /// was refused after measuring: the headline says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
 }
 
 /// The engine and version each arm of a relative run reported (None: it did not say).
@@ -180,7 +190,11 @@ impl Verdict {
     pub fn notices(&self) -> Vec<String> {
         let arms = self.arms.as_ref().and_then(ArmEngines::line);
         let need = self.history_need.as_ref().map(HistoryNeed::line);
-        arms.into_iter().chain(need).collect()
+        let power = self
+            .history_power
+            .as_ref()
+            .map(history_need::HistoryPower::line);
+        arms.into_iter().chain(need).chain(power).collect()
     }
 
     /// The exit code of this verdict under its own settings.

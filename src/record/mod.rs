@@ -555,6 +555,11 @@ pub struct ClientHeadroom {
     /// Requests held over 1 ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_sends: Option<u64>,
+    /// The client could not keep up at all (a backlog in its runtime, or its threads' CPU
+    /// used up): what it did to the figures cannot be bounded from what it measured. Absent
+    /// in results of older builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated: Option<bool>,
     pub client_bound: bool,
 }
 

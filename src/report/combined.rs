@@ -153,6 +153,9 @@ mod tests {
                 changes: None,
                 arms: None,
                 history_need: None,
+                history_power: None,
+                client: None,
+                refusal: None,
             },
         }
     }

@@ -72,6 +72,10 @@ fn headline_with(verdict: &Verdict, markdown: bool) -> String {
             "REGRESSION: slower at {} {against}{worst}",
             failed.join(", ")
         ),
+        Outcome::NotComparable if verdict.refusal.is_some() => format!(
+            "NOT COMPARABLE: measured {against}{worst}, but the load generator may have decided \
+             it, not the server (why and the way on below)"
+        ),
         Outcome::NotComparable => {
             format!("NOT COMPARABLE: some levels could not be gated {against}{worst}")
         }
@@ -180,6 +184,30 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
             "start spread (sd of a block's difference beyond its trials' noise): {}",
             spreads.join(", ")
         ));
+    }
+    // The calibration's spread beside the run's, and which one decided.
+    let calibrations: Vec<String> = (blocks.iter())
+        .filter_map(|(c, x)| {
+            let cal = x.calibration_spread?;
+            let n = x.calibration_blocks.unwrap_or(0);
+            let own = x
+                .own_spread
+                .map_or("no degrees of freedom of its own".to_string(), |o| {
+                    format!("{:.1}%", o * 100.0)
+                });
+            let used = if x.calibration_disagreed {
+                "the run's own spread used"
+            } else {
+                "pooled"
+            };
+            Some(format!(
+                "C={c} calibration {:.1}% ({n} blocks) vs this run {own}: {used}",
+                cal * 100.0
+            ))
+        })
+        .collect();
+    if !calibrations.is_empty() {
+        out.push(format!("calibration: {}", calibrations.join(", ")));
     }
     let uncovered: Vec<String> = (blocks.iter())
         .filter(|(_, x)| !x.starts_covered)

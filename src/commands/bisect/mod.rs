@@ -102,8 +102,8 @@ pub struct BisectArgs {
     /// the range left (the log keeps every step: the same command continues).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub max_duration: Option<Duration>,
-    /// Let a step decide on trials flagged client-bound (the load generator, not the server,
-    /// limited them); without it such a step is skipped, as `gate` and `ci` refuse them.
+    /// Let a step decide where its load generator could have moved the verdict; without it
+    /// such a step is skipped, as `gate` and `ci` refuse it.
     #[arg(long)]
     pub allow_client_bound: bool,
     /// Keep the checkouts (OUT/worktrees) when the bisect ends.
@@ -241,24 +241,29 @@ impl Bisect {
             }
         };
         let blocks = run.servers.as_ref().map_or(0, |s| s.blocks.len() as u32);
-        // The gate's rule for client-bound trials: they measured the client, not the server.
-        if let Err(e) =
-            crate::gate::client_bound::check("this step's run", &run, self.args.allow_client_bound)
-        {
-            let said = format!("{e:#}");
-            let first = said
-                .split(". To fix it")
-                .next()
-                .unwrap_or(&said)
-                .to_string();
+        let decide =
+            |run: &crate::record::RunResult| crate::gate::evaluate_relative(run, &settings);
+        let mut verdict = decide(&run)?;
+        // The gate's rule for the client's part: a step it could have decided is skipped.
+        crate::gate::client_bound::review(
+            &mut verdict,
+            &run,
+            self.args.allow_client_bound,
+            "this step's results.json",
+            &decide,
+        )?;
+        if verdict.refusal.is_some() {
             return Ok(step(
                 StepOutcome::Skip,
-                format!("not decided: {first} (--allow-client-bound decides on them)"),
+                format!(
+                    "not decided: the load generator, not the server, may have decided it \
+                     ({ALLOW} decides on it)",
+                    ALLOW = crate::gate::client_bound::ALLOW_FLAG
+                ),
                 Vec::new(),
                 blocks,
             ));
         }
-        let verdict = crate::gate::evaluate_relative(&run, &settings)?;
         let (outcome, reason) = judged(&verdict, blocks);
         let mut measured = step(outcome, reason, levels_of(&verdict), blocks);
         measured.changes = (verdict.changes.iter())

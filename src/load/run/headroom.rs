@@ -276,6 +276,9 @@ pub fn judge(lags_ms: &mut [f64], cpu_fraction: f64) -> ClientHeadroom {
         ..ClientHeadroom::default()
     };
     h.client_bound = lagging(&h);
+    // A sustained backlog or used-up CPU delays everything the client does, by an amount
+    // nothing here bounds; a late p99 alone (a brief descheduling) moves tail timings only.
+    h.saturated = Some(h.lag_p50_ms > LAG_P50_LIMIT_MS || h.cpu_fraction >= CPU_SATURATED_FRACTION);
     h
 }
 

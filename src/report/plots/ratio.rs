@@ -342,6 +342,9 @@ pub(crate) mod tests {
             changes: None,
             arms: None,
             history_need: None,
+            history_power: None,
+            client: None,
+            refusal: None,
         }
     }
 

@@ -108,7 +108,28 @@ pub struct CrossoverInfo {
     /// Whether the test's variance covers start and slot effects; false with too few blocks
     /// and no calibration, when the main test is left not estimable.
     pub starts_covered: bool,
+    /// The calibration's start spread (sd of an A/A block's difference beyond its within
+    /// noise, ln) and its blocks, where the baseline had one for this level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration_spread: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration_blocks: Option<usize>,
+    /// This run's own block spread (the same measure, from its blocks alone) where it has
+    /// degrees of freedom of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_spread: Option<f64>,
+    /// The calibration was set aside: this run's blocks spread more than it allows (an F
+    /// test at [`CALIBRATION_AGREEMENT_P`]); the run's own blocks decided.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub calibration_disagreed: bool,
 }
+
+/// A calibration is pooled with a run's blocks only while the run's own block variance is
+/// not above what the calibration predicts with p below this (one-sided F test). Lenient on
+/// purpose: with 2-4 degrees of freedom of its own a run can show little, and pooling a
+/// calibration from a quieter night with a noisier run failed unchanged servers 16-26% of
+/// the time (issue 34); setting a calibration aside only costs degrees of freedom.
+pub const CALIBRATION_AGREEMENT_P: f64 = 0.25;
 
 /// One block's values after what every reader of a block applies: non-finite values
 /// ignored, then the outlier rule within the block (as for a run of one session).
@@ -210,6 +231,10 @@ pub fn crossover_level(
         start_spread_df: 0.0,
         calibrated: calibration.is_some(),
         starts_covered: false,
+        calibration_spread: calibration.map(|c| c.start_variance().0.sqrt()),
+        calibration_blocks: calibration.map(|c| c.blocks),
+        own_spread: None,
+        calibration_disagreed: false,
     };
     if both {
         info.slot_effect = finite(0.5 * (m_plus - m_minus));
@@ -247,7 +272,20 @@ pub fn crossover_level(
         let ss: f64 = diffs.iter().map(|x| (x - m) * (x - m)).sum();
         (ss, big_b as f64 - 1.0)
     };
-    // The calibration's start spread, with this run's own within noise added.
+    if df_own > 0.0 && within.is_finite() {
+        info.own_spread = finite((ss / df_own - within).max(0.0).sqrt());
+    }
+    // The calibration's start spread, with this run's own within noise added: what it
+    // predicts for this run's block variance. Pooled only where the run's own blocks agree.
+    let calibration = calibration.filter(|c| {
+        let (start, df_cal) = c.start_variance();
+        let agrees = !within.is_finite()
+            || df_own <= 0.0
+            || agreement_p(ss / df_own, start + within, df_own, df_cal) >= CALIBRATION_AGREEMENT_P;
+        info.calibration_disagreed = !agrees;
+        agrees
+    });
+    info.calibrated = calibration.is_some();
     let (cal_ss, df_cal) = match calibration {
         Some(c) if within.is_finite() => {
             let (start, df) = c.start_variance();
@@ -256,7 +294,10 @@ pub fn crossover_level(
         _ => (0.0, 0.0),
     };
     let df_block = df_own + df_cal;
-    if df_block > 0.0 {
+    // One orientation is estimable only with a calibration's slot effect taken out (and its
+    // spread agreeing with the run's): else the slot effect stays in the estimate, whatever
+    // the number of blocks (a level that lost one orientation's trials).
+    if df_block > 0.0 && (both || calibration.is_some()) {
         // A block's difference varies at least as much as its trials' noise says: with few
         // blocks their own spread can come out far below it by chance (4 blocks of a real
         // llama-server on a busy machine: 1.6% against 4.5%), so the within-block noise is
@@ -293,6 +334,19 @@ pub fn crossover_level(
     }
     lv.crossover = Some(info);
     lv.finish(guard)
+}
+
+/// One-sided p of an F test that a run's block variance `own` (df `df_own`) is no larger
+/// than `predicted` (df `df_cal`): P(F >= own / predicted). 1 where it cannot be computed.
+fn agreement_p(own: f64, predicted: f64, df_own: f64, df_cal: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, FisherSnedecor};
+    if !(own.is_finite() && predicted > 0.0 && df_own > 0.0 && df_cal > 0.0) {
+        return 1.0;
+    }
+    match FisherSnedecor::new(df_own, df_cal) {
+        Ok(f) => f.sf(own / predicted),
+        Err(_) => 1.0,
+    }
 }
 
 #[cfg(test)]
@@ -443,6 +497,48 @@ mod tests {
         let want = (0.00008 + within + 0.0001 / 20.0).sqrt();
         assert!(close(lv.se.unwrap(), want, 1e-12), "{:?} vs {want}", lv.se);
         assert!(lv.df >= 19.0 && lv.df <= 38.0, "df {}", lv.df);
+    }
+
+    #[test]
+    fn one_orientation_is_never_estimable_without_a_calibration() {
+        // Three blocks, all with the head on slot 1 (a level that lost the other
+        // orientation's trials): a 4% slot effect would read as a 4% gain or loss.
+        let mut blocks = alternating(0.0, 0.04, &[0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 4);
+        blocks.retain(|b| b.head_slot == 1);
+        let lv = crossover_level(&blocks, None, 0.25);
+        assert!(!lv.estimable(), "{lv:?}");
+        assert!(!lv.crossover.as_ref().unwrap().starts_covered);
+        let cal = SlotCalibration {
+            blocks: 20,
+            bias: 0.04,
+            variance: 0.0001,
+            within_variance: 0.00002,
+        };
+        let lv = crossover_level(&blocks, Some(&cal), 0.25);
+        assert!(lv.estimable() && close(lv.d.unwrap(), 0.0, 1e-12));
+    }
+
+    #[test]
+    fn a_calibration_from_a_quieter_night_is_set_aside() {
+        // The calibration says starts spread 0.5%; this run's blocks spread about 4%.
+        let quiet = SlotCalibration {
+            blocks: 40,
+            bias: 0.0,
+            variance: 0.005f64.powi(2) + 0.00002,
+            within_variance: 0.00002,
+        };
+        let noisy = alternating(0.0, 0.0, &[0.04, -0.04, -0.04, 0.04, 0.03, -0.03], 4);
+        let lv = crossover_level(&noisy, Some(&quiet), 0.25);
+        let info = lv.crossover.as_ref().unwrap();
+        assert!(info.calibration_disagreed && !info.calibrated, "{info:?}");
+        assert_eq!(lv.df, 4.0, "the run's own blocks alone: 6 - 2 df");
+        assert!(info.own_spread.unwrap() > 0.03 && info.calibration_spread.unwrap() < 0.006);
+        // A run as quiet as its calibration pools it.
+        let calm = alternating(0.0, 0.0, &[0.004, -0.004, -0.004, 0.004, 0.003, -0.003], 4);
+        let lv = crossover_level(&calm, Some(&quiet), 0.25);
+        let info = lv.crossover.as_ref().unwrap();
+        assert!(!info.calibration_disagreed && info.calibrated, "{info:?}");
+        assert!(lv.df > 40.0, "{}", lv.df);
     }
 
     #[test]
