@@ -3,13 +3,16 @@
 # (scripts/llama-server.sh builds it and a tiny random-weight model), two servers pinned to one
 # CPU core and started by throughline itself, in blocks with their slots swapped.
 #
-#   scripts/gate-acceptance.sh [UNCHANGED_JOBS] [SLOW_JOBS] [OUT]
+#   scripts/gate-acceptance.sh [UNCHANGED_JOBS] [SLOW_JOBS] [OUT] [BUSY_JOBS]
 #
 # Runs UNCHANGED_JOBS (default 10) jobs whose head is the same server as the base, then
 # SLOW_JOBS (default 3) whose head is held to 88% of its CPU (a cgroup v1 cpu quota, about
-# 12% slower where decoding is CPU-bound), each a `throughline bench` in blocks and a `gate`
-# of its results, and prints one line per job: the verdict, the worst ratio, and the slot
-# effect and start spread the verdict reports. Needs root (the cgroup) and a built
+# 12% slower where decoding is CPU-bound), then BUSY_JOBS (default 0) unchanged jobs with a
+# `nice -n 19` busy loop pinned to throughline's core (a neighbour on the client's core),
+# each a `throughline bench` in blocks and a `gate` of its results on the DEFAULT settings (no
+# --allow-client-bound), and prints one line per job: the verdict and exit code, the worst
+# ratio, the slot effect and start spread the verdict reports, and what the client held; then
+# the counts. Needs root (the cgroup) and a built
 # llama-server (`scripts/llama-server.sh setup`); servers on core SERVER_CORE (default 1),
 # throughline on the other cores.
 set -euo pipefail
@@ -18,11 +21,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 UNCHANGED="${1:-10}"
 SLOW="${2:-3}"
 OUT="${3:-$ROOT/target/gate-acceptance}"
+BUSY="${4:-0}"
 CORE="${SERVER_CORE:-1}"
 BIN="${THROUGHLINE_BIN:-$ROOT/target/debug/throughline}"
 eval "$("$ROOT/scripts/llama-server.sh" setup)"
 CGROUP=/sys/fs/cgroup/cpu/throughline-slow-head
 mkdir -p "$CGROUP" "$OUT"
+: >"$OUT/jobs.txt"
 echo 100000 >"$CGROUP/cpu.cfs_period_us"
 echo 88000 >"$CGROUP/cpu.cfs_quota_us"
 
@@ -72,9 +77,30 @@ for l in levels:
     parts.append(f"C={l['concurrency']} {l['ratio']:.3f} [{l['ci_low']:.3f}] {l['status']} "
                  f"slot {pct(x.get('slot_effect'))} spread {100 * (x.get('start_spread') or 0):.1f}% "
                  f"blocks {x.get('blocks')}")
-print(f"{sys.argv[2]}: {v['outcome'].upper()} (exit {sys.argv[3]}, {sys.argv[4]} s); " + "; ".join(parts))
+client = v.get("client") or {}
+held = ", ".join(f"{h['arm']} {100 * h['share']:.1f}% at C={h['concurrency']}" for h in client.get("held", []))
+said = f"; client: held {held or 'nothing'}, {client.get('late_read_trials', 0)} late-read trial(s), saturated {len(client.get('saturated', []))}" if client else ""
+print(f"{sys.argv[2]}: {v['outcome'].upper()} (exit {sys.argv[3]}, {sys.argv[4]} s); " + "; ".join(parts) + said)
 PY
 }
 
-for i in $(seq 1 "$UNCHANGED"); do job "unchanged-$i" "$SERVER"; done
-for i in $(seq 1 "$SLOW"); do job "slow-$i" "$SLOW_SERVER"; done
+for i in $(seq 1 "$UNCHANGED"); do job "unchanged-$i" "$SERVER" | tee -a "$OUT/jobs.txt"; done
+for i in $(seq 1 "$SLOW"); do job "slow-$i" "$SLOW_SERVER" | tee -a "$OUT/jobs.txt"; done
+for i in $(seq 1 "$BUSY"); do
+    nice -n 19 taskset -c 0 sh -c 'while :; do :; done' &
+    busy=$!
+    job "busy-$i" "$SERVER" | tee -a "$OUT/jobs.txt"
+    kill "$busy"
+done
+# The counts per kind of job: verdicts and exit 3s.
+python3 - "$OUT/jobs.txt" <<'PY'
+import collections, re, sys
+counts = collections.defaultdict(collections.Counter)
+for line in open(sys.argv[1]):
+    m = re.match(r"(\w+)-\d+: (\w+) \(exit (\d+)", line)
+    if m:
+        counts[m.group(1)][m.group(2)] += 1
+        counts[m.group(1)]["exit " + m.group(3)] += 1
+for kind, c in counts.items():
+    print(f"{kind}: " + ", ".join(f"{k} {n}" for k, n in sorted(c.items())))
+PY

@@ -400,3 +400,123 @@ fn an_engine_upgrade_is_gated_in_relative_mode_and_a_short_history_says_what_it_
         assert!(body.contains(said), "{file}: {body}");
     }
 }
+
+/// `results` with every trial of the chosen arms at level `c` (None: every level) given a
+/// client-bound flag: its client read some responses late (30 of 1000 reads, 4 ms at p99)
+/// and held requests for `held` of their time; written beside it as `name`.
+fn with_client(
+    results: &Path,
+    name: &str,
+    arms: &[&str],
+    c: Option<u64>,
+    held: f64,
+) -> std::path::PathBuf {
+    let mut run = read_json(results);
+    for arm in arms {
+        let levels = match *arm {
+            "head" => &mut run["levels"],
+            _ => &mut run["base"]["levels"],
+        };
+        for level in levels.as_array_mut().unwrap() {
+            if c.is_some_and(|c| level["concurrency"].as_u64() != Some(c)) {
+                continue;
+            }
+            for t in level["trials"].as_array_mut().unwrap() {
+                t["client"] = serde_json::json!({
+                    "lag_p50_ms": 1.0, "lag_p99_ms": 2.0, "lag_max_ms": 3.0,
+                    "cpu_fraction": 0.05, "reads": 1000, "late_reads": 30,
+                    "read_delay_p50_ms": 0.1, "read_delay_p99_ms": 4.0,
+                    "read_delay_limit_ms": 1.0, "held_share": held, "late_sends": 40,
+                    "saturated": false, "client_bound": true
+                });
+                t["flags"] = serde_json::json!([{
+                    "kind": "client-bound",
+                    "message": "client-bound: 30 of 1000 reads came late"
+                }]);
+            }
+        }
+    }
+    let path = results.with_file_name(name);
+    std::fs::write(&path, serde_json::to_string(&run).unwrap()).unwrap();
+    path
+}
+
+/// The client's lateness is judged by what it could do to the verdict (issue 34): late reads
+/// (which blur ITL, not tok/s) never refuse; requests held in the client refuse only where
+/// putting them back moves the verdict, and then the verdict is still written whole, naming
+/// the arm, the level, the share and the way on; an equal share held in both arms cancels.
+#[test]
+fn the_client_refuses_a_verdict_only_where_it_could_move_it() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = Sim::start(1, &FIXED_10MS);
+    let head = Sim::start(1, &FIXED_10MS);
+    let results = bench_relative(&head, &base, d, "same");
+    let gate = |results: &Path, out: &str, extra: &[&str]| {
+        let json = d.join(out).join("verdict.json");
+        let md = d.join(out).join("verdict.md");
+        std::fs::create_dir_all(d.join(out)).unwrap();
+        let mut args = vec![
+            "gate",
+            "--results",
+            results.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "--markdown",
+            md.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        (o, read_json(&json), std::fs::read_to_string(md).unwrap())
+    };
+
+    // Late reads in every trial of both arms: refused before (exit 3), decided now.
+    let late = with_client(&results, "late.json", &["head", "base"], None, 0.0);
+    let (o, v, _) = gate(&late, "late", &[]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(v["outcome"], "pass", "{}", text(&o));
+    assert_eq!(v["client"]["late_read_trials"], 32, "{}", v["client"]);
+    assert!(text(&o).contains("did not decide it"), "{}", text(&o));
+
+    // The base arm held 12% of its request time at C=8: put back, the head reads about 12%
+    // slower there, so the client could have decided the pass: not comparable, written whole.
+    let held = with_client(&results, "held.json", &["base"], Some(8), 0.12);
+    let (o, v, md) = gate(&held, "held", &[]);
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    assert_eq!(v["outcome"], "not_comparable");
+    assert_eq!(
+        v["client"]["corrected_outcome"], "regression",
+        "{}",
+        v["client"]
+    );
+    assert_eq!(
+        v["levels"].as_array().unwrap().len(),
+        2,
+        "the table is kept"
+    );
+    for said in [
+        "base arm: up to 12.0% of request time held in the client (C=8)",
+        "--allow-client-bound",
+        "throughline gate --results",
+    ] {
+        assert!(md.contains(said), "{said}: {md}");
+        assert!(text(&o).contains(said), "{said}: {}", text(&o));
+    }
+    assert!(d.join("held").join("pr-comment.md").exists());
+    let (o, v, _) = gate(&held, "held-allowed", &["--allow-client-bound"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(v["outcome"], "pass");
+    assert!(
+        text(&o).contains("decided on with --allow-client-bound"),
+        "{}",
+        text(&o)
+    );
+
+    // The same share held in both arms (one client serves both, interleaved) cancels.
+    let both = with_client(&results, "both.json", &["head", "base"], Some(8), 0.12);
+    let (o, v, _) = gate(&both, "both", &[]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(v["outcome"], "pass");
+    assert_eq!(v["client"]["could_move"], false);
+}

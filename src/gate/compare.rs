@@ -5,7 +5,8 @@ use anyhow::{bail, Result};
 
 use super::baseline::{engine_word, fingerprint_differences_except, Baseline, ARM_FIELDS};
 use super::history_need::{
-    sessions_needed, HistoryNeed, HistoryPower, Observed, POWER_DROP, POWER_WORTH_SAYING,
+    catch_rate, sessions_needed, HistoryNeed, HistoryPower, Observed, POWER_DROP,
+    POWER_WORTH_SAYING,
 };
 use super::{ArmEngines, LevelStatus, LevelVerdict, Outcome, Verdict};
 use crate::exit::not_comparable;
@@ -15,8 +16,8 @@ use crate::record::fingerprint::FingerprintField;
 use crate::record::flags::FlagKind;
 use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric};
 use crate::stats::decision::{
-    crossover_level, decide, history_level, power_to_catch, relative_level, Block,
-    DecisionSettings, Design, LevelOutcome, LevelTest, SlotCalibration,
+    crossover_level, decide, history_level, relative_level, Block, DecisionSettings, Design,
+    LevelOutcome, LevelTest, SlotCalibration,
 };
 use crate::stats::Spread;
 
@@ -186,30 +187,45 @@ pub fn per_look(settings: &GateSettings, looks: u32) -> GateSettings {
     }
 }
 
-/// How often a history verdict's weakest throughput level would catch a 10% drop (alpha
-/// per level as Holm's first step gives it), where that is under 80%: None otherwise.
+/// How often a history verdict's weakest throughput level (the largest standard error)
+/// would catch a 10% drop, by the gate's own test on sessions spread as observed
+/// ([`catch_rate`]), where that is under 80%: None otherwise.
 fn history_power(
     verdict: &Verdict,
     sessions: usize,
     settings: &GateSettings,
 ) -> Option<HistoryPower> {
     let gated: Vec<&LevelVerdict> = (verdict.levels.iter())
-        .filter(|l| l.metric.is_throughput() && l.test.is_some())
+        .filter(|l| l.metric.is_throughput() && l.p_slower.is_some())
         .collect();
-    let alpha = settings.alpha / metrics(settings).len() as f64 / gated.len().max(1) as f64;
     let weakest = (gated.iter())
-        .map(|l| {
-            let t = l.test.as_ref().expect("filtered");
-            let power = power_to_catch(t.se, t.df, alpha, POWER_DROP);
-            (l.concurrency, t.sigma_b, power)
-        })
-        .min_by(|a, b| a.2.total_cmp(&b.2))?;
-    (weakest.2 < POWER_WORTH_SAYING).then(|| HistoryPower {
+        .filter_map(|l| Some((l, l.test.as_ref()?)))
+        .max_by(|a, b| {
+            let se = |t: &LevelTest| t.se.unwrap_or(f64::INFINITY);
+            se(a.1).total_cmp(&se(b.1))
+        })?;
+    let (level, test) = weakest;
+    let observed = Observed {
+        sigma_w: test.sigma_w?,
+        sigma_b: test.sigma_b.filter(|_| sessions >= 2),
+        per_session: level.n_baseline / level.baseline_sessions.max(1),
+        candidate: level.n_candidate,
+    };
+    let decision = DecisionSettings {
+        alpha: settings.alpha / metrics(settings).len() as f64,
+        min_effect: settings.min_effect,
+        guard: settings.guard,
+        power: POWER,
+        pass_confidence: settings.pass_confidence,
+        tolerance: settings.tolerance,
+    };
+    let power = catch_rate(observed, sessions, gated.len(), &decision, POWER_DROP);
+    (power < POWER_WORTH_SAYING).then(|| HistoryPower {
         sessions,
-        spread: weakest.1.filter(|_| sessions >= 2),
+        spread: observed.sigma_b,
         drop: POWER_DROP,
-        power: weakest.2,
-        concurrency: weakest.0,
+        power,
+        concurrency: level.concurrency,
     })
 }
 

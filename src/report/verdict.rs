@@ -360,11 +360,12 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
         let _ = writeln!(out, "{line}");
     }
     for w in verdict.warnings.iter().filter(|w| !notices.contains(w)) {
-        let _ = writeln!(
-            out,
-            "warning: {}",
-            super::console::short_warning(w, "verdict.md")
-        );
+        // A refusal is said whole: it holds the way on, which a cut would hide.
+        let said = match verdict.refusal.as_ref() == Some(w) {
+            true => crate::untrusted::for_terminal(w).into_owned(),
+            false => super::console::short_warning(w, "verdict.md"),
+        };
+        let _ = writeln!(out, "warning: {said}");
     }
     let _ = writeln!(out, "{}", painted_headline(verdict, color));
     if let Some(line) = closing_line(verdict) {

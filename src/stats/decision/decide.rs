@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::level::{LevelOutcome, LevelTest};
-use super::{finite, t_cdf, t_ppf};
+use super::{finite, t_ppf};
 use crate::stats::holm::holm;
 
 /// Settings of the decision.
@@ -55,26 +55,6 @@ impl DecisionSettings {
     /// The guard's share of alpha (0.001 by default).
     pub fn guard_alpha(&self) -> f64 {
         self.alpha * 0.1
-    }
-}
-
-/// How often a test with standard error `se` (ln) and `df` degrees of freedom, one-sided at
-/// `alpha`, catches a true drop of `drop` (0.10 for 10%): P(T > t_{1-alpha,df} - ln(1/(1 -
-/// drop)) / se), the shifted-t approximation of the noncentral t. 0 where the test is not
-/// estimable (no se), as a one-session history is.
-pub fn power_to_catch(se: Option<f64>, df: f64, alpha: f64, drop: f64) -> f64 {
-    let Some(se) = se.filter(|s| *s > 0.0 && s.is_finite()) else {
-        return 0.0;
-    };
-    if !(df > 0.0 && (0.0..1.0).contains(&drop) && alpha > 0.0 && alpha < 1.0) {
-        return 0.0;
-    }
-    let shift = -(1.0 - drop).ln() / se;
-    let p = 1.0 - t_cdf(t_ppf(1.0 - alpha, df) - shift, df);
-    if p.is_finite() {
-        p.clamp(0.0, 1.0)
-    } else {
-        0.0
     }
 }
 

@@ -38,7 +38,7 @@ mod vectors;
 pub use crossover::{
     crossover_level, trimmed_block, Block, CrossoverInfo, SlotCalibration, TrimmedBlock,
 };
-pub use decide::{decide, power_to_catch, DecisionSettings};
+pub use decide::{decide, DecisionSettings};
 pub use drift::{drift_check, drift_check_at, Drift, DRIFT_ALPHA, DRIFT_MIN_SIZE};
 pub use level::{history_level, relative_level, Design, LevelOutcome, LevelTest};
 pub use outliers::{outlier_mask_relative, OUTLIER_Z};
