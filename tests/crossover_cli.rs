@@ -285,4 +285,60 @@ fn an_aa_calibration_covers_a_one_block_run() {
     assert_ne!(code(&o), 1, "{said}");
     assert!(said.contains("(calibration)"), "{said}");
     assert!(said.contains("with calibration"), "{said}");
+
+    // The A/A run again, its head's blocks moved 6% up and down (starts that spread far more
+    // than the calibration's night): the calibration is set aside and the verdict says so.
+    let noisy = edited(&aa, "noisy.json", |block, arm, tok| match (arm, block) {
+        ("head", 1 | 2) => tok * 1.06,
+        ("head", _) => tok / 1.06,
+        _ => tok,
+    });
+    let o = gate(&noisy, &baseline, &["--allow-client-bound"]);
+    let said = text(&o);
+    assert!(said.contains("the run's own spread used"), "{said}");
+    assert!(said.contains("calibration: C=1 calibration"), "{said}");
+
+    // One orientation only (the even blocks' trials lost), no calibration: the 5% slot
+    // effect would stay in the estimate, so the level is not decided, however many blocks.
+    let lopsided = edited(&aa, "lopsided.json", |block, _, tok| match block % 2 {
+        0 => f64::NAN,
+        _ => tok,
+    });
+    let o = run(&[
+        "gate",
+        "--allow-client-bound",
+        "--results",
+        lopsided.to_str().unwrap(),
+    ]);
+    let said = text(&o);
+    assert_eq!(code(&o), 0, "{said}");
+    assert!(said.contains("INCONCLUSIVE"), "{said}");
+    assert!(
+        said.contains("start effects not covered at C=1, C=4"),
+        "{said}"
+    );
+}
+
+/// The run in `out` with each trial's tok/s mapped by `f(block, arm, tok/s)` (a NaN drops
+/// the trial), written beside it as `name`.
+fn edited(out: &Path, name: &str, f: impl Fn(u64, &str, f64) -> f64) -> std::path::PathBuf {
+    let mut run = read_json(&out.join("results.json"));
+    for (arm, levels) in [("head", "levels"), ("base", "base")] {
+        let levels = match arm {
+            "head" => &mut run[levels],
+            _ => &mut run[levels]["levels"],
+        };
+        for level in levels.as_array_mut().unwrap() {
+            let trials = level["trials"].as_array_mut().unwrap();
+            for t in trials.iter_mut() {
+                let block = t["block"].as_u64().unwrap();
+                let tok = f(block, arm, t["output_tok_per_s"].as_f64().unwrap());
+                t["output_tok_per_s"] = serde_json::json!(tok);
+            }
+            trials.retain(|t| t["output_tok_per_s"].is_number());
+        }
+    }
+    let path = out.join(name);
+    std::fs::write(&path, serde_json::to_string(&run).unwrap()).unwrap();
+    path
 }

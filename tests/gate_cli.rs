@@ -503,7 +503,8 @@ fn the_client_refuses_a_verdict_only_where_it_could_move_it() {
         assert!(md.contains(said), "{said}: {md}");
         assert!(text(&o).contains(said), "{said}: {}", text(&o));
     }
-    assert!(d.join("held").join("pr-comment.md").exists());
+    let comment = std::fs::read_to_string(d.join("held").join("pr-comment.md")).unwrap();
+    assert!(comment.contains("--allow-client-bound"), "{comment}");
     let (o, v, _) = gate(&held, "held-allowed", &["--allow-client-bound"]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert_eq!(v["outcome"], "pass");

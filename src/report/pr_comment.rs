@@ -28,7 +28,8 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
     if let Some(line) = verdict.overrides_line() {
         let _ = writeln!(out, "**{line}**\n");
     }
-    for line in verdict.notices() {
+    // Why a measured verdict was not decided, with the way on: a reviewer must see it here.
+    for line in verdict.refusal.iter().cloned().chain(verdict.notices()) {
         let _ = writeln!(out, "**{}**\n", crate::untrusted::inline_text(&line));
     }
     for line in super::verdict::slot_lines(verdict) {

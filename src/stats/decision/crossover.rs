@@ -286,10 +286,17 @@ pub fn crossover_level(
         agrees
     });
     info.calibrated = calibration.is_some();
+    // Weighted by no more degrees of freedom than the run's own blocks have to check it
+    // with: two blocks' worth of agreement cannot vouch for forty blocks of a quieter night
+    // (pooled at full weight, a calibration at 0-1% failed unchanged runs spreading 2-3% in
+    // 2.5-5.9% of jobs, benches/gate_crossover.rs table 7). A run with no degrees of freedom
+    // of its own (one block, or one each way round) takes it unchecked: that is what a
+    // calibration is for, and the verdict says so.
     let (cal_ss, df_cal) = match calibration {
         Some(c) if within.is_finite() => {
             let (start, df) = c.start_variance();
-            ((start + within) * df, df)
+            let weight = if df_own > 0.0 { df.min(df_own) } else { df };
+            ((start + within) * weight, weight)
         }
         _ => (0.0, 0.0),
     };
