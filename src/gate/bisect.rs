@@ -293,7 +293,7 @@ mod tests {
     fn an_undecided_step_is_measured_again_once() {
         assert_eq!(measure_again(&[]), None);
         let first = step("a", true, false);
-        assert_eq!(measure_again(&[first.clone()]), Some(&first));
+        assert_eq!(measure_again(std::slice::from_ref(&first)), Some(&first));
         // The second measurement, undecided too: skipped for good.
         assert_eq!(measure_again(&[first.clone(), step("a", true, true)]), None);
         // A skip for another reason (not built, not started) is not measured again.
