@@ -14,20 +14,23 @@ const CULPRIT: usize = 10;
 /// A commit whose server fails to start (it is skipped, and the search steps round it).
 const BROKEN: usize = 7;
 
+/// Commits what `dir` holds; its id is pushed to `ids`.
+fn commit_in(dir: &Path, subject: &str, ids: &mut Vec<String>) {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", subject]);
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    ids.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+}
+
 /// Makes the repository: the good commit, then 16 commits; returns their ids, good first.
 fn repository(dir: &Path) -> Vec<String> {
     git(dir, &["init", "-q"]);
     let mut ids = Vec::new();
-    let commit = |subject: &str, ids: &mut Vec<String>| {
-        git(dir, &["add", "-A"]);
-        git(dir, &["commit", "-q", "-m", subject]);
-        let out = std::process::Command::new("git")
-            .args(["rev-parse", "HEAD"])
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        ids.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
-    };
+    let commit = |subject: &str, ids: &mut Vec<String>| commit_in(dir, subject, ids);
     std::fs::write(dir.join("slowdown.txt"), "1.00\n").unwrap();
     commit("the good commit", &mut ids);
     for i in 0..16 {
@@ -198,4 +201,174 @@ fn one_step_for_git_bisect_run() {
         &["--step", "--good", &ids[0], "--bad", &ids[3]],
     );
     assert_eq!(code(&o), 2, "{}", text(&o));
+}
+
+/// A repository of the good commit and one commit per entry of `slowdowns` (the server's
+/// speed from that commit on); returns the ids, good first.
+fn small_repository(dir: &Path, slowdowns: &[&str]) -> Vec<String> {
+    git(dir, &["init", "-q"]);
+    let mut ids = Vec::new();
+    std::fs::write(dir.join("slowdown.txt"), "1.00\n").unwrap();
+    commit_in(dir, "the good commit", &mut ids);
+    for (i, s) in slowdowns.iter().enumerate() {
+        std::fs::write(dir.join("slowdown.txt"), format!("{s}\n")).unwrap();
+        std::fs::write(dir.join("n.txt"), format!("{i}\n")).unwrap();
+        commit_in(dir, &format!("change {i}"), &mut ids);
+    }
+    ids
+}
+
+/// bisect.json's steps as (commit, outcome, more_blocks).
+fn steps_of(out: &Path) -> Vec<(String, String, bool)> {
+    let report = read_json(&out.join("bisect.json"));
+    (report["steps"].as_array().unwrap().iter())
+        .map(|s| {
+            (
+                s["commit"].as_str().unwrap().to_string(),
+                s["outcome"].as_str().unwrap().to_string(),
+                s["more_blocks"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+/// Two blocks (one each way round) leave the start spread without a degree of freedom: the
+/// gate cannot tell, whatever the servers do. Each such step is measured again with twice
+/// the blocks before it counts as skipped, the bad ref's too; the log keeps which
+/// measurement a step was, so a bisect stopped between the two continues with the second.
+#[test]
+fn an_undecided_step_is_measured_again_with_more_blocks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let ids = small_repository(&repo, &["1.00", "1.08"]);
+    let profile = profile(tmp.path());
+    let out = tmp.path().join("out");
+    let flags = [
+        "--good",
+        &ids[0],
+        "--bad",
+        &ids[2],
+        "--blocks",
+        "2",
+        "--max-blocks",
+        "2",
+    ];
+    let o = bisect(&repo, &profile, &out, &flags);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let expected = |i: usize, outcome: &str, again: bool| (ids[i].clone(), outcome.into(), again);
+    assert_eq!(
+        steps_of(&out),
+        vec![
+            expected(2, "skip", false),
+            expected(2, "bad", true),
+            expected(1, "skip", false),
+            expected(1, "good", true),
+        ],
+        "{}",
+        text(&o)
+    );
+    let report = read_json(&out.join("bisect.json"));
+    assert_eq!(report["answer"]["commit"], ids[2].as_str());
+    let steps = report["steps"].as_array().unwrap();
+    assert!(steps[0]["undecided"].as_bool().unwrap(), "{}", steps[0]);
+    assert_eq!(steps[1]["blocks"], 4, "{}", steps[1]);
+
+    // Stopped after the first measurement of commit 1: the next run takes its second (and
+    // measures nothing else).
+    let log = out.join("bisect-log.jsonl");
+    let kept: Vec<String> = (std::fs::read_to_string(&log).unwrap().lines())
+        .take(4)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&log, kept.concat()).unwrap();
+    let again = bisect(&repo, &profile, &out, &flags);
+    assert_eq!(code(&again), 0, "{}", text(&again));
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert!(said.contains("3 step(s) read back"), "{said}");
+    assert!(
+        said.contains(&format!("step 4: {}", &ids[1][..10])),
+        "{said}"
+    );
+    assert!(!said.contains("step 5:"), "{said}");
+    assert_eq!(steps_of(&out).len(), 4);
+    assert!(steps_of(&out)[3].2, "the second measurement: {said}");
+}
+
+/// One block a step: without a calibration the gate cannot tell the bad ref, which is
+/// measured again (two blocks) before the search gives up on it; with `--baseline`, whose
+/// A/A rows cover the start spread, the same one-block step decides at once.
+#[test]
+fn a_baseline_calibration_lets_one_block_decide() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let ids = small_repository(&repo, &["1.08"]);
+    let profile = profile(tmp.path());
+    let flags = [
+        "--good",
+        &ids[0],
+        "--bad",
+        &ids[1],
+        "--blocks",
+        "1",
+        "--max-blocks",
+        "1",
+    ];
+    let out = tmp.path().join("without");
+    let o = bisect(&repo, &profile, &out, &flags);
+    let bad = |outcome: &str, again: bool| (ids[1].clone(), outcome.to_string(), again);
+    let steps = steps_of(&out);
+    assert_eq!(steps.len(), 2, "{}", text(&o));
+    assert_eq!(steps[0], bad("skip", false), "{}", text(&o));
+    // Two blocks, one each way round, may or may not tell: the exit code says which.
+    assert!(steps[1].2, "measured again with more blocks: {}", text(&o));
+    assert_eq!(code(&o) == 0, steps[1].1 == "bad", "{}", text(&o));
+
+    // A baseline: blessed from a plain run, then A/A rows for C=2 (one shared slot: no slot
+    // effect, starts within half a percent), dated as its session.
+    let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
+    let plain = tmp.path().join("plain");
+    let o = run_bench_cli(
+        &profile,
+        &plain,
+        &["--no-progress", "--no-plots", "-e", &sim.urls[0]],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let baseline = tmp.path().join("b.toml");
+    let o = bless(
+        &without_client_flags(&plain.join("results.json")),
+        &baseline,
+        &[],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let mut toml_text = std::fs::read_to_string(&baseline).unwrap();
+    let stored: toml::Table = toml::from_str(&toml_text).unwrap();
+    let at = stored["sessions"][0]["measured_at"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for x in [0.004, -0.003, 0.002, -0.004, 0.001, -0.001] {
+        toml_text.push_str(&format!(
+            "\n[[calibration]]\nmeasured_at = \"{at}\"\nconcurrency = 2\n\
+             slot_difference = {x}\nwithin_variance = 0.0001\n"
+        ));
+    }
+    std::fs::write(&baseline, toml_text).unwrap();
+
+    let out = tmp.path().join("with");
+    let mut with = flags.to_vec();
+    with.extend(["--baseline", baseline.to_str().unwrap()]);
+    let o = bisect(&repo, &profile, &out, &with);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(steps_of(&out), vec![bad("bad", false)], "{}", text(&o));
+    // A baseline that cannot be read is named.
+    let o = bisect(
+        &repo,
+        &profile,
+        &tmp.path().join("x"),
+        &["--good", &ids[0], "--baseline", "/nonexistent.toml"],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("--baseline"), "{}", text(&o));
 }

@@ -8,7 +8,9 @@
 //! in, stepping round skipped commits as `git bisect` does. Measurements are noisy, so the
 //! range is read from the lowest bad commit and the highest good one below it: a good
 //! verdict above a bad one (noise, or a slowdown undone later) never moves the answer above
-//! a commit measured bad.
+//! a commit measured bad. A step the gate could not tell (inconclusive) is measured once
+//! more with more blocks before it counts as skipped ([`measure_again`]): the bad ref's too,
+//! before the search gives up on it.
 
 use serde::{Deserialize, Serialize};
 
@@ -125,6 +127,36 @@ pub struct Step {
     /// "C=8: KV cache 0% -> 84%, ...: the KV cache fills sooner").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<String>,
+    /// The gate measured it and could not tell (inconclusive): it is measured once more,
+    /// with more blocks, before the search steps round it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undecided: bool,
+    /// This step is that second measurement (so a resumed bisect does not take a third).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more_blocks: bool,
+}
+
+/// The step whose commit is to be measured again with more blocks: the latest, where the
+/// gate could not tell and it was not already the second measurement. Read from the log,
+/// so a bisect stopped between the two continues with the second.
+pub fn measure_again(steps: &[Step]) -> Option<&Step> {
+    steps.last().filter(|s| s.undecided && !s.more_blocks)
+}
+
+/// A step's verdict: the commit (head) against the good commit's server (base), in one
+/// relative run in blocks, with the slots' A/A calibration from `baseline` where it holds
+/// one for the level (recent rows of the base arm's engine version, as `gate` reads them).
+/// The baseline vouches for nothing else: both arms were measured here, so its profile and
+/// environment are not compared.
+pub fn step_verdict(
+    run: &crate::record::RunResult,
+    settings: &crate::profile::GateSettings,
+    baseline: Option<&super::baseline::Baseline>,
+) -> anyhow::Result<super::Verdict> {
+    let at = Some(run.started_at.as_str());
+    let version = run.base.as_ref().and_then(|b| b.engine_version.as_deref());
+    let calibration = |c: u32| baseline.and_then(|b| b.slot_calibration(c, at, version));
+    super::compare::evaluate_relative_calibrated(run, settings, &calibration)
 }
 
 /// The answer of a whole bisect.
@@ -239,6 +271,33 @@ mod tests {
         assert_eq!(search(16, 3, &[15]).0, Next::BadUnmeasurable);
         assert_eq!(next_step(0, &[]), Next::NotReproduced);
         assert_eq!(search(1, 0, &[]).0, Next::Found(0));
+    }
+
+    fn step(commit: &str, undecided: bool, more_blocks: bool) -> Step {
+        Step {
+            number: 1,
+            commit: commit.into(),
+            subject: String::new(),
+            outcome: Skip,
+            reason: String::new(),
+            levels: Vec::new(),
+            blocks: 4,
+            seconds: 1.0,
+            changes: Vec::new(),
+            undecided,
+            more_blocks,
+        }
+    }
+
+    #[test]
+    fn an_undecided_step_is_measured_again_once() {
+        assert_eq!(measure_again(&[]), None);
+        let first = step("a", true, false);
+        assert_eq!(measure_again(std::slice::from_ref(&first)), Some(&first));
+        // The second measurement, undecided too: skipped for good.
+        assert_eq!(measure_again(&[first.clone(), step("a", true, true)]), None);
+        // A skip for another reason (not built, not started) is not measured again.
+        assert_eq!(measure_again(&[step("b", false, false)]), None);
     }
 
     #[test]

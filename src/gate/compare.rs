@@ -14,7 +14,7 @@ use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
 use crate::record::fingerprint::FingerprintField;
 use crate::record::flags::FlagKind;
-use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric};
+use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric, TrialResult};
 use crate::stats::decision::{
     crossover_level, decide, history_level, relative_level, Block, DecisionSettings, Design,
     LevelOutcome, LevelTest, SlotCalibration,
@@ -99,6 +99,17 @@ pub fn evaluate(
 /// arm measured in the same job. The settings are the run's profile's unless given.
 pub fn evaluate_relative(candidate: &RunResult, settings: &GateSettings) -> Result<Verdict> {
     relative(candidate, settings, &|_| None)
+}
+
+/// A relative verdict with the slots' A/A calibration `calibration` gives per level, and
+/// none of `evaluate`'s refusals for a baseline's profile or environment: for a run whose
+/// calibration comes from a baseline that vouches for nothing else (a bisect step).
+pub fn evaluate_relative_calibrated(
+    candidate: &RunResult,
+    settings: &GateSettings,
+    calibration: &dyn Fn(u32) -> Option<SlotCalibration>,
+) -> Result<Verdict> {
+    relative(candidate, settings, calibration)
 }
 
 /// The relative verdict, with an A/A calibration per level where the baseline holds one.
@@ -323,25 +334,40 @@ fn blocks_at(
     metric: TrialMetric,
     c: u32,
 ) -> Vec<Block> {
-    let trials = |levels: &[LevelResult]| -> Vec<(u32, Option<u32>, f64)> {
-        let Some(level) = levels.iter().find(|l| l.concurrency == c) else {
-            return Vec::new();
-        };
-        (level.trials.iter())
-            .filter(|t| t.succeeded > 0)
-            .filter_map(|t| Some((t.block?, t.slot, metric.of(t)?)))
+    fn at(levels: &[LevelResult], c: u32) -> &[TrialResult] {
+        (levels.iter().find(|l| l.concurrency == c)).map_or(&[], |l| l.trials.as_slice())
+    }
+    blocks_of(at(base, c), at(head, c), |t| {
+        (t.succeeded > 0)
+            .then(|| metric.of(t))
+            .flatten()
+            .map(|x| gate_scale(metric, x))
+    })
+}
+
+/// Two arms' trials of one level grouped by block (each block's base and head values, from
+/// `value`, and the head's slot): what `crossover_level` reads. The gate and explain both
+/// group through it, so a figure beside the verdict is paired as the verdict is. Trials
+/// without a block or a value are left out; empty when the run has no blocks.
+pub(super) fn blocks_of(
+    base: &[TrialResult],
+    head: &[TrialResult],
+    value: impl Fn(&TrialResult) -> Option<f64>,
+) -> Vec<Block> {
+    let trials = |trials: &[TrialResult]| -> Vec<(u32, Option<u32>, f64)> {
+        (trials.iter())
+            .filter_map(|t| Some((t.block?, t.slot, value(t)?)))
             .collect()
     };
     let (b, h) = (trials(base), trials(head));
     let mut numbers: Vec<u32> = b.iter().chain(&h).map(|t| t.0).collect();
     numbers.sort_unstable();
     numbers.dedup();
-    let scale = |x: f64| gate_scale(metric, x);
     numbers
         .into_iter()
         .map(|n| Block {
-            base: b.iter().filter(|t| t.0 == n).map(|t| scale(t.2)).collect(),
-            head: h.iter().filter(|t| t.0 == n).map(|t| scale(t.2)).collect(),
+            base: b.iter().filter(|t| t.0 == n).map(|t| t.2).collect(),
+            head: h.iter().filter(|t| t.0 == n).map(|t| t.2).collect(),
             head_slot: h.iter().find(|t| t.0 == n).and_then(|t| t.1).unwrap_or(0),
         })
         .collect()

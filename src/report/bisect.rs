@@ -179,6 +179,8 @@ mod tests {
                 changes: vec![
                     "C=2: ITL p50 5.0 ms -> 5.6 ms (+12%): each decode step is slower".into(),
                 ],
+                undecided: false,
+                more_blocks: false,
             }],
             answer: Answer::Found {
                 commit: "f".repeat(40),

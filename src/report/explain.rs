@@ -25,12 +25,40 @@ fn heading(c: &Changes) -> String {
     )
 }
 
+/// What the bounds do not cover, where something is left out: one start per arm, or
+/// figures the blocks could not compare (per level).
+fn caveats(c: &Changes) -> Vec<String> {
+    let mut out = Vec::new();
+    if !c.starts_covered {
+        out.push(
+            "one server start per arm: a start effect (two starts of one server differ) is              not covered by these bounds and can be listed as a change; a run in blocks              (--server-command, --base-server-command) covers it"
+                .to_string(),
+        );
+    }
+    for level in c.levels.iter().filter(|l| !l.not_estimable.is_empty()) {
+        let names: Vec<&str> = level.not_estimable.iter().map(|f| f.name()).collect();
+        out.push(format!(
+            "C={}: not compared, too few blocks of each slot orientation to bound them: {}",
+            level.concurrency,
+            names.join(", ")
+        ));
+    }
+    out
+}
+
 /// Console lines: per level its readings, then the other figures that moved; one line
-/// when nothing did. Empty for a verdict without the section (history mode).
+/// when nothing did; then what the bounds do not cover. Empty for a verdict without the
+/// section (history mode).
 pub fn console_lines(verdict: &Verdict) -> Vec<String> {
     let Some(c) = &verdict.changes else {
         return Vec::new();
     };
+    let mut out = lines(c);
+    out.extend(caveats(c).into_iter().map(|l| format!("  ({l})")));
+    out
+}
+
+fn lines(c: &Changes) -> Vec<String> {
     if c.levels.iter().all(|l| l.moved.is_empty()) {
         return vec![format!("{}: nothing moved", heading(c))];
     }
@@ -65,6 +93,10 @@ pub fn markdown(verdict: &Verdict) -> String {
         return String::new();
     };
     let mut md = String::from("#### What changed besides tok/s\n\n");
+    let notes: String = caveats(c)
+        .iter()
+        .map(|l| format!("_Note: {l}._\n\n"))
+        .collect();
     if c.levels.iter().all(|l| l.moved.is_empty()) {
         let _ = writeln!(
             md,
@@ -72,6 +104,7 @@ pub fn markdown(verdict: &Verdict) -> String {
              errors and the server's own gauges where it exports them).\n",
             c.figures_compared
         );
+        md.push_str(&notes);
         return md;
     }
     for level in &c.levels {
@@ -103,6 +136,7 @@ pub fn markdown(verdict: &Verdict) -> String {
          verdict.\n",
         c.per_test_alpha
     );
+    md.push_str(&notes);
     md
 }
 
@@ -116,8 +150,10 @@ mod tests {
         v.changes = Some(Changes {
             figures_compared: 14,
             per_test_alpha: 0.05 / 28.0,
+            starts_covered: true,
             levels: vec![LevelChanges {
                 concurrency: 8,
+                not_estimable: Vec::new(),
                 moved,
                 readings,
             }],
@@ -164,5 +200,23 @@ mod tests {
         let quiet = verdict(Vec::new(), Vec::new());
         assert!(console_lines(&quiet)[0].ends_with("nothing moved"));
         assert!(markdown(&quiet).contains("Nothing moved beyond noise"));
+        assert!(!markdown(&quiet).contains("start effect"));
+    }
+
+    #[test]
+    fn what_the_bounds_do_not_cover_is_said() {
+        let mut v = verdict(Vec::new(), Vec::new());
+        let c = v.changes.as_mut().unwrap();
+        c.starts_covered = false;
+        c.levels[0].not_estimable = vec![Figure::ItlP50, Figure::BatchSize];
+        let lines = console_lines(&v);
+        assert!(lines[1].contains("one server start per arm"), "{lines:?}");
+        assert_eq!(
+            lines[2],
+            "  (C=8: not compared, too few blocks of each slot orientation to bound them: \
+             ITL p50, batch size)"
+        );
+        let md = markdown(&v);
+        assert!(md.contains("_Note: one server start per arm"), "{md}");
     }
 }

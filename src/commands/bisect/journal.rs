@@ -133,6 +133,8 @@ mod tests {
             blocks: 4,
             seconds: 1.5,
             changes: Vec::new(),
+            undecided: false,
+            more_blocks: false,
         }
     }
 

@@ -2,10 +2,11 @@
 //! (gate/bisect.rs) is checked out in its own worktree, built, and its server measured
 //! against the good commit's server in a relative run in blocks (commands/blocks.rs: both
 //! started fresh in each block, slots swapped), so that a step calls a commit bad only on
-//! the gate's regression verdict, with the same statistics as the pull-request check. A
-//! commit that does not build, whose server does not start, or that the gate cannot tell
-//! after its extra blocks, is skipped. Every step is logged as it ends (journal.rs), so a
-//! killed bisect continues where it stopped.
+//! the gate's regression verdict, with the same statistics as the pull-request check (and
+//! the slots' A/A calibration of `--baseline`, where given). A commit the gate cannot tell
+//! after its extra blocks is measured once more with twice the blocks; one that still
+//! cannot be told, does not build or whose server does not start is skipped. Every step is
+//! logged as it ends (journal.rs), so a killed bisect continues where it stopped.
 //!
 //! With `--step` it is the command `git bisect run` calls: the checkout as it is against
 //! the good commit, exit 0 good, 1 bad, 125 skip.
@@ -23,8 +24,10 @@ use super::blocks::{BlockArgs, ServerArgs};
 use super::environment::EnvironmentArgs;
 use crate::exit::{exit_for, Exit};
 use crate::fsutil::write_atomic;
+use crate::gate::baseline::Baseline;
 use crate::gate::bisect::{
-    next_step, open_range, planned_steps, Answer, Next, Report, Step, StepLevel, StepOutcome,
+    measure_again, next_step, open_range, planned_steps, step_verdict, Answer, Next, Report, Step,
+    StepLevel, StepOutcome,
 };
 use crate::gate::{LevelStatus, Verdict};
 use crate::load::BenchSetup;
@@ -106,6 +109,12 @@ pub struct BisectArgs {
     /// such a step is skipped, as `gate` and `ci` refuse it.
     #[arg(long)]
     pub allow_client_bound: bool,
+    /// A baseline whose A/A slot calibration (`baseline calibrate`) each step's verdict uses,
+    /// as `gate` does: a run of few blocks then covers start effects. Only its calibration
+    /// is read: both arms of a step are measured here, so its profile and environment are
+    /// not compared.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
     /// Keep the checkouts (OUT/worktrees) when the bisect ends.
     #[arg(long)]
     pub keep_worktrees: bool,
@@ -116,6 +125,7 @@ pub struct BisectArgs {
 /// What every step shares.
 struct Bisect {
     profile: Profile,
+    baseline: Option<Baseline>,
     args: BisectArgs,
     out: PathBuf,
     started: Instant,
@@ -123,6 +133,9 @@ struct Bisect {
 
 pub async fn run(args: BisectArgs) -> Result<Exit> {
     let profile = Profile::load(&args.profile)?;
+    let baseline = (args.baseline.as_deref())
+        .map(|p| Baseline::load(p).context("--baseline"))
+        .transpose()?;
     for flag in [&args.server_command]
         .into_iter()
         .chain(args.build_command.as_ref())
@@ -139,6 +152,7 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
         .with_context(|| format!("cannot resolve {}", args.out.display()))?;
     let bisect = Bisect {
         profile,
+        baseline,
         out,
         started: Instant::now(),
         args,
@@ -180,14 +194,17 @@ impl Bisect {
             .map(|d| d.saturating_sub(self.started.elapsed()))
     }
 
-    /// Measures the server in `head_dir` against the good one's, in blocks, into `out`.
-    /// A step that cannot be measured is a skip with its reason; an interruption is an error.
+    /// Measures the server in `head_dir` against the good one's, in blocks, into `out`;
+    /// `more_blocks`: the second measurement of a commit the gate could not tell, with
+    /// twice the --max-blocks. A step that cannot be measured is a skip with its reason; an
+    /// interruption is an error.
     async fn measure(
         &self,
         commit: &Commit,
         number: usize,
         head_dir: &Path,
         good_dir: &Path,
+        more_blocks: bool,
     ) -> Result<Step> {
         let started = Instant::now();
         let out = self
@@ -204,11 +221,18 @@ impl Bisect {
             base_endpoints: Vec::new(),
         };
         let settings = self.profile.gate.clone();
+        let baseline = self.baseline.as_ref();
         let undecided = |run: &crate::record::RunResult| -> Result<Vec<u32>> {
-            let verdict = crate::gate::evaluate_relative(run, &settings)?;
+            let verdict = step_verdict(run, &settings, baseline)?;
             Ok(super::blocks::undecided_levels(&verdict))
         };
-        let servers = self.server_args(head_dir, good_dir, self.time_left())?;
+        let mut servers = self.server_args(head_dir, good_dir, self.time_left())?;
+        let mut again = String::new();
+        if more_blocks {
+            let max = 2 * servers.plan()?.max;
+            servers.blocks.max = Some(max);
+            again = format!("measured again, up to {max} blocks: ");
+        }
         let measured = super::blocks::run_in_blocks(setup, &servers, Some(&undecided)).await;
         let step = |outcome, reason: String, levels, blocks| Step {
             number,
@@ -220,6 +244,8 @@ impl Bisect {
             blocks,
             seconds: started.elapsed().as_secs_f64(),
             changes: Vec::new(),
+            undecided: false,
+            more_blocks,
         };
         let run = match measured {
             Ok(outcome) => outcome.result,
@@ -234,15 +260,14 @@ impl Bisect {
                     .map_or(String::new(), |l| format!("; its log ends: {l}"));
                 return Ok(step(
                     StepOutcome::Skip,
-                    format!("not measured: {first}{last}"),
+                    format!("{again}not measured: {first}{last}"),
                     Vec::new(),
                     0,
                 ));
             }
         };
         let blocks = run.servers.as_ref().map_or(0, |s| s.blocks.len() as u32);
-        let decide =
-            |run: &crate::record::RunResult| crate::gate::evaluate_relative(run, &settings);
+        let decide = |run: &crate::record::RunResult| step_verdict(run, &settings, baseline);
         let mut verdict = decide(&run)?;
         // The gate's rule for the client's part: a step it could have decided is skipped.
         crate::gate::client_bound::review(
@@ -256,8 +281,8 @@ impl Bisect {
             return Ok(step(
                 StepOutcome::Skip,
                 format!(
-                    "not decided: the load generator, not the server, may have decided it \
-                     ({ALLOW} decides on it)",
+                    "{again}not decided: the load generator, not the server, may have decided \
+                     it ({ALLOW} decides on it)",
                     ALLOW = crate::gate::client_bound::ALLOW_FLAG
                 ),
                 Vec::new(),
@@ -265,7 +290,13 @@ impl Bisect {
             ));
         }
         let (outcome, reason) = judged(&verdict, blocks);
-        let mut measured = step(outcome, reason, levels_of(&verdict), blocks);
+        let mut measured = step(
+            outcome,
+            format!("{again}{reason}"),
+            levels_of(&verdict),
+            blocks,
+        );
+        measured.undecided = verdict.outcome == crate::gate::Outcome::Inconclusive;
         measured.changes = (verdict.changes.iter())
             .flat_map(|c| &c.levels)
             .flat_map(|l| {
@@ -303,9 +334,13 @@ fn judged(verdict: &Verdict, blocks: u32) -> (StepOutcome, String) {
                 verdict.settings.tolerance * 100.0
             ),
         ),
-        Outcome::Inconclusive | Outcome::NotComparable => (
+        Outcome::Inconclusive => (
             StepOutcome::Skip,
             format!("the gate could not tell after {blocks} block(s)"),
+        ),
+        Outcome::NotComparable => (
+            StepOutcome::Skip,
+            format!("the gate could not compare after {blocks} block(s)"),
         ),
     }
 }
@@ -374,7 +409,10 @@ async fn search(bisect: &Bisect) -> Result<Exit> {
     }
     let good_dir = ready_or_fail(&walk, bisect, &walk.good).await?;
     let answer = loop {
-        match next_step(n, &said) {
+        // A commit the gate could not tell is measured again before the search moves on.
+        let again = measure_again(&journal.steps).and_then(|s| index_of(&s.commit));
+        let next = again.map_or_else(|| next_step(n, &said), Next::Measure);
+        match next {
             Next::Measure(i) => {
                 if bisect.time_left().is_some_and(|t| t.is_zero()) {
                     break Answer::OutOfTime {
@@ -384,9 +422,14 @@ async fn search(bisect: &Bisect) -> Result<Exit> {
                 let commit = &walk.commits[i];
                 let number = journal.steps.len() + 1;
                 println!(
-                    "step {number}: {} {}",
+                    "step {number}: {} {}{}",
                     commit.short(),
-                    crate::untrusted::for_terminal(&commit.subject)
+                    crate::untrusted::for_terminal(&commit.subject),
+                    if again.is_some() {
+                        " (the gate could not tell: again, with more blocks)"
+                    } else {
+                        ""
+                    }
                 );
                 let step = match checkout::ready(
                     &walk,
@@ -397,7 +440,9 @@ async fn search(bisect: &Bisect) -> Result<Exit> {
                 )
                 .await?
                 {
-                    Ok(dir) => bisect.measure(commit, number, &dir, &good_dir).await?,
+                    Ok(dir) => {
+                        (bisect.measure(commit, number, &dir, &good_dir, again.is_some())).await?
+                    }
                     Err(checkout::NotReady(why)) => Step {
                         number,
                         commit: commit.id.clone(),
@@ -408,12 +453,15 @@ async fn search(bisect: &Bisect) -> Result<Exit> {
                         blocks: 0,
                         seconds: 0.0,
                         changes: Vec::new(),
+                        undecided: false,
+                        more_blocks: again.is_some(),
                     },
                 };
                 println!("{}", crate::report::bisect::step_line(&step));
                 said.push((i, step.outcome));
                 journal.append(step)?;
-                if !args.keep_worktrees {
+                // Kept (built) for its second measurement.
+                if !args.keep_worktrees && measure_again(&journal.steps).is_none() {
                     checkout::remove(&walk, &checkout::checkout_dir(&bisect.out, commit));
                 }
             }
@@ -504,10 +552,14 @@ async fn one_step(bisect: &Bisect) -> Result<Exit> {
         }
     }
     let number = std::fs::read_dir(bisect.out.join("steps")).map_or(0, |d| d.count()) + 1;
-    let step = bisect
-        .measure(&head, number, &walk.repo_dir, &good_dir)
+    let mut step = bisect
+        .measure(&head, number, &walk.repo_dir, &good_dir, false)
         .await?;
     println!("{}", crate::report::bisect::step_line(&step));
+    if step.undecided {
+        step = (bisect.measure(&head, number + 1, &walk.repo_dir, &good_dir, true)).await?;
+        println!("{}", crate::report::bisect::step_line(&step));
+    }
     Ok(match step.outcome {
         StepOutcome::Good => Exit::Pass,
         StepOutcome::Bad => Exit::Regression,
