@@ -411,3 +411,56 @@ fn the_action_passes_each_declared_input_to_the_script() {
         );
     }
 }
+
+/// The docs' tables of inputs list every input: the action's (section 4.4) and the reusable
+/// workflow's (section 5), so that a new input (e.g. `allow-slowdown`) is never undocumented.
+#[test]
+fn the_docs_tables_list_every_input() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/github-actions.md")).unwrap();
+    let section = |from: &str, to: &str| -> String {
+        let start = doc
+            .find(from)
+            .unwrap_or_else(|| panic!("no section {from}"));
+        let rest = &doc[start..];
+        let end = rest.find(to).unwrap_or_else(|| panic!("no section {to}"));
+        // The table rows' first cells: "| `a`, `b` | ..." gives a and b.
+        (rest[..end].lines())
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| l.split('|').nth(1).unwrap().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let keys = |text: &str, head: &str, end: &str, indent: usize| -> Vec<String> {
+        let block = text.split(head).nth(1).unwrap().split(end).next().unwrap();
+        let pad = " ".repeat(indent);
+        (block.lines())
+            .filter(|l| l.starts_with(&pad) && !l[indent..].starts_with(' ') && l.ends_with(':'))
+            .map(|l| l.trim().trim_end_matches(':').to_string())
+            .collect()
+    };
+    let action = std::fs::read_to_string(root.join("action.yml")).unwrap();
+    let workflow =
+        std::fs::read_to_string(root.join(".github/workflows/throughput-gate.yml")).unwrap();
+    for (inputs, table, name) in [
+        (
+            keys(&action, "\ninputs:\n", "\noutputs:\n", 2),
+            section("### 4.4 ", "### 4.5 "),
+            "action.yml (section 4.4)",
+        ),
+        (
+            keys(&workflow, "\n    inputs:\n", "\n    secrets:\n", 6),
+            section("## 5. ", "## 6. "),
+            "throughput-gate.yml (section 5)",
+        ),
+    ] {
+        assert!(inputs.len() >= 14, "{name}: {inputs:?}");
+        assert!(inputs.iter().any(|i| i == "allow-slowdown"), "{name}");
+        for input in &inputs {
+            assert!(
+                table.contains(&format!("`{input}`")),
+                "{name}: input `{input}` is not in the docs' table ({table})"
+            );
+        }
+    }
+}

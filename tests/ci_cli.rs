@@ -43,6 +43,11 @@ struct Step {
 
 impl Step {
     fn run(&self, args: &[&str], base_ref: Option<&str>) -> Output {
+        self.run_env(args, base_ref, &[])
+    }
+
+    /// [`Step::run`] with more variables, as a workflow step's `env:` gives them.
+    fn run_env(&self, args: &[&str], base_ref: Option<&str>, env: &[(&str, &str)]) -> Output {
         let _ = std::fs::remove_file(&self.summary);
         let _ = std::fs::remove_file(&self.outputs);
         let mut cmd = Command::new(bin());
@@ -58,6 +63,7 @@ impl Step {
         if let Some(r) = base_ref {
             cmd.env("GITHUB_BASE_REF", r);
         }
+        cmd.envs(env.iter().copied());
         cmd.output().expect("run throughline")
     }
 
@@ -247,7 +253,8 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     );
 
     // 2. A 15% slower head against the base server in the same job: regression, exit 1, an
-    // error annotation.
+    // error annotation. The action's allow-slowdown input left at its default ('false',
+    // given by the variable) changes nothing.
     let slow = Sim::start(1, &[SIM[0], SIM[1], SIM[2], SIM[3], "--slowdown", "1.15"]);
     let reg_dir = dir.path().join("regression");
     let args = ci(
@@ -261,8 +268,14 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
             &base_sim.urls[0],
         ],
     );
-    let out = step.run(&args.iter().map(String::as_str).collect::<Vec<_>>(), None);
+    let out = step.run_env(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        None,
+        &[("THROUGHLINE_ALLOW_REGRESSION", "false")],
+    );
     assert_eq!(code(&out), 1, "15% slower must fail: {}", text(&out));
+    assert!(!step.outputs().contains("accepted="), "{}", step.outputs());
+    assert!(!step.summary().contains("accepted as intended"));
     assert!(
         stdout(&out).contains("::error title=Throughput regression::"),
         "{}",
@@ -278,6 +291,77 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
         .parse()
         .unwrap();
     assert!(worst < 0.92, "worst ratio {worst}");
+
+    // 2b. The same slower head, slower on purpose: the action's allow-slowdown input (the
+    // pull request's `throughput: intended-slowdown` label) sets the variable. The verdict
+    // stays a regression with its size, everywhere; only the exit code and one line differ.
+    let accepted_dir = dir.path().join("accepted");
+    let args = ci(
+        &accepted_dir,
+        &slow.urls[0],
+        "1.0",
+        &[
+            "--baseline-ref",
+            "main",
+            "--base-endpoint",
+            &base_sim.urls[0],
+        ],
+    );
+    let out = step.run_env(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        None,
+        &[("THROUGHLINE_ALLOW_REGRESSION", "true")],
+    );
+    assert_eq!(code(&out), 0, "accepted as intended: {}", text(&out));
+    let accepted = "; accepted as intended (allow-slowdown, --allow-regression): not failed; \
+                    bless the target branch's baseline after merging";
+    let said = stdout(&out);
+    assert!(
+        said.contains("::warning title=Throughput regression accepted::"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("::error title=Throughput regression::"),
+        "{said}"
+    );
+    assert!(said.contains("REGRESSION: slower at C="), "{said}");
+    let outputs = step.outputs();
+    assert!(outputs.contains("verdict=regression\n"), "{outputs}");
+    assert!(outputs.contains("accepted=true\n"), "{outputs}");
+    let worst: f64 = (outputs.lines())
+        .find_map(|l| l.strip_prefix("worst_ratio="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(worst < 0.92, "the size is still said: worst ratio {worst}");
+    for (name, file) in [
+        ("job summary", step.summary()),
+        (
+            "verdict.md",
+            std::fs::read_to_string(accepted_dir.join("verdict.md")).unwrap(),
+        ),
+        (
+            "pr-comment.md",
+            std::fs::read_to_string(accepted_dir.join("pr-comment.md")).unwrap(),
+        ),
+    ] {
+        let headline = (file.lines())
+            .find(|l| l.contains("REGRESSION: slower at C="))
+            .unwrap_or_else(|| panic!("{name}: no headline\n{file}"));
+        assert!(headline.ends_with(accepted), "{name}: {headline}");
+        // Markdown escapes the underscore in the summary and verdict.md.
+        assert!(
+            (file.replace('\\', ""))
+                .contains("overridden: allow_regression true (baseline: false)"),
+            "{name}: {file}"
+        );
+    }
+    let verdict = read_json(&accepted_dir.join("verdict.json"));
+    assert_eq!(verdict["outcome"], "regression");
+    assert_eq!(
+        verdict["overridden"],
+        serde_json::json!([{"field": "allow_regression", "value": "true", "was": "false"}])
+    );
     drop(slow);
 
     // 3. Another engine version: not comparable (exit 3), refused before measuring.

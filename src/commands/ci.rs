@@ -97,6 +97,12 @@ pub struct CiArgs {
     /// verdict is not comparable (exit 3), written whole with what to do.
     #[arg(long)]
     pub allow_client_bound: bool,
+    /// A slowdown on purpose: a regression is reported as one (the verdict, its files, the
+    /// job summary, the PR comment and `verdict=regression` say so, with `accepted=true`)
+    /// but does not fail the check (exit 0). Refusals (exit 2, 3) stay. Bless the target
+    /// branch's baseline after merging (docs/github-actions.md, "An intended slowdown").
+    #[arg(long, env = "THROUGHLINE_ALLOW_REGRESSION")]
+    pub allow_regression: bool,
     #[command(flatten)]
     pub servers: super::blocks::ServerArgs,
     /// Prefix for the chart links in the job summary, e.g. where your workflow publishes
@@ -300,6 +306,11 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         &decide,
     )?;
     verdict.overridden = args.overrides.listed(&baseline.gate);
+    if args.allow_regression {
+        verdict
+            .overridden
+            .push(crate::report::verdict::allow_regression());
+    }
     verdict.settings_from = Some(format!("baseline {} at {reference}", baseline.name));
     verdict.baseline_ref = Some(reference);
     // Ours first: annotations show only the first few warnings.
@@ -313,7 +324,11 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     publish_verdict(&verdict, &files, &charts)?;
     github::append_step_summary(&footer(result, &args.out))?;
     println!("files: {}", args.out.display());
-    Ok(verdict.exit())
+    Ok(match verdict.exit() {
+        // Accepted as intended: the headline, outputs and annotation say so.
+        Exit::Regression if args.allow_regression => Exit::Pass,
+        exit => exit,
+    })
 }
 
 /// What was measured where, and where the files are: closes the job summary.

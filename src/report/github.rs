@@ -90,9 +90,16 @@ impl RunContext {
     }
 }
 
-/// Writes `verdict=` and `worst_ratio=` to `$GITHUB_OUTPUT` when it is set.
+/// Writes `verdict=` and `worst_ratio=` to `$GITHUB_OUTPUT` when it is set, and
+/// `accepted=true` beside `verdict=regression` when the check let the regression through
+/// (`ci --allow-regression`): the verdict output keeps the truth, the new key says why the
+/// step still succeeded.
 pub fn write_outputs(verdict: &Verdict) -> Result<()> {
-    write_verdict_outputs(verdict.outcome.word(), verdict.worst_ratio)
+    write_verdict_outputs(verdict.outcome.word(), verdict.worst_ratio)?;
+    match super::verdict::regression_accepted(verdict) {
+        true => append_to_env_file("GITHUB_OUTPUT", "accepted=true\n"),
+        false => Ok(()),
+    }
 }
 
 /// Writes `verdict=WORD` and, when known, `worst_ratio=` to `$GITHUB_OUTPUT` when it is set:
@@ -128,6 +135,14 @@ pub fn annotations(verdict: &Verdict) -> Vec<String> {
         })
         .collect();
     match verdict.outcome {
+        // Let through on purpose: a warning (the step succeeds), the size still said.
+        Outcome::Regression if super::verdict::regression_accepted(verdict) => out.push(format!(
+            "::warning title=Throughput regression accepted::{} regressed against baseline {}: {}; {}",
+            escape_data(&verdict.profile_name),
+            escape_data(&verdict.baseline_name),
+            failed.join(", "),
+            super::verdict::ACCEPTED
+        )),
         Outcome::Regression => out.push(format!(
             "::error title=Throughput regression::{} regressed against baseline {}: {}",
             escape_data(&verdict.profile_name),
