@@ -310,14 +310,7 @@ fn job(sim: &mut Sim, cell: &Cell, change: &Change) -> (LevelOutcome, usize) {
     let looks = cell.looks() as f64;
     let settings = DecisionSettings {
         alpha: ALPHA / metrics as f64 / looks,
-        pass_confidence: 1.0
-            - (1.0 - DecisionSettings::default().pass_confidence)
-                / looks.powf(
-                    std::env::var("GATE_PASS_EXP")
-                        .ok()
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0.5),
-                ),
+        pass_confidence: 1.0 - (1.0 - DecisionSettings::default().pass_confidence) / looks.sqrt(),
         ..DecisionSettings::default()
     };
     // data[metric][level]: the level's blocks so far.
