@@ -26,7 +26,14 @@ CORE="${SERVER_CORE:-1}"
 BIN="${THROUGHLINE_BIN:-$ROOT/target/debug/throughline}"
 eval "$("$ROOT/scripts/llama-server.sh" setup)"
 CGROUP=/sys/fs/cgroup/cpu/throughline-slow-head
-mkdir -p "$CGROUP" "$OUT"
+# Slot 0 runs like a slower GPU: its server held to SLOT0_QUOTA (default 95%) of the core, so
+# the slot effect the blocks must cancel is about 5%; a slow head on slot 0 is held to 88% of
+# that again (a nested group).
+SLOT0=/sys/fs/cgroup/cpu/throughline-slot0
+mkdir -p "$CGROUP" "$OUT" "$SLOT0/slow"
+for g in "$SLOT0" "$SLOT0/slow"; do echo 100000 >"$g/cpu.cfs_period_us"; done
+echo "${SLOT0_QUOTA:-95000}" >"$SLOT0/cpu.cfs_quota_us"
+echo 88000 >"$SLOT0/slow/cpu.cfs_quota_us"
 : >"$OUT/jobs.txt"
 echo 100000 >"$CGROUP/cpu.cfs_period_us"
 echo 88000 >"$CGROUP/cpu.cfs_quota_us"
@@ -50,11 +57,13 @@ request_timeout = "60s"
 min_trials = 3
 EOF
 
-SERVER="exec taskset -c $CORE $THROUGHLINE_LLAMA_SERVER -m $THROUGHLINE_LLAMA_MODEL --host 127.0.0.1 \
+LLAMA="exec taskset -c $CORE $THROUGHLINE_LLAMA_SERVER -m $THROUGHLINE_LLAMA_MODEL --host 127.0.0.1 \
 --port {port} --parallel 16 --ctx-size 4096 --metrics --chat-template chatml \
 --reasoning-format none --threads 1 --no-warmup --alias tiny-llama"
-# The slow head joins the quota's cgroup, then becomes the server (same process).
-SLOW_SERVER="echo \$\$ > $CGROUP/cgroup.procs; $SERVER"
+# Each server joins its slot's group, then becomes the server (same process).
+SERVER="if [ {slot} = 0 ]; then echo \$\$ > $SLOT0/cgroup.procs; fi; $LLAMA"
+# The slow head joins the 88% group (nested in slot 0's on slot 0).
+SLOW_SERVER="if [ {slot} = 0 ]; then echo \$\$ > $SLOT0/slow/cgroup.procs; else echo \$\$ > $CGROUP/cgroup.procs; fi; $LLAMA"
 
 job() {
     local name="$1" head="$2" dir="$OUT/$1"

@@ -184,6 +184,12 @@ fn a_slower_head_fails_in_blocks() {
         out.join("results.json").to_str().unwrap(),
     ]);
     assert_eq!(code(&o), 1, "a 20% slower head: {}", text(&o));
+    // The plan's looks split both sides, and the verdict says what that holds over the plan.
+    assert!(
+        text(&o).contains("bounds at 97.8% a look"),
+        "{}",
+        text(&o)
+    );
     let results = read_json(&out.join("results.json"));
     assert_eq!(
         results["servers"]["blocks"].as_array().unwrap().len(),

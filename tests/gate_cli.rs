@@ -368,6 +368,36 @@ fn an_engine_upgrade_is_gated_in_relative_mode_and_a_short_history_says_what_it_
         assert!(body.contains(&said), "{file}: {body}");
     }
 
+    // Four more sessions, 1.5-3% apart (the same run, moved): enough to fail a drop under the
+    // guard, far too few to catch a 10% one often, and the verdict says how rarely.
+    let clean = without_client_flags(&blessed);
+    for (i, factor) in [1.03, 0.97, 1.015, 0.985].iter().enumerate() {
+        let mut run = read_json(&clean);
+        for level in run["levels"].as_array_mut().unwrap() {
+            for t in level["trials"].as_array_mut().unwrap() {
+                let tok = t["output_tok_per_s"].as_f64().unwrap();
+                t["output_tok_per_s"] = serde_json::json!(tok * factor);
+            }
+        }
+        let moved = d.join(format!("moved-{i}.json"));
+        std::fs::write(&moved, serde_json::to_string(&run).unwrap()).unwrap();
+        let o = bless(&moved, &baseline, &[]);
+        assert_eq!(code(&o), 0, "{}", text(&o));
+    }
+    let o = gate(&clean, &baseline, &["--json", "-"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["history_need"].is_null(), "{v}");
+    let power = v["history_power"]["power"].as_f64().expect("a power");
+    assert!(power < 0.8, "{v}");
+    assert_eq!(v["history_power"]["sessions"], 5);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("history mode is weak here: this baseline (5 sessions")
+            && stderr.contains(&format!("about {:.0}% of the time", power * 100.0)),
+        "{stderr}"
+    );
+
     // Relative mode: the old engine as base, the new as head, gated against the same baseline.
     let profile = write_profile(d, "gated", &new.urls, PROFILE);
     let out = d.join("ab");
