@@ -144,6 +144,29 @@ impl QuickStart {
             "max_error_rate = 0.01",
             "a level with more failed requests did not measure",
         ));
+        // How the gate decides, commented out at its defaults, and the mode to gate in: a
+        // history of a few blessed sessions catches a 10% drop rarely (the verdict says how
+        // rarely); base and head measured in one job cancel what shifts a session.
+        out.push_str(
+            "\n# How `gate` and `ci` decide (the defaults; a baseline keeps the ones it was \
+             blessed with).\n\
+             # Gate pull requests in relative mode: `throughline ci --server-command '... {port}' \
+             --base-server-command '... {port}'`\n\
+             # measures base and head in the same job (in blocks, their slots swapped), which \
+             cancels restarts and\n\
+             # neighbours; history mode against a few blessed sessions misses most 10% drops \
+             (its verdict says how often).\n\
+             # [gate]\n",
+        );
+        let d = super::GateSettings::default();
+        for (key, comment) in [
+            (format!("alpha = {}", d.alpha), "family-wise false-failure rate"),
+            (format!("min_effect = {}", d.min_effect), "the smallest drop that may fail"),
+            (format!("tolerance = {}", d.tolerance), "the drop a pass rules out"),
+            (format!("min_trials = {}", d.min_trials), "trials a side to fail a level"),
+        ] {
+            out.push_str(&line(&format!("# {key}"), comment));
+        }
         out
     }
 
