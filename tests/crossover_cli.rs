@@ -185,11 +185,7 @@ fn a_slower_head_fails_in_blocks() {
     ]);
     assert_eq!(code(&o), 1, "a 20% slower head: {}", text(&o));
     // The plan's looks split both sides, and the verdict says what that holds over the plan.
-    assert!(
-        text(&o).contains("bounds at 97.8% a look"),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("bounds at 97.8% a look"), "{}", text(&o));
     let results = read_json(&out.join("results.json"));
     assert_eq!(
         results["servers"]["blocks"].as_array().unwrap().len(),
@@ -299,7 +295,7 @@ fn an_aa_calibration_covers_a_one_block_run() {
         ("head", _) => tok / 1.06,
         _ => tok,
     });
-    let o = gate(&noisy, &baseline, &["--allow-client-bound"]);
+    let o = gate(&noisy, &baseline, &[]);
     let said = text(&o);
     assert!(said.contains("the run's own spread used"), "{said}");
     assert!(said.contains("calibration: C=1 calibration"), "{said}");

@@ -336,40 +336,12 @@ fn blocks_at(
     fn at(levels: &[LevelResult], c: u32) -> &[TrialResult] {
         (levels.iter().find(|l| l.concurrency == c)).map_or(&[], |l| l.trials.as_slice())
     }
-    blocks_of(at(base, c), at(head, c), |t| {
+    super::blocks::blocks_of(at(base, c), at(head, c), |t| {
         (t.succeeded > 0)
             .then(|| metric.of(t))
             .flatten()
             .map(|x| gate_scale(metric, x))
     })
-}
-
-/// Two arms' trials of one level grouped by block (each block's base and head values, from
-/// `value`, and the head's slot): what `crossover_level` reads. The gate and explain both
-/// group through it, so a figure beside the verdict is paired as the verdict is. Trials
-/// without a block or a value are left out; empty when the run has no blocks.
-pub(super) fn blocks_of(
-    base: &[TrialResult],
-    head: &[TrialResult],
-    value: impl Fn(&TrialResult) -> Option<f64>,
-) -> Vec<Block> {
-    let trials = |trials: &[TrialResult]| -> Vec<(u32, Option<u32>, f64)> {
-        (trials.iter())
-            .filter_map(|t| Some((t.block?, t.slot, value(t)?)))
-            .collect()
-    };
-    let (b, h) = (trials(base), trials(head));
-    let mut numbers: Vec<u32> = b.iter().chain(&h).map(|t| t.0).collect();
-    numbers.sort_unstable();
-    numbers.dedup();
-    numbers
-        .into_iter()
-        .map(|n| Block {
-            base: b.iter().filter(|t| t.0 == n).map(|t| t.2).collect(),
-            head: h.iter().filter(|t| t.0 == n).map(|t| t.2).collect(),
-            head_slot: h.iter().find(|t| t.0 == n).and_then(|t| t.1).unwrap_or(0),
-        })
-        .collect()
 }
 
 /// One level's raw values: the baseline's by session (relative: one "session", the base

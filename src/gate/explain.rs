@@ -389,7 +389,7 @@ fn size(m: &Moved) -> f64 {
 }
 
 /// One figure at one level. In a run in blocks, the blocks as the gate groups them
-/// (`compare::blocks_of`) and its estimator, `crossover_level`: the difference of block
+/// (`gate::blocks::blocks_of`) and its estimator, `crossover_level`: the difference of block
 /// means paired by slot orientation, so a slot effect cancels, with the blocks' own spread
 /// (start effects) in its se and df. Ratio figures on logs, gauges and rates on their own
 /// scale (the estimator only differences numbers within a block). Else Welch on the trials.
@@ -402,7 +402,7 @@ fn compare(f: Figure, base: &[TrialResult], head: &[TrialResult], alpha: f64) ->
     if bv.len() < 3 || hv.len() < 3 {
         return Compared::Absent;
     }
-    let blocks = super::compare::blocks_of(base, head, on_scale);
+    let blocks = super::blocks::blocks_of(base, head, on_scale);
     let test = if blocks.is_empty() {
         relative_level(&bv, &hv, &[], &[], 0.0)
     } else {

@@ -13,6 +13,7 @@
 
 pub mod baseline;
 pub mod bisect;
+mod blocks;
 pub mod client_bound;
 mod compare;
 pub mod explain;

@@ -160,10 +160,22 @@ impl QuickStart {
         );
         let d = super::GateSettings::default();
         for (key, comment) in [
-            (format!("alpha = {}", d.alpha), "family-wise false-failure rate"),
-            (format!("min_effect = {}", d.min_effect), "the smallest drop that may fail"),
-            (format!("tolerance = {}", d.tolerance), "the drop a pass rules out"),
-            (format!("min_trials = {}", d.min_trials), "trials a side to fail a level"),
+            (
+                format!("alpha = {}", d.alpha),
+                "family-wise false-failure rate",
+            ),
+            (
+                format!("min_effect = {}", d.min_effect),
+                "the smallest drop that may fail",
+            ),
+            (
+                format!("tolerance = {}", d.tolerance),
+                "the drop a pass rules out",
+            ),
+            (
+                format!("min_trials = {}", d.min_trials),
+                "trials a side to fail a level",
+            ),
         ] {
             out.push_str(&line(&format!("# {key}"), comment));
         }

@@ -31,7 +31,9 @@ fn caveats(c: &Changes) -> Vec<String> {
     let mut out = Vec::new();
     if !c.starts_covered {
         out.push(
-            "one server start per arm: a start effect (two starts of one server differ) is              not covered by these bounds and can be listed as a change; a run in blocks              (--server-command, --base-server-command) covers it"
+            "one server start per arm: a start effect (two starts of one server differ) is not \
+             covered by these bounds and can be listed as a change; a run in blocks \
+             (--server-command, --base-server-command) covers it"
                 .to_string(),
         );
     }
