@@ -203,6 +203,25 @@ pub fn per_look(settings: &GateSettings, looks: u32) -> GateSettings {
     }
 }
 
+/// The gated throughput levels of a verdict (those with a test).
+fn gated_throughput(verdict: &Verdict) -> Vec<&LevelVerdict> {
+    (verdict.levels.iter())
+        .filter(|l| l.metric.is_throughput() && l.p_slower.is_some())
+        .collect()
+}
+
+/// The decision settings of the throughput family, as `gate` splits alpha over the metrics.
+fn throughput_decision(settings: &GateSettings) -> DecisionSettings {
+    DecisionSettings {
+        alpha: settings.alpha / metrics(settings).len() as f64,
+        min_effect: settings.min_effect,
+        guard: settings.guard,
+        power: POWER,
+        pass_confidence: settings.pass_confidence,
+        tolerance: settings.tolerance,
+    }
+}
+
 /// How often a history verdict's weakest throughput level (the largest standard error)
 /// would catch a 10% drop, by the gate's own test on sessions spread as observed
 /// ([`catch_rate`]), where that is under 80%: None otherwise.
@@ -211,9 +230,7 @@ fn history_power(
     sessions: usize,
     settings: &GateSettings,
 ) -> Option<HistoryPower> {
-    let gated: Vec<&LevelVerdict> = (verdict.levels.iter())
-        .filter(|l| l.metric.is_throughput() && l.p_slower.is_some())
-        .collect();
+    let gated = gated_throughput(verdict);
     let weakest = (gated.iter())
         .filter_map(|l| Some((l, l.test.as_ref()?)))
         .max_by(|a, b| {
@@ -227,14 +244,7 @@ fn history_power(
         per_session: level.n_baseline / level.baseline_sessions.max(1),
         candidate: level.n_candidate,
     };
-    let decision = DecisionSettings {
-        alpha: settings.alpha / metrics(settings).len() as f64,
-        min_effect: settings.min_effect,
-        guard: settings.guard,
-        power: POWER,
-        pass_confidence: settings.pass_confidence,
-        tolerance: settings.tolerance,
-    };
+    let decision = throughput_decision(settings);
     let power = catch_rate(observed, sessions, gated.len(), &decision, POWER_DROP);
     (power < POWER_WORTH_SAYING).then_some(HistoryPower {
         sessions,
@@ -253,17 +263,8 @@ fn history_need(
     sessions: usize,
     settings: &GateSettings,
 ) -> Option<HistoryNeed> {
-    let gated: Vec<&LevelVerdict> = (verdict.levels.iter())
-        .filter(|l| l.metric.is_throughput() && l.p_slower.is_some())
-        .collect();
-    let decision = DecisionSettings {
-        alpha: settings.alpha / metrics(settings).len() as f64,
-        min_effect: settings.min_effect,
-        guard: settings.guard,
-        power: POWER,
-        pass_confidence: settings.pass_confidence,
-        tolerance: settings.tolerance,
-    };
+    let gated = gated_throughput(verdict);
+    let decision = throughput_decision(settings);
     let needed = (gated.iter())
         .filter_map(|l| {
             let test = l.test.as_ref()?;
