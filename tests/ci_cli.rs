@@ -256,23 +256,27 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     // error annotation. The action's allow-slowdown input left at its default ('false',
     // given by the variable) changes nothing.
     let slow = Sim::start(1, &[SIM[0], SIM[1], SIM[2], SIM[3], "--slowdown", "1.15"]);
+    // The slower head gated against the base in one job, the allow-slowdown variable set.
+    let slow_job = |out_dir: &std::path::Path, allow: &str| {
+        let args = ci(
+            out_dir,
+            &slow.urls[0],
+            "1.0",
+            &[
+                "--baseline-ref",
+                "main",
+                "--base-endpoint",
+                &base_sim.urls[0],
+            ],
+        );
+        step.run_env(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            None,
+            &[("THROUGHLINE_ALLOW_REGRESSION", allow)],
+        )
+    };
     let reg_dir = dir.path().join("regression");
-    let args = ci(
-        &reg_dir,
-        &slow.urls[0],
-        "1.0",
-        &[
-            "--baseline-ref",
-            "main",
-            "--base-endpoint",
-            &base_sim.urls[0],
-        ],
-    );
-    let out = step.run_env(
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        None,
-        &[("THROUGHLINE_ALLOW_REGRESSION", "false")],
-    );
+    let out = slow_job(&reg_dir, "false");
     assert_eq!(code(&out), 1, "15% slower must fail: {}", text(&out));
     assert!(!step.outputs().contains("accepted="), "{}", step.outputs());
     assert!(!step.summary().contains("accepted as intended"));
@@ -296,22 +300,7 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     // pull request's `throughput: intended-slowdown` label) sets the variable. The verdict
     // stays a regression with its size, everywhere; only the exit code and one line differ.
     let accepted_dir = dir.path().join("accepted");
-    let args = ci(
-        &accepted_dir,
-        &slow.urls[0],
-        "1.0",
-        &[
-            "--baseline-ref",
-            "main",
-            "--base-endpoint",
-            &base_sim.urls[0],
-        ],
-    );
-    let out = step.run_env(
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        None,
-        &[("THROUGHLINE_ALLOW_REGRESSION", "true")],
-    );
+    let out = slow_job(&accepted_dir, "true");
     assert_eq!(code(&out), 0, "accepted as intended: {}", text(&out));
     let accepted = "; accepted as intended (allow-slowdown, --allow-regression): not failed; \
                     bless the target branch's baseline after merging";

@@ -222,6 +222,17 @@ fn throughput_decision(settings: &GateSettings) -> DecisionSettings {
     }
 }
 
+/// The noise a history level showed, as the session simulations take it (the session spread
+/// only where 2+ sessions measured it).
+fn observed(level: &LevelVerdict, test: &LevelTest, sessions: usize) -> Option<Observed> {
+    Some(Observed {
+        sigma_w: test.sigma_w?,
+        sigma_b: test.sigma_b.filter(|_| sessions >= 2),
+        per_session: level.n_baseline / level.baseline_sessions.max(1),
+        candidate: level.n_candidate,
+    })
+}
+
 /// How often a history verdict's weakest throughput level (the largest standard error)
 /// would catch a 10% drop, by the gate's own test on sessions spread as observed
 /// ([`catch_rate`]), where that is under 80%: None otherwise.
@@ -238,12 +249,7 @@ fn history_power(
             se(a.1).total_cmp(&se(b.1))
         })?;
     let (level, test) = weakest;
-    let observed = Observed {
-        sigma_w: test.sigma_w?,
-        sigma_b: test.sigma_b.filter(|_| sessions >= 2),
-        per_session: level.n_baseline / level.baseline_sessions.max(1),
-        candidate: level.n_candidate,
-    };
+    let observed = observed(level, test, sessions)?;
     let decision = throughput_decision(settings);
     let power = catch_rate(observed, sessions, gated.len(), &decision, POWER_DROP);
     (power < POWER_WORTH_SAYING).then_some(HistoryPower {
@@ -268,12 +274,7 @@ fn history_need(
     let needed = (gated.iter())
         .filter_map(|l| {
             let test = l.test.as_ref()?;
-            let observed = Observed {
-                sigma_w: test.sigma_w?,
-                sigma_b: test.sigma_b.filter(|_| sessions >= 2),
-                per_session: l.n_baseline / l.baseline_sessions.max(1),
-                candidate: l.n_candidate,
-            };
+            let observed = observed(l, test, sessions)?;
             Some(sessions_needed(observed, gated.len(), &decision))
         })
         .reduce(|a, b| match (a, b) {

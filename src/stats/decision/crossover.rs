@@ -389,6 +389,16 @@ mod tests {
             .collect()
     }
 
+    /// 20 A/A blocks that measured slot 1 4% faster, with a small start spread.
+    fn calibrated_4pct() -> SlotCalibration {
+        SlotCalibration {
+            blocks: 20,
+            bias: 0.04,
+            variance: 0.0001,
+            within_variance: 0.00002,
+        }
+    }
+
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
     }
@@ -487,12 +497,7 @@ mod tests {
     #[test]
     fn a_calibration_takes_out_the_slot_effect_of_one_block() {
         let blocks = alternating(0.0, 0.04, &[0.0], 6);
-        let cal = SlotCalibration {
-            blocks: 20,
-            bias: 0.04,
-            variance: 0.0001,
-            within_variance: 0.00002,
-        };
+        let cal = calibrated_4pct();
         let lv = crossover_level(&blocks, Some(&cal), 0.25);
         let info = lv.crossover.as_ref().unwrap();
         assert!(info.starts_covered && info.calibrated);
@@ -515,12 +520,7 @@ mod tests {
         let lv = crossover_level(&blocks, None, 0.25);
         assert!(!lv.estimable(), "{lv:?}");
         assert!(!lv.crossover.as_ref().unwrap().starts_covered);
-        let cal = SlotCalibration {
-            blocks: 20,
-            bias: 0.04,
-            variance: 0.0001,
-            within_variance: 0.00002,
-        };
+        let cal = calibrated_4pct();
         let lv = crossover_level(&blocks, Some(&cal), 0.25);
         assert!(lv.estimable() && close(lv.d.unwrap(), 0.0, 1e-12));
     }
