@@ -344,3 +344,177 @@ fn edited(out: &Path, name: &str, f: impl Fn(u64, &str, f64) -> f64) -> std::pat
     std::fs::write(&path, serde_json::to_string(&run).unwrap()).unwrap();
     path
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cancellation (issue 35): a signal in any phase of a run in blocks stops every process the
+// run started, its whole tree, within the 30 s grace, keeps what was measured and exits
+// 128 + the signal. Each server command carries a tag; /proc is searched for it afterwards.
+
+/// Processes (not zombies) whose command line holds `tag`.
+fn tagged(tag: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+        if cmd.contains(tag) && !zombie {
+            found.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// A tag no other test's processes carry.
+fn tag(name: &str) -> String {
+    format!("tl-cancel-{name}-{}", std::process::id())
+}
+
+/// `bench` in blocks started in the background, stdout and stderr piped.
+fn spawn_blocks(p: &Path, out: &Path, head: &str, extra: &[&str]) -> std::process::Child {
+    bench_command(p, out)
+        .args(["--no-progress", "--no-plots", "--server-command", head])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (at most 60 s) until `path` exists and holds `text`.
+fn wait_for_file(path: &Path, text: &str) {
+    let started = Instant::now();
+    while !std::fs::read_to_string(path).is_ok_and(|s| s.contains(text)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{} never held {text:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Asserts nothing tagged is left (checked once the run has exited: what it started must
+/// be gone by then, not later).
+fn none_left(tag: &str, said: &str) {
+    let left = tagged(tag);
+    assert!(left.is_empty(), "left running: {left:?}\n{said}");
+}
+
+#[test]
+fn a_signal_while_the_first_servers_load_stops_them_and_exits_128_plus_it() {
+    for (sig, name) in [(libc::SIGTERM, "term"), (libc::SIGINT, "int")] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = profile(dir.path());
+        let out = dir.path().join("out");
+        let t = tag(&format!("load-{name}"));
+        let started = dir.path().join("started");
+        // The server "loads" for 300 s: a sleep in its tree, the tag in its command line.
+        let head = format!(
+            "echo up > {}; sh -c 'sleep 300; : {t}'; exec {} serve-sim --port {{port}}",
+            started.display(),
+            bin()
+        );
+        let child = spawn_blocks(&p, &out, &head, &[]);
+        wait_for_file(&started, "up");
+        while tagged(&t).is_empty() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let o = wait_with_deadline(child, Duration::from_secs(35), "the interrupted run");
+        assert_eq!(code(&o), 128 + sig, "{}", text(&o));
+        assert!(text(&o).contains("was loading"), "{}", text(&o));
+        none_left(&t, &text(&o));
+    }
+}
+
+#[test]
+fn a_signal_in_a_later_blocks_server_load_keeps_the_blocks_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    let t = tag("later");
+    let count = dir.path().join("count");
+    // The first start is quick; the second (block 2) loads for 300 s.
+    let head = format!(
+        "n=$(cat {c} 2>/dev/null || echo 0); echo $((n+1)) > {c}; \
+         if [ $n -ge 1 ]; then sh -c 'sleep 300; : {t}'; fi; exec {} serve-sim --port {{port}} --preset fast",
+        bin(),
+        c = count.display()
+    );
+    let child = spawn_blocks(&p, &out, &head, &["--blocks", "2"]);
+    wait_for_file(&count, "2");
+    while tagged(&t).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = wait_with_deadline(child, Duration::from_secs(35), "the interrupted run");
+    assert_eq!(code(&o), 130, "{}", text(&o));
+    none_left(&t, &text(&o));
+    // Block 1 is kept, marked incomplete, with the reason.
+    let results = read_json(&out.join("results.json"));
+    assert_eq!(results["complete"], false, "{}", text(&o));
+    assert_eq!(results["servers"]["blocks"].as_array().unwrap().len(), 1);
+    let stopped = results["servers"]["stopped"].as_str().unwrap();
+    assert!(
+        stopped.contains("interrupted by SIGINT in block 2"),
+        "{stopped}"
+    );
+}
+
+#[test]
+fn a_servers_setsid_and_daemonised_children_end_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    let t = tag("setsid");
+    // One helper calls setsid and stays the server's child; another is daemonised (its
+    // parent, a subshell, exits at once), so only a subreaper can find it.
+    let head = format!(
+        "setsid sh -c 'sleep 300; : {t}-a' & (setsid sh -c 'sleep 300; : {t}-b' &); \
+         exec {} serve-sim --port {{port}} --preset fast",
+        bin()
+    );
+    let child = spawn_blocks(&p, &out, &head, &[]);
+    let o = wait_with_deadline(child, Duration::from_secs(120), "the run");
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    none_left(&t, &text(&o));
+}
+
+#[test]
+fn a_second_signal_kills_a_server_that_ignores_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    let t = tag("stubborn");
+    let started = dir.path().join("started");
+    let head = format!(
+        "trap '' TERM; echo up > {}; sh -c 'trap \"\" TERM; sleep 300; : {t}'; exec {} serve-sim --port {{port}}",
+        started.display(),
+        bin()
+    );
+    let child = spawn_blocks(&p, &out, &head, &[]);
+    wait_for_file(&started, "up");
+    while tagged(&t).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = child.id() as i32;
+    let asked = Instant::now();
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(500));
+    // Still in its 30 s grace: the first signal asks; the second stops now.
+    assert!(!tagged(&t).is_empty(), "the first signal should only ask");
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let o = wait_with_deadline(child, Duration::from_secs(20), "the twice-signalled run");
+    assert_eq!(code(&o), 143, "{}", text(&o));
+    assert!(
+        asked.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        asked.elapsed()
+    );
+    none_left(&t, &text(&o));
+}

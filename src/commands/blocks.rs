@@ -18,6 +18,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::gate::{LevelStatus, Verdict};
+use crate::load::run::interrupt::Interrupt;
 use crate::load::servers::{free_port, parse_slots, render, ManagedServer, Slot};
 use crate::load::{BenchOutcome, BenchSetup};
 use crate::record::blocks::{combine, BlockRecord, BlockRun, ServerSetup};
@@ -167,6 +168,11 @@ pub async fn run_in_blocks(
         bail!("--server-command is needed to start servers");
     };
     let out = template.out_dir.clone();
+    // From here a signal stops the run rather than the process: every phase below looks.
+    let interrupt = Interrupt::from_signals();
+    // A server's helper that daemonises (parent exits, child calls setsid) becomes this
+    // process's child rather than init's: it can be found and stopped with its server.
+    crate::load::servers::tree::become_subreaper();
     if let Some((kept, names)) = super::earlier::keep_earlier_run(&out)? {
         for dir in ["blocks", "servers"] {
             if out.join(dir).is_dir() {
@@ -188,7 +194,8 @@ pub async fn run_in_blocks(
     let mut runs: Vec<BlockRun> = Vec::new();
     let mut why_stopped = String::from("the planned blocks ran");
     let mut look_took = Duration::ZERO;
-    loop {
+    let mut stopped_by: Option<(i32, u32, String)> = None;
+    'looks: loop {
         let n = runs.len() as u32;
         let chunk = if n == 0 {
             plan.first
@@ -198,7 +205,35 @@ pub async fn run_in_blocks(
         let look_started = Instant::now();
         for k in 1..=chunk {
             let block = n + k;
-            runs.push(run_block(&template, args, &head_command, &slots, block, &levels).await?);
+            if let Some(sig) = interrupt.signal() {
+                stopped_by = Some((sig, block, format!("before block {block} started")));
+                break 'looks;
+            }
+            match run_block(&template, args, &head_command, &slots, block, &levels).await {
+                Ok(run) => runs.push(run),
+                // Stopped by a signal, whatever the block said about it (a server the
+                // signal reached first may have failed the block before the run saw it).
+                Err(e) => match interrupt.signal() {
+                    Some(sig) => {
+                        let coded =
+                            matches!(crate::exit::exit_for(&e), crate::exit::Exit::Interrupted(_));
+                        if !coded {
+                            let said = crate::record::redact::redact_error(&format!("{e:#}"));
+                            eprintln!(
+                                "note: block {block} stopped: {}",
+                                crate::untrusted::for_terminal_lines(&said)
+                            );
+                        }
+                        let what = match coded {
+                            true => e.to_string(),
+                            false => format!("in block {block}"),
+                        };
+                        stopped_by = Some((sig, block, what));
+                        break 'looks;
+                    }
+                    None => return Err(e),
+                },
+            }
         }
         look_took = look_took.max(look_started.elapsed());
         let Some(undecided) = undecided else { break };
@@ -234,6 +269,24 @@ pub async fn run_in_blocks(
         );
         levels = open;
     }
+    if let Some((sig, block, what)) = &stopped_by {
+        let name = crate::load::run::interrupt::signal_name(*sig);
+        if runs.is_empty() {
+            return Err(crate::exit::CodedError {
+                exit: crate::exit::Exit::Interrupted(*sig),
+                message: format!(
+                    "{what}; no block is complete: its servers are stopped, and what it \
+                     measured (if anything) is in {}",
+                    out.join(format!("blocks/block-{block}")).display()
+                ),
+            }
+            .into());
+        }
+        why_stopped = format!(
+            "interrupted by {name} in block {block}, whose servers were stopped (what it \
+             measured is in blocks/block-{block}/, outside these results)"
+        );
+    }
     let mut result = combined(&runs, &head_command, args, &slots, plan)?;
     if let Some(servers) = result.servers.as_mut() {
         servers.stopped = Some(format!(
@@ -243,12 +296,15 @@ pub async fn run_in_blocks(
             plan.max
         ));
     }
+    if stopped_by.is_some() {
+        result.complete = false;
+    }
     crate::load::write_results(&result, &out)?;
     join_journals(&runs, &out)?;
     print_table(&result);
     Ok(BenchOutcome {
         problems: Vec::new(),
-        interrupted: None,
+        interrupted: stopped_by.map(|(sig, _, _)| sig),
         result,
     })
 }
@@ -322,6 +378,7 @@ async fn run_block(
         arms.push(("base", base, base_slot));
     }
     arms.sort_by_key(|a| a.2);
+    let interrupt = Interrupt::from_signals();
     let mut servers: Vec<(&str, ManagedServer)> = Vec::new();
     for (arm, command, i) in &arms {
         let port = free_port()?;
@@ -330,11 +387,21 @@ async fn run_block(
         let mut server = ManagedServer::start(&label, &line, port, &slot(*i), &out.join(log(arm)))
             .await
             .with_context(|| format!("cannot start the {label}"))?;
-        server
-            .wait_healthy(args.blocks.server_timeout, None)
-            .await
-            .with_context(|| format!("block {n}: the {arm} server did not come up"))?;
+        let up = tokio::select! {
+            up = server.wait_healthy(args.blocks.server_timeout, None) => Some(up),
+            () = interrupt.stopping() => None,
+        };
         servers.push((arm, server));
+        let failed = match up {
+            Some(Ok(())) => continue,
+            Some(Err(e)) => e.context(format!("block {n}: the {arm} server did not come up")),
+            None => interrupt
+                .error(format_args!("block {n}'s {arm} server was loading"))
+                .unwrap_or_else(|| anyhow::anyhow!("interrupted")),
+        };
+        // The servers started so far are stopped, not merely dropped (SIGTERM first).
+        stop_all(servers).await;
+        return Err(failed);
     }
     let url = |arm: &str| {
         servers
@@ -362,29 +429,29 @@ async fn run_block(
     let measured = crate::load::run_bench(setup, |_, _| {}).await;
     // Stop both whatever happened; a server that died mid-run is named with its log.
     let mut died = Vec::new();
-    for (arm, mut server) in servers {
+    for (arm, server) in servers.iter_mut() {
         if let Some(status) = server.exited() {
             died.push(format!(
                 "the {arm} server exited during block {n} ({status}); the end of its log:\n{}",
                 crate::load::servers::log_tail(server.log_path(), 40)
             ));
         }
-        server.stop().await?;
+    }
+    if let Some(e) = stop_all(servers).await {
+        return Err(e);
     }
     let outcome = measured?;
     if !died.is_empty() {
         bail!("{}", died.join("\n"));
     }
-    if let Some(sig) = outcome.interrupted {
+    if outcome.interrupted.is_some() {
         // Carries its exit code (130/143), so that callers tell a stop from a failure.
-        return Err(crate::exit::CodedError {
-            exit: crate::exit::Exit::Interrupted(sig),
-            message: format!(
-                "block {n} was interrupted (signal {sig}); the blocks before it are in {}",
+        return Err(interrupt
+            .error(format_args!(
+                "block {n} was interrupted; the blocks before it are in {}",
                 out.display()
-            ),
-        }
-        .into());
+            ))
+            .unwrap_or_else(|| anyhow::anyhow!("block {n} was interrupted")));
     }
     if !outcome.problems.is_empty() {
         bail!(
@@ -404,6 +471,17 @@ async fn run_block(
         },
         result: outcome.result,
     })
+}
+
+/// Stops every server at once (SIGTERM to all, then each one's grace in parallel, so that
+/// the whole stop stays within one grace period); the first error, if any, after all were
+/// stopped.
+async fn stop_all(servers: Vec<(&str, ManagedServer)>) -> Option<anyhow::Error> {
+    let stops = servers.into_iter().map(|(_, server)| server.stop());
+    futures::future::join_all(stops)
+        .await
+        .into_iter()
+        .find_map(|r| r.err())
 }
 
 /// A block in one line: each level's mean tok/s per arm ("C=1 head 492, base 501").

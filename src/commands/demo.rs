@@ -193,6 +193,11 @@ async fn unchanged_in_blocks(out: &Path) -> Result<()> {
         max_duration: None,
     };
     let outcome = super::blocks::run_in_blocks(setup, &args, None).await?;
+    let stopped = crate::load::run::interrupt::Interrupt::installed()
+        .and_then(|i| i.error("the demo's servers are stopped"));
+    if let (Some(e), Some(_)) = (stopped, outcome.interrupted) {
+        return Err(e);
+    }
     let v = crate::gate::evaluate_relative(&outcome.result, &profile.gate)?;
     print!("{}", verdict::console(&v));
     Ok(())

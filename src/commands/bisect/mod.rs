@@ -248,6 +248,21 @@ impl Bisect {
             more_blocks,
         };
         let run = match measured {
+            // A step stopped part-way is not judged: the journal keeps no line for it, and
+            // the same command run again measures it afresh.
+            Ok(outcome) if outcome.interrupted.is_some() => {
+                let sig = outcome.interrupted.unwrap_or(libc::SIGTERM);
+                return Err(crate::exit::CodedError {
+                    exit: Exit::Interrupted(sig),
+                    message: format!(
+                        "interrupted by {} while measuring {}; run the same command again \
+                         to continue",
+                        crate::load::run::interrupt::signal_name(sig),
+                        commit.short()
+                    ),
+                }
+                .into());
+            }
             Ok(outcome) => outcome.result,
             Err(e) if matches!(exit_for(&e), Exit::Interrupted(_)) => return Err(e),
             Err(e) => {

@@ -2,10 +2,15 @@
 //! flight a short grace period, abandon the rest (counted as `cancelled`, so every request
 //! sent is still accounted for), then write what was measured, marked incomplete.
 //!
-//! A second signal during the grace period abandons in-flight requests at once.
+//! A second signal during the grace period abandons in-flight requests at once, and hurries
+//! every other phase: servers and builds are killed rather than asked to stop.
+//!
+//! One switch serves the whole process ([`Interrupt::from_signals`]): once it listens, the
+//! signals no longer kill throughline, so every phase that waits (a server loading, a
+//! measurement, a build, the pause between blocks) must look at it.
 
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -23,8 +28,14 @@ const ABANDON: u8 = 2;
 pub struct Interrupt {
     phase: watch::Sender<u8>,
     signal: Arc<AtomicI32>,
+    /// How many stop requests came (the second one hurries).
+    signals: Arc<AtomicU32>,
     grace: Duration,
 }
+
+/// The process's switch, listening to SIGINT and SIGTERM once [`Interrupt::from_signals`]
+/// was first called.
+static PROCESS: OnceLock<Interrupt> = OnceLock::new();
 
 impl Default for Interrupt {
     fn default() -> Self {
@@ -38,30 +49,43 @@ impl Interrupt {
         Interrupt {
             phase: watch::Sender::new(RUNNING),
             signal: Arc::new(AtomicI32::new(0)),
+            signals: Arc::new(AtomicU32::new(0)),
             grace,
         }
     }
 
-    /// A switch flipped by SIGINT or SIGTERM. Must be called inside the tokio runtime; the
-    /// listening task ends with the runtime. Once installed, the signals no longer kill the
-    /// process: the run decides when to exit.
+    /// The process's switch, flipped by SIGINT or SIGTERM: the same one for every caller,
+    /// so that a signal in any phase (a server loading, a build, between blocks) is seen by
+    /// the next. The first call must be inside the tokio runtime; the listening task ends
+    /// with the runtime. Once installed, the signals no longer kill the process: the run
+    /// decides when to exit.
     pub fn from_signals() -> Interrupt {
-        let this = Interrupt::default();
-        let listener = this.clone();
-        tokio::spawn(async move {
-            loop {
-                match next_signal().await {
-                    Some(sig) => listener.trigger(sig),
-                    None => return,
-                }
-            }
-        });
-        this
+        PROCESS
+            .get_or_init(|| {
+                let this = Interrupt::default();
+                let listener = this.clone();
+                tokio::spawn(async move {
+                    loop {
+                        match next_signal().await {
+                            Some(sig) => listener.trigger(sig),
+                            None => return,
+                        }
+                    }
+                });
+                this
+            })
+            .clone()
+    }
+
+    /// The process's switch if something installed it (None: signals still kill).
+    pub fn installed() -> Option<Interrupt> {
+        PROCESS.get().cloned()
     }
 
     /// Records a stop request for signal `sig` (2 = SIGINT, 15 = SIGTERM). The first starts
     /// the grace period; a second abandons in-flight requests at once.
     pub fn trigger(&self, sig: i32) {
+        self.signals.fetch_add(1, Ordering::SeqCst);
         let first = self
             .signal
             .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
@@ -96,6 +120,52 @@ impl Interrupt {
     pub async fn abandoned(&self) {
         let mut rx = self.phase.subscribe();
         let _ = rx.wait_for(|p| *p >= ABANDON).await;
+    }
+
+    /// Resolves once a stop is requested (never, if none comes).
+    pub async fn stopping(&self) {
+        let mut rx = self.phase.subscribe();
+        let _ = rx.wait_for(|p| *p >= STOPPING).await;
+    }
+
+    /// True once a second stop request came: kill rather than ask, exit now.
+    pub fn is_hurried(&self) -> bool {
+        self.signals.load(Ordering::SeqCst) >= 2
+    }
+
+    /// Resolves once a second stop request came (never, if none comes).
+    pub async fn hurried(&self) {
+        let mut rx = self.phase.subscribe();
+        loop {
+            if self.is_hurried() {
+                return;
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// An error that carries the exit code of the signal that stopped the run (130, 143), so
+    /// that callers tell a stop from a failure. None when no stop was requested.
+    pub fn error(&self, what: impl std::fmt::Display) -> Option<anyhow::Error> {
+        let sig = self.signal()?;
+        Some(
+            crate::exit::CodedError {
+                exit: crate::exit::Exit::Interrupted(sig),
+                message: format!("interrupted by {}: {what}", signal_name(sig)),
+            }
+            .into(),
+        )
+    }
+}
+
+/// "SIGINT", "SIGTERM": a signal's name for messages.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "a signal",
     }
 }
 

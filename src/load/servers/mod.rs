@@ -10,8 +10,13 @@
 //!   fallbacks up to `GET /v1/models`), polled every 250 ms;
 //! - a server that dies while it loads fails the wait at once, naming it, its exit status,
 //!   its command and the end of its log; so does one not healthy by the timeout;
-//! - stopping is SIGTERM to the group, up to 30 s for it to go, then SIGKILL; a server
-//!   dropped without being stopped (an error, a panic) has its group SIGKILLed.
+//! - stopping is SIGTERM to the group and to every process of its tree (a child that called
+//!   `setsid` left the group, not the tree; a daemon whose parent exited is adopted by
+//!   throughline, a child subreaper), up to 30 s for them to go, then SIGKILL; a second
+//!   SIGINT/SIGTERM to throughline skips the wait; a server dropped without being stopped
+//!   (an error, a panic) has its tree SIGKILLed;
+//! - a server outlives a throughline that was killed outright (SIGKILL) only until its `sh`
+//!   sees it: the `sh` is started with a parent-death signal (SIGTERM).
 //!
 //! The command must keep the server in the foreground (`exec vllm serve ...`, or plain
 //! `vllm serve ...`): the `sh` exiting is read as the server exiting.
@@ -19,6 +24,7 @@
 mod group;
 mod slots;
 mod tail;
+pub mod tree;
 
 pub use slots::{free_port, parse_slots, render, shell_quoted, Slot, MAX_SLOTS};
 pub use tail::{escape_controls, log_tail, TAIL_BYTES};
@@ -118,7 +124,8 @@ impl ManagedServer {
         let err = log
             .try_clone()
             .with_context(|| format!("server {label}: cannot open {}", log_path.display()))?;
-        let child = Command::new("sh")
+        let mut child = Command::new("sh");
+        child
             .arg("-c")
             .arg(command)
             .stdin(Stdio::null())
@@ -128,15 +135,25 @@ impl ManagedServer {
             .env("THROUGHLINE_SLOT", slot.index.to_string())
             .env("THROUGHLINE_GPUS", &slot.gpus)
             // Its own process group, so that stopping it stops everything it started.
-            .process_group(0)
-            .spawn()
-            .map_err(|e| {
-                anyhow!(
-                    "server {label}: cannot run sh -c {}: {e}",
-                    redact(&escape_controls(command))
-                )
-            })?;
+            .process_group(0);
+        // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
+        // which is async-signal-safe. The parent-death signal is tied to the thread that
+        // forks: a tokio worker, which lives as long as the runtime (the process).
+        #[cfg(target_os = "linux")]
+        unsafe {
+            child.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0);
+                Ok(())
+            });
+        }
+        let child = child.spawn().map_err(|e| {
+            anyhow!(
+                "server {label}: cannot run sh -c {}: {e}",
+                redact(&escape_controls(command))
+            )
+        })?;
         let pgid = child.id() as libc::pid_t;
+        tree::register_started(pgid);
         Ok(ManagedServer {
             label: label.to_string(),
             command: command.to_string(),
@@ -283,38 +300,102 @@ impl ManagedServer {
         anyhow!("{}", redact(&text))
     }
 
-    /// Stops the server: SIGTERM to its process group, up to the grace period
-    /// ([`set_grace`](Self::set_grace)) for every process in it to end, then SIGKILL to
-    /// the group. The `sh` is reaped. An error when the group outlives SIGKILL by 10 s
-    /// (a process stuck in the kernel).
+    /// Stops the server: SIGTERM to its process group and every other process of its tree
+    /// (see [`tree`]), up to the grace period ([`set_grace`](Self::set_grace)) for all of
+    /// them to end (cut short by a second SIGINT/SIGTERM to throughline), then SIGKILL. The
+    /// `sh` is reaped. An error when something outlives SIGKILL by 10 s (a process stuck in
+    /// the kernel).
     ///
     /// Cancel-safe: a stop dropped half-way leaves the rest to [`Drop`] (SIGKILL).
     pub async fn stop(mut self) -> Result<()> {
-        signal_group(self.pgid, libc::SIGTERM);
+        let hurry = crate::load::run::interrupt::Interrupt::installed();
+        let hurried = || hurry.as_ref().is_some_and(|h| h.is_hurried());
+        let mut known = self.tree(&[]);
+        self.signal_all(&known, libc::SIGTERM);
         let deadline = Instant::now() + self.grace;
-        while Instant::now() < deadline {
-            let _ = self.exited();
-            if !self.group_alive() {
-                self.stopped = true;
+        while Instant::now() < deadline && !hurried() {
+            if self.gone(&mut known) {
                 return Ok(());
             }
+            // Anything new in the tree (a child forked while shutting down) is asked too.
+            self.signal_all(&known, libc::SIGTERM);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        signal_group(self.pgid, libc::SIGKILL);
+        self.signal_all(&known, libc::SIGKILL);
         let deadline = Instant::now() + KILL_WAIT;
         while Instant::now() < deadline {
-            let _ = self.exited();
-            if !self.group_alive() {
-                self.stopped = true;
+            if self.gone(&mut known) {
                 return Ok(());
             }
+            self.signal_all(&known, libc::SIGKILL);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let left: Vec<String> = (known.iter())
+            .filter(|p| tree::still_there(p))
+            .map(|p| p.pid.to_string())
+            .collect();
         bail!(
-            "server {}: its process group {} is still there 10 s after SIGKILL",
+            "server {}: its process group {} (processes {}) is still there 10 s after SIGKILL",
             self.label,
-            self.pgid
+            self.pgid,
+            left.join(", ")
         )
+    }
+
+    /// Sends `signal` to the group (while it is still this server's: the `sh` not reaped, or
+    /// a member seen before still there) and to each process `known`.
+    fn signal_all(&mut self, known: &[tree::Proc], signal: libc::c_int) {
+        let reaped = self.child.try_wait().ok().flatten().is_some();
+        if !reaped
+            || known
+                .iter()
+                .any(|p| p.pgid == self.pgid && tree::still_there(p))
+        {
+            signal_group(self.pgid, signal);
+        }
+        tree::signal_each(known, signal);
+    }
+
+    /// The live processes of this server's tree, and the strays throughline adopted. While
+    /// the `sh` is not reaped its pid and group are this server's; after, the group is
+    /// trusted at the first look (`known` empty: a group's id is not given out while a
+    /// member lives, and the `sh` was reaped moments ago), then only through the processes
+    /// already `known` (still the same ones).
+    fn tree(&mut self, known: &[tree::Proc]) -> Vec<tree::Proc> {
+        let procs = tree::table();
+        let mut roots: Vec<libc::pid_t> = (known.iter())
+            .filter(|p| tree::still_there(p))
+            .map(|p| p.pid)
+            .collect();
+        let reaped = self.child.try_wait().ok().flatten().is_some();
+        let group = if reaped {
+            (known.iter()).find(|p| p.pgid == self.pgid && tree::still_there(p))
+        } else {
+            roots.push(self.pgid);
+            None
+        };
+        let pgid = (!reaped || group.is_some() || known.is_empty()).then_some(self.pgid);
+        let mut found = tree::tree_of(&roots, pgid, &procs);
+        found.extend(tree::strays(&procs));
+        found
+    }
+
+    /// Whether the whole tree has ended (the `sh` reaped, adopted strays too); `known`
+    /// gains what the tree has now.
+    fn gone(&mut self, known: &mut Vec<tree::Proc>) -> bool {
+        let _ = self.exited();
+        for p in self.tree(known) {
+            if !known.contains(&p) {
+                known.push(p);
+            }
+        }
+        tree::reap(known);
+        if self.group_alive() || known.iter().any(tree::still_there) {
+            return false;
+        }
+        self.stopped = true;
+        tree::forget_started(self.pgid);
+        true
     }
 
     /// Whether a process of the group runs: the `sh` not yet reaped, or another member that
@@ -334,7 +415,8 @@ impl Drop for ManagedServer {
         if self.stopped {
             return;
         }
-        signal_group(self.pgid, libc::SIGKILL);
+        let known = self.tree(&[]);
+        self.signal_all(&known, libc::SIGKILL);
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline {
             if matches!(self.child.try_wait(), Ok(Some(_)) | Err(_)) {
@@ -342,6 +424,8 @@ impl Drop for ManagedServer {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        tree::reap(&known);
+        tree::forget_started(self.pgid);
     }
 }
 
