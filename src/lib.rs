@@ -9,6 +9,7 @@ pub mod exit;
 pub mod fsutil;
 pub mod gate;
 pub mod load;
+pub mod locks;
 pub mod plan;
 pub mod profile;
 pub mod record;

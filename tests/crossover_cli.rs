@@ -518,3 +518,70 @@ fn a_second_signal_kills_a_server_that_ignores_the_first() {
     );
     none_left(&t, &text(&o));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Collisions (issue 35): two runs into one folder, two runs on one GPU.
+
+#[test]
+fn a_second_run_into_the_same_folder_is_refused_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    let started = dir.path().join("started");
+    // The first run's server loads for a while: the second run starts meanwhile.
+    let head = format!(
+        "echo up >> {}; sleep 2; exec {} serve-sim --port {{port}} --preset fast",
+        started.display(),
+        bin()
+    );
+    let first = spawn_blocks(&p, &out, &head, &[]);
+    wait_for_file(&started, "up");
+    let second = bench_blocks(&p, &out, &head, &head, &["--blocks", "2"]);
+    assert_eq!(code(&second), 2, "{}", text(&second));
+    let said = text(&second);
+    assert!(said.contains("in use by another throughline run"), "{said}");
+    assert!(said.contains(&format!("pid {}", first.id())), "{said}");
+    let first = wait_with_deadline(first, Duration::from_secs(120), "the first run");
+    assert_eq!(code(&first), 0, "{}", text(&first));
+    // The refused run started nothing: one server start, the first run's results whole.
+    assert_eq!(
+        std::fs::read_to_string(&started).unwrap().lines().count(),
+        1
+    );
+    let results = read_json(&out.join("results.json"));
+    assert_eq!(results["complete"], true);
+}
+
+#[test]
+fn a_run_waits_for_a_gpu_another_run_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let locks = dir.path().join("locks");
+    let p = profile(dir.path());
+    let started = dir.path().join("started");
+    let head = format!(
+        "echo up >> {}; sleep 2; exec {} serve-sim --port {{port}} --preset fast",
+        started.display(),
+        bin()
+    );
+    let spawn = |out: &str| {
+        bench_command(&p, &dir.path().join(out))
+            .args(["--no-progress", "--no-plots", "--server-command", &head])
+            .args(["--slots", "7"])
+            .env("THROUGHLINE_LOCK_DIR", &locks)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = spawn("a");
+    let first_pid = first.id();
+    wait_for_file(&started, "up");
+    let second = spawn("b");
+    let first = wait_with_deadline(first, Duration::from_secs(120), "the first run");
+    let second = wait_with_deadline(second, Duration::from_secs(120), "the second run");
+    assert_eq!(code(&first), 0, "{}", text(&first));
+    assert_eq!(code(&second), 0, "{}", text(&second));
+    let said = text(&second);
+    assert!(said.contains("waiting for GPU 7 (slot 0)"), "{said}");
+    assert!(said.contains(&format!("pid {first_pid}")), "{said}");
+}

@@ -376,6 +376,7 @@ pub fn check_base_endpoints(profile: &Profile, base: &[String]) -> Result<()> {
 
 /// Runs the sweep, printing each level's row as it finishes.
 pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
+    crate::locks::hold_output(&setup.out_dir)?;
     if let Some((kept, names)) = super::earlier::keep_earlier_run(&setup.out_dir)? {
         println!(
             "the earlier run's files in {} ({}) are kept: moved to {}",

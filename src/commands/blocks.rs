@@ -173,6 +173,8 @@ pub async fn run_in_blocks(
     // A server's helper that daemonises (parent exits, child calls setsid) becomes this
     // process's child rather than init's: it can be found and stopped with its server.
     crate::load::servers::tree::become_subreaper();
+    crate::locks::hold_output(&out)?;
+    crate::locks::hold_gpus(&slots, args.blocks.server_timeout, &interrupt).await?;
     if let Some((kept, names)) = super::earlier::keep_earlier_run(&out)? {
         for dir in ["blocks", "servers"] {
             if out.join(dir).is_dir() {

@@ -258,8 +258,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         .await?;
     }
 
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create folder {}", args.out.display()))?;
+    crate::locks::hold_output(&args.out)?;
     let setup = BenchSetup {
         profile,
         environment,

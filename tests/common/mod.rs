@@ -13,15 +13,25 @@ pub fn bin() -> &'static str {
 
 /// Runs the binary with `args` and returns its output.
 pub fn run(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .output()
-        .expect("run throughline")
+    command().args(args).output().expect("run throughline")
+}
+
+/// The binary, with GPU locks of its own: tests run in parallel on the same slot numbers,
+/// which on a real machine would be the same GPUs (tests of the locks set
+/// THROUGHLINE_LOCK_DIR themselves).
+pub fn command() -> Command {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir =
+        std::env::temp_dir().join(format!("throughline-test-locks/{}-{n}", std::process::id()));
+    let mut cmd = Command::new(bin());
+    cmd.env("THROUGHLINE_LOCK_DIR", dir);
+    cmd
 }
 
 /// `throughline bench --profile PROFILE --out OUT`, to add arguments or environment to.
 pub fn bench_command(profile: &Path, out: &Path) -> Command {
-    let mut cmd = Command::new(bin());
+    let mut cmd = command();
     cmd.arg("bench")
         .arg("--profile")
         .arg(profile)

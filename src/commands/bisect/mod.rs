@@ -144,8 +144,7 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
             bail!("--server-command and --build-command must not be empty");
         }
     }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    crate::locks::hold_output(&args.out)?;
     let out = args
         .out
         .canonicalize()

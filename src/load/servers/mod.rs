@@ -345,7 +345,7 @@ impl ManagedServer {
     /// Sends `signal` to the group (while it is still this server's: the `sh` not reaped, or
     /// a member seen before still there) and to each process `known`.
     fn signal_all(&mut self, known: &[tree::Proc], signal: libc::c_int) {
-        let reaped = self.child.try_wait().ok().flatten().is_some();
+        let reaped = !matches!(self.child.try_wait(), Ok(None));
         if !reaped
             || known
                 .iter()
@@ -367,7 +367,7 @@ impl ManagedServer {
             .filter(|p| tree::still_there(p))
             .map(|p| p.pid)
             .collect();
-        let reaped = self.child.try_wait().ok().flatten().is_some();
+        let reaped = !matches!(self.child.try_wait(), Ok(None));
         let group = if reaped {
             (known.iter()).find(|p| p.pgid == self.pgid && tree::still_there(p))
         } else {
@@ -401,7 +401,8 @@ impl ManagedServer {
     /// Whether a process of the group runs: the `sh` not yet reaped, or another member that
     /// is not a zombie (an orphan whose new parent does not reap it still counts as gone).
     fn group_alive(&mut self) -> bool {
-        if self.exited().is_none() {
+        // An error (the `sh` already reaped elsewhere) counts as exited, never as running.
+        if let Ok(None) = self.child.try_wait() {
             return true;
         }
         group_has_live_members(self.pgid)

@@ -143,12 +143,17 @@ pub fn still_there(p: &Proc) -> bool {
     read_proc(p.pid).is_some_and(|now| now.start == p.start && !now.zombie)
 }
 
-/// Reaps those of `procs` that are this process's zombie children (adopted strays): a
-/// subreaper must, or they stay until throughline exits.
+/// Reaps those of `procs` that are this process's zombie children adopted as strays (a
+/// subreaper must, or they stay until throughline exits). Children it started are left to
+/// their owners (a `Child` reaped behind its back could no longer tell that it exited).
 pub fn reap(procs: &[Proc]) {
     // SAFETY: getpid only reads the process's id.
     let me = unsafe { libc::getpid() };
-    for p in procs.iter().filter(|p| p.ppid == me) {
+    let started = STARTED.lock().map(|s| s.clone()).unwrap_or_default();
+    for p in procs
+        .iter()
+        .filter(|p| p.ppid == me && !started.contains(&p.pid))
+    {
         let mut status = 0;
         // SAFETY: waitpid with WNOHANG on one pid that is this process's child; it never
         // blocks, and a pid that is not a child gives ECHILD.
