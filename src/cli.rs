@@ -83,6 +83,10 @@ pub enum Command {
     /// Combine several runs (e.g. a matrix of GPU runners) into one report and one verdict.
     #[command(after_help = merge::EXAMPLES)]
     Merge(crate::commands::merge::MergeArgs),
+    /// Stop what a run into OUT started and left running (a cancelled or killed job): the
+    /// process groups it recorded in OUT/servers/processes.txt, whole trees, never by name.
+    #[command(after_help = crate::commands::cleanup::EXAMPLES)]
+    Cleanup(crate::commands::cleanup::CleanupArgs),
     /// Print a shell completion script (bash, zsh or fish) on standard output.
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions(CompletionsArgs),

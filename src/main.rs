@@ -40,6 +40,7 @@ fn main() {
             Command::Ci(args) => commands::ci::run(args).await,
             Command::Bisect(args) => commands::bisect::run(args).await,
             Command::Merge(args) => commands::merge::run(args),
+            Command::Cleanup(args) => commands::cleanup::run(args).await,
         }
     });
     let exit = match outcome {

@@ -585,3 +585,44 @@ fn a_run_waits_for_a_gpu_another_run_holds() {
     assert!(said.contains("waiting for GPU 7 (slot 0)"), "{said}");
     assert!(said.contains(&format!("pid {first_pid}")), "{said}");
 }
+
+#[test]
+fn cleanup_stops_what_a_killed_run_left_by_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    let t = tag("killed");
+    let started = dir.path().join("started");
+    // A server that ignores SIGTERM, with a helper that left its group: what a run killed
+    // outright (SIGKILL: no chance to stop anything) leaves holding the GPU.
+    let head = format!(
+        "trap '' TERM; echo up > {}; setsid sh -c 'sleep 300; : {t}-helper' & \
+         sh -c 'trap \"\" TERM; sleep 300; : {t}-loading'; exec {} serve-sim --port {{port}}",
+        started.display(),
+        bin()
+    );
+    let child = spawn_blocks(&p, &out, &head, &[]);
+    wait_for_file(&started, "up");
+    // The server's sh (whose command line holds the tag too), the helper, the "loading".
+    while tagged(&t).len() < 3 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = wait_with_deadline(child, Duration::from_secs(10), "the killed run");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        tagged(&t).len(),
+        3,
+        "the killed run's processes: {:?}",
+        tagged(&t)
+    );
+    let record = std::fs::read_to_string(out.join("servers/processes.txt")).unwrap();
+    assert!(record.contains("block 1 head server (slot 0)"), "{record}");
+    let o = run(&["cleanup", out.to_str().unwrap(), "--grace", "2s"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("is still running"), "{}", text(&o));
+    none_left(&t, &text(&o));
+    // Again: nothing left to stop, said so.
+    let o = run(&["cleanup", out.to_str().unwrap()]);
+    assert!(text(&o).contains("none of the 1 server(s)"), "{}", text(&o));
+}

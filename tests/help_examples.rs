@@ -25,6 +25,7 @@ const ORDER: &[&str] = &[
     "plan",
     "ci",
     "bisect",
+    "cleanup",
     "merge",
     "completions",
     "serve-sim",

@@ -13,6 +13,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("cli", 6),
     ("commands", 5),
     ("report", 4),
+    ("locks", 4),
     ("gate", 3),
     ("plan", 3),
     ("load", 3),

@@ -389,6 +389,7 @@ async fn run_block(
         let mut server = ManagedServer::start(&label, &line, port, &slot(*i), &out.join(log(arm)))
             .await
             .with_context(|| format!("cannot start the {label}"))?;
+        super::cleanup::record_start(out, server.pid(), &label)?;
         let up = tokio::select! {
             up = server.wait_healthy(args.blocks.server_timeout, None) => Some(up),
             () = interrupt.stopping() => None,

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bisect;
 pub mod blocks;
 pub mod ci;
+pub mod cleanup;
 pub mod demo;
 pub mod earlier;
 pub mod environment;

@@ -1,0 +1,181 @@
+//! `throughline cleanup OUT`: stops what a run into OUT started and left running: a job
+//! cancelled past its grace, or throughline killed outright (SIGKILL, an out-of-memory kill),
+//! cannot stop its own servers. A run in blocks records each server's process group in
+//! OUT/servers/processes.txt as it starts it; this reads that record and stops each group
+//! still there with its whole tree (SIGTERM, up to 30 s, SIGKILL). Nothing is chosen by
+//! name: another job's server with the same command line is never touched.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use crate::exit::Exit;
+use crate::load::servers::tree::{self, Proc};
+
+/// The record of the process groups a run started, in its servers/ folder: one line per
+/// start, `PGID START_TICKS LABEL` (START_TICKS: the leader's start time, /proc/PID/stat's
+/// 22nd field, so that a reused pid is told from the leader).
+pub const PROCESSES_FILE: &str = "servers/processes.txt";
+/// The most of the record read (a run starts at most 2 x 64 blocks' servers).
+const RECORD_BYTES: u64 = 1 << 20;
+
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// The run's output folder (its servers/processes.txt says what it started).
+    #[arg(value_name = "OUT", default_value = "throughline-results")]
+    pub out: PathBuf,
+    /// How long the processes have between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub grace: Duration,
+}
+
+pub const EXAMPLES: &str = "\
+Examples:
+  # In a workflow, after the job, whatever happened (if: always()):
+  throughline cleanup throughline-results
+
+  # A run's own folder, with a shorter wait before SIGKILL:
+  throughline cleanup ci-blocks --grace 10s
+";
+
+pub async fn run(args: CleanupArgs) -> Result<Exit> {
+    let path = args.out.join(PROCESSES_FILE);
+    let text = match crate::fsutil::read_bounded(&path, RECORD_BYTES) {
+        Ok(text) => text,
+        Err(_) if !path.exists() => {
+            println!(
+                "cleanup: {} does not exist: this run started no server",
+                path.display()
+            );
+            return Ok(Exit::Pass);
+        }
+        Err(e) => return Err(e),
+    };
+    let groups = parse(&text, &path)?;
+    let procs = tree::table();
+    let mut found: Vec<Proc> = Vec::new();
+    for (pgid, start, label) in &groups {
+        let ours = own_group(*pgid, *start, &procs);
+        let tree = tree::tree_of(&[], ours.then_some(*pgid), &procs);
+        if !tree.is_empty() {
+            println!(
+                "cleanup: {} is still running ({} process(es), group {pgid}): stopping it",
+                crate::untrusted::for_terminal(label),
+                tree.len()
+            );
+        }
+        found.extend(tree);
+    }
+    if found.is_empty() {
+        println!(
+            "cleanup: none of the {} server(s) {} recorded is still running",
+            groups.len(),
+            args.out.display()
+        );
+        return Ok(Exit::Pass);
+    }
+    tree::signal_each(&found, libc::SIGTERM);
+    let deadline = Instant::now() + args.grace;
+    while Instant::now() < deadline && found.iter().any(tree::still_there) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left: Vec<&Proc> = found.iter().filter(|p| tree::still_there(p)).collect();
+    if !left.is_empty() {
+        println!(
+            "cleanup: {} process(es) still there after {}: SIGKILL",
+            left.len(),
+            humantime::format_duration(args.grace)
+        );
+        tree::signal_each(&found, libc::SIGKILL);
+    }
+    println!("cleanup: stopped {} process(es)", found.len());
+    Ok(Exit::Pass)
+}
+
+/// Whether group `pgid` recorded with leader start `start` can only be the run's: its
+/// leader is there and the same process, or gone (then the id stays reserved while any
+/// member lives, and no new process could have taken it as its pid).
+fn own_group(pgid: libc::pid_t, start: u64, procs: &[Proc]) -> bool {
+    match procs.iter().find(|p| p.pid == pgid) {
+        Some(leader) => leader.start == start,
+        None => true,
+    }
+}
+
+/// The record's lines; a line that is not `PGID START LABEL` is an error naming it.
+fn parse(text: &str, path: &Path) -> Result<Vec<(libc::pid_t, u64, String)>> {
+    let mut groups = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut fields = line.splitn(3, ' ');
+        let pgid = fields.next().and_then(|f| f.parse::<libc::pid_t>().ok());
+        let start = fields.next().and_then(|f| f.parse::<u64>().ok());
+        let (Some(pgid), Some(start)) = (pgid, start) else {
+            return Err(anyhow::anyhow!(
+                "{} line {}: expected `PGID START_TICKS LABEL` (two whole numbers, then text)",
+                path.display(),
+                n + 1
+            ));
+        };
+        // Group ids below 2 are the kernel's and init's; never a server's.
+        if pgid > 1 {
+            groups.push((pgid, start, fields.next().unwrap_or("").to_string()));
+        }
+    }
+    Ok(groups)
+}
+
+/// Appends `pgid`'s line to OUT/servers/processes.txt as the server starts (before it is
+/// waited for: a run killed while the server loads must have left its record).
+pub fn record_start(out: &Path, pgid: u32, label: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = out.join(PROCESSES_FILE);
+    let start = tree::read_proc(pgid as libc::pid_t).map_or(0, |p| p.start);
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    writeln!(file, "{pgid} {start} {}", label.replace(['\n', '\r'], " "))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_reads_back_and_a_bad_line_is_named() {
+        let p = Path::new("out/servers/processes.txt");
+        let got = parse("123 456 block 1 head server (slot 1)\n\n1 9 init\n", p).unwrap();
+        assert_eq!(got, vec![(123, 456, "block 1 head server (slot 1)".into())]);
+        let e = parse("123 x y\n", p).unwrap_err().to_string();
+        assert!(
+            e.contains("line 1") && e.contains("PGID START_TICKS"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_reused_leader_pid_is_not_the_runs_group() {
+        let procs = [Proc {
+            pid: 50,
+            ppid: 1,
+            pgid: 50,
+            start: 999,
+            zombie: false,
+        }];
+        assert!(!own_group(50, 100, &procs));
+        assert!(own_group(50, 999, &procs));
+        assert!(
+            own_group(60, 100, &procs),
+            "leader gone: members keep the id"
+        );
+    }
+}
