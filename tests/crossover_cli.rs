@@ -626,3 +626,26 @@ fn cleanup_stops_what_a_killed_run_left_by_its_record() {
     let o = run(&["cleanup", out.to_str().unwrap()]);
     assert!(text(&o).contains("none of the 1 server(s)"), "{}", text(&o));
 }
+
+#[test]
+fn a_signal_while_a_block_measures_stops_its_servers_and_exits_143() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    let t = tag("measuring");
+    // Slow tokens (200 ms each): block 1 measures for a while; the tag is the model's name.
+    let head = format!(
+        "exec {} serve-sim --port {{port}} --preset fixed --token-delay-ms 200 --model {t}",
+        bin()
+    );
+    let child = spawn_blocks(&p, &out, &head, &["--blocks", "2"]);
+    // Measuring once the first request is in the block's journal.
+    wait_for_file(&out.join("blocks/block-1/requests.jsonl"), "{");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = wait_with_deadline(child, Duration::from_secs(35), "the interrupted run");
+    assert_eq!(code(&o), 143, "{}", text(&o));
+    none_left(&t, &text(&o));
+    // What block 1 measured before the signal is on disk, marked incomplete.
+    let block = read_json(&out.join("blocks/block-1/results.json"));
+    assert_eq!(block["complete"], false, "{}", text(&o));
+}

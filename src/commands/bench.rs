@@ -246,6 +246,11 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
     }
     println!("{}", wrote_line(&args.out));
     println!("{}", console::closing_line(&outcome.result));
+    // A signal while the charts were drawn: they are whole, the run was asked to stop.
+    let late = crate::load::run::interrupt::Interrupt::installed().and_then(|i| i.signal());
+    if let (Some(sig), None) = (late, outcome.interrupted) {
+        return Ok(Exit::Interrupted(sig));
+    }
     Ok(exit)
 }
 

@@ -327,6 +327,16 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     publish_verdict(&verdict, &files, &charts)?;
     github::append_step_summary(&footer(result, &args.out))?;
     println!("files: {}", args.out.display());
+    // A signal while the gate decided or the charts were drawn: the files are whole (each
+    // written atomically), the job was asked to stop, and its exit says so.
+    if let Some(sig) = crate::load::run::interrupt::Interrupt::installed().and_then(|i| i.signal())
+    {
+        eprintln!(
+            "interrupted by {} after the run was measured; the verdict's files are written",
+            crate::load::run::interrupt::signal_name(sig)
+        );
+        return Ok(Exit::Interrupted(sig));
+    }
     Ok(match verdict.exit() {
         // Accepted as intended: the headline, outputs and annotation say so.
         Exit::Regression if args.allow_regression => Exit::Pass,
