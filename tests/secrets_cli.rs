@@ -267,3 +267,78 @@ fn ci_sends_the_key_to_its_checks() {
     assert_no_key_in_output(&out);
     assert_no_key_in_files(dir.path());
 }
+
+/// The profile of docs/github-actions.md section 2, as a user copies it.
+fn docs_profile() -> String {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/github-actions.md"
+    ))
+    .unwrap();
+    let section = docs.split("## 2. The profile").nth(1).unwrap();
+    let block = section.split("```toml\n").nth(1).unwrap();
+    block.split("```").next().unwrap().to_string()
+}
+
+#[test]
+fn a_401_names_api_key_env_and_the_docs_profile_reads_the_recipes_variable() {
+    let sim = Sim::start_env(
+        1,
+        &[
+            "--preset",
+            "instant",
+            "--require-api-key-env",
+            "TL_TEST_SIM_KEY",
+        ],
+        &[("TL_TEST_SIM_KEY", KEY)],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let bench = |profile: &Path, var: &str, key: &str| {
+        let out = tmp.path().join("out");
+        Command::new(bin())
+            .args(["bench", "--no-progress", "--no-plots", "--profile"])
+            .arg(profile)
+            .arg("--out")
+            .arg(&out)
+            .args(["--concurrency", "1", "--trials", "3", "--max-tokens", "16"])
+            .env_remove("TL_TEST_BENCH_KEY")
+            .env_remove("VLLM_API_KEY")
+            .env(var, key)
+            .output()
+            .unwrap()
+    };
+    // No api_key_env in the profile: the 401 says what to write, and where.
+    let plain = write_profile(tmp.path(), "nokey", &sim.urls, QUICK_BODY);
+    let o = bench(&plain, "UNUSED_VAR", KEY);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("401"), "{}", text(&o));
+    assert!(text(&o).contains("api_key_env"), "{}", text(&o));
+    assert_no_key_in_output(&o);
+    // api_key_env naming a variable that is not set: named.
+    let unset = write_profile(tmp.path(), "unset", &sim.urls, BODY);
+    let o = bench(&unset, "UNUSED_VAR", KEY);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("TL_TEST_BENCH_KEY"), "{}", text(&o));
+
+    // The docs' profile reads the variable the docs' recipes set, and runs as copied.
+    let recipe = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/workflows/throughput-2gpu.yml"
+    ))
+    .unwrap();
+    assert!(recipe.contains("VLLM_API_KEY: ${{ secrets.VLLM_API_KEY }}"));
+    let text_of = docs_profile().replace(
+        "endpoints = [\"http://127.0.0.1:8000\"]",
+        &format!("endpoints = [\"{}\"]", sim.urls[0]),
+    );
+    let parsed: toml::Value = toml::from_str(&text_of).unwrap();
+    assert_eq!(
+        parsed["target"]["api_key_env"].as_str(),
+        Some("VLLM_API_KEY")
+    );
+    let docs = tmp.path().join("docs.profile.toml");
+    std::fs::write(&docs, text_of).unwrap();
+    let o = bench(&docs, "VLLM_API_KEY", KEY);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_no_key_in_output(&o);
+}

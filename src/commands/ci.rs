@@ -385,7 +385,12 @@ async fn precheck_environment(
     relative: bool,
 ) -> Result<()> {
     let client = crate::load::stream::client::build_probe_client(api_key)?;
-    let report = probe::probe(&client, &profile.target.endpoints).await?;
+    let report = probe::probe(
+        &client,
+        &profile.target.endpoints,
+        profile.target.api_key_env.as_deref(),
+    )
+    .await?;
     let mut env = given.clone();
     env.endpoints = profile.target.endpoints.len();
     let Ok(model) = report.model(&profile.target.model, &profile.target.endpoints[0]) else {

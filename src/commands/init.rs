@@ -68,7 +68,12 @@ pub async fn discover(profile: &Profile) -> Result<Discovery> {
     let key = client::api_key_header(profile)?;
     let http = client::build_probe_client(key.as_ref())?;
     let endpoint = &profile.target.endpoints[0];
-    let report = probe::probe(&http, std::slice::from_ref(endpoint)).await?;
+    let report = probe::probe(
+        &http,
+        std::slice::from_ref(endpoint),
+        profile.target.api_key_env.as_deref(),
+    )
+    .await?;
     let max_context = match report.models.first() {
         Some(model) => models_body(&http, endpoint)
             .await

@@ -49,7 +49,12 @@ impl ProbeReport {
 }
 
 /// Checks every endpoint answers `/v1/models`; reads the model list and the engine.
-pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<ProbeReport> {
+/// `key_var` is the profile's `target.api_key_env`, named when the server wants a key.
+pub async fn probe(
+    client: &reqwest::Client,
+    endpoints: &[String],
+    key_var: Option<&str>,
+) -> Result<ProbeReport> {
     let mut report = ProbeReport::default();
     endpoints.iter().for_each(|e| register_endpoint(e));
     let said = |text: String| anyhow::anyhow!("{}", redact(&text));
@@ -81,8 +86,9 @@ pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<Pro
         };
         if !response.status().is_success() {
             return Err(said(format!(
-                "the server at {endpoint} answered {} to GET {url}",
-                response.status()
+                "the server at {endpoint} answered {} to GET {url}{}",
+                response.status(),
+                key_hint(response.status(), key_var)
             )));
         }
         if i == 0 {
@@ -109,6 +115,28 @@ pub async fn probe(client: &reqwest::Client, endpoints: &[String]) -> Result<Pro
         }
     }
     Ok(report)
+}
+
+/// What to do about a 401 or 403: the profile's `target.api_key_env` names the variable
+/// that holds the key (the key itself never goes in a file or a flag).
+fn key_hint(status: reqwest::StatusCode, key_var: Option<&str>) -> String {
+    if status != reqwest::StatusCode::UNAUTHORIZED && status != reqwest::StatusCode::FORBIDDEN {
+        return String::new();
+    }
+    match key_var {
+        None => "; the server wants an API key: name the environment variable that holds it \
+                 in the profile, `api_key_env = \"VLLM_API_KEY\"` under [target] (the \
+                 variable your server reads), and set that variable"
+            .to_string(),
+        Some(var) if std::env::var_os(var).is_none_or(|v| v.is_empty()) => format!(
+            "; the profile's target.api_key_env names {var}, which is not set here: set it to \
+             the server's key"
+        ),
+        Some(var) => format!(
+            "; the key in {var} (the profile's target.api_key_env) was refused: is it the key \
+             this server was started with?"
+        ),
+    }
 }
 
 /// `GET /health`: a server that says it is not ready (llama.cpp answers 503 while it loads

@@ -284,7 +284,12 @@ impl<'a> Prepared<'a> {
         let api_key = client::api_key_header(profile)?;
         let probe_client = client::build_probe_client(api_key.as_ref())?;
 
-        let report = probe::probe(&probe_client, &profile.target.endpoints).await?;
+        let report = probe::probe(
+            &probe_client,
+            &profile.target.endpoints,
+            profile.target.api_key_env.as_deref(),
+        )
+        .await?;
         let model = report.model(&profile.target.model, &profile.target.endpoints[0])?;
         let base_probe = match setup.base_endpoints.is_empty() {
             true => None,
@@ -619,7 +624,7 @@ async fn base_model(
     endpoints: &[String],
     head_model: &str,
 ) -> Result<(String, probe::ProbeReport)> {
-    let report = probe::probe(client, endpoints).await?;
+    let report = probe::probe(client, endpoints, profile.target.api_key_env.as_deref()).await?;
     let model = report.model(
         &profile.target.model,
         &format!("the base server {}", endpoints[0]),
