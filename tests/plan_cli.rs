@@ -457,3 +457,100 @@ fn the_planner_asks_for_the_model_caps_scaled_rows_at_memory_and_writes_null() {
         p["notes"]
     );
 }
+
+/// "How long for 902,087 completions on 8 nodes?" answered directly: the job on exactly 8
+/// nodes of each type, the work shared and the end-of-job tail not, with its cost; plan.json
+/// tabulates 1 to 128 nodes as well.
+#[test]
+fn nodes_gives_the_job_on_exactly_that_many_nodes() {
+    let o = plan(&[
+        "-r",
+        &seed("rtx6000-4x-tp4-qwen3.5-122b.json"),
+        "--completions",
+        "902087",
+        "--avg-output-tokens",
+        "1818",
+        "--nodes",
+        "8",
+        "--json",
+        "-",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let table = stderr(&o);
+    assert!(table.contains("on 8 nodes"), "{table}");
+    assert!(table.contains("fastest on 8 nodes: "), "{table}");
+    let rows = plan["nodes"].as_array().unwrap();
+    assert!(rows.len() >= 3);
+    for row in rows {
+        let one_node_s = row["days"]["p50"].as_f64().unwrap() * 86_400.0;
+        let on = &row["on_nodes"];
+        assert_eq!(on["nodes"], 8, "{row}");
+        let job = on["job_s"]["p50"].as_f64().unwrap();
+        let tail = on["tail_s"].as_f64().unwrap();
+        assert!(tail >= 0.0 && tail < job, "{row}");
+        assert!(
+            (job - (one_node_s / 8.0 + tail)).abs() < 1e-6 * job,
+            "{row}"
+        );
+        // P10 and P90 are null where the row has no spread (a catalog figure).
+        assert!(
+            on["job_s"]["p10"].as_f64().is_none_or(|t| t <= job),
+            "{row}"
+        );
+        assert!(
+            on["job_s"]["p90"].as_f64().is_none_or(|t| t >= job),
+            "{row}"
+        );
+        if let Some(price) = row["usd_per_node_hour"].as_f64() {
+            let cost = on["cost_usd"]["p50"].as_f64().unwrap();
+            assert!(
+                (cost - job * 8.0 * price / 3600.0).abs() < 1e-6 * cost,
+                "{row}"
+            );
+        }
+        let counts: Vec<u64> = (row["by_node_count"].as_array().unwrap().iter())
+            .map(|f| f["nodes"].as_u64().unwrap())
+            .collect();
+        assert_eq!(counts, vec![1, 2, 4, 8, 16, 32, 64, 128]);
+        // More nodes never take longer, and never less than the tail.
+        let times: Vec<f64> = (row["by_node_count"].as_array().unwrap().iter())
+            .map(|f| f["job_s"]["p50"].as_f64().unwrap())
+            .collect();
+        assert!(times.windows(2).all(|w| w[1] <= w[0]), "{times:?}");
+        assert!(times.iter().all(|t| *t >= tail));
+    }
+    // The measured run's row: 8 nodes of 4 x RTX PRO 6000 take a little over an eighth of
+    // the one-node 11.8 days.
+    let run = &rows[0];
+    let days = run["on_nodes"]["days"]["p50"].as_f64().unwrap();
+    assert!((1.4..1.6).contains(&days), "{run}");
+}
+
+#[test]
+fn prices_of_ones_own_catalog_are_not_called_illustrative() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("ours.toml");
+    // The built-in catalog with our own prices' notes in place of its "illustrative" ones.
+    let text = std::fs::read_to_string(fixtures().join("catalog.toml")).unwrap();
+    std::fs::write(&catalog, text.replace("illustrative", "our contract")).unwrap();
+    let args = |c: Option<&str>| {
+        let mut a = vec![
+            "--completions",
+            "902087",
+            "--avg-output-tokens",
+            "1818",
+            "--model",
+            "Qwen3.6-27B",
+        ];
+        if let Some(c) = c {
+            a.extend(["--catalog", c]);
+        }
+        plan(&a)
+    };
+    let builtin = stdout(&args(None));
+    assert!(builtin.contains("illustrative prices"), "{builtin}");
+    let ours = stdout(&args(Some(catalog.to_str().unwrap())));
+    assert!(!ours.contains("illustrative"), "{ours}");
+    assert!(ours.contains("your catalog's prices"), "{ours}");
+}

@@ -23,8 +23,8 @@ pub const EXAMPLES: &str = "\
 Examples:
   # Days, nodes and cost on every catalog node for 902,087 completions of ~1,818 tokens
   throughline plan --completions 902087 --avg-output-tokens 1818 --model Qwen3.6-27B --deadline 2d
-  # One catalog node type (--node's help lists them) for 1.64 billion output tokens
-  throughline plan --node rtx6000-8x-dp --output-tokens 1.64e9 --deadline 2d
+  # One catalog node type (--node's help lists them), on 8 nodes, for 1.64 billion tokens
+  throughline plan --node rtx6000-8x-dp --output-tokens 1.64e9 --nodes 8
   # From your own measured curve, with the chart and plan.json written
   throughline plan -r throughline-results/results.json --completions 902087 \\
       --avg-output-tokens 1818 -o plan";
@@ -96,6 +96,10 @@ pub struct PlanArgs {
     /// are left out.
     #[arg(long, requires = "deadline")]
     pub cheapest_mix: bool,
+    /// The job on exactly N nodes of each type: time (P10-P90, end-of-job tail included) and
+    /// cost. plan.json tabulates 1 to 128 nodes for every row either way.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub nodes: Option<u32>,
     /// Budget in dollars: each node type's cost is checked against it.
     #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
@@ -191,6 +195,7 @@ impl Default for PlanArgs {
             lengths_from: None,
             deadline: None,
             cheapest_mix: false,
+            nodes: None,
             budget: None,
             results: None,
             node: None,
@@ -577,6 +582,7 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
             sustained_fraction: args.sustained,
             slo,
             cheapest_mix: args.cheapest_mix,
+            nodes: args.nodes,
         },
         facts: &facts,
         catalog: &catalog,

@@ -70,6 +70,26 @@ pub struct RooflineReport {
     pub checks: Vec<RooflineCheck>,
 }
 
+/// The job on a fleet of one node type: the steady phase shared by the nodes, the
+/// end-of-job tail not (the last requests run at falling concurrency on whichever nodes hold
+/// them).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct FleetPlan {
+    pub nodes: u32,
+    /// Seconds, steady phase / nodes plus the tail: P10 (fast) / P50 / P90 (slow).
+    pub job_s: Quantiles,
+    /// The same in days.
+    pub days: Quantiles,
+    /// The tail counted at P50, seconds (0 when neither a length distribution nor a
+    /// concurrency gives one).
+    pub tail_s: f64,
+    /// Every node rented for the whole job: P10 / P50 / P90 (None without a price).
+    pub cost_usd: Option<Quantiles>,
+}
+
+/// The node counts plan.json tabulates for every row (with `--nodes N` added).
+pub const FLEET_SIZES: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+
 /// One node type's projection.
 #[derive(Debug, Clone, Serialize)]
 pub struct NodePlan {
@@ -90,6 +110,11 @@ pub struct NodePlan {
     /// Days on one node: P10 (fast) / P50 / P90 (slow).
     pub days: Quantiles,
     pub deadline: Option<DeadlinePlan>,
+    /// The job on exactly `--nodes N` nodes of this type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_nodes: Option<FleetPlan>,
+    /// The job on 1, 2, 4 ... 128 nodes (and N), for tables and charts of one's own.
+    pub by_node_count: Vec<FleetPlan>,
     /// GPU-hours at the median.
     pub gpu_hours: f64,
     pub usd_per_node_hour: Option<f64>,

@@ -137,6 +137,11 @@ fn field_line(text: &str, span: std::ops::Range<usize>, field: &str) -> usize {
 pub const CATALOG_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 impl Catalog {
+    /// Whether this is the built-in catalog (whose prices are illustrative).
+    pub fn is_builtin(&self) -> bool {
+        self.origin == BUILTIN_NAME
+    }
+
     /// The built-in catalog.
     pub fn builtin(facts: &Facts) -> Result<Catalog> {
         Catalog::parse(BUILTIN_CATALOG, BUILTIN_NAME, facts)

@@ -1,7 +1,7 @@
 //! Time, nodes, money, latency and the roofline for one row: what turns a throughput figure
 //! into a node type's projection.
 
-use super::answer::{label, DeadlinePlan, NodePlan, RooflineReport};
+use super::answer::{label, DeadlinePlan, FleetPlan, NodePlan, RooflineReport, FLEET_SIZES};
 use super::curve;
 use super::facts::{GpuFacts, ModelFacts};
 use super::figures::{Quantiles, SECONDS_PER_DAY};
@@ -150,6 +150,29 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
             }
         }
     });
+    let tail_fast = tail_at(tok_s.p90).or(tail_s).unwrap_or(0.0);
+    let tail_slow = tail_at(tok_s.p10).or(tail_s).unwrap_or(0.0);
+    let fleet = |nodes: u32| {
+        let n = f64::from(nodes);
+        let job_s = Quantiles {
+            p10: days.p10 * SECONDS_PER_DAY / n + tail_fast,
+            p50: days.p50 * SECONDS_PER_DAY / n + tail_s.unwrap_or(0.0),
+            p90: days.p90 * SECONDS_PER_DAY / n + tail_slow,
+        };
+        FleetPlan {
+            nodes,
+            job_s,
+            days: job_s.scale(1.0 / SECONDS_PER_DAY),
+            tail_s: tail_s.unwrap_or(0.0),
+            cost_usd: r.usd_per_node_hour.map(|p| job_s.scale(n * p / 3600.0)),
+        }
+    };
+    let on_nodes = req.limits.nodes.map(fleet);
+    let mut sizes: Vec<u32> = FLEET_SIZES.to_vec();
+    sizes.extend(req.limits.nodes);
+    sizes.sort_unstable();
+    sizes.dedup();
+    let by_node_count = sizes.into_iter().map(fleet).collect();
     NodePlan {
         node: r.node,
         gpu: gpu.map(|g| g.name.clone()).or(r.gpu),
@@ -165,6 +188,8 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
         interval: r.interval,
         days,
         deadline,
+        on_nodes,
+        by_node_count,
         gpu_hours,
         usd_per_node_hour: r.usd_per_node_hour,
         price_note: r.price_note,

@@ -132,11 +132,13 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
             req.limits.sustained_fraction
         ));
     }
-    said.notes.push(
-        "prices are illustrative (see each node's price note), not quotes; put your own in a \
-         catalog"
-            .to_string(),
-    );
+    if req.catalog.is_builtin() {
+        said.notes.push(
+            "prices are illustrative (see each node's price note), not quotes; put your own in \
+             a catalog"
+                .to_string(),
+        );
+    }
 
     let comparison = req
         .compare_days
@@ -275,6 +277,7 @@ mod tests {
                 sustained_fraction: 1.0,
                 slo: Default::default(),
                 cheapest_mix: false,
+                nodes: None,
             },
             facts,
             catalog,

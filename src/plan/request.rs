@@ -24,6 +24,8 @@ pub struct Limits {
     pub slo: Slo,
     /// Find the cheapest mix of node types that meets the deadline at P90.
     pub cheapest_mix: bool,
+    /// `--nodes N`: the job's time and cost on exactly N nodes of each type.
+    pub nodes: Option<u32>,
 }
 
 /// The node a run was measured on.

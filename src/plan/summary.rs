@@ -57,6 +57,33 @@ pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
             ));
         }
     }
+    if let Some(count) = req.limits.nodes {
+        let (t, a) = both(&|n| n.on_nodes.map(|f| f.job_s.p50));
+        for (head, pick) in [
+            (format!("fastest on {count} nodes"), t),
+            ("  counting stated and scaled figures".to_string(), a),
+        ] {
+            let Some((n, s)) = pick else { continue };
+            let f = n.on_nodes.expect("picked by on_nodes");
+            let spread = match n.interval.known {
+                true => format!(
+                    "P10-P90 {} to {}",
+                    human_duration(f.job_s.p10),
+                    human_duration(f.job_s.p90)
+                ),
+                false => "P10-P90 unknown".to_string(),
+            };
+            let cost = f
+                .cost_usd
+                .map(|c| format!(", ${:.0}", c.p50))
+                .unwrap_or_default();
+            out.push(format!(
+                "{head}: {}, {} ({spread}){cost}",
+                n.label(),
+                human_duration(s)
+            ));
+        }
+    }
     if let Some(deadline) = req.limits.deadline_s {
         let one: Vec<String> = nodes
             .iter()
@@ -111,9 +138,13 @@ pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
     for (head, pick) in [("cheapest", t), ("  counting stated and scaled figures", a)] {
         if let Some((n, c)) = pick {
             out.push(format!(
-                "{head}: {}, ${c:.0}, ${:.2} per million tokens (illustrative prices)",
+                "{head}: {}, ${c:.0}, ${:.2} per million tokens ({})",
                 n.label(),
-                n.usd_per_million_tokens.unwrap_or(0.0)
+                n.usd_per_million_tokens.unwrap_or(0.0),
+                match req.catalog.is_builtin() {
+                    true => "illustrative prices",
+                    false => "your catalog's prices",
+                }
             ));
         }
     }

@@ -234,9 +234,20 @@ fn write_node_table(s: &mut String, plan: &Plan) {
         "latency",
         "roof %"
     );
+    // With --nodes N, the job on N nodes beside the one-node figures.
+    let fleet_head = plan.limits.nodes.map(|n| format!("on {n} nodes"));
+    let header = match &fleet_head {
+        Some(head) => format!("{header}  {head:<32}"),
+        None => header,
+    };
     let _ = writeln!(s, "{header}");
     let _ = writeln!(s, "{}", "-".repeat(header.len()));
     for n in &plan.nodes {
+        let fleet = match (&fleet_head, &n.on_nodes) {
+            (Some(_), Some(f)) => format!("  {}", fleet_text(n, f)),
+            (Some(_), None) => "  -".to_string(),
+            _ => String::new(),
+        };
         let nodes = match &n.deadline {
             Some(d) if !n.interval.known => format!("{} (?)", d.nodes_p50),
             Some(d) if d.nodes_p50 == d.nodes_p90 => d.nodes_p50.to_string(),
@@ -271,22 +282,59 @@ fn write_node_table(s: &mut String, plan: &Plan) {
                 .map(|(e, known)| format!("{}{:.0}%", if known { "" } else { ">=" }, e * 100.0))
                 .unwrap_or_else(|| "-".to_string()),
         );
+        if !fleet.is_empty() {
+            // The row's line ends with the fleet's column (the writeln above left it open).
+            s.pop();
+            let _ = writeln!(s, "{fleet}");
+        }
     }
     let _ = writeln!(s);
     let _ = writeln!(
         s,
         "P50 time and days: one node, at the median throughput; P10-P90: the spread the data \
-         supports (unknown: no measured spread). nodes: to meet the deadline at P50 (and at \
-         90% confidence; ?: unknown), keeping the end-of-job tail free (one request's duration, or from the length distribution). cost: P50, \
-         illustrative prices{}. latency: per request, Little's law (concurrency x avg output \
-         tokens / throughput per replica). roof %: throughput per replica / memory-bandwidth \
-         roofline at that batch (>=: batch unknown, bound at the most that fits in memory).",
-        if plan.limits.budget_usd.is_some() {
+         supports (unknown: no measured spread).{fleet} nodes: to meet the deadline at P50 (and \
+         at 90% confidence; ?: unknown), keeping the end-of-job tail free (one request's \
+         duration, or from the length distribution). cost: P50, {prices}{over}. latency: per \
+         request, Little's law (concurrency x avg output tokens / throughput per replica). roof \
+         %: throughput per replica / memory-bandwidth roofline at that batch (>=: batch \
+         unknown, bound at the most that fits in memory).",
+        prices = prices_said(plan),
+        over = if plan.limits.budget_usd.is_some() {
             "; ! = over budget"
         } else {
             ""
+        },
+        fleet = match plan.limits.nodes {
+            Some(n) => format!(
+                " on {n} nodes: the whole job at P50 (P10-P90), the work shared by the nodes, \
+                 the end-of-job tail not; its cost in plan.json (on_nodes, by_node_count)."
+            ),
+            None => String::new(),
         }
     );
+}
+
+/// Whose prices: the built-in catalog's are illustrative; a catalog of one's own is not.
+fn prices_said(plan: &Plan) -> &'static str {
+    match plan.catalog == crate::plan::catalog::BUILTIN_NAME {
+        true => "illustrative prices",
+        false => "your catalog's prices",
+    }
+}
+
+/// "6.1 hours (5.8 hours-6.4 hours)": the job on a fleet, P50 (P10-P90).
+fn fleet_text(n: &NodePlan, f: &crate::plan::answer::FleetPlan) -> String {
+    let t = f.job_s;
+    match n.interval.known {
+        true if human_duration(t.p10) == human_duration(t.p90) => human_duration(t.p50),
+        true => format!(
+            "{} ({}-{})",
+            human_duration(t.p50),
+            human_duration(t.p10),
+            human_duration(t.p90)
+        ),
+        false => format!("{} (?)", human_duration(t.p50)),
+    }
 }
 
 /// One node type's details: throughput and its interval, the job, source, cost, roofline.
@@ -635,12 +683,13 @@ pub fn capacity_title(plan: &Plan) -> String {
 /// Writes `capacity.png` for `plan`: the title in plain words, the deadline when set.
 pub fn write_capacity_chart(plan: &Plan, png: &Path) -> Result<()> {
     let footer = format!(
-        "throughline plan; {}{}; prices illustrative",
+        "throughline plan; {}{}; {}",
         plan.results
             .as_deref()
             .map(|r| format!("from {r} and "))
             .unwrap_or_default(),
-        plan.catalog
+        plan.catalog,
+        prices_said(plan)
     );
     let deadline = plan.limits.deadline_s.map(|s| s / SECONDS_PER_DAY);
     capacity_chart(
