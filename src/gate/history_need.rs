@@ -32,10 +32,10 @@ impl HistoryNeed {
             n => format!("{n} sessions"),
         };
         let needs = match self.needed {
-            Some(n) => format!(
-                "about {n} sessions ({} more nightly blesses)",
-                n.saturating_sub(self.sessions)
-            ),
+            Some(n) => match n.saturating_sub(self.sessions) {
+                1 => format!("about {n} sessions (1 more nightly bless)"),
+                more => format!("about {n} sessions ({more} more nightly blesses)"),
+            },
             None => format!("more than {MAX_SESSIONS} sessions at this noise"),
         };
         format!(

@@ -70,7 +70,12 @@ pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) ->
         };
         let worst = m
             .worst_ratio
-            .map(|r| format!("; worst ratio {r:.3} ({:+.1}%)", (r - 1.0) * 100.0))
+            .map(|r| {
+                format!(
+                    "; worst ratio {r:.3} ({})",
+                    super::signed_percent((r - 1.0) * 100.0)
+                )
+            })
             .unwrap_or_default();
         let _ = writeln!(
             out,

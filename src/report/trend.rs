@@ -140,8 +140,8 @@ fn row(level: &LevelTrend) -> String {
     let (shift, p) = match level.shifts.last() {
         Some(s) => (
             format!(
-                "{:+.1}% from {}{}",
-                (s.ratio - 1.0) * 100.0,
+                "{} from {}{}",
+                super::signed_percent((s.ratio - 1.0) * 100.0),
                 s.measured_at,
                 commit_text(s.commit.as_deref())
             ),

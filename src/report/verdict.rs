@@ -34,7 +34,12 @@ pub(super) fn headline_md(verdict: &Verdict) -> String {
 fn headline_with(verdict: &Verdict, markdown: bool) -> String {
     let worst = verdict
         .worst_ratio
-        .map(|r| format!("; worst ratio {r:.3} ({:+.1}%)", (r - 1.0) * 100.0))
+        .map(|r| {
+            format!(
+                "; worst ratio {r:.3} ({})",
+                super::signed_percent((r - 1.0) * 100.0)
+            )
+        })
         .unwrap_or_default();
     let against = match verdict.design {
         Some(Design::Relative) => "against the base server measured in the same job".to_string(),
@@ -137,10 +142,14 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
             let pct = (s.exp() - 1.0) * 100.0;
             let (fast, slow) = if pct >= 0.0 { (1, 0) } else { (0, 1) };
             let from = x.slot_effect_from.as_deref().unwrap_or("blocks");
-            Some(format!(
-                "C={c}: slot {fast} {:.1}% faster than slot {slow} ({from})",
-                pct.abs()
-            ))
+            // Not "0.0% faster": below what one decimal shows, the slots are alike.
+            Some(match pct.abs() < 0.05 {
+                true => format!("C={c}: slots 0 and 1 within 0.05% of each other ({from})"),
+                false => format!(
+                    "C={c}: slot {fast} {:.1}% faster than slot {slow} ({from})",
+                    pct.abs()
+                ),
+            })
         })
         .collect();
     let n = blocks.iter().map(|(_, x)| x.blocks).max().unwrap_or(0);

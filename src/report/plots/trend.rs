@@ -127,9 +127,9 @@ pub fn trend_chart(trend: &Trend, tool: &str, path: &Path) -> Result<()> {
                     c.stroke_width(2),
                 ))?;
                 let label = format!(
-                    "C={} {:+.1}%",
+                    "C={} {}",
                     level.concurrency,
-                    (shift.ratio - 1.0) * 100.0
+                    crate::report::signed_percent((shift.ratio - 1.0) * 100.0)
                 );
                 cc.draw_series([Text::new(
                     label,
