@@ -32,7 +32,7 @@ use crate::gate::bisect::{
 use crate::gate::{LevelStatus, Verdict};
 use crate::load::BenchSetup;
 use crate::profile::Profile;
-use checkout::{Commit, Walk};
+use checkout::{Commit, Stop, Walk};
 use journal::{Header, Journal};
 
 /// The examples `bisect --help` ends with.
@@ -144,6 +144,9 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
             bail!("--server-command and --build-command must not be empty");
         }
     }
+    // From here on a signal is the bisect's to act on: a build running is stopped, its
+    // checkout removed, and the bisect exits 130/143 with its log whole.
+    let mut stop = Stop::from_signals();
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let out = args
@@ -165,9 +168,9 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
     }
     .check()?;
     if bisect.args.step {
-        one_step(&bisect).await
+        one_step(&bisect, &mut stop).await
     } else {
-        search(&bisect).await
+        search(&bisect, &mut stop).await
     }
 }
 
@@ -359,7 +362,7 @@ fn levels_of(verdict: &Verdict) -> Vec<StepLevel> {
 }
 
 /// The search, driven here: steps until the answer, each logged.
-async fn search(bisect: &Bisect) -> Result<Exit> {
+async fn search(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
     let args = &bisect.args;
     let walk = checkout::walk(&args.repo, &args.good, &args.bad)?;
     let n = walk.commits.len();
@@ -407,8 +410,9 @@ async fn search(bisect: &Bisect) -> Result<Exit> {
     for step in &journal.steps {
         println!("{}", crate::report::bisect::step_line(step));
     }
-    let good_dir = ready_or_fail(&walk, bisect, &walk.good).await?;
+    let good_dir = ready_or_fail(&walk, bisect, &walk.good, stop).await?;
     let answer = loop {
+        stop.check()?;
         // A commit the gate could not tell is measured again before the search moves on.
         let again = measure_again(&journal.steps).and_then(|s| index_of(&s.commit));
         let next = again.map_or_else(|| next_step(n, &said), Next::Measure);
@@ -437,10 +441,12 @@ async fn search(bisect: &Bisect) -> Result<Exit> {
                     commit,
                     args.build_command.as_deref(),
                     args.build_timeout,
+                    stop,
                 )
                 .await?
                 {
                     Ok(dir) => {
+                        stop.check()?;
                         (bisect.measure(commit, number, &dir, &good_dir, again.is_some())).await?
                     }
                     Err(checkout::NotReady(why)) => Step {
@@ -518,13 +524,19 @@ fn ids(walk: &Walk, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
 }
 
 /// The good commit's checkout, built; one that cannot be built ends the bisect.
-async fn ready_or_fail(walk: &Walk, bisect: &Bisect, commit: &Commit) -> Result<PathBuf> {
+async fn ready_or_fail(
+    walk: &Walk,
+    bisect: &Bisect,
+    commit: &Commit,
+    stop: &mut Stop,
+) -> Result<PathBuf> {
     match checkout::ready(
         walk,
         &bisect.out,
         commit,
         bisect.args.build_command.as_deref(),
         bisect.args.build_timeout,
+        stop,
     )
     .await?
     {
@@ -537,20 +549,21 @@ async fn ready_or_fail(walk: &Walk, bisect: &Bisect, commit: &Commit) -> Result<
 }
 
 /// `--step`: the checkout as it is against the good commit, for `git bisect run`.
-async fn one_step(bisect: &Bisect) -> Result<Exit> {
+async fn one_step(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
     let args = &bisect.args;
     let walk = checkout::walk(&args.repo, &args.good, "HEAD")?;
     let head = walk.commits.last().expect("walk has HEAD").clone();
-    let good_dir = ready_or_fail(&walk, bisect, &walk.good).await?;
+    let good_dir = ready_or_fail(&walk, bisect, &walk.good, stop).await?;
     if let Some(build) = &args.build_command {
         let log = bisect.out.join(format!("build-{}.log", head.short()));
         if let Err(why) =
-            checkout::run_build(&walk.repo_dir, build, &log, args.build_timeout).await?
+            checkout::run_build(&walk.repo_dir, build, &log, args.build_timeout, stop).await?
         {
             println!("{}: not built: {why}: skip", head.short());
             return Ok(Exit::BisectSkip);
         }
     }
+    stop.check()?;
     let number = std::fs::read_dir(bisect.out.join("steps")).map_or(0, |d| d.count()) + 1;
     let mut step = bisect
         .measure(&head, number, &walk.repo_dir, &good_dir, false)
