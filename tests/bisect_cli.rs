@@ -559,6 +559,19 @@ fn processes_under(dir: &Path) -> Vec<(i32, String)> {
     found
 }
 
+/// Kills, when dropped, what still runs in a folder (a failed test's builds and servers).
+struct Reaper(std::path::PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            for (pid, _) in processes_under(&self.0) {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
 /// Issue 35 items 4 and 6: SIGTERM (or SIGINT) during a slow `--build-command` stops the
 /// build's whole process group, removes its worktree and exits 143 (130), the log kept so
 /// that the same command continues.
@@ -571,6 +584,7 @@ fn a_signal_during_the_build_stops_it_and_removes_its_worktree() {
     let profile = profile(tmp.path());
     let out = tmp.path().join("out");
     std::fs::create_dir(&out).unwrap();
+    let _reaper = Reaper(out.clone());
     for (signal, exit) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
         // A build that forks a child of its own, as make or pip do.
         let child = bisect_built_by(
@@ -618,4 +632,59 @@ fn a_signal_during_the_build_stops_it_and_removes_its_worktree() {
         let header: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
         assert_eq!(header["good"], ids[0].as_str());
     }
+}
+
+/// A signal while a step's servers start (no requests running yet, so the run in blocks has
+/// nothing to stop gracefully): the bisect still ends within its grace, 143, and the
+/// servers' process groups end with it.
+#[test]
+fn a_signal_while_the_servers_start_ends_the_bisect_and_its_servers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let ids = small_repository(&repo, &["1.00"]);
+    let profile = profile(tmp.path());
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let _reaper = Reaper(out.clone());
+    let slow = format!("sleep 60 && {}", server_command());
+    let child = std::process::Command::new(bin())
+        .args(["bisect", "-C"])
+        .arg(&repo)
+        .arg("-p")
+        .arg(&profile)
+        .args(["--server-command", &slow, "--build-command", BUILD])
+        .args(["--slots", "0", "--allow-client-bound", "-o"])
+        .arg(&out)
+        .args(["--good", &ids[0], "--bad", &ids[1]])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while processes_under(&out).len() < 2 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the servers never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let signalled = std::time::Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = wait_with_deadline(child, std::time::Duration::from_secs(40), "bisect");
+    let took = signalled.elapsed();
+    let mut left = processes_under(&out);
+    for _ in 0..40 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        left = processes_under(&out);
+    }
+    for (p, _) in &left {
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    assert_eq!(code(&o), 143, "{}", text(&o));
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert!(left.is_empty(), "a server still runs: {left:?}");
 }

@@ -446,8 +446,9 @@ async fn search(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
                 .await?
                 {
                     Ok(dir) => {
-                        stop.check()?;
-                        (bisect.measure(commit, number, &dir, &good_dir, again.is_some())).await?
+                        let measured =
+                            bisect.measure(commit, number, &dir, &good_dir, again.is_some());
+                        unless_stopped(stop, measured).await?
                     }
                     Err(checkout::NotReady(why)) => Step {
                         number,
@@ -523,6 +524,31 @@ fn ids(walk: &Walk, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
     walk.commits[range].iter().map(|c| c.id.clone()).collect()
 }
 
+/// How long a measurement has, after a signal, to stop by itself.
+const MEASURE_GRACE: Duration = Duration::from_secs(10);
+
+/// A step's measurement, ended by a signal. While requests run, the run in blocks stops on
+/// the signal by itself (its own watch: partial results written, exit 130/143); where it
+/// cannot yet (its servers starting), the measurement is dropped after [`MEASURE_GRACE`],
+/// which kills its servers' groups.
+async fn unless_stopped(
+    stop: &mut Stop,
+    measure: impl std::future::Future<Output = Result<Step>>,
+) -> Result<Step> {
+    stop.check()?;
+    let mut measure = std::pin::pin!(measure);
+    let sig = tokio::select! {
+        step = &mut measure => return step,
+        sig = stop.stopped() => sig,
+    };
+    match tokio::time::timeout(MEASURE_GRACE, measure).await {
+        // Measured whole: it is logged, and the bisect stops before the next step.
+        Ok(Ok(step)) => Ok(step),
+        Ok(Err(e)) if matches!(exit_for(&e), Exit::Interrupted(_)) => Err(e),
+        Ok(Err(_)) | Err(_) => Err(checkout::interrupted(sig)),
+    }
+}
+
 /// The good commit's checkout, built; one that cannot be built ends the bisect.
 async fn ready_or_fail(
     walk: &Walk,
@@ -563,16 +589,17 @@ async fn one_step(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
             return Ok(Exit::BisectSkip);
         }
     }
-    stop.check()?;
     let number = std::fs::read_dir(bisect.out.join("steps")).map_or(0, |d| d.count()) + 1;
-    let mut step = bisect
-        .measure(&head, number, &walk.repo_dir, &good_dir, false)
-        .await?;
+    let measured = bisect.measure(&head, number, &walk.repo_dir, &good_dir, false);
+    let mut step = unless_stopped(stop, measured).await?;
     println!("{}", crate::report::bisect::step_line(&step));
     if step.undecided {
-        step = (bisect.measure(&head, number + 1, &walk.repo_dir, &good_dir, true)).await?;
+        let measured = bisect.measure(&head, number + 1, &walk.repo_dir, &good_dir, true);
+        step = unless_stopped(stop, measured).await?;
         println!("{}", crate::report::bisect::step_line(&step));
     }
+    // Stopped: `git bisect run` ends on 130/143, rather than taking the step as said.
+    stop.check()?;
     Ok(match step.outcome {
         StepOutcome::Good => Exit::Pass,
         StepOutcome::Bad => Exit::Regression,
