@@ -65,6 +65,13 @@ fn server_command() -> String {
     )
 }
 
+/// One bisect that measures at a time: the gate decides on each step's blocks, and the
+/// load of the others running beside widened their spread until a step was undecided
+/// (`an_undecided_step_is_measured_again_with_more_blocks` failed under it).
+fn measuring() -> std::sync::MutexGuard<'static, ()> {
+    timing_lock()
+}
+
 const BUILD: &str = "cp slowdown.txt built.txt";
 
 fn profile(dir: &Path) -> std::path::PathBuf {
@@ -103,6 +110,7 @@ fn bisect(repo: &Path, profile: &Path, out: &Path, extra: &[&str]) -> std::proce
 
 #[test]
 fn finds_the_slower_commit_among_16_and_steps_round_a_broken_one() {
+    let _turn = measuring();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -176,6 +184,7 @@ fn finds_the_slower_commit_among_16_and_steps_round_a_broken_one() {
 
 #[test]
 fn one_step_for_git_bisect_run() {
+    let _turn = measuring();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -238,6 +247,7 @@ fn steps_of(out: &Path) -> Vec<(String, String, bool)> {
 /// measurement a step was, so a bisect stopped between the two continues with the second.
 #[test]
 fn an_undecided_step_is_measured_again_with_more_blocks() {
+    let _turn = measuring();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -300,6 +310,7 @@ fn an_undecided_step_is_measured_again_with_more_blocks() {
 /// A/A rows cover the start spread, the same one-block step decides at once.
 #[test]
 fn a_baseline_calibration_lets_one_block_decide() {
+    let _turn = measuring();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -371,4 +382,322 @@ fn a_baseline_calibration_lets_one_block_decide() {
     );
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("--baseline"), "{}", text(&o));
+}
+
+/// `bisect` with a build command of the test's choosing (the others use [`BUILD`]).
+fn bisect_built_by(
+    repo: &Path,
+    profile: &Path,
+    out: &Path,
+    build: &str,
+    extra: &[&str],
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(["bisect", "-C"])
+        .arg(repo)
+        .arg("-p")
+        .arg(profile)
+        .args([
+            "--server-command",
+            &server_command(),
+            "--build-command",
+            build,
+        ])
+        .args(["--slots", "0", "--allow-client-bound", "-o"])
+        .arg(out)
+        .args(extra);
+    cmd
+}
+
+/// The worktrees git knows of besides the repository's own.
+fn worktrees(repo: &Path) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .args(["worktree", "list", "--porcelain"])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    let own = repo.canonicalize().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .filter(|p| Path::new(p).canonicalize().ok().as_deref() != Some(own.as_path()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A repository whose commits after the good one do not build (`test ! -e broken` fails):
+/// each step is a quick skip, nothing is measured.
+fn unbuildable_repository(dir: &Path, commits: usize) -> Vec<String> {
+    git(dir, &["init", "-q"]);
+    let mut ids = Vec::new();
+    std::fs::write(dir.join("slowdown.txt"), "1.00\n").unwrap();
+    commit_in(dir, "the good commit", &mut ids);
+    std::fs::write(dir.join("broken"), "").unwrap();
+    for i in 0..commits {
+        std::fs::write(dir.join("n.txt"), format!("{i}\n")).unwrap();
+        commit_in(dir, &format!("change {i}"), &mut ids);
+    }
+    ids
+}
+
+const BUILDS_UNLESS_BROKEN: &str = "test ! -e broken && cp slowdown.txt built.txt";
+
+/// Issue 35 item 6: a step line cut by a kill is dropped on resume; the step measured again
+/// must not be appended onto the cut text, or the third run finds "not a bisect step".
+#[test]
+fn a_cut_log_line_is_cut_away_before_the_next_step_is_written() {
+    let _turn = measuring();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let ids = unbuildable_repository(&repo, 3);
+    let profile = profile(tmp.path());
+    let out = tmp.path().join("out");
+    let flags = ["--good", &ids[0], "--bad", &ids[3]];
+    let go = || {
+        bisect_built_by(&repo, &profile, &out, BUILDS_UNLESS_BROKEN, &flags)
+            .output()
+            .unwrap()
+    };
+    let first = go();
+    let log = out.join("bisect-log.jsonl");
+    let whole = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(whole.lines().count(), 2, "{}\n{whole}", text(&first));
+    // Killed while the step's line was being written: its end and newline never made it.
+    std::fs::write(&log, &whole[..whole.len() - 20]).unwrap();
+    let second = text(&go());
+    assert!(second.contains("step 1:"), "measured again: {second}");
+    let third = go();
+    let said = text(&third);
+    assert!(!said.contains("not a bisect step"), "{said}");
+    assert!(said.contains("1 step(s) read back"), "{said}");
+    assert_eq!(code(&third), code(&first), "{said}");
+    assert!(
+        second.contains("cut off"),
+        "the cut line is noted: {second}"
+    );
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(log_text.lines().count(), 2, "{log_text}");
+    for line in log_text.lines() {
+        serde_json::from_str::<serde_json::Value>(line).expect(line);
+    }
+}
+
+/// Issue 35 item 6: braces in `-o` are a path, not placeholders of the server command.
+#[test]
+fn braces_in_the_output_folder_are_taken_literally() {
+    let _turn = measuring();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let ids = small_repository(&repo, &["1.08"]);
+    let profile = profile(tmp.path());
+    let out = tmp.path().join("out_{x} {port}");
+    let o = bisect(
+        &repo,
+        &profile,
+        &out,
+        &[
+            "--good",
+            &ids[0],
+            "--bad",
+            &ids[1],
+            "--blocks",
+            "2",
+            "--max-blocks",
+            "2",
+        ],
+    );
+    let said = text(&o);
+    assert!(!said.contains("placeholder"), "{said}");
+    let report = read_json(&out.join("bisect.json"));
+    let first = &report["steps"][0];
+    assert!(first["blocks"].as_u64().unwrap() >= 1, "{first}\n{said}");
+    assert!(worktrees(&repo).is_empty(), "{:?}", worktrees(&repo));
+}
+
+/// Issue 35 item 6: a good commit that does not build ends the bisect without leaving its
+/// worktree registered.
+#[test]
+fn a_failed_good_build_leaves_no_worktree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let ids = small_repository(&repo, &["1.00"]);
+    let profile = profile(tmp.path());
+    let out = tmp.path().join("out");
+    let o = bisect_built_by(
+        &repo,
+        &profile,
+        &out,
+        "echo no compiler >&2; exit 1",
+        &["--good", &ids[0], "--bad", &ids[1]],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("could not be built"), "{}", text(&o));
+    assert!(worktrees(&repo).is_empty(), "{:?}", worktrees(&repo));
+    assert!(!out.join("worktrees").join(&ids[0][..10]).exists());
+    // Its build log stays, for the reason.
+    let log = out
+        .join("worktrees")
+        .join(format!("{}.build.log", &ids[0][..10]));
+    assert!(std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("no compiler"));
+}
+
+/// Processes whose working folder is under `dir` (a build's), as (pid, command line).
+fn processes_under(dir: &Path) -> Vec<(i32, String)> {
+    let dir = dir.canonicalize().unwrap();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) else {
+            continue;
+        };
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = state
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'));
+        if cwd.starts_with(&dir) && !zombie {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+/// Kills, when dropped, what still runs in a folder (a failed test's builds and servers).
+struct Reaper(std::path::PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            for (pid, _) in processes_under(&self.0) {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// Issue 35 items 4 and 6: SIGTERM (or SIGINT) during a slow `--build-command` stops the
+/// build's whole process group, removes its worktree and exits 143 (130), the log kept so
+/// that the same command continues.
+#[test]
+fn a_signal_during_the_build_stops_it_and_removes_its_worktree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let ids = small_repository(&repo, &["1.00"]);
+    let profile = profile(tmp.path());
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let _reaper = Reaper(out.clone());
+    for (signal, exit) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+        // A build that forks a child of its own, as make or pip do.
+        let child = bisect_built_by(
+            &repo,
+            &profile,
+            &out,
+            "sleep 60 & sleep 60; wait",
+            &["--good", &ids[0], "--bad", &ids[1]],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+        let pid = child.id() as i32;
+        let started = std::time::Instant::now();
+        while processes_under(&out).len() < 2 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "the build never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let signalled = std::time::Instant::now();
+        unsafe { libc::kill(pid, signal) };
+        let o = wait_with_deadline(child, std::time::Duration::from_secs(20), "bisect");
+        let took = signalled.elapsed();
+        // The build's processes are gone (a moment for the kernel to reap them).
+        let mut left = processes_under(&out);
+        for _ in 0..40 {
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            left = processes_under(&out);
+        }
+        for (p, _) in &left {
+            unsafe { libc::kill(*p, libc::SIGKILL) };
+        }
+        assert_eq!(code(&o), exit, "{}", text(&o));
+        assert!(took < std::time::Duration::from_secs(8), "{took:?}");
+        assert!(left.is_empty(), "the build still runs: {left:?}");
+        assert!(worktrees(&repo).is_empty(), "{:?}", worktrees(&repo));
+        let log = std::fs::read_to_string(out.join("bisect-log.jsonl")).unwrap();
+        let header: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+        assert_eq!(header["good"], ids[0].as_str());
+    }
+}
+
+/// A signal while a step's servers start (no requests running yet, so the run in blocks has
+/// nothing to stop gracefully): the bisect still ends within its grace, 143, and the
+/// servers' process groups end with it.
+#[test]
+fn a_signal_while_the_servers_start_ends_the_bisect_and_its_servers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let ids = small_repository(&repo, &["1.00"]);
+    let profile = profile(tmp.path());
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let _reaper = Reaper(out.clone());
+    let slow = format!("sleep 60 && {}", server_command());
+    let child = std::process::Command::new(bin())
+        .args(["bisect", "-C"])
+        .arg(&repo)
+        .arg("-p")
+        .arg(&profile)
+        .args(["--server-command", &slow, "--build-command", BUILD])
+        .args(["--slots", "0", "--allow-client-bound", "-o"])
+        .arg(&out)
+        .args(["--good", &ids[0], "--bad", &ids[1]])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while processes_under(&out).len() < 2 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the servers never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let signalled = std::time::Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = wait_with_deadline(child, std::time::Duration::from_secs(40), "bisect");
+    let took = signalled.elapsed();
+    let mut left = processes_under(&out);
+    for _ in 0..40 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        left = processes_under(&out);
+    }
+    for (p, _) in &left {
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    assert_eq!(code(&o), 143, "{}", text(&o));
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert!(left.is_empty(), "a server still runs: {left:?}");
 }

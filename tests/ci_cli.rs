@@ -595,3 +595,77 @@ fn profile_hash(path: &Path) -> String {
         .canonical_hash()
         .unwrap()
 }
+
+/// Issue 35 item 8: a merged leg whose verdict says `worst_ratio = 1e308` (hand-edited) and a
+/// leg that did not measure: `$GITHUB_OUTPUT` gets one `verdict=` line (`error`, as the exit
+/// code says) and no 309-digit ratio; the summary says the ratio is not finite, not "+inf%".
+#[test]
+fn merge_writes_each_output_once_and_only_finite_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::start(1, &SIM);
+    let profile = write_profile(dir.path(), "quick", &sim.urls, QUICK_BODY);
+    let run_dir = dir.path().join("run");
+    bench_ok(&profile, &run_dir);
+    let results = run_dir.join("results.json");
+    let baseline = dir.path().join("b.toml");
+    let o = bless(&without_client_flags(&results), &baseline, &[]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let verdict_path = dir.path().join("verdict.json");
+    let o = gate(
+        &results,
+        &baseline,
+        &["--json", verdict_path.to_str().unwrap()],
+    );
+    assert!([0, 1, 3].contains(&code(&o)), "{}", text(&o));
+    let mut verdict = read_json(&verdict_path);
+    verdict["outcome"] = "inconclusive".into();
+    verdict["worst_ratio"] = 1e308.into();
+    std::fs::write(&verdict_path, verdict.to_string()).unwrap();
+    let mut stopped = read_json(&results);
+    stopped["complete"] = false.into();
+    let stopped_path = dir.path().join("stopped.json");
+    std::fs::write(&stopped_path, stopped.to_string()).unwrap();
+
+    let step = Step {
+        repo: dir.path().to_path_buf(),
+        summary: dir.path().join("summary.md"),
+        outputs: dir.path().join("outputs.txt"),
+    };
+    let merged = dir.path().join("merged");
+    let o = step.run(
+        &[
+            "merge",
+            "--results",
+            stopped_path.to_str().unwrap(),
+            "--verdict",
+            verdict_path.to_str().unwrap(),
+            "--out",
+            merged.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let outputs = step.outputs();
+    let keys: Vec<&str> = outputs
+        .lines()
+        .filter_map(|l| l.split('=').next())
+        .collect();
+    let mut unique = keys.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(keys.len(), unique.len(), "a key written twice: {outputs}");
+    assert!(outputs.contains("verdict=error\n"), "{outputs}");
+    for line in outputs.lines() {
+        assert!(line.len() < 40, "a long output line: {line}");
+        if let Some(r) = line.strip_prefix("worst_ratio=") {
+            assert!(r.parse::<f64>().unwrap().is_finite(), "{line}");
+        }
+    }
+    let summary = step.summary();
+    assert!(!summary.contains("inf"), "{summary}");
+    assert!(!summary.contains("00000000000"), "{summary}");
+    assert!(summary.contains("not finite"), "{summary}");
+    let report = std::fs::read_to_string(merged.join("report.md")).unwrap();
+    assert!(!report.contains("00000000000"), "{report}");
+    assert!(!text(&o).contains("00000000000"), "{}", text(&o));
+}

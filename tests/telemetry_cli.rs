@@ -100,3 +100,111 @@ request_timeout = "20s"
         "results.json and the console disagree"
     );
 }
+
+/// What one `throughline bench` cost its own process: peak resident memory and CPU time
+/// (this child's alone, from wait4), with its output.
+struct Cost {
+    peak_kib: i64,
+    cpu_s: f64,
+    code: i32,
+    said: String,
+}
+
+// Waited for with wait4 (for this child's own rusage), not Child::wait.
+#[allow(clippy::zombie_processes)]
+fn bench_cost(profile: &std::path::Path, out: &std::path::Path) -> Cost {
+    let log = out.with_extension("log");
+    let file = std::fs::File::create(&log).unwrap();
+    let child = bench_command(profile, out)
+        .args(["--no-progress", "--no-plots"])
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(waited, child.id() as i32);
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Cost {
+        peak_kib: usage.ru_maxrss,
+        cpu_s: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        code: if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            -1
+        },
+        said: std::fs::read_to_string(&log).unwrap(),
+    }
+}
+
+/// Issue 35 item 7: a server whose /metrics page is 8 MB (100k series of another exporter
+/// after the engine's own) costs the load generator little more memory than a plain one:
+/// the page is read with a cap and parsed line by line, keeping only the engine's series.
+#[test]
+fn an_eight_megabyte_metrics_page_keeps_the_clients_memory_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"
+[workload]
+input_tokens = 8
+max_tokens = 20
+ignore_eos = true
+[sweep]
+concurrency = [2]
+requests_per_level = 24
+trials = 1
+request_timeout = "20s"
+"#;
+    let sim_args = ["--preset", "fixed", "--token-delay-ms", "10"];
+    let plain_sim = Sim::start(1, &sim_args);
+    let plain_profile = write_profile(dir.path(), "plain", &plain_sim.urls, body);
+    let plain = bench_cost(&plain_profile, &dir.path().join("plain"));
+    assert_eq!(plain.code, 0, "{}", plain.said);
+    drop(plain_sim);
+
+    let config = dir.path().join("sim.toml");
+    std::fs::write(&config, "[faults]\nmetrics_padding = 8000000\n").unwrap();
+    let mut args = sim_args.to_vec();
+    args.extend(["--config", config.to_str().unwrap()]);
+    let big_sim = Sim::start(1, &args);
+    let page = http_get(&format!("{}/metrics", big_sim.urls[0]));
+    assert!(page.len() >= 8_000_000, "{}", page.len());
+    let big_profile = write_profile(dir.path(), "big", &big_sim.urls, body);
+    let big = bench_cost(&big_profile, &dir.path().join("big"));
+    assert_eq!(big.code, 0, "{}", big.said);
+    eprintln!(
+        "peak {} KiB and CPU {:.2} s with the 8 MB page; {} KiB and {:.2} s without",
+        big.peak_kib, big.cpu_s, plain.peak_kib, plain.cpu_s
+    );
+    assert!(
+        big.peak_kib <= 2 * plain.peak_kib,
+        "peak memory {} KiB with the 8 MB page, {} KiB without (CPU {:.2} s, {:.2} s)\n{}",
+        big.peak_kib,
+        plain.peak_kib,
+        big.cpu_s,
+        plain.cpu_s,
+        big.said
+    );
+    assert!(
+        big.cpu_s <= plain.cpu_s + 1.0,
+        "CPU {:.2} s with the 8 MB page, {:.2} s without",
+        big.cpu_s,
+        plain.cpu_s
+    );
+    // The engine's own series came first: the telemetry is there, the cut said once.
+    assert_eq!(
+        big.said.matches("longer than").count(),
+        1,
+        "the cut page is said once: {}",
+        big.said
+    );
+    let result = read_json(&dir.path().join("big/results.json"));
+    let tele = &result["levels"][0]["trials"][0]["telemetry"];
+    let samples = tele["endpoints"][0]["samples"].as_array().unwrap();
+    assert!(samples.len() >= 2, "{tele}");
+    assert!(
+        samples[0]["generated_tokens_total"].as_f64().is_some(),
+        "{tele}"
+    );
+    assert!(tele["server_tokens"].as_f64().unwrap() > 0.0, "{tele}");
+}

@@ -15,6 +15,7 @@ use crate::record::files::{REPORT_MD, RESULTS_FILE, VERDICT_JSON, VERDICT_MD};
 use crate::record::RunResult;
 use crate::report::combined::{markdown, run_label};
 use crate::report::github;
+use crate::report::verdict::shown_ratio;
 
 /// The examples `merge --help` ends with (tests/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
@@ -129,14 +130,15 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
                 serde_json::to_string_pretty(m)?.as_bytes(),
             )?;
             for c in &m.checks {
+                let worst = match c.verdict.worst_ratio.map(shown_ratio) {
+                    None => String::new(),
+                    Some(Some(r)) => format!(" (worst ratio {r:.3})"),
+                    Some(None) => " (worst ratio not finite)".to_string(),
+                };
                 println!(
-                    "check: {} -> {}{}",
+                    "check: {} -> {}{worst}",
                     crate::untrusted::for_terminal(&c.file),
                     c.verdict.outcome.word(),
-                    c.verdict
-                        .worst_ratio
-                        .map(|r| format!(" (worst ratio {r:.3})"))
-                        .unwrap_or_default()
                 );
             }
             println!(
@@ -144,7 +146,12 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
                 m.outcome.word(),
                 m.checks.len()
             );
-            github::write_verdict_outputs(m.outcome.word(), m.worst_ratio)?;
+            // A leg that did not measure makes the whole an error (below): that is the word.
+            let word = match failed_legs.is_empty() {
+                true => m.outcome.word(),
+                false => "error",
+            };
+            github::write_verdict_outputs(word, m.worst_ratio)?;
             m.exit()
         }
         None => Exit::Pass,
@@ -155,7 +162,9 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         for leg in &failed_legs {
             eprintln!("  {}", crate::untrusted::for_terminal(leg));
         }
-        github::write_verdict_outputs("error", None)?;
+        if merged.is_none() {
+            github::write_verdict_outputs("error", None)?;
+        }
         return Ok(Exit::Failure);
     }
     Ok(exit)

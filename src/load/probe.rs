@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use reqwest::header::HeaderValue;
 
-use super::stream::client::{error_chain, read_capped, MAX_METRICS_BODY, MAX_PROBE_BODY};
+use super::stream::client::{error_chain, read_capped, MAX_PROBE_BODY};
+use super::telemetry::Recognizer;
 use super::wire::body::base_url;
 use crate::engine::Engine;
 use crate::profile::ModelChoice;
@@ -105,10 +106,10 @@ pub async fn probe(
                         .collect()
                 })
                 .unwrap_or_default();
-            if let Some((engine, text)) = find_metrics(client, endpoint).await {
+            if let Some((engine, page)) = find_metrics(client, endpoint).await {
                 report.engine = Some(engine);
                 if let Some(a) = super::telemetry::adapter(engine) {
-                    report.metrics = a.present(&text);
+                    report.metrics = a.present_in(page.page());
                 }
             }
             report.engine_version = engine_version(client, endpoint, report.engine).await;
@@ -180,9 +181,27 @@ async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
     Ok(())
 }
 
-async fn metrics_text(client: &reqwest::Client, endpoint: &str, path: &str) -> Option<String> {
-    let body = get_capped(client, endpoint, path, MAX_METRICS_BODY).await?;
-    String::from_utf8(body).ok()
+/// The engine names and series of the page at `path`, read line by line as it arrives (at
+/// most the first `MAX_PAGE_BYTES`: a swollen page costs no memory); `None` on any failure
+/// or a non-2xx answer.
+async fn metrics_page(client: &reqwest::Client, endpoint: &str, path: &str) -> Option<Recognizer> {
+    let url = format!("{}{path}", base_url(endpoint));
+    let response = client
+        .get(url)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let mut page = Recognizer::default();
+    super::telemetry::read_lines(response, super::telemetry::MAX_PAGE_BYTES, |line| {
+        page.line(line)
+    })
+    .await
+    .ok()?;
+    Some(page)
 }
 
 /// The body of `GET {endpoint}{path}` (5 s timeout, at most `limit` bytes); `None` on any
@@ -208,11 +227,11 @@ async fn get_capped(
 
 /// The Prometheus pages engines serve (most at `/metrics`, NVIDIA NIM at `/v1/metrics`,
 /// trtllm-serve at `/prometheus/metrics`): the first page whose metrics name an engine.
-async fn find_metrics(client: &reqwest::Client, endpoint: &str) -> Option<(Engine, String)> {
+async fn find_metrics(client: &reqwest::Client, endpoint: &str) -> Option<(Engine, Recognizer)> {
     for path in Engine::metrics_paths() {
-        if let Some(text) = metrics_text(client, endpoint, path).await {
-            if let Some(engine) = engine_from_metrics(&text, path) {
-                return Some((engine, text));
+        if let Some(page) = metrics_page(client, endpoint, path).await {
+            if let Some(engine) = page.engine(path) {
+                return Some((engine, page));
             }
         }
     }
@@ -222,8 +241,9 @@ async fn find_metrics(client: &reqwest::Client, endpoint: &str) -> Option<(Engin
 /// Recognises an engine by the metric names it exports (parsed, so a name inside a
 /// comment or a label value does not count) and the page it was read from.
 pub fn engine_from_metrics(text: &str, path: &str) -> Option<Engine> {
-    let page = super::telemetry::Page::parse(text);
-    Engine::detect(path, |p| page.has_prefix(p), |m| page.contains(m))
+    let mut page = Recognizer::default();
+    text.lines().for_each(|line| page.line(line));
+    page.engine(path)
 }
 
 /// The engine's version, asked of the engine at its version route (bounded read, short

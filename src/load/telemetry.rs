@@ -76,6 +76,13 @@ pub fn missing_counter_warning(engine: Option<Engine>, present: &[&str]) -> Opti
     ))
 }
 
+/// The most of one `/metrics` answer read. An engine's page is some hundreds of KiB; past
+/// this a scrape stops reading and keeps what it parsed (the run says so once), so a page
+/// swollen by another exporter's series costs neither memory nor a failed scrape.
+pub const MAX_PAGE_BYTES: usize = 4 << 20;
+/// The longest line read; a longer one is skipped whole.
+const MAX_LINE_BYTES: usize = 64 << 10;
+
 /// One series of a metric: its labels and value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
@@ -83,60 +90,177 @@ pub struct Series {
     pub value: f64,
 }
 
-/// A Prometheus text page, parsed: every finite series of every sample name. Histograms
-/// and summaries keep their `_bucket`/`_sum`/`_count` names. Parsed by
-/// `prom_text_format_parser` (label values may hold `}`, `,` or escaped quotes); a page with
-/// a malformed line keeps its other lines (they are parsed one by one).
+/// A Prometheus text page, parsed: the finite series of the sample names kept. Histograms
+/// and summaries keep their `_bucket`/`_sum`/`_count` names (the names as the lines write
+/// them). Parsed one line at a time, as the page arrives: label values may hold `}`, `,` or
+/// escaped quotes; a malformed line spoils only itself; a line whose name is not kept costs
+/// no more than reading it.
 #[derive(Debug, Clone, Default)]
 pub struct Page {
     series: BTreeMap<String, Vec<Series>>,
 }
 
-impl Page {
-    pub fn parse(text: &str) -> Page {
-        let mut page = Page::default();
-        let (metrics, error) = prom_text_format_parser::parse_scrape(text);
-        if error.is_none() || !metrics.is_empty() {
-            page.add(metrics);
-        } else {
-            for line in text.lines().map(str::trim) {
-                if !line.is_empty() && !line.starts_with('#') {
-                    page.add(prom_text_format_parser::parse_scrape(line).0);
-                }
+/// A line's sample name: the leading name characters of a line that is not a comment;
+/// `None` for a comment or a blank line. The rest of the line is not looked at (see
+/// [`sample_rest`]), so that a line whose name is not wanted costs little.
+fn line_name(line: &str) -> Option<(&str, &str)> {
+    let line = line.trim_start();
+    let bytes = line.as_bytes();
+    let mut end = 0;
+    while end < bytes.len()
+        && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_' || bytes[end] == b':')
+    {
+        end += 1;
+    }
+    if end == 0 || bytes[0].is_ascii_digit() {
+        return None;
+    }
+    Some((&line[..end], &line[end..]))
+}
+
+/// What follows a sample's name: the text between its label braces (empty without labels)
+/// and its value; `None` when malformed or the value is not finite.
+fn sample_rest(rest: &str) -> Option<(&str, f64)> {
+    let rest = rest.trim_end();
+    let (labels, rest) = match rest.strip_prefix('{') {
+        Some(inner) => {
+            let close = labels_end(inner)?;
+            (&inner[..close], &inner[close + 1..])
+        }
+        None => ("", rest),
+    };
+    // The value, then at most a timestamp.
+    if !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    let mut fields = rest.split_ascii_whitespace();
+    let value: f64 = fields.next()?.parse().ok()?;
+    if let Some(stamp) = fields.next() {
+        stamp.parse::<i64>().ok()?;
+    }
+    if fields.next().is_some() || !value.is_finite() {
+        return None;
+    }
+    Some((labels, value))
+}
+
+/// Where the label block that `text` starts inside ends (the index of its `}`), checking
+/// each `name="value"` on the way; `None` when it is malformed.
+fn labels_end(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let skip_space = |i: &mut usize| {
+        while *i < bytes.len() && bytes[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    loop {
+        skip_space(&mut i);
+        if *bytes.get(i)? == b'}' {
+            return Some(i);
+        }
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        skip_space(&mut i);
+        if *bytes.get(i)? != b'=' {
+            return None;
+        }
+        i += 1;
+        skip_space(&mut i);
+        if *bytes.get(i)? != b'"' {
+            return None;
+        }
+        i += 1;
+        loop {
+            match *bytes.get(i)? {
+                b'\\' => i += 2,
+                b'"' => break,
+                _ => i += 1,
             }
+        }
+        i += 1;
+        skip_space(&mut i);
+        match *bytes.get(i)? {
+            b',' => i += 1,
+            b'}' => return Some(i),
+            _ => return None,
+        }
+    }
+}
+
+/// The labels of a block [`labels_end`] accepted, their values unescaped.
+fn parse_labels(text: &str) -> Vec<(String, String)> {
+    let mut labels = Vec::new();
+    let mut rest = text;
+    while let Some((key, after)) = rest.split_once('=') {
+        let key = key.trim().trim_start_matches(',').trim();
+        let Some(after) = after.trim_start().strip_prefix('"') else {
+            break;
+        };
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, other)) => value.push(other),
+                    None => {}
+                },
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => value.push(c),
+            }
+        }
+        labels.push((key.to_string(), value));
+        rest = &after[end..];
+    }
+    labels
+}
+
+impl Page {
+    /// Every series of a page.
+    pub fn parse(text: &str) -> Page {
+        Page::parse_only(text, |_| true)
+    }
+
+    /// The series of a page whose sample names `keep` says to keep.
+    pub fn parse_only(text: &str, keep: impl Fn(&str) -> bool) -> Page {
+        let mut page = Page::default();
+        for line in text.lines() {
+            page.add_line(line, &keep);
         }
         page
     }
 
-    fn add(&mut self, metrics: Vec<prom_text_format_parser::Metric>) {
-        use prom_text_format_parser::{Type, ValueType};
-        for m in metrics {
-            for s in m.samples {
-                let Ok(value) = s.value.value.parse::<f64>() else {
-                    continue;
-                };
-                if !value.is_finite() {
-                    continue;
-                }
-                let labels: Vec<(String, String)> = (s.labels.iter())
-                    .map(|l| (l.key.clone(), l.value.clone()))
-                    .collect();
-                let name = match s.value.value_type {
-                    ValueType::Sum => format!("{}_sum", m.name),
-                    ValueType::Count => format!("{}_count", m.name),
-                    ValueType::Sample
-                        if m.kind == Type::Histogram && labels.iter().any(|(k, _)| k == "le") =>
-                    {
-                        format!("{}_bucket", m.name)
-                    }
-                    ValueType::Sample => m.name.clone(),
-                };
-                self.series
-                    .entry(name)
-                    .or_default()
-                    .push(Series { labels, value });
-            }
+    /// Adds one line of a page, when it is a sample whose name `keep` keeps (the rest of a
+    /// line is parsed only then).
+    pub fn add_line(&mut self, line: &str, keep: impl Fn(&str) -> bool) {
+        let Some((name, rest)) = line_name(line) else {
+            return;
+        };
+        if !keep(name) {
+            return;
         }
+        if let Some((labels, value)) = sample_rest(rest) {
+            self.add(name, labels, value);
+        }
+    }
+
+    fn add(&mut self, name: &str, labels: &str, value: f64) {
+        let labels = parse_labels(labels);
+        let series = match self.series.get_mut(name) {
+            Some(s) => s,
+            None => self.series.entry(name.to_string()).or_default(),
+        };
+        series.push(Series { labels, value });
     }
 
     /// The series a name (optionally `name{label=value}`) selects; empty when absent.
@@ -166,20 +290,48 @@ impl Page {
         Some((m, s.len()))
     }
 
-    /// Whether any sample has a name starting with `prefix`.
-    pub fn has_prefix(&self, prefix: &str) -> bool {
-        self.series.keys().any(|k| k.starts_with(prefix))
-    }
-
     pub fn contains(&self, selector: &str) -> bool {
         !self.select(selector).is_empty()
     }
 }
 
+/// The sample name a selector (`name` or `name{label=value}`) reads.
+fn selector_name(selector: &str) -> &str {
+    selector.split_once('{').map_or(selector, |(n, _)| n)
+}
+
 impl Adapter {
+    /// Every selector this adapter reads.
+    fn selectors(&self) -> impl Iterator<Item = &'static str> {
+        let names = self.names;
+        [
+            names.running,
+            names.waiting,
+            names.cache_usage,
+            names.preemptions,
+            names.generated_tokens,
+        ]
+        .into_iter()
+        .flatten()
+        .copied()
+    }
+
+    /// The sample names this adapter reads, sorted: the only series a scrape keeps.
+    pub fn wanted(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.selectors().map(selector_name).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
     /// The sample a metrics page gives, each figure combined by its meaning.
     pub fn sample(&self, t: f64, text: &str) -> Sample {
-        let page = Page::parse(text);
+        let wanted = self.wanted();
+        self.sample_of(t, &Page::parse_only(text, |n| wanted.contains(&n)))
+    }
+
+    /// The sample of a page parsed already.
+    pub fn sample_of(&self, t: f64, page: &Page) -> Sample {
         let sum = |names: &[&str]| names.iter().find_map(|n| page.sum(n));
         let names = self.names;
         let cache = names.cache_usage.iter().find_map(|n| page.max(n));
@@ -196,26 +348,200 @@ impl Adapter {
 
     /// The names of this adapter's metrics that a page exports.
     pub fn present(&self, text: &str) -> Vec<&'static str> {
-        let page = Page::parse(text);
-        let names = self.names;
-        [
-            names.running,
-            names.waiting,
-            names.cache_usage,
-            names.preemptions,
-            names.generated_tokens,
-        ]
-        .iter()
-        .flat_map(|names| names.iter())
-        .filter(|n| page.contains(n))
-        .copied()
-        .collect()
+        let wanted = self.wanted();
+        self.present_in(&Page::parse_only(text, |n| wanted.contains(&n)))
+    }
+
+    /// [`Adapter::present`] of a page parsed already.
+    pub fn present_in(&self, page: &Page) -> Vec<&'static str> {
+        self.selectors().filter(|n| page.contains(n)).collect()
     }
 }
 
-/// One endpoint's scraper: the stop signal and the task that returns its samples and the
-/// number of failed scrapes.
-type Scraper = (oneshot::Sender<()>, JoinHandle<(Vec<Sample>, u32)>);
+/// What the probe reads of a page, line by line: the engine prefixes its names start with
+/// and the series any engine's adapter reads (memory bounded by the engines' names, not by
+/// the page).
+#[derive(Debug)]
+pub struct Recognizer {
+    /// Every engine's prefixes, and those seen on the page.
+    prefixes: Vec<&'static str>,
+    seen: Vec<&'static str>,
+    /// The sample names kept, sorted: every adapter's, and the unprefixed engines' marks.
+    wanted: Vec<&'static str>,
+    page: Page,
+}
+
+impl Default for Recognizer {
+    fn default() -> Recognizer {
+        let specs = || Engine::ALL.iter().map(|e| e.spec());
+        let prefixes = specs().flat_map(|s| s.metric_prefixes).copied().collect();
+        let mut wanted: Vec<&'static str> = (Engine::ALL.iter())
+            .filter_map(|e| adapter(*e))
+            .flat_map(|a| a.wanted())
+            .chain(specs().filter_map(|s| s.unprefixed.as_ref().map(|u| u.metric)))
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        Recognizer {
+            prefixes,
+            seen: Vec::new(),
+            wanted,
+            page: Page::default(),
+        }
+    }
+}
+
+impl Recognizer {
+    /// Reads one line of the page (the whole line only when its name matters).
+    pub fn line(&mut self, line: &str) {
+        let Some((name, rest)) = line_name(line) else {
+            return;
+        };
+        let new_prefix = (self.prefixes.iter())
+            .find(|p| name.starts_with(**p) && !self.seen.contains(*p))
+            .copied();
+        let kept = self.wanted.binary_search(&name).is_ok();
+        if new_prefix.is_none() && !kept {
+            return;
+        }
+        let Some((labels, value)) = sample_rest(rest) else {
+            return;
+        };
+        for p in &self.prefixes {
+            if name.starts_with(*p) && !self.seen.contains(p) {
+                self.seen.push(p);
+            }
+        }
+        if kept {
+            self.page.add(name, labels, value);
+        }
+    }
+
+    /// The engine the page read from `path` names, if any.
+    pub fn engine(&self, path: &str) -> Option<Engine> {
+        Engine::detect(path, |p| self.seen.contains(&p), |m| self.page.contains(m))
+    }
+
+    /// The series kept: what [`Adapter::present_in`] reads.
+    pub fn page(&self) -> &Page {
+        &self.page
+    }
+}
+
+/// A page cut into lines as its pieces arrive: at most `cap` bytes read, no line longer
+/// than [`MAX_LINE_BYTES`] kept (one is skipped whole), nothing held but the line being read.
+struct Lines {
+    line: Vec<u8>,
+    too_long: bool,
+    left: usize,
+}
+
+impl Lines {
+    fn new(cap: usize) -> Lines {
+        Lines {
+            line: Vec::new(),
+            too_long: false,
+            left: cap,
+        }
+    }
+
+    /// Hands each line `piece` ends to `each`; true when the cap cut the page (the line it
+    /// cut is dropped: nothing more is to be fed).
+    fn feed(&mut self, piece: &[u8], each: &mut impl FnMut(&str)) -> bool {
+        let cut = piece.len() > self.left;
+        let mut rest = &piece[..piece.len().min(self.left)];
+        self.left -= rest.len();
+        while let Some(at) = memchr::memchr(b'\n', rest) {
+            self.take(&rest[..at]);
+            self.give(each);
+            rest = &rest[at + 1..];
+        }
+        self.take(rest);
+        cut
+    }
+
+    fn take(&mut self, bytes: &[u8]) {
+        if self.too_long || self.line.len() + bytes.len() > MAX_LINE_BYTES {
+            self.too_long = true;
+            self.line.clear();
+        } else {
+            self.line.extend_from_slice(bytes);
+        }
+    }
+
+    /// The page ended: its last line, which needs no newline.
+    fn finish(mut self, each: &mut impl FnMut(&str)) {
+        if !self.line.is_empty() {
+            self.give(each);
+        }
+    }
+
+    fn give(&mut self, each: &mut impl FnMut(&str)) {
+        if !self.too_long {
+            if let Ok(text) = std::str::from_utf8(&self.line) {
+                each(text);
+            }
+        }
+        self.line.clear();
+        self.too_long = false;
+    }
+}
+
+/// Reads a `/metrics` answer as it arrives, handing each whole line to `each`: at most
+/// `cap` bytes (then the rest is left unread and the line the cap cut is dropped) and no
+/// line longer than [`MAX_LINE_BYTES`] (skipped). Ok(true) when the page was cut at `cap`;
+/// Err when the connection broke.
+pub async fn read_lines(
+    mut response: reqwest::Response,
+    cap: usize,
+    mut each: impl FnMut(&str),
+) -> Result<bool, String> {
+    let mut lines = Lines::new(cap);
+    loop {
+        match response.chunk().await {
+            Ok(Some(piece)) => {
+                if lines.feed(&piece, &mut each) {
+                    return Ok(true);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => return Err(super::stream::client::error_chain(&e)),
+        }
+    }
+    lines.finish(&mut each);
+    Ok(false)
+}
+
+/// The run's one warning for scrapes that read only the first [`MAX_PAGE_BYTES`] of a
+/// page, if any did.
+pub fn cut_page_warning(levels: &[crate::record::LevelResult]) -> Option<String> {
+    let cut: u32 = (levels.iter())
+        .flat_map(|l| &l.trials)
+        .filter_map(|t| t.telemetry.as_ref())
+        .flat_map(|t| &t.endpoints)
+        .map(|e| e.cut_scrapes)
+        .sum();
+    (cut > 0).then(|| {
+        format!(
+            "server telemetry: the /metrics page was longer than {} MiB at {cut} scrape(s); \
+             only its first {} MiB were read, so series after that are missing from the samples",
+            MAX_PAGE_BYTES >> 20,
+            MAX_PAGE_BYTES >> 20
+        )
+    })
+}
+
+/// What one endpoint's scrapes gave: the samples, the scrapes that failed and those that
+/// read only the first [`MAX_PAGE_BYTES`] of the page.
+#[derive(Debug, Default)]
+struct Scraped {
+    samples: Vec<Sample>,
+    failed: u32,
+    cut: u32,
+}
+
+/// One endpoint's scraper: the stop signal and the task that returns what it scraped.
+type Scraper = (oneshot::Sender<()>, JoinHandle<Scraped>);
 
 /// Background scrapers for one trial, one task per endpoint.
 pub struct Watch {
@@ -268,11 +594,12 @@ impl Watch {
         let mut endpoints = Vec::new();
         for (i, (stop, task)) in self.tasks.into_iter().enumerate() {
             let _ = stop.send(());
-            let (samples, failed_scrapes) = task.await.unwrap_or_default();
+            let scraped = task.await.unwrap_or_default();
             endpoints.push(EndpointSeries {
                 endpoint: i,
-                samples,
-                failed_scrapes,
+                samples: scraped.samples,
+                failed_scrapes: scraped.failed,
+                cut_scrapes: scraped.cut,
             });
         }
         Some(summarize(&self.adapter, endpoints, finished))
@@ -284,11 +611,18 @@ async fn scrape_loop(
     url: String,
     adapter: Adapter,
     clock: Instant,
-    first: Option<Sample>,
+    first: Option<(Sample, bool)>,
     mut stop: oneshot::Receiver<()>,
-) -> (Vec<Sample>, u32) {
-    let mut failed = u32::from(first.is_none());
-    let mut samples: Vec<Sample> = first.into_iter().collect();
+) -> Scraped {
+    let mut scraped = Scraped::default();
+    let mut keep = |got: Option<(Sample, bool)>| match got {
+        Some((sample, cut)) => {
+            scraped.samples.push(sample);
+            scraped.cut += u32::from(cut);
+        }
+        None => scraped.failed += 1,
+    };
+    keep(first);
     let start = tokio::time::Instant::now() + INTERVAL;
     let mut tick = tokio::time::interval_at(start, INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -297,22 +631,21 @@ async fn scrape_loop(
             _ = tick.tick() => false,
             _ = &mut stop => true,
         };
-        match scrape(&client, &url, &adapter, clock).await {
-            Some(s) => samples.push(s),
-            None => failed += 1,
-        }
+        keep(scrape(&client, &url, &adapter, clock).await);
         if last {
-            return (samples, failed);
+            return scraped;
         }
     }
 }
 
+/// One scrape: the sample, and whether the page was cut at [`MAX_PAGE_BYTES`]. Only the
+/// adapter's series are kept as the page is read.
 async fn scrape(
     client: &reqwest::Client,
     url: &str,
     adapter: &Adapter,
     clock: Instant,
-) -> Option<Sample> {
+) -> Option<(Sample, bool)> {
     let before = clock.elapsed().as_secs_f64();
     let response = client
         .get(url)
@@ -323,13 +656,15 @@ async fn scrape(
     if !response.status().is_success() {
         return None;
     }
-    let body =
-        super::stream::client::read_capped(response, super::stream::client::MAX_METRICS_BODY)
-            .await
-            .ok()?;
-    let text = String::from_utf8(body).ok()?;
+    let mut page = Page::default();
+    let wanted = adapter.wanted();
+    let cut = read_lines(response, MAX_PAGE_BYTES, |line| {
+        page.add_line(line, |n| wanted.binary_search(&n).is_ok())
+    })
+    .await
+    .ok()?;
     let after = clock.elapsed().as_secs_f64();
-    Some(adapter.sample((before + after) / 2.0, &text))
+    Some((adapter.sample_of((before + after) / 2.0, &page), cut))
 }
 
 /// How many of one request's tokens arrived inside `[from, to]` (seconds since the run
@@ -514,6 +849,7 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
             endpoint: 0,
             samples: vec![adapter(Engine::Vllm).unwrap().sample(0.0, &full)],
             failed_scrapes: 0,
+            cut_scrapes: 0,
         }];
         let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &[]);
         assert_eq!(
@@ -560,6 +896,65 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
         assert_eq!(s.waiting, Some(6.0));
         assert_eq!(s.cache_usage, Some(0.3));
         assert!(missing_counter_warning(Some(Engine::Triton), &[]).is_some());
+    }
+
+    /// Issue 35 item 7: only the adapter's series are kept, however many others a page has;
+    /// a malformed line, a comment and a non-finite value are skipped one by one.
+    #[test]
+    fn only_the_adapters_series_are_kept() {
+        let mut page = String::from(VLLM);
+        for i in 0..20_000 {
+            page.push_str(&format!("node_unrelated_total{{shard=\"{i}\"}} {i}\n"));
+        }
+        page.push_str("vllm:num_requests_waiting{engine=\"1\"} NaN\n");
+        page.push_str("vllm:num_requests_waiting{engine=\"1\" 7\n");
+        page.push_str("vllm:num_requests_waiting{engine=\"1\"} 7 123 extra\n");
+        page.push_str("vllm:num_requests_waiting{engine=\"2\",} 1 1700000000000\n");
+        let a = adapter(Engine::Vllm).unwrap();
+        let wanted = a.wanted();
+        let kept = Page::parse_only(&page, |n| wanted.contains(&n));
+        assert_eq!(kept.series.values().map(Vec::len).sum::<usize>(), 7);
+        assert!(!kept.contains("node_unrelated_total"));
+        assert_eq!(a.sample_of(0.0, &kept).waiting, Some(5.0));
+        assert_eq!(
+            Page::parse(&page).select("node_unrelated_total").len(),
+            20_000
+        );
+        // The probe keeps every engine's names, and the prefixes it saw.
+        let mut r = Recognizer::default();
+        page.lines().for_each(|l| r.line(l));
+        assert_eq!(r.engine("/metrics"), Some(Engine::Vllm));
+        assert_eq!(r.page().series.values().map(Vec::len).sum::<usize>(), 7);
+        assert_eq!(a.present_in(r.page()), a.present(&page));
+    }
+
+    #[test]
+    fn a_page_is_read_in_lines_up_to_its_cap() {
+        let read = |pieces: &[&str], cap: usize| {
+            let mut lines = Lines::new(cap);
+            let mut got = Vec::new();
+            let mut each = |l: &str| got.push(l.to_string());
+            let cut = pieces.iter().any(|p| lines.feed(p.as_bytes(), &mut each));
+            if !cut {
+                lines.finish(&mut each);
+            }
+            (got, cut)
+        };
+        // Lines split across pieces are joined; the last needs no newline.
+        let (got, cut) = read(&["a 1\nb ", "2\nc", " 3"], 100);
+        assert_eq!(
+            (got, cut),
+            (vec!["a 1".into(), "b 2".into(), "c 3".into()], false)
+        );
+        // The cap cuts the page: the line it cut is dropped.
+        let (got, cut) = read(&["a 1\nb 2\nc 3\n"], 6);
+        assert_eq!((got, cut), (vec!["a 1".into()], true));
+        let (got, cut) = read(&["a 1\n", "b 2\n"], 8);
+        assert_eq!((got, cut), (vec!["a 1".into(), "b 2".into()], false));
+        // A line past the longest is skipped whole, the next one read.
+        let long = format!("x{{l=\"{}\"}} 1\ny 2\n", "v".repeat(MAX_LINE_BYTES));
+        let (got, _) = read(&[&long[..1000], &long[1000..]], usize::MAX);
+        assert_eq!(got, vec!["y 2".to_string()]);
     }
 
     fn done(endpoint: usize, first: f64, gaps: Vec<f64>, end: f64) -> Finished {
@@ -623,6 +1018,7 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
             endpoint: 0,
             samples: vec![sample(1.0, 1.0, 0.0), sample(3.0, 3.0, 2.0)],
             failed_scrapes: 0,
+            cut_scrapes: 0,
         }];
         let t = summarize(&adapter(Engine::Sim).unwrap(), series.clone(), &f);
         assert_eq!(t.server_tokens, Some(2.0));
@@ -647,6 +1043,7 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
             endpoint: 0,
             samples: vec![sample(1.0, 1.0, 0.0)],
             failed_scrapes: 3,
+            cut_scrapes: 0,
         }];
         let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &[]);
         assert_eq!(t.disagreement, None);

@@ -58,4 +58,12 @@ pub struct EndpointSeries {
     /// Scrapes that failed (unreachable, non-2xx); their samples are missing.
     #[serde(default)]
     pub failed_scrapes: u32,
+    /// Scrapes of a page longer than the most read (load/telemetry.rs `MAX_PAGE_BYTES`):
+    /// their samples hold only the series in the part read.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cut_scrapes: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

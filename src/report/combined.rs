@@ -68,15 +68,7 @@ pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) ->
             Outcome::Regression => "❌",
             Outcome::NotComparable => "⚠️",
         };
-        let worst = m
-            .worst_ratio
-            .map(|r| {
-                format!(
-                    "; worst ratio {r:.3} ({})",
-                    super::signed_percent((r - 1.0) * 100.0)
-                )
-            })
-            .unwrap_or_default();
+        let worst = super::verdict::worst_ratio_said(m.worst_ratio);
         let _ = writeln!(
             out,
             "## {icon} {} (the worst of {} check(s){worst})\n",
@@ -97,9 +89,11 @@ pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) ->
                 cell(&v.profile_name),
                 cell(&v.baseline_name),
                 v.outcome.word(),
-                v.worst_ratio
-                    .map(|r| format!("{r:.3}"))
-                    .unwrap_or_else(|| "-".into())
+                match v.worst_ratio.map(super::verdict::shown_ratio) {
+                    None => "-".to_string(),
+                    Some(Some(r)) => format!("{r:.3}"),
+                    Some(None) => "not finite".to_string(),
+                }
             );
         }
         let _ = writeln!(out);

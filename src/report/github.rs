@@ -97,17 +97,46 @@ impl RunContext {
 pub fn write_outputs(verdict: &Verdict) -> Result<()> {
     write_verdict_outputs(verdict.outcome.word(), verdict.worst_ratio)?;
     match super::verdict::regression_accepted(verdict) {
-        true => append_to_env_file("GITHUB_OUTPUT", "accepted=true\n"),
+        true => write_output_keys(&[("accepted", "true".into())]),
         false => Ok(()),
     }
 }
 
 /// Writes `verdict=WORD` and, when known, `worst_ratio=` to `$GITHUB_OUTPUT` when it is set:
-/// the one writer of step outputs (`gate`, `ci` and `merge` all come here).
+/// the one writer of step outputs (`gate`, `ci` and `merge` all come here). The ratio is
+/// written rounded to 4 decimals, and only when it is one a measurement can give (finite,
+/// within [`super::verdict::shown_ratio`]'s bounds): a hand-edited 1e308 is left out, not
+/// written as 309 digits.
 pub fn write_verdict_outputs(word: &str, worst_ratio: Option<f64>) -> Result<()> {
-    let mut text = format!("verdict={word}\n");
-    if let Some(r) = worst_ratio {
-        text.push_str(&format!("worst_ratio={r:.4}\n"));
+    let mut keys = vec![("verdict", word.to_string())];
+    if let Some(r) = worst_ratio.and_then(super::verdict::shown_ratio) {
+        keys.push(("worst_ratio", format!("{r:.4}")));
+    }
+    write_output_keys(&keys)
+}
+
+/// The `$GITHUB_OUTPUT` keys this process wrote: each is written once, the first value
+/// standing (a failure after the verdict was written is said by the exit code and the
+/// summary, not by a second `verdict=` line that readers would take either way).
+static OUTPUTS_WRITTEN: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+
+fn write_output_keys(keys: &[(&'static str, String)]) -> Result<()> {
+    if std::env::var_os("GITHUB_OUTPUT").is_none() {
+        return Ok(());
+    }
+    let mut written = OUTPUTS_WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut text = String::new();
+    for (key, value) in keys {
+        if written.contains(key) {
+            continue;
+        }
+        // One line a key: a value never holds a line break (words and numbers only).
+        let value: String = value.chars().filter(|c| !c.is_control()).collect();
+        text.push_str(&format!("{key}={value}\n"));
+        written.push(key);
+    }
+    if text.is_empty() {
+        return Ok(());
     }
     append_to_env_file("GITHUB_OUTPUT", &text)
 }
@@ -126,12 +155,9 @@ pub fn annotations(verdict: &Verdict) -> Vec<String> {
         .levels
         .iter()
         .filter(|l| l.status == LevelStatus::Regression)
-        .map(|l| {
-            format!(
-                "C={} {:+.1}%",
-                l.concurrency,
-                (l.ratio.unwrap_or(1.0) - 1.0) * 100.0
-            )
+        .map(|l| match l.ratio.and_then(super::verdict::shown_ratio) {
+            Some(r) => format!("C={} {:+.1}%", l.concurrency, (r - 1.0) * 100.0),
+            None => format!("C={}", l.concurrency),
         })
         .collect();
     match verdict.outcome {

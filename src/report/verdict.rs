@@ -31,16 +31,30 @@ pub(super) fn headline_md(verdict: &Verdict) -> String {
     headline_with(verdict, true)
 }
 
+/// The widest a ratio shown or written may lie from 1: a throughput ratio a measurement can
+/// give is far inside; one outside (a hand-edited verdict's 1e308) is not shown as a number.
+const RATIO_BOUNDS: (f64, f64) = (1e-6, 1e6);
+
+/// A ratio fit to show or write as a number: finite and inside [`RATIO_BOUNDS`].
+pub fn shown_ratio(r: f64) -> Option<f64> {
+    (r.is_finite() && (RATIO_BOUNDS.0..=RATIO_BOUNDS.1).contains(&r)).then_some(r)
+}
+
+/// "; worst ratio 0.912 (-8.8%)" for a worst ratio, "; worst ratio not finite" for one that
+/// [`shown_ratio`] refuses, nothing when there is none.
+pub fn worst_ratio_said(worst: Option<f64>) -> String {
+    match worst.map(shown_ratio) {
+        None => String::new(),
+        Some(Some(r)) => format!(
+            "; worst ratio {r:.3} ({})",
+            super::signed_percent((r - 1.0) * 100.0)
+        ),
+        Some(None) => "; worst ratio not finite".to_string(),
+    }
+}
+
 fn headline_with(verdict: &Verdict, markdown: bool) -> String {
-    let worst = verdict
-        .worst_ratio
-        .map(|r| {
-            format!(
-                "; worst ratio {r:.3} ({})",
-                super::signed_percent((r - 1.0) * 100.0)
-            )
-        })
-        .unwrap_or_default();
+    let worst = worst_ratio_said(verdict.worst_ratio);
     let against = match verdict.design {
         Some(Design::Relative) => "against the base server measured in the same job".to_string(),
         _ => format!(
@@ -484,4 +498,19 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
         let _ = writeln!(out, "![{image}]({image})\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ratios_a_measurement_can_give_are_shown_as_numbers() {
+        assert_eq!(worst_ratio_said(Some(0.912)), "; worst ratio 0.912 (-8.8%)");
+        assert_eq!(worst_ratio_said(None), "");
+        for absurd in [1e308, f64::INFINITY, f64::NAN, 0.0, -1.0, 1e-9, 2e6] {
+            assert_eq!(shown_ratio(absurd), None, "{absurd}");
+            assert_eq!(worst_ratio_said(Some(absurd)), "; worst ratio not finite");
+        }
+    }
 }

@@ -103,6 +103,9 @@ pub struct Faults {
     /// Exit the whole process (abruptly) this long after starting, e.g. "5s".
     #[serde(with = "humantime_serde_opt")]
     pub exit_after: Option<Duration>,
+    /// Bytes of another exporter's series (about 60 bytes each) after the engine's own on
+    /// `/metrics`: a page of 100k unrelated series, for the load generator's bounds.
+    pub metrics_padding: usize,
 }
 
 impl Default for Faults {
@@ -122,6 +125,7 @@ impl Default for Faults {
             slow_first_byte: Duration::from_secs(2),
             exit_after_requests: None,
             exit_after: None,
+            metrics_padding: 0,
         }
     }
 }
@@ -155,6 +159,8 @@ pub const MAX_FAULT_DELAY: Duration = Duration::from_secs(3600);
 pub const MAX_EXIT_AFTER: Duration = Duration::from_secs(30 * 86_400);
 /// The most tokens a degenerate answer may have.
 pub const MAX_DEGENERATE_TOKENS: u32 = 1_000_000;
+/// The most bytes of padding `/metrics` may carry.
+pub const MAX_METRICS_PADDING: usize = 64 << 20;
 
 /// A sim config file. Only `[faults]` for now; unknown tables are errors, not ignored.
 #[derive(Debug, Default, Deserialize)]
@@ -283,6 +289,13 @@ impl Faults {
                 "field `faults.degenerate_tokens` (--fault-degenerate-tokens): must lie in \
                  [1, {MAX_DEGENERATE_TOKENS}], got {}",
                 self.degenerate_tokens
+            );
+        }
+        if self.metrics_padding > MAX_METRICS_PADDING {
+            bail!(
+                "field `faults.metrics_padding`: {} bytes is more than the {MAX_METRICS_PADDING} \
+                 allowed",
+                self.metrics_padding
             );
         }
         if self.exit_after_requests == Some(0) {
@@ -437,6 +450,8 @@ pub struct FaultState {
     injected: [AtomicU64; 8],
     /// `Bearer <key>` a request must carry, when set.
     pub required_key: Option<String>,
+    /// The unrelated series `/metrics` ends with (`faults.metrics_padding`), made once.
+    padding: String,
 }
 
 /// What to do with one arriving request.
@@ -450,10 +465,12 @@ pub enum Admit {
 
 impl FaultState {
     pub fn new(faults: Faults, seed: u64, required_key: Option<String>) -> FaultState {
+        let padding = padding(faults.metrics_padding);
         FaultState {
             faults,
             seed,
             required_key,
+            padding,
             ..FaultState::default()
         }
     }
@@ -494,8 +511,26 @@ impl FaultState {
                 self.injected[i].load(Relaxed)
             ));
         }
+        out.push_str(&self.padding);
         out
     }
+}
+
+/// At least `bytes` of another exporter's counters, one series a line.
+fn padding(bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes + 128);
+    if bytes > 0 {
+        out.push_str("# TYPE node_exporter_unrelated_total counter\n");
+    }
+    let mut n = 0u64;
+    while out.len() < bytes {
+        out.push_str(&format!(
+            "node_exporter_unrelated_total{{shard=\"{n}\",host=\"node-{:04}\"}} {n}\n",
+            n % 9973
+        ));
+        n += 1;
+    }
+    out
 }
 
 /// Ends the process at once, as a crashed server would (no drain, no goodbye on open

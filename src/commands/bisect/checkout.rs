@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use crate::load::run::interrupt::Interrupt;
 use crate::load::servers::shell_quoted;
 
 /// The most commits a bisect walks (a range this long takes 18 steps).
@@ -97,9 +98,14 @@ pub fn walk(dir: &Path, good: &str, bad: &str) -> Result<Walk> {
 }
 
 /// A command template run in `dir`: `cd DIR && TEMPLATE` (its {port}, {slot} and {gpus}
-/// stay for the server lifecycle to fill).
+/// stay for the server lifecycle to fill). The folder is a path, never a template: quoted
+/// for the shell, its braces doubled so that the template's rules give them back as they are
+/// (`-o 'out_{x}'` is a folder, not a placeholder).
 pub fn in_dir(dir: &Path, template: &str) -> String {
-    format!("cd {} && {template}", shell_quoted(&dir.to_string_lossy()))
+    let quoted = shell_quoted(&dir.to_string_lossy())
+        .replace('{', "{{")
+        .replace('}', "}}");
+    format!("cd {quoted} && {template}")
 }
 
 fn git(repo_dir: &Path, args: &[&str]) -> Result<String> {
@@ -135,13 +141,16 @@ fn built_marker(dir: &Path) -> PathBuf {
 pub struct NotReady(pub String);
 
 /// Checks `commit` out in its worktree under OUT (reused when it is already there and
-/// built) and runs `build` in it. Err(NotReady) when the build fails or times out.
+/// built) and runs `build` in it. Err(NotReady) when the build fails or times out; an
+/// error when a signal stopped it. A checkout that is not ready is removed (and git's
+/// record of it), whatever stopped it: its build log stays beside it.
 pub async fn ready(
     walk: &Walk,
     out: &Path,
     commit: &Commit,
     build: Option<&str>,
     build_timeout: Duration,
+    stop: &mut Stop,
 ) -> Result<std::result::Result<PathBuf, NotReady>> {
     let dir = checkout_dir(out, commit);
     let marker = built_marker(&dir);
@@ -172,23 +181,120 @@ pub async fn ready(
     .with_context(|| format!("cannot check out {}", commit.short()))?;
     if let Some(build) = build {
         let log = dir.with_extension("build.log");
-        if let Err(why) = run_build(&dir, build, &log, build_timeout).await? {
-            return Ok(Err(NotReady(why)));
+        match run_build(&dir, build, &log, build_timeout, stop).await {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                remove(walk, &dir);
+                return Ok(Err(NotReady(why)));
+            }
+            Err(e) => {
+                remove(walk, &dir);
+                return Err(e);
+            }
         }
     }
-    std::fs::write(&marker, &commit.id)
-        .with_context(|| format!("cannot write {}", marker.display()))?;
+    if let Err(e) = std::fs::write(&marker, &commit.id) {
+        remove(walk, &dir);
+        return Err(e).with_context(|| format!("cannot write {}", marker.display()));
+    }
     Ok(Ok(dir))
 }
 
+/// How long a build stopped by a signal has after SIGTERM before its group is killed.
+const BUILD_GRACE: Duration = Duration::from_secs(5);
+
+/// SIGINT and SIGTERM, watched for the whole bisect: the process's one stop switch
+/// (load/run/interrupt.rs), which the measurement of each step looks at too. Once watched
+/// the signals no longer end the process, so the bisect looks here between steps and while
+/// a build runs.
+pub struct Stop(Interrupt);
+
+impl Stop {
+    /// Starts watching; inside the tokio runtime.
+    pub fn from_signals() -> Stop {
+        Stop(Interrupt::from_signals())
+    }
+
+    /// A switch tripped by hand (tests): `Interrupt::trigger` with the signal's number.
+    #[cfg(test)]
+    fn manual() -> (Interrupt, Stop) {
+        let i = Interrupt::manual(Duration::from_secs(3));
+        (i.clone(), Stop(i))
+    }
+
+    /// The signal received, if one was.
+    pub fn signal(&self) -> Option<i32> {
+        self.0.signal()
+    }
+
+    /// Waits for a signal (forever, if none can come).
+    pub async fn stopped(&mut self) -> i32 {
+        self.0.stopping().await;
+        self.0.signal().unwrap_or(libc::SIGTERM)
+    }
+
+    /// Err(interrupted) once a signal was received.
+    pub fn check(&self) -> Result<()> {
+        match self.signal() {
+            Some(sig) => Err(interrupted(sig)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The error of a bisect stopped by signal `sig`: it exits 128 + sig (130, 143).
+pub fn interrupted(sig: i32) -> anyhow::Error {
+    crate::exit::CodedError {
+        exit: crate::exit::Exit::Interrupted(sig),
+        message: format!(
+            "the bisect was interrupted (signal {sig}); its log keeps every step finished: \
+             run the same command again to continue"
+        ),
+    }
+    .into()
+}
+
+/// Stops a build's process group: SIGTERM, then SIGKILL for what is left after `grace`.
+/// Returns once `child` (the group's leader) is reaped and the group is empty, or `grace`
+/// after the SIGKILL.
+async fn stop_group(child: &mut tokio::process::Child, pid: libc::pid_t, grace: Duration) {
+    let group_alive = || {
+        // SAFETY: signal 0 only asks whether the build's own group has a process left.
+        unsafe { libc::killpg(pid, 0) == 0 }
+    };
+    // SAFETY: killpg only sends a signal to the build's own group.
+    unsafe {
+        libc::killpg(pid, libc::SIGTERM);
+    }
+    let deadline = tokio::time::Instant::now() + grace;
+    let _ = tokio::time::timeout_at(deadline, child.wait()).await;
+    while group_alive() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if group_alive() {
+        // SAFETY: as above.
+        unsafe {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+    }
+    let _ = tokio::time::timeout(grace, child.wait()).await;
+    let deadline = tokio::time::Instant::now() + grace;
+    while group_alive() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Runs the build command in `dir` (its own process group, output to `log`), killed after
-/// `limit`. Ok(Err(why)) when it fails.
+/// `limit`. Ok(Err(why)) when it fails; an error (exit 130/143) when a signal stopped the
+/// bisect, after the build's whole group is stopped.
 pub(super) async fn run_build(
     dir: &Path,
     command: &str,
     log: &Path,
     limit: Duration,
+    stop: &mut Stop,
 ) -> Result<std::result::Result<(), String>> {
+    stop.check()?;
     let file = std::fs::File::create(log)
         .with_context(|| format!("cannot write the build log {}", log.display()))?;
     let mut child = tokio::process::Command::new("sh")
@@ -203,8 +309,20 @@ pub(super) async fn run_build(
         .spawn()
         .context("cannot run the build command with sh")?;
     let pid = child.id().map(|p| p as libc::pid_t);
-    match tokio::time::timeout(limit, child.wait()).await {
-        Ok(status) => {
+    enum Ended {
+        Exited(std::io::Result<std::process::ExitStatus>),
+        TimedOut,
+        Signal(i32),
+    }
+    let ended = tokio::select! {
+        waited = tokio::time::timeout(limit, child.wait()) => match waited {
+            Ok(status) => Ended::Exited(status),
+            Err(_) => Ended::TimedOut,
+        },
+        sig = stop.stopped() => Ended::Signal(sig),
+    };
+    match ended {
+        Ended::Exited(status) => {
             let status = status.context("waiting for the build command")?;
             Ok(if status.success() {
                 Ok(())
@@ -215,7 +333,7 @@ pub(super) async fn run_build(
                 ))
             })
         }
-        Err(_) => {
+        Ended::TimedOut => {
             if let Some(pid) = pid {
                 // SAFETY: killpg only sends a signal to the build's own group.
                 unsafe {
@@ -228,6 +346,12 @@ pub(super) async fn run_build(
                 humantime::format_duration(limit),
                 log.display()
             )))
+        }
+        Ended::Signal(sig) => {
+            if let Some(pid) = pid {
+                stop_group(&mut child, pid, BUILD_GRACE).await;
+            }
+            Err(interrupted(sig))
         }
     }
 }
@@ -261,5 +385,39 @@ mod tests {
             in_dir(Path::new("/w/x"), "serve --port {port}"),
             "cd '/w/x' && serve --port {port}"
         );
+        // A folder's braces are doubled, so that the template gives them back as they are.
+        assert_eq!(
+            in_dir(Path::new("/w/out_{x}"), "serve --port {port}"),
+            "cd '/w/out_{{x}}' && serve --port {port}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_signal_stops_the_build_and_says_so_in_its_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("build.log");
+        let (signal, mut stop) = Stop::manual();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            signal.trigger(libc::SIGTERM);
+        });
+        let started = std::time::Instant::now();
+        let built = run_build(
+            dir.path(),
+            "sleep 30 & sleep 30; wait",
+            &log,
+            Duration::from_secs(60),
+            &mut stop,
+        )
+        .await;
+        let e = built.expect_err("stopped");
+        assert_eq!(
+            crate::exit::exit_for(&e),
+            crate::exit::Exit::Interrupted(libc::SIGTERM)
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // A build is not started once a signal came.
+        let e = run_build(dir.path(), "true", &log, Duration::from_secs(5), &mut stop).await;
+        assert!(e.is_err());
     }
 }

@@ -48,8 +48,9 @@ impl Journal {
                 steps: Vec::new(),
             });
         }
-        let text = crate::fsutil::read_bounded(&path, MAX_LOG_BYTES)
+        let mut text = crate::fsutil::read_bounded(&path, MAX_LOG_BYTES)
             .with_context(|| format!("cannot read the bisect log {}", path.display()))?;
+        mend_cut_line(&path, &mut text)?;
         let mut lines = text
             .lines()
             .enumerate()
@@ -80,8 +81,6 @@ impl Journal {
         for (i, line) in lines {
             match serde_json::from_str::<Step>(line) {
                 Ok(step) => steps.push(step),
-                // A line cut off by a kill mid-write is the last one: it is measured again.
-                Err(_) if i + 1 == text.lines().count() && !text.ends_with('\n') => {}
                 Err(e) => bail!("{} line {}: not a bisect step: {e}", path.display(), i + 1),
             }
         }
@@ -101,6 +100,40 @@ impl Journal {
         self.steps.push(step);
         Ok(())
     }
+}
+
+/// A log whose last line has no newline was killed while writing it. A step line cut short
+/// is cut away from the file (its step is measured again), so that the next step is not
+/// appended onto its text; a whole one is given its newline. `text` is left as the file is.
+fn mend_cut_line(path: &Path, text: &mut String) -> Result<()> {
+    if text.is_empty() || text.ends_with('\n') {
+        return Ok(());
+    }
+    // The header is written whole (write_atomic): a log of one cut line is no log.
+    let Some(end) = text.rfind('\n').map(|i| i + 1) else {
+        return Ok(());
+    };
+    let cut = &text[end..];
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot mend the bisect log {}", path.display()))?;
+    let whole = cut.trim().is_empty() || serde_json::from_str::<Step>(cut).is_ok();
+    let mended = match whole {
+        true => (&file).write_all(b"\n").map(|_| text.push('\n')),
+        false => file.set_len(end as u64).map(|_| text.truncate(end)),
+    };
+    mended
+        .and_then(|_| file.sync_data())
+        .with_context(|| format!("cannot mend the bisect log {}", path.display()))?;
+    if !whole {
+        eprintln!(
+            "note: {}: its last line was cut off (the bisect was killed while writing it); \
+             it is removed, and that step is measured again",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 fn short(id: &str) -> String {
@@ -155,20 +188,35 @@ mod tests {
     }
 
     #[test]
-    fn a_line_cut_by_a_kill_is_dropped_and_a_bad_line_is_named() {
+    fn a_line_cut_by_a_kill_is_cut_away_and_a_bad_line_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::open(dir.path(), &header()).unwrap();
         j.append(step(1)).unwrap();
         let path = dir.path().join(LOG_FILE);
+        let whole = std::fs::read_to_string(&path).unwrap();
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
             .unwrap();
         write!(f, "{{\"number\":2,\"comm").unwrap();
-        assert_eq!(Journal::open(dir.path(), &header()).unwrap().steps.len(), 1);
-        writeln!(f).unwrap();
-        writeln!(f, "{}", serde_json::to_string(&step(3)).unwrap()).unwrap();
+        let mut j = Journal::open(dir.path(), &header()).unwrap();
+        assert_eq!(j.steps.len(), 1);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), whole, "cut away");
+        // The step measured again follows the last whole line: the log reads back whole.
+        j.append(step(2)).unwrap();
+        let again = Journal::open(dir.path(), &header()).unwrap();
+        assert_eq!(again.steps, vec![step(1), step(2)]);
+        // A whole step that lost only its newline is kept, and given one.
+        let line = serde_json::to_string(&step(3)).unwrap();
+        write!(f, "{line}").unwrap();
+        let mut j = Journal::open(dir.path(), &header()).unwrap();
+        assert_eq!(j.steps.len(), 3);
+        j.append(step(4)).unwrap();
+        assert_eq!(Journal::open(dir.path(), &header()).unwrap().steps.len(), 4);
+        // A bad line before the end is named, not dropped.
+        writeln!(f, "not a step").unwrap();
+        writeln!(f, "{line}").unwrap();
         let e = format!("{:#}", Journal::open(dir.path(), &header()).err().unwrap());
-        assert!(e.contains("line 3"), "{e}");
+        assert!(e.contains("line 6"), "{e}");
     }
 }

@@ -32,7 +32,7 @@ use crate::gate::bisect::{
 use crate::gate::{LevelStatus, Verdict};
 use crate::load::BenchSetup;
 use crate::profile::Profile;
-use checkout::{Commit, Walk};
+use checkout::{Commit, Stop, Walk};
 use journal::{Header, Journal};
 
 /// The examples `bisect --help` ends with.
@@ -144,6 +144,9 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
             bail!("--server-command and --build-command must not be empty");
         }
     }
+    // From here on a signal is the bisect's to act on: a build running is stopped, its
+    // checkout removed, and the bisect exits 130/143 with its log whole.
+    let mut stop = Stop::from_signals();
     crate::locks::hold_output(&args.out)?;
     let out = args
         .out
@@ -164,9 +167,9 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
     }
     .check()?;
     if bisect.args.step {
-        one_step(&bisect).await
+        one_step(&bisect, &mut stop).await
     } else {
-        search(&bisect).await
+        search(&bisect, &mut stop).await
     }
 }
 
@@ -373,7 +376,7 @@ fn levels_of(verdict: &Verdict) -> Vec<StepLevel> {
 }
 
 /// The search, driven here: steps until the answer, each logged.
-async fn search(bisect: &Bisect) -> Result<Exit> {
+async fn search(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
     let args = &bisect.args;
     let walk = checkout::walk(&args.repo, &args.good, &args.bad)?;
     let n = walk.commits.len();
@@ -421,8 +424,9 @@ async fn search(bisect: &Bisect) -> Result<Exit> {
     for step in &journal.steps {
         println!("{}", crate::report::bisect::step_line(step));
     }
-    let good_dir = ready_or_fail(&walk, bisect, &walk.good).await?;
+    let good_dir = ready_or_fail(&walk, bisect, &walk.good, stop).await?;
     let answer = loop {
+        stop.check()?;
         // A commit the gate could not tell is measured again before the search moves on.
         let again = measure_again(&journal.steps).and_then(|s| index_of(&s.commit));
         let next = again.map_or_else(|| next_step(n, &said), Next::Measure);
@@ -451,11 +455,14 @@ async fn search(bisect: &Bisect) -> Result<Exit> {
                     commit,
                     args.build_command.as_deref(),
                     args.build_timeout,
+                    stop,
                 )
                 .await?
                 {
                     Ok(dir) => {
-                        (bisect.measure(commit, number, &dir, &good_dir, again.is_some())).await?
+                        let measured =
+                            bisect.measure(commit, number, &dir, &good_dir, again.is_some());
+                        unless_stopped(stop, measured).await?
                     }
                     Err(checkout::NotReady(why)) => Step {
                         number,
@@ -531,14 +538,47 @@ fn ids(walk: &Walk, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
     walk.commits[range].iter().map(|c| c.id.clone()).collect()
 }
 
+/// How long a measurement has, after a signal, to stop by itself: the servers' grace
+/// (SIGTERM to SIGKILL) and a margin. Only a backstop: the run in blocks sees the same
+/// switch in every phase and stops its servers itself.
+const MEASURE_GRACE: Duration = Duration::from_secs(45);
+
+/// A step's measurement, ended by a signal. The run in blocks stops on the signal by itself
+/// in every phase (servers loading or measuring: they are stopped, partial results written,
+/// exit 130/143); should it not within [`MEASURE_GRACE`], the measurement is dropped, which
+/// kills its servers' groups.
+async fn unless_stopped(
+    stop: &mut Stop,
+    measure: impl std::future::Future<Output = Result<Step>>,
+) -> Result<Step> {
+    stop.check()?;
+    let mut measure = std::pin::pin!(measure);
+    let sig = tokio::select! {
+        step = &mut measure => return step,
+        sig = stop.stopped() => sig,
+    };
+    match tokio::time::timeout(MEASURE_GRACE, measure).await {
+        // Measured whole: it is logged, and the bisect stops before the next step.
+        Ok(Ok(step)) => Ok(step),
+        Ok(Err(e)) if matches!(exit_for(&e), Exit::Interrupted(_)) => Err(e),
+        Ok(Err(_)) | Err(_) => Err(checkout::interrupted(sig)),
+    }
+}
+
 /// The good commit's checkout, built; one that cannot be built ends the bisect.
-async fn ready_or_fail(walk: &Walk, bisect: &Bisect, commit: &Commit) -> Result<PathBuf> {
+async fn ready_or_fail(
+    walk: &Walk,
+    bisect: &Bisect,
+    commit: &Commit,
+    stop: &mut Stop,
+) -> Result<PathBuf> {
     match checkout::ready(
         walk,
         &bisect.out,
         commit,
         bisect.args.build_command.as_deref(),
         bisect.args.build_timeout,
+        stop,
     )
     .await?
     {
@@ -551,29 +591,31 @@ async fn ready_or_fail(walk: &Walk, bisect: &Bisect, commit: &Commit) -> Result<
 }
 
 /// `--step`: the checkout as it is against the good commit, for `git bisect run`.
-async fn one_step(bisect: &Bisect) -> Result<Exit> {
+async fn one_step(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
     let args = &bisect.args;
     let walk = checkout::walk(&args.repo, &args.good, "HEAD")?;
     let head = walk.commits.last().expect("walk has HEAD").clone();
-    let good_dir = ready_or_fail(&walk, bisect, &walk.good).await?;
+    let good_dir = ready_or_fail(&walk, bisect, &walk.good, stop).await?;
     if let Some(build) = &args.build_command {
         let log = bisect.out.join(format!("build-{}.log", head.short()));
         if let Err(why) =
-            checkout::run_build(&walk.repo_dir, build, &log, args.build_timeout).await?
+            checkout::run_build(&walk.repo_dir, build, &log, args.build_timeout, stop).await?
         {
             println!("{}: not built: {why}: skip", head.short());
             return Ok(Exit::BisectSkip);
         }
     }
     let number = std::fs::read_dir(bisect.out.join("steps")).map_or(0, |d| d.count()) + 1;
-    let mut step = bisect
-        .measure(&head, number, &walk.repo_dir, &good_dir, false)
-        .await?;
+    let measured = bisect.measure(&head, number, &walk.repo_dir, &good_dir, false);
+    let mut step = unless_stopped(stop, measured).await?;
     println!("{}", crate::report::bisect::step_line(&step));
     if step.undecided {
-        step = (bisect.measure(&head, number + 1, &walk.repo_dir, &good_dir, true)).await?;
+        let measured = bisect.measure(&head, number + 1, &walk.repo_dir, &good_dir, true);
+        step = unless_stopped(stop, measured).await?;
         println!("{}", crate::report::bisect::step_line(&step));
     }
+    // Stopped: `git bisect run` ends on 130/143, rather than taking the step as said.
+    stop.check()?;
     Ok(match step.outcome {
         StepOutcome::Good => Exit::Pass,
         StepOutcome::Bad => Exit::Regression,

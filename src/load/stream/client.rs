@@ -82,9 +82,6 @@ pub const MAX_ERROR_BODY: usize = 64 << 10;
 pub const MAX_WHOLE_BODY: usize = 64 << 20;
 /// The most of a `/v1/models` or `/health` answer the probe reads.
 pub const MAX_PROBE_BODY: usize = 4 << 20;
-/// The most of a `/metrics` answer read (the probe's and each telemetry scrape's): an
-/// engine's metrics are some hundreds of KiB.
-pub const MAX_METRICS_BODY: usize = 8 << 20;
 
 /// Why a capped read gave up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +101,7 @@ impl std::fmt::Display for CappedReadError {
     }
 }
 
-/// Reads a probe or telemetry response's body, at most `cap` bytes (reqwest's `.text()`
+/// Reads a probe response's body, at most `cap` bytes (reqwest's `.text()`
 /// would read a body that never ends into memory).
 pub async fn read_capped(
     mut response: reqwest::Response,
