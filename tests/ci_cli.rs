@@ -285,6 +285,12 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
         "{}",
         text(&out)
     );
+    // Against the base server of this job, not "against baseline ..." (the file's name).
+    assert!(
+        stdout(&out).contains("regressed against the base server: C="),
+        "{}",
+        text(&out)
+    );
     assert!(step.outputs().contains("verdict=regression\n"));
     assert!(step.summary().contains("FAIL"), "{}", step.summary());
     let worst: f64 = step

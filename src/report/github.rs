@@ -156,23 +156,30 @@ pub fn annotations(verdict: &Verdict) -> Vec<String> {
         .iter()
         .filter(|l| l.status == LevelStatus::Regression)
         .map(|l| match l.ratio.and_then(super::verdict::shown_ratio) {
-            Some(r) => format!("C={} {:+.1}%", l.concurrency, (r - 1.0) * 100.0),
+            Some(r) => format!(
+                "C={} {}",
+                l.concurrency,
+                super::signed_percent((r - 1.0) * 100.0)
+            ),
             None => format!("C={}", l.concurrency),
         })
         .collect();
+    // Against what: the base server of the same job, or the baseline's sessions.
+    let against = match verdict.design {
+        Some(crate::stats::decision::Design::Relative) => "the base server".to_string(),
+        _ => format!("baseline {}", escape_data(&verdict.baseline_name)),
+    };
     match verdict.outcome {
         // Let through on purpose: a warning (the step succeeds), the size still said.
         Outcome::Regression if super::verdict::regression_accepted(verdict) => out.push(format!(
-            "::warning title=Throughput regression accepted::{} regressed against baseline {}: {}; {}",
+            "::warning title=Throughput regression accepted::{} regressed against {against}: {}; {}",
             escape_data(&verdict.profile_name),
-            escape_data(&verdict.baseline_name),
             failed.join(", "),
             super::verdict::ACCEPTED
         )),
         Outcome::Regression => out.push(format!(
-            "::error title=Throughput regression::{} regressed against baseline {}: {}",
+            "::error title=Throughput regression::{} regressed against {against}: {}",
             escape_data(&verdict.profile_name),
-            escape_data(&verdict.baseline_name),
             failed.join(", ")
         )),
         Outcome::NotComparable => out.push(format!(
