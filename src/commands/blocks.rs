@@ -167,6 +167,12 @@ pub async fn run_in_blocks(
         bail!("--server-command is needed to start servers");
     };
     let out = template.out_dir.clone();
+    // Nothing is written through a link: the folder, its servers/ and blocks/ (a checkout
+    // can commit `servers -> ~/`).
+    crate::fsutil::ensure_output_dir(&out)?;
+    for dir in ["servers", "blocks"] {
+        crate::fsutil::refuse_linked_dir(&out.join(dir))?;
+    }
     if let Some((kept, names)) = super::earlier::keep_earlier_run(&out)? {
         for dir in ["blocks", "servers"] {
             if out.join(dir).is_dir() {
@@ -352,8 +358,8 @@ async fn run_block(
         show_progress: template.show_progress,
         base_endpoints: url("base").into_iter().collect(),
     };
-    std::fs::create_dir_all(&setup.out_dir)
-        .with_context(|| format!("cannot create {}", setup.out_dir.display()))?;
+    crate::fsutil::ensure_output_dir(&out.join("blocks"))?;
+    crate::fsutil::ensure_output_dir(&setup.out_dir)?;
     let slots_said = if relative {
         format!("head on slot {head_slot}, base on slot {base_slot}")
     } else {
@@ -362,16 +368,22 @@ async fn run_block(
     let measured = crate::load::run_bench(setup, |_, _| {}).await;
     // Stop both whatever happened; a server that died mid-run is named with its log.
     let mut died = Vec::new();
+    let (mut head_cut, mut base_cut) = (None, None);
     for (arm, mut server) in servers {
         if let Some(status) = server.exited() {
             died.push(format!(
                 "the {arm} server exited during block {n} ({status}); the end of its log:\n{}",
-                crate::load::servers::log_tail(server.log_path(), 40)
+                server.log_tail(40)
             ));
         }
-        server.stop().await?;
+        let stopped = server.stop().await?;
+        let cut = (stopped.log_cut_bytes > 0).then_some(stopped.log_cut_bytes);
+        match arm {
+            "base" => base_cut = cut,
+            _ => head_cut = cut,
+        }
     }
-    let outcome = measured?;
+    let mut outcome = measured?;
     if !died.is_empty() {
         bail!("{}", died.join("\n"));
     }
@@ -392,6 +404,17 @@ async fn run_block(
             outcome.problems.join("; ")
         );
     }
+    for (arm, cut) in [("head", head_cut), ("base", base_cut)] {
+        if let Some(cut) = cut {
+            outcome.result.warnings.push(format!(
+                "the {arm} server's log {} keeps its first {} and last {} bytes: {cut} bytes of \
+                 server output cut",
+                log(arm),
+                crate::load::servers::LOG_HEAD_BYTES,
+                crate::load::servers::LOG_TAIL_BYTES
+            ));
+        }
+    }
     println!("block {n}: {slots_said}: {}", block_line(&outcome.result));
     Ok(BlockRun {
         record: BlockRecord {
@@ -400,6 +423,8 @@ async fn run_block(
             base_slot: relative.then_some(base_slot),
             head_log: log("head"),
             base_log: relative.then(|| log("base")),
+            head_log_cut_bytes: head_cut,
+            base_log_cut_bytes: base_cut,
             levels: levels.to_vec(),
         },
         result: outcome.result,
@@ -490,9 +515,7 @@ pub fn print_table(result: &RunResult) {
 /// OUT/requests.jsonl holds every request of the run.
 fn join_journals(runs: &[BlockRun], out: &Path) -> Result<()> {
     let path = out.join(REQUESTS_FILE);
-    let mut writer = std::io::BufWriter::new(
-        std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?,
-    );
+    let mut writer = std::io::BufWriter::new(crate::fsutil::create_output(&path)?);
     for run in runs {
         let n = run.record.number;
         let from: PathBuf = out.join(format!("blocks/block-{n}")).join(REQUESTS_FILE);

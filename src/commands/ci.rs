@@ -258,8 +258,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         .await?;
     }
 
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create folder {}", args.out.display()))?;
+    crate::fsutil::ensure_output_dir(&args.out)?;
     let setup = BenchSetup {
         profile,
         environment,
@@ -430,7 +429,8 @@ fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
     if github::in_actions() {
         println!("{}", github::error_annotation(title, &message));
     }
-    if std::fs::create_dir_all(&args.out).is_ok() {
+    // An output folder that is a link gets nothing (the refusal above says why).
+    if crate::fsutil::ensure_output_dir(&args.out).is_ok() {
         write_atomic(&args.out.join(VERDICT_MD), markdown.as_bytes())?;
         if !unmeasured {
             let verdict = refused_verdict(args, &message);

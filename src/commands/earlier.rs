@@ -36,6 +36,7 @@ pub fn keep_earlier_run(out: &Path) -> Result<Option<(PathBuf, Vec<&'static str>
         .or_else(|| modified(&out.join(REQUESTS_FILE)))
         .or_else(|| modified(&out.join(RESULTS_FILE)))
         .unwrap_or_else(|| "unknown".to_string());
+    crate::fsutil::ensure_output_dir(&out.join(EARLIER_DIR))?;
     let dir = free_folder(&out.join(EARLIER_DIR), &filesystem_safe(&stamp));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create {} for the earlier run", dir.display()))?;

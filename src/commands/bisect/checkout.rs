@@ -189,7 +189,7 @@ pub(super) async fn run_build(
     log: &Path,
     limit: Duration,
 ) -> Result<std::result::Result<(), String>> {
-    let file = std::fs::File::create(log)
+    let file = crate::fsutil::create_output(log)
         .with_context(|| format!("cannot write the build log {}", log.display()))?;
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")

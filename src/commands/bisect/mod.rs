@@ -144,8 +144,7 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
             bail!("--server-command and --build-command must not be empty");
         }
     }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    crate::fsutil::ensure_output_dir(&args.out)?;
     let out = args
         .out
         .canonicalize()
@@ -211,8 +210,8 @@ impl Bisect {
             .out
             .join("steps")
             .join(format!("{number:02}-{}", commit.short()));
-        std::fs::create_dir_all(&out)
-            .with_context(|| format!("cannot create {}", out.display()))?;
+        crate::fsutil::ensure_output_dir(&self.out.join("steps"))?;
+        crate::fsutil::ensure_output_dir(&out)?;
         let setup = BenchSetup {
             profile: self.profile.clone(),
             environment: self.args.environment.to_environment(),
