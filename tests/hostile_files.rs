@@ -677,7 +677,25 @@ fn output_folders_that_are_links_are_refused() {
             inside.is_empty(),
             "{what}: written into the link's target: {inside:?}"
         );
+    } // A plain bench into a link to a folder holding an earlier run: nothing there is moved.
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let target = d.join("home-run");
+    std::fs::create_dir_all(&target).unwrap();
+    for name in ["results.json", "requests.jsonl"] {
+        std::fs::write(target.join(name), "mine\n").unwrap();
     }
+    let out = d.join("out-run");
+    std::os::unix::fs::symlink(&target, &out).unwrap();
+    let profile = write_profile(d, "plain", &sim.urls, QUICK_BODY);
+    let o = run_bench_cli(&profile, &out, &["--no-progress"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("symbolic link"), "{}", text(&o));
+    let mut names: Vec<String> = std::fs::read_dir(&target)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["requests.jsonl", "results.json"], "{}", text(&o));
 }
 
 /// Issue 35 item 2: a dataset that is not ShareGPT (any JSON array of strings: a file of

@@ -265,7 +265,7 @@ fn read_jsonl(path: &Path) -> Result<Vec<Prompt>> {
                  (text) or `messages` (an array)",
                 path.display(),
                 e.column(),
-                super::dataset::json_problem(&e)
+                super::data_error::json_problem(&e)
             )
         })?;
         let prompt = if let Some(p) = value.get("prompt").and_then(Value::as_str) {

@@ -176,7 +176,7 @@ fn jsonl(text: &str, max_rows: usize) -> Result<Vec<(f64, u32, u32)>> {
                 "line {line_no}, column {}: {}; expected one JSON object per line, with \
                  `timestamp`, `input_tokens` and `output_tokens`",
                 e.column(),
-                super::dataset::json_problem(&e)
+                super::data_error::json_problem(&e)
             )
         })?;
         let seconds = match value.get("timestamp").and_then(Value::as_f64) {
