@@ -37,11 +37,17 @@ pub fn check_one_stdout(flags: &[(&str, Option<&Path>)]) -> Result<bool> {
 ///
 /// A regular file (or a new one) is written through a temporary file in the same folder,
 /// synced, then renamed over the target: readers see the old file or the new one, never a
-/// mix. An existing file keeps its mode; a new one gets [`NEW_FILE_MODE`]. A symbolic link is
-/// followed: its target is replaced, the link stays. `-` is standard output; special files
-/// (a FIFO, a character device such as `/dev/null`) and paths under `/dev` or `/proc` (such as
-/// `/dev/stdout`) are written directly, never replaced.
+/// mix. An existing file keeps its mode; a new one gets [`NEW_FILE_MODE`].
+///
+/// A symbolic link at `path` is never written through: output folders sit in a pull
+/// request's checkout, which can commit `verdict.md -> ~/.bashrc`. The rename replaces the
+/// link itself with the new file (its target is left as it was), and stderr says so.
+///
+/// `-` is standard output; a special file at `path` itself (a FIFO, a character device) and
+/// paths under `/dev` or `/proc` (`--json /dev/stdout`, `/dev/fd/3`, links there included)
+/// are written directly, never replaced.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     if is_stdout(path) {
         let mut out = std::io::stdout().lock();
         return out
@@ -49,32 +55,41 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .and_then(|_| out.flush())
             .context("cannot write to standard output");
     }
-    let target = resolve_links(path)?;
-    let existing = std::fs::metadata(&target).ok();
-    let special = existing.as_ref().is_some_and(|m| {
-        let t = m.file_type();
-        t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket()
-    });
-    if special || [path, &target].iter().any(|p| is_system_path(p)) {
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&target)
+    let existing = std::fs::symlink_metadata(path).ok();
+    let special = existing
+        .as_ref()
+        .is_some_and(|m| is_special(&m.file_type()));
+    if special || is_system_path(path) {
+        let mut options = std::fs::OpenOptions::new();
+        options.append(true);
+        if !is_system_path(path) {
+            // A link swapped in since it was looked at is refused, not followed.
+            options.custom_flags(libc::O_NOFOLLOW);
+        }
+        let mut file = options
+            .open(path)
             .with_context(|| format!("cannot open {}", path.display()))?;
         return file
             .write_all(bytes)
             .and_then(|_| file.flush())
             .with_context(|| format!("cannot write {}", path.display()));
     }
+    let link = existing
+        .as_ref()
+        .is_some_and(|m| m.file_type().is_symlink());
     if existing.as_ref().is_some_and(|m| m.is_dir()) {
         bail!("cannot write {}: it is a folder", path.display());
     }
-    let dir = match target.parent() {
+    let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create folder {}", dir.display()))?;
-    let mode = existing.map_or(NEW_FILE_MODE, |m| m.permissions().mode() & 0o7777);
+    let mode = match &existing {
+        Some(m) if m.is_file() => m.permissions().mode() & 0o7777,
+        _ => NEW_FILE_MODE,
+    };
     let mut tmp = tempfile::Builder::new()
         .prefix(".throughline-")
         .suffix(".tmp")
@@ -87,48 +102,135 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         })
         .and_then(|_| tmp.as_file().sync_all())
         .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(&target)
+    if link {
+        warn_link(path, "replaced by a regular file");
+    }
+    tmp.persist(path)
         .map_err(|e| e.error)
-        .with_context(|| format!("cannot replace {}", target.display()))?;
+        .with_context(|| format!("cannot replace {}", path.display()))?;
     Ok(())
 }
 
-/// `path` with every symbolic link along its last component followed (a link to a link
-/// too, relative links against their own folder); a dangling link gives the path it names.
-fn resolve_links(path: &Path) -> Result<PathBuf> {
-    let mut at = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let to = std::fs::read_link(&at)
-                    .with_context(|| format!("cannot read link {}", at.display()))?;
-                at = match at.parent() {
-                    Some(dir) if to.is_relative() => dir.join(to),
-                    _ => to,
-                };
-            }
-            _ => return Ok(at),
-        }
-    }
-    bail!(
-        "cannot write {}: too many levels of symbolic links",
-        path.display()
-    )
+/// Whether a file type is one written in place (never replaced, never removed).
+fn is_special(t: &std::fs::FileType) -> bool {
+    t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket()
 }
 
-/// Removes the file at `path`, or the file a symbolic link there points to (the link stays,
-/// so the next [`write_atomic`] writes where it always did). Nothing there is fine; a
-/// special file or a folder is left alone.
+/// Says on stderr what was done with the symbolic link at `path` (its target is neither
+/// read nor named: it is whatever the link's author chose).
+fn warn_link(path: &Path, done: &str) {
+    eprintln!(
+        "warning: {} was a symbolic link: {done}; its target was left alone (throughline never \
+         writes through a link in its output)",
+        path.display()
+    );
+}
+
+/// Removes a symbolic link at `path` (the link itself, never its target), saying so on
+/// stderr. Returns whether there was one.
+pub fn remove_link(path: &Path) -> Result<bool> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::remove_file(path)
+                .with_context(|| format!("cannot remove the link {}", path.display()))?;
+            warn_link(path, "removed");
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Removes the output file at `path`; a symbolic link there is removed itself (its target
+/// stays, see [`remove_link`]). Nothing there is fine; a special file or a folder is left
+/// alone.
 pub fn remove_output(path: &Path) -> Result<()> {
-    let target = resolve_links(path)?;
-    match std::fs::symlink_metadata(&target) {
-        Ok(m) if m.is_file() => std::fs::remove_file(&target)
-            .with_context(|| format!("cannot remove {}", target.display())),
+    if remove_link(path)? {
+        return Ok(());
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => {
+            std::fs::remove_file(path).with_context(|| format!("cannot remove {}", path.display()))
+        }
         _ => Ok(()),
     }
 }
 
-/// Paths no atomic replacement may touch: device nodes and the process's own descriptors.
+/// Opens the output file at `path` for appending (created with [`NEW_FILE_MODE`] when
+/// missing): a server's log, a journal. A symbolic link there is removed first and a new
+/// file made in its place ([`remove_link`]); the open itself never follows a link
+/// (`O_NOFOLLOW`), so one made in between is refused.
+pub fn open_output_append(path: &Path) -> Result<std::fs::File> {
+    open_output(path, false)
+}
+
+/// Creates the output file at `path` afresh (truncated; mode [`NEW_FILE_MODE`] when new),
+/// as [`open_output_append`] does: never through a link.
+pub fn create_output(path: &Path) -> Result<std::fs::File> {
+    open_output(path, true)
+}
+
+fn open_output(path: &Path, truncate: bool) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    remove_link(path)?;
+    let mut options = std::fs::OpenOptions::new();
+    options
+        .create(true)
+        .mode(NEW_FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW);
+    if truncate {
+        options.write(true).truncate(true);
+    } else {
+        options.append(true);
+    }
+    options.open(path).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => anyhow::anyhow!(
+            "cannot write {}: it became a symbolic link while it was opened; throughline never \
+             writes through a link in its output",
+            path.display()
+        ),
+        _ => anyhow::Error::new(e).context(format!("cannot write {}", path.display())),
+    })
+}
+
+/// Creates the output folder `path` (parents included) after checking that neither it nor,
+/// for a relative path, any folder on the way to it is a symbolic link: an output folder in
+/// a checkout (`throughline-results/`, `servers/`) that is a committed link to `~/` would
+/// have the run's files written elsewhere. A link is refused, naming it and the fix.
+pub fn ensure_output_dir(path: &Path) -> Result<()> {
+    refuse_linked_dir(path)?;
+    std::fs::create_dir_all(path)
+        .with_context(|| format!("cannot create folder {}", path.display()))?;
+    // One made a link in between is refused now, before anything is written into it.
+    refuse_linked_dir(path)
+}
+
+/// Fails when the folder `path` (absent is fine), or for a relative path any of the folders
+/// it lies under, is a symbolic link.
+pub fn refuse_linked_dir(path: &Path) -> Result<()> {
+    use std::path::Component;
+    let mut checked: Vec<&Path> = vec![path];
+    if path.is_relative() {
+        checked.extend(
+            path.ancestors()
+                .skip(1)
+                .filter(|a| matches!(a.components().next_back(), Some(Component::Normal(_)))),
+        );
+    }
+    for p in checked {
+        if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+            bail!(
+                "the output folder {} is a symbolic link: throughline does not write its \
+                 output through links (a checkout can commit one pointing anywhere). Remove \
+                 the link, or give a real folder as the output folder",
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Paths no atomic replacement may touch: device nodes and the process's own descriptors
+/// (`/dev/stdout` is itself a link, to `/proc/self/fd/1`: followed, as the user meant).
 fn is_system_path(path: &Path) -> bool {
     path.starts_with("/dev") || path.starts_with("/proc")
 }
@@ -271,7 +373,7 @@ mod tests {
     /// Each case prepares the folder, writes "new" through `write_atomic` at `out`, then
     /// checks what is where.
     #[test]
-    fn writes_follow_links_keep_modes_and_leave_special_files_alone() {
+    fn writes_replace_links_keep_modes_and_leave_special_files_alone() {
         type Setup = fn(&Path);
         type Check = fn(&Path);
         let cases: &[(&str, &str, Setup, Check)] = &[
@@ -294,7 +396,7 @@ mod tests {
                 |d| assert_eq!(mode(&d.join("a.json")), 0o640),
             ),
             (
-                "symlink stays a link, its target is replaced",
+                "a symlink is replaced by a file, its target left alone",
                 "link.json",
                 |d| {
                     std::fs::create_dir(d.join("real")).unwrap();
@@ -303,26 +405,24 @@ mod tests {
                 },
                 |d| {
                     let m = std::fs::symlink_metadata(d.join("link.json")).unwrap();
-                    assert!(m.file_type().is_symlink());
-                    assert_eq!(std::fs::read(d.join("real/a.json")).unwrap(), b"new");
-                    // The temporary file was made beside the target, and is gone.
+                    assert!(m.is_file(), "still a link");
+                    assert_eq!(mode(&d.join("link.json")), 0o644);
+                    assert_eq!(std::fs::read(d.join("link.json")).unwrap(), b"new");
+                    assert_eq!(std::fs::read(d.join("real/a.json")).unwrap(), b"old");
                     assert_eq!(std::fs::read_dir(d.join("real")).unwrap().count(), 1);
                 },
             ),
             (
-                "link to a link to a missing file creates the file",
+                "a dangling link is replaced, the file it names not made",
                 "l1",
                 |d| {
                     symlink("l2", d.join("l1")).unwrap();
                     symlink(d.join("made.json"), d.join("l2")).unwrap();
                 },
                 |d| {
-                    assert!(std::fs::symlink_metadata(d.join("l1"))
-                        .unwrap()
-                        .file_type()
-                        .is_symlink());
-                    assert_eq!(std::fs::read(d.join("made.json")).unwrap(), b"new");
-                    assert_eq!(mode(&d.join("made.json")), 0o644);
+                    assert!(std::fs::symlink_metadata(d.join("l1")).unwrap().is_file());
+                    assert!(!d.join("made.json").exists());
+                    assert_eq!(std::fs::read(d.join("l1")).unwrap(), b"new");
                 },
             ),
             (
@@ -335,7 +435,7 @@ mod tests {
                 },
             ),
             (
-                "a link to a FIFO is written, not replaced",
+                "a link to a FIFO is replaced, the FIFO left alone",
                 "to-fifo",
                 |d| {
                     mkfifo(&d.join("fifo"));
@@ -344,8 +444,7 @@ mod tests {
                 |d| {
                     assert!(std::fs::symlink_metadata(d.join("to-fifo"))
                         .unwrap()
-                        .file_type()
-                        .is_symlink());
+                        .is_file());
                     assert!(std::fs::metadata(d.join("fifo"))
                         .unwrap()
                         .file_type()
@@ -357,8 +456,8 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             setup(dir.path());
             let path = dir.path().join(out);
-            // A FIFO needs a reader while it is written.
-            let fifo = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_fifo());
+            // A FIFO needs a reader while it is written (a link to one is not written).
+            let fifo = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_fifo());
             let reader = fifo.then(|| {
                 let p = path.clone();
                 std::thread::spawn(move || std::fs::read(p).unwrap())
@@ -404,5 +503,58 @@ mod tests {
         assert_eq!(stream_bounded(&small, 1024, &mut sink).unwrap(), 8);
         let err = format!("{:#}", stream_bounded(&big, 1024, &mut sink).unwrap_err());
         assert!(err.contains("over the limit of 1024 bytes"), "{err}");
+    }
+
+    #[test]
+    fn outputs_opened_or_removed_never_touch_a_links_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("target"), "secret").unwrap();
+        for (name, act) in [
+            (
+                "append",
+                open_output_append as fn(&Path) -> Result<std::fs::File>,
+            ),
+            ("create", create_output),
+        ] {
+            let at = d.join(format!("{name}.log"));
+            symlink(d.join("target"), &at).unwrap();
+            let mut file = act(&at).unwrap();
+            file.write_all(b"mine").unwrap();
+            assert!(std::fs::symlink_metadata(&at).unwrap().is_file(), "{name}");
+            assert_eq!(std::fs::read(&at).unwrap(), b"mine", "{name}");
+            assert_eq!(mode(&at), NEW_FILE_MODE, "{name}");
+        }
+        let gone = d.join("old.json");
+        symlink(d.join("target"), &gone).unwrap();
+        remove_output(&gone).unwrap();
+        assert!(std::fs::symlink_metadata(&gone).is_err());
+        assert_eq!(std::fs::read(d.join("target")).unwrap(), b"secret");
+        // Appending keeps what is there; creating starts over.
+        let log = d.join("again.log");
+        open_output_append(&log).unwrap().write_all(b"a").unwrap();
+        open_output_append(&log).unwrap().write_all(b"b").unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"ab");
+        create_output(&log).unwrap().write_all(b"c").unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"c");
+    }
+
+    #[test]
+    fn output_folders_that_are_links_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("elsewhere")).unwrap();
+        symlink(d.join("elsewhere"), d.join("out")).unwrap();
+        let err = format!("{:#}", ensure_output_dir(&d.join("out")).unwrap_err());
+        assert!(err.contains("out is a symbolic link"), "{err}");
+        ensure_output_dir(&d.join("real/servers")).unwrap();
+        assert!(d.join("real/servers").is_dir());
+        // A relative path: every folder on the way is looked at.
+        let here = std::env::current_dir().unwrap();
+        let rel = d.strip_prefix("/").unwrap();
+        let up: PathBuf = here.components().skip(1).map(|_| "..").collect();
+        let err = ensure_output_dir(&up.join(rel).join("out/results")).unwrap_err();
+        assert!(format!("{err:#}").contains("symbolic link"), "{err:#}");
+        assert_eq!(std::fs::read_dir(d.join("elsewhere")).unwrap().count(), 0);
     }
 }

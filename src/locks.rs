@@ -37,7 +37,8 @@ static HELD: Mutex<Vec<(PathBuf, File)>> = Mutex::new(Vec::new());
 /// Takes the lock on output folder `dir` (created if missing) for the rest of the process;
 /// refused, naming the holder, while another run holds it.
 pub fn hold_output(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // Created if missing, refused if a link (a pull request can commit one).
+    crate::fsutil::ensure_output_dir(dir)?;
     let path = dir.join(OUTPUT_LOCK);
     match try_hold(&path)? {
         None => Ok(()),

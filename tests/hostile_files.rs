@@ -262,10 +262,11 @@ fn a_killed_rerun_leaves_no_stale_results() {
     }
 }
 
-/// Item 8: outputs that are links, FIFOs or standard output are written, not replaced; new
-/// files are 0644 and existing files keep their mode.
+/// Item 8: outputs that are FIFOs or standard output are written, not replaced; new files
+/// are 0644 and existing files keep their mode. Issue 35 changed links: a link at an output
+/// path is replaced by the file (its target left alone), never written through.
 #[test]
-fn outputs_follow_links_and_special_files() {
+fn outputs_replace_links_and_write_special_files() {
     let tmp = tempfile::tempdir().unwrap();
     let (results, clean) = quick_results(tmp.path());
     assert_eq!(mode(&results), 0o644, "results.json");
@@ -278,9 +279,12 @@ fn outputs_follow_links_and_special_files() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(std::fs::symlink_metadata(d.join("base.toml"))
         .unwrap()
-        .file_type()
-        .is_symlink());
-    assert_eq!(mode(&d.join("artifacts/base.toml")), 0o644);
+        .is_file());
+    assert_eq!(mode(&d.join("base.toml")), 0o644);
+    assert!(
+        !d.join("artifacts/base.toml").exists(),
+        "the dangling link's target was made"
+    );
     let baseline = d.join("base.toml");
 
     type Setup = fn(&Path) -> PathBuf;
@@ -336,10 +340,12 @@ fn outputs_follow_links_and_special_files() {
             "existing 0600 file" => assert_eq!(mode(&path), 0o600),
             "symlink" => {
                 let m = std::fs::symlink_metadata(&path).unwrap();
-                assert!(m.file_type().is_symlink(), "the link was replaced");
-                assert!(std::fs::read_to_string(c.join("real/v.json"))
-                    .unwrap()
-                    .contains("\"levels\""));
+                assert!(m.is_file(), "the link is still there");
+                assert_eq!(
+                    std::fs::read_to_string(c.join("real/v.json")).unwrap(),
+                    "old"
+                );
+                assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
             }
             "fifo" => assert!(std::fs::symlink_metadata(&path)
                 .unwrap()
@@ -475,4 +481,279 @@ fn a_missed_open_loop_schedule_is_flagged() {
         "no warning: {}",
         text(&out)
     );
+}
+
+/// A managed server for `--server-command`: the instant simulator, `before` run first.
+fn sim_server(before: &str) -> String {
+    format!(
+        "{before}exec {} serve-sim --preset instant --port {{port}}",
+        bin()
+    )
+}
+
+/// `bench --server-command COMMAND -o OUT` with the quick profile (its endpoint replaced).
+fn managed_bench(dir: &Path, out: &Path, command: &str, extra: &[&str]) -> std::process::Output {
+    let profile = write_profile(
+        dir,
+        "managed",
+        &["http://127.0.0.1:1".to_string()],
+        QUICK_BODY,
+    );
+    let mut cmd = bench_command(&profile, out);
+    cmd.args(["--no-progress", "--server-command", command, "--slots", "0"])
+        .args(extra);
+    wait_with_deadline(spawn(&mut cmd), Duration::from_secs(120), "managed bench")
+}
+
+/// Files outside the run that a link in an output folder points to: each holds `name`'s
+/// secret, and must still hold it, alone, after the run.
+struct Elsewhere(PathBuf, std::cell::RefCell<Vec<String>>);
+
+impl Elsewhere {
+    fn new(dir: &Path) -> Elsewhere {
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        Elsewhere(home, Default::default())
+    }
+    fn file(&self, name: &str) -> PathBuf {
+        self.1.borrow_mut().push(name.to_string());
+        let p = self.0.join(name);
+        std::fs::write(&p, format!("secret of {name}\n")).unwrap();
+        p
+    }
+    fn link(&self, name: &str, at: &Path) {
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(self.file(name), at).unwrap();
+    }
+    fn untouched(&self, out: &std::process::Output) {
+        let names = self.1.borrow();
+        let shown = text(out);
+        let wrong: Vec<String> = (names.iter())
+            .filter_map(|name| {
+                let now = std::fs::read(self.0.join(name));
+                let now = now.map(|b| String::from_utf8_lossy(&b).into_owned());
+                let kept = now
+                    .as_deref()
+                    .is_ok_and(|t| t == format!("secret of {name}\n"));
+                let quoted = shown.contains(&format!("secret of {name}"));
+                let start = |t: &str| t.chars().take(60).collect::<String>();
+                (!kept || quoted).then(|| match now {
+                    Ok(t) if !kept => format!("{name} now holds {:?}...", start(&t)),
+                    Ok(_) => format!("{name}'s text was shown"),
+                    Err(e) => format!("{name}: {e}"),
+                })
+            })
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "files outside the run were touched through links:\n{}\n{shown}",
+            wrong.join("\n")
+        );
+    }
+}
+
+fn is_link(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// Issue 35 item 1: links in an output folder (a pull request's checkout can commit them)
+/// are replaced by the run's own files, never written through, truncated or deleted; each
+/// is named on stderr.
+#[test]
+fn links_in_an_output_folder_are_replaced_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let home = Elsewhere::new(d);
+    let out = d.join("out");
+    home.link("authorized_keys", &out.join("report.md"));
+    home.link("summary-target.csv", &out.join("summary.csv"));
+    home.link("profile", &out.join("servers/block-1-head.log"));
+    home.link("db.sqlite", &out.join("blocks/block-1/requests.jsonl"));
+    // A result of the run before, removed before the journal starts over.
+    home.link("old-results.json", &out.join("blocks/block-1/results.json"));
+    let o = managed_bench(d, &out, &sim_server(""), &[]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    home.untouched(&o);
+    for name in [
+        "report.md",
+        "summary.csv",
+        "servers/block-1-head.log",
+        "blocks/block-1/requests.jsonl",
+    ] {
+        let p = out.join(name);
+        assert!(!is_link(&p), "{name} is still a link\n{}", text(&o));
+        assert!(std::fs::metadata(&p).unwrap().len() > 0, "{name} is empty");
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            said.contains(&p.display().to_string()) && said.contains("link"),
+            "{name}: the replaced link is not named on stderr\n{}",
+            text(&o)
+        );
+    }
+    let log = std::fs::read_to_string(out.join("servers/block-1-head.log")).unwrap();
+    assert!(log.contains("=== throughline: starting server"), "{log}");
+}
+
+/// Issue 35 item 1: `ci` that cannot measure (no server there) writes its refusal into
+/// verdict.md: a link there is replaced, its target (a shell's rc file) left alone.
+#[test]
+fn a_refusal_replaces_a_verdict_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let home = Elsewhere::new(d);
+    let repo = d.join("repo");
+    std::fs::create_dir_all(repo.join("baselines")).unwrap();
+    home.link(".bashrc", &repo.join("out/verdict.md"));
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new(bin());
+    cmd.current_dir(&repo)
+        .args([
+            "ci",
+            "--allow-client-bound",
+            "--baseline",
+            "baselines/x.toml",
+        ])
+        .args([
+            "--baseline-ref",
+            "HEAD",
+            "--wait-healthy",
+            "1s",
+            "--out",
+            "out",
+        ])
+        .arg("--endpoint")
+        .arg(format!("http://127.0.0.1:{dead}"))
+        .env("GITHUB_STEP_SUMMARY", d.join("summary.md"))
+        .env("GITHUB_OUTPUT", d.join("outputs.txt"));
+    let o = wait_with_deadline(spawn(&mut cmd), Duration::from_secs(60), "ci");
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    home.untouched(&o);
+    let verdict = repo.join("out/verdict.md");
+    assert!(
+        !is_link(&verdict),
+        "verdict.md is still a link\n{}",
+        text(&o)
+    );
+    let written = std::fs::read_to_string(&verdict).unwrap();
+    assert!(written.contains("could not measure"), "{written}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("verdict.md"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// Issue 35 item 1: an output folder, or its servers/ or blocks/, that is a link to a
+/// folder elsewhere is refused before anything is written, naming the path and the fix.
+#[test]
+fn output_folders_that_are_links_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    for (what, link) in [("-o", ""), ("servers/", "servers"), ("blocks/", "blocks")] {
+        let target = d.join(format!("home-{}", what.trim_end_matches('/')));
+        std::fs::create_dir_all(&target).unwrap();
+        let out = d.join(format!("out-{}", what.trim_end_matches('/')));
+        let at = if link.is_empty() {
+            out.clone()
+        } else {
+            std::fs::create_dir_all(&out).unwrap();
+            out.join(link)
+        };
+        std::os::unix::fs::symlink(&target, &at).unwrap();
+        let o = managed_bench(d, &out, &sim_server(""), &[]);
+        assert_eq!(code(&o), 2, "{what}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&at.display().to_string()) && err.contains("symbolic link"),
+            "{what}: {}",
+            text(&o)
+        );
+        let inside: Vec<_> = std::fs::read_dir(&target).unwrap().collect();
+        assert!(
+            inside.is_empty(),
+            "{what}: written into the link's target: {inside:?}"
+        );
+    } // A plain bench into a link to a folder holding an earlier run: nothing there is moved.
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let target = d.join("home-run");
+    std::fs::create_dir_all(&target).unwrap();
+    for name in ["results.json", "requests.jsonl"] {
+        std::fs::write(target.join(name), "mine\n").unwrap();
+    }
+    let out = d.join("out-run");
+    std::os::unix::fs::symlink(&target, &out).unwrap();
+    let profile = write_profile(d, "plain", &sim.urls, QUICK_BODY);
+    let o = run_bench_cli(&profile, &out, &["--no-progress"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("symbolic link"), "{}", text(&o));
+    let mut names: Vec<String> = std::fs::read_dir(&target)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["requests.jsonl", "results.json"], "{}", text(&o));
+}
+
+/// Issue 35 item 2: a dataset that is not ShareGPT (any JSON array of strings: a file of
+/// secrets) is refused naming the file, the line, the column and the shape expected, and
+/// none of its text.
+#[test]
+fn a_dataset_error_never_quotes_the_file() {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = format!("sk-{}", "s3cr3t".repeat(500));
+    let data = tmp.path().join("tokens.json");
+    std::fs::write(&data, serde_json::to_string(&[&secret, "two"]).unwrap()).unwrap();
+    let body = format!(
+        "[workload]\nmax_tokens = 8\ndataset = {{ path = {:?}, format = \"sharegpt\" }}\n\
+         [sweep]\nconcurrency = [1]\n",
+        data.display().to_string()
+    );
+    let profile = write_profile(tmp.path(), "leak", &sim.urls, &body);
+    let o = run_bench_cli(&profile, &tmp.path().join("out"), &["--no-progress"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let all = text(&o);
+    assert!(!all.contains("s3cr3t"), "the file's text was shown: {all}");
+    for says in [
+        &data.display().to_string(),
+        "line 1, column",
+        "a string",
+        "conversations",
+    ] {
+        assert!(all.contains(says), "{says:?} not said: {all}");
+    }
+}
+
+/// Issue 35 item 5: a server that writes 200 MB of output leaves a log of its first and last
+/// megabytes, the cut said in the log, on stderr and in the run's results.
+#[test]
+fn a_chatty_servers_log_is_capped_and_the_cut_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let command = sim_server("head -c 200000000 /dev/zero | tr '\\0' x; echo; echo last words; ");
+    let o = managed_bench(tmp.path(), &out, &command, &[]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let log = out.join("servers/block-1-head.log");
+    let size = std::fs::metadata(&log).unwrap().len();
+    assert!(size < 16 << 20, "the log holds {size} bytes");
+    let text_of_log = String::from_utf8_lossy(&std::fs::read(&log).unwrap()).into_owned();
+    assert!(
+        text_of_log.contains("bytes of server output cut here"),
+        "the cut is not said in the log"
+    );
+    assert!(text_of_log.contains("last words"), "the tail was not kept");
+    assert!(
+        text(&o).contains("bytes of server output cut"),
+        "{}",
+        text(&o)
+    );
+    let results = read_json(&out.join("results.json"));
+    let cut = results["servers"]["blocks"][0]["head_log_cut_bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no cut in results: {}", results["servers"]));
+    assert!(cut > 180_000_000, "{cut}");
 }

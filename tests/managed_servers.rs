@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use throughline::load::servers::{free_port, parse_slots, render, ManagedServer, Slot};
+use throughline::load::servers::{
+    free_port, parse_slots, render, ManagedServer, Slot, LOG_HEAD_BYTES, LOG_TAIL_BYTES,
+};
 
 fn sim_template() -> String {
     format!(
@@ -257,4 +259,57 @@ async fn a_restart_shows_only_its_own_log_lines() {
     }
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("first") && text.contains("second"), "{text}");
+}
+
+/// Issue 35 item 5: a server that writes far more than its log keeps, then dies while it
+/// loads. Its output is drained (it never blocks on a full pipe), the error shows its last
+/// words, and the log keeps its head and tail with the cut said between them. With a child
+/// left holding the output (`sleep &`), the last words come from memory; without, from the
+/// log once the output ended.
+#[tokio::test]
+async fn a_chatty_server_that_dies_keeps_a_bounded_log_and_its_last_words() {
+    for left in ["", "sleep 30 & "] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("chatty.log");
+        let port = free_port().unwrap();
+        let command = format!(
+            "{left}echo first words; head -c 30000000 /dev/zero | tr '\\0' y; echo; \
+             echo last words; exit 7"
+        );
+        let mut server = ManagedServer::start("head", &command, port, &slot(), &log)
+            .await
+            .unwrap();
+        let t = Instant::now();
+        let e = server
+            .wait_healthy(Duration::from_secs(60), None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{left}{:?}",
+            t.elapsed()
+        );
+        let end = &e[e.len().saturating_sub(300)..];
+        assert!(e.contains("exit status: 7"), "{left}{end}");
+        assert!(e.ends_with("| last words"), "{left}{end}");
+        let stopped = server.stop().await.unwrap();
+        assert!(stopped.output_bytes > 30_000_000, "{left}{stopped:?}");
+        let kept = LOG_HEAD_BYTES + LOG_TAIL_BYTES as u64;
+        assert_eq!(stopped.log_cut_bytes, stopped.output_bytes - kept, "{left}");
+        let bytes = std::fs::read(&log).unwrap();
+        assert!((bytes.len() as u64) < kept + 4096, "{left}{}", bytes.len());
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.starts_with("=== throughline: starting server"),
+            "{left}"
+        );
+        assert!(text.contains("\nfirst words\n"), "{left}");
+        let said = format!(
+            "=== throughline: {} bytes of server output cut here",
+            stopped.log_cut_bytes
+        );
+        assert!(text.contains(&said), "{left}");
+        assert!(text.ends_with("\nlast words\n"), "{left}");
+    }
 }

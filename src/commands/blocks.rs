@@ -19,7 +19,7 @@ use clap::Args;
 
 use crate::gate::{LevelStatus, Verdict};
 use crate::load::run::interrupt::Interrupt;
-use crate::load::servers::{free_port, parse_slots, render, ManagedServer, Slot};
+use crate::load::servers::{free_port, parse_slots, render, ManagedServer, Slot, Stopped};
 use crate::load::{BenchOutcome, BenchSetup};
 use crate::record::blocks::{combine, BlockRecord, BlockRun, ServerSetup};
 use crate::record::files::REQUESTS_FILE;
@@ -168,6 +168,12 @@ pub async fn run_in_blocks(
         bail!("--server-command is needed to start servers");
     };
     let out = template.out_dir.clone();
+    // Nothing is written through a link: the folder, its servers/ and blocks/ (a checkout
+    // can commit `servers -> ~/`).
+    crate::fsutil::ensure_output_dir(&out)?;
+    for dir in ["servers", "blocks"] {
+        crate::fsutil::refuse_linked_dir(&out.join(dir))?;
+    }
     // From here a signal stops the run rather than the process: every phase below looks.
     let interrupt = Interrupt::from_signals();
     // A server's helper that daemonises (parent exits, child calls setsid) becomes this
@@ -403,7 +409,7 @@ async fn run_block(
                 .unwrap_or_else(|| anyhow::anyhow!("interrupted")),
         };
         // The servers started so far are stopped, not merely dropped (SIGTERM first).
-        stop_all(servers).await;
+        let _ = stop_all(servers).await;
         return Err(failed);
     }
     let url = |arm: &str| {
@@ -422,8 +428,8 @@ async fn run_block(
         show_progress: template.show_progress,
         base_endpoints: url("base").into_iter().collect(),
     };
-    std::fs::create_dir_all(&setup.out_dir)
-        .with_context(|| format!("cannot create {}", setup.out_dir.display()))?;
+    crate::fsutil::ensure_output_dir(&out.join("blocks"))?;
+    crate::fsutil::ensure_output_dir(&setup.out_dir)?;
     let slots_said = if relative {
         format!("head on slot {head_slot}, base on slot {base_slot}")
     } else {
@@ -436,14 +442,19 @@ async fn run_block(
         if let Some(status) = server.exited() {
             died.push(format!(
                 "the {arm} server exited during block {n} ({status}); the end of its log:\n{}",
-                crate::load::servers::log_tail(server.log_path(), 40)
+                server.log_tail(40)
             ));
         }
     }
-    if let Some(e) = stop_all(servers).await {
-        return Err(e);
+    let (mut head_cut, mut base_cut) = (None, None);
+    for (arm, stopped) in stop_all(servers).await? {
+        let cut = (stopped.log_cut_bytes > 0).then_some(stopped.log_cut_bytes);
+        match arm {
+            "base" => base_cut = cut,
+            _ => head_cut = cut,
+        }
     }
-    let outcome = measured?;
+    let mut outcome = measured?;
     if !died.is_empty() {
         bail!("{}", died.join("\n"));
     }
@@ -462,6 +473,17 @@ async fn run_block(
             outcome.problems.join("; ")
         );
     }
+    for (arm, cut) in [("head", head_cut), ("base", base_cut)] {
+        if let Some(cut) = cut {
+            outcome.result.warnings.push(format!(
+                "the {arm} server's log {} keeps its first {} and last {} bytes: {cut} bytes of \
+                 server output cut",
+                log(arm),
+                crate::load::servers::LOG_HEAD_BYTES,
+                crate::load::servers::LOG_TAIL_BYTES
+            ));
+        }
+    }
     println!("block {n}: {slots_said}: {}", block_line(&outcome.result));
     Ok(BlockRun {
         record: BlockRecord {
@@ -470,6 +492,8 @@ async fn run_block(
             base_slot: relative.then_some(base_slot),
             head_log: log("head"),
             base_log: relative.then(|| log("base")),
+            head_log_cut_bytes: head_cut,
+            base_log_cut_bytes: base_cut,
             levels: levels.to_vec(),
         },
         result: outcome.result,
@@ -477,14 +501,16 @@ async fn run_block(
 }
 
 /// Stops every server at once (SIGTERM to all, then each one's grace in parallel, so that
-/// the whole stop stays within one grace period); the first error, if any, after all were
-/// stopped.
-async fn stop_all(servers: Vec<(&str, ManagedServer)>) -> Option<anyhow::Error> {
-    let stops = servers.into_iter().map(|(_, server)| server.stop());
-    futures::future::join_all(stops)
-        .await
-        .into_iter()
-        .find_map(|r| r.err())
+/// the whole stop stays within one grace period): what each stop said, by arm, or the
+/// first error once all were stopped.
+async fn stop_all(servers: Vec<(&str, ManagedServer)>) -> Result<Vec<(&str, Stopped)>> {
+    let stops =
+        (servers.into_iter()).map(|(arm, server)| async move { (arm, server.stop().await) });
+    let mut said = Vec::new();
+    for (arm, stopped) in futures::future::join_all(stops).await {
+        said.push((arm, stopped?));
+    }
+    Ok(said)
 }
 
 /// A block in one line: each level's mean tok/s per arm ("C=1 head 492, base 501").
@@ -571,9 +597,7 @@ pub fn print_table(result: &RunResult) {
 /// OUT/requests.jsonl holds every request of the run.
 fn join_journals(runs: &[BlockRun], out: &Path) -> Result<()> {
     let path = out.join(REQUESTS_FILE);
-    let mut writer = std::io::BufWriter::new(
-        std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?,
-    );
+    let mut writer = std::io::BufWriter::new(crate::fsutil::create_output(&path)?);
     for run in runs {
         let n = run.record.number;
         let from: PathBuf = out.join(format!("blocks/block-{n}")).join(REQUESTS_FILE);

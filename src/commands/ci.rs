@@ -258,6 +258,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         .await?;
     }
 
+    crate::fsutil::ensure_output_dir(&args.out)?;
     crate::locks::hold_output(&args.out)?;
     let setup = BenchSetup {
         profile,
@@ -448,7 +449,8 @@ fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
     if github::in_actions() {
         println!("{}", github::error_annotation(title, &message));
     }
-    if std::fs::create_dir_all(&args.out).is_ok() {
+    // An output folder that is a link gets nothing (the refusal above says why).
+    if crate::fsutil::ensure_output_dir(&args.out).is_ok() {
         write_atomic(&args.out.join(VERDICT_MD), markdown.as_bytes())?;
         if !unmeasured {
             let verdict = refused_verdict(args, &message);

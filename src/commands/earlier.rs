@@ -22,6 +22,8 @@ const RESULTS_READ_LIMIT: u64 = 512 << 20;
 /// out of `out` into a new `out/earlier/<stamp>/`, and returns that folder with the names
 /// moved; None when `out` holds no earlier run (neither results.json nor requests.jsonl).
 pub fn keep_earlier_run(out: &Path) -> Result<Option<(PathBuf, Vec<&'static str>)>> {
+    // Files are moved only inside a real output folder, never inside a link's target.
+    crate::fsutil::refuse_linked_dir(out)?;
     let present = |name: &str| {
         std::fs::symlink_metadata(out.join(name)).is_ok_and(|m| m.is_file() || m.is_symlink())
     };
@@ -36,6 +38,7 @@ pub fn keep_earlier_run(out: &Path) -> Result<Option<(PathBuf, Vec<&'static str>
         .or_else(|| modified(&out.join(REQUESTS_FILE)))
         .or_else(|| modified(&out.join(RESULTS_FILE)))
         .unwrap_or_else(|| "unknown".to_string());
+    crate::fsutil::ensure_output_dir(&out.join(EARLIER_DIR))?;
     let dir = free_folder(&out.join(EARLIER_DIR), &filesystem_safe(&stamp));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create {} for the earlier run", dir.display()))?;

@@ -83,6 +83,9 @@ pub fn evaluate(
             if let Some(power) = &v.history_power {
                 v.warnings.push(power.line());
             }
+            if let Some(servers) = &candidate.servers {
+                v.warnings.extend(servers.log_cuts());
+            }
             v
         }
     };
@@ -169,6 +172,9 @@ fn relative(
     }
     if let Some(stopped) = candidate.servers.as_ref().and_then(|s| s.stopped.as_ref()) {
         verdict.warnings.push(format!("blocks: {stopped}"));
+    }
+    if let Some(servers) = &candidate.servers {
+        verdict.warnings.extend(servers.log_cuts());
     }
     let overrides = candidate.environment.overridden.iter();
     verdict

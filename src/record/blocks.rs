@@ -29,6 +29,31 @@ fn one() -> u32 {
     1
 }
 
+impl ServerSetup {
+    /// One line per server log that had output cut from its middle, for a verdict's
+    /// warnings ("block 2: the head server's log servers/block-2-head.log: 191611392 bytes
+    /// of server output cut").
+    pub fn log_cuts(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for b in &self.blocks {
+            let arms = [
+                ("head", Some(&b.head_log), b.head_log_cut_bytes),
+                ("base", b.base_log.as_ref(), b.base_log_cut_bytes),
+            ];
+            for (arm, log, cut) in arms {
+                if let (Some(log), Some(cut)) = (log, cut) {
+                    lines.push(format!(
+                        "block {}: the {arm} server's log {log}: {cut} bytes of server output \
+                         cut (its first and last bytes kept)",
+                        b.number
+                    ));
+                }
+            }
+        }
+        lines
+    }
+}
+
 /// One block: which slot each arm's server ran on, and where their logs are.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BlockRecord {
@@ -39,6 +64,13 @@ pub struct BlockRecord {
     /// Logs relative to the run's folder.
     pub head_log: String,
     pub base_log: Option<String>,
+    /// Bytes of the head server's output cut from the middle of its log (which keeps the
+    /// first and the last of it: load/servers/capture.rs); absent when nothing was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_log_cut_bytes: Option<u64>,
+    /// The same for the base server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_log_cut_bytes: Option<u64>,
     /// The levels this block measured (a later block may measure only undecided ones).
     pub levels: Vec<u32>,
 }
@@ -154,10 +186,39 @@ mod tests {
                 base_slot: Some(1 - head_slot),
                 head_log: format!("servers/block-{number}-head.log"),
                 base_log: Some(format!("servers/block-{number}-base.log")),
+                head_log_cut_bytes: None,
+                base_log_cut_bytes: None,
                 levels: vec![1, 8],
             },
             result,
         }
+    }
+
+    #[test]
+    fn cut_logs_are_named_and_old_records_still_read() {
+        let mut record = block(2, 0, &[1.0], &[1.0]).record;
+        record.base_log_cut_bytes = Some(1234);
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(!text.contains("head_log_cut_bytes"), "{text}");
+        let setup = ServerSetup {
+            head_command: "s".into(),
+            base_command: None,
+            slots: vec!["0".into()],
+            blocks: vec![serde_json::from_str(&text).unwrap()],
+            looks: 1,
+            stopped: None,
+        };
+        assert_eq!(
+            setup.log_cuts(),
+            [
+                "block 2: the base server's log servers/block-2-base.log: 1234 bytes of server \
+              output cut (its first and last bytes kept)"
+            ]
+        );
+        // A record from before the field reads as nothing cut.
+        let old = text.replace(",\"base_log_cut_bytes\":1234", "");
+        let old: BlockRecord = serde_json::from_str(&old).unwrap();
+        assert_eq!(old.base_log_cut_bytes, None);
     }
 
     #[test]

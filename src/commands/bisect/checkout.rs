@@ -295,7 +295,7 @@ pub(super) async fn run_build(
     stop: &mut Stop,
 ) -> Result<std::result::Result<(), String>> {
     stop.check()?;
-    let file = std::fs::File::create(log)
+    let file = crate::fsutil::create_output(log)
         .with_context(|| format!("cannot write the build log {}", log.display()))?;
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")

@@ -40,6 +40,8 @@ impl Journal {
     /// new log.
     pub fn open(out: &Path, header: &Header) -> Result<Journal> {
         let path = out.join(LOG_FILE);
+        // A link there is no earlier search: it goes, and a new log starts in its place.
+        crate::fsutil::remove_link(&path)?;
         if std::fs::symlink_metadata(&path).is_err() {
             let line = serde_json::to_string(header)?;
             crate::fsutil::write_atomic(&path, format!("{line}\n").as_bytes())?;
@@ -89,9 +91,7 @@ impl Journal {
 
     /// Appends a step and syncs it to disk before the next step starts.
     pub fn append(&mut self, step: Step) -> Result<()> {
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&self.path)
+        let mut file = crate::fsutil::open_output_append(&self.path)
             .with_context(|| format!("cannot append to {}", self.path.display()))?;
         let line = serde_json::to_string(&step)?;
         writeln!(file, "{line}")

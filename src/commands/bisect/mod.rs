@@ -147,6 +147,7 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
     // From here on a signal is the bisect's to act on: a build running is stopped, its
     // checkout removed, and the bisect exits 130/143 with its log whole.
     let mut stop = Stop::from_signals();
+    crate::fsutil::ensure_output_dir(&args.out)?;
     crate::locks::hold_output(&args.out)?;
     let out = args
         .out
@@ -213,8 +214,8 @@ impl Bisect {
             .out
             .join("steps")
             .join(format!("{number:02}-{}", commit.short()));
-        std::fs::create_dir_all(&out)
-            .with_context(|| format!("cannot create {}", out.display()))?;
+        crate::fsutil::ensure_output_dir(&self.out.join("steps"))?;
+        crate::fsutil::ensure_output_dir(&out)?;
         let setup = BenchSetup {
             profile: self.profile.clone(),
             environment: self.args.environment.to_environment(),

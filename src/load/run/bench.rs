@@ -317,16 +317,14 @@ impl<'a> Prepared<'a> {
         let (extra_fields, dialect_warning) =
             dialect::fixed_length_fields(engine, &profile.workload);
 
-        std::fs::create_dir_all(&setup.out_dir)
-            .with_context(|| format!("cannot create output folder {}", setup.out_dir.display()))?;
+        crate::fsutil::ensure_output_dir(&setup.out_dir)?;
         // The journal starts over: what was derived from the old one goes first, so no
         // complete-looking results.json of the run before stays beside the new journal.
         for name in DERIVED_FILES {
             crate::fsutil::remove_output(&setup.out_dir.join(name))?;
         }
         let journal_path = setup.out_dir.join(REQUESTS_FILE);
-        let journal = std::fs::File::create(&journal_path)
-            .with_context(|| format!("cannot create {}", journal_path.display()))?;
+        let journal = crate::fsutil::create_output(&journal_path)?;
 
         let sweep = &profile.sweep;
         let windows = sweep.duration.map(|measure| Windows {

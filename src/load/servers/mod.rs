@@ -5,7 +5,9 @@
 //! - a port already taken on 127.0.0.1 is refused before anything starts (a server left
 //!   over from a killed job would otherwise be measured in place of the new one);
 //! - the command runs under `sh -c` in its own process group, stdin closed, stdout and
-//!   stderr appended to a log file that is kept with the run's artifacts;
+//!   stderr appended to a log file that is kept with the run's artifacts, through a pipe
+//!   that throughline drains: each start keeps its first 8 MiB and its last 2 MiB, the cut
+//!   said in the log and on stderr (capture.rs); the log is never written through a link;
 //! - healthy is `GET /health` answering 2xx (else, where there is no `/health`, the probe's
 //!   fallbacks up to `GET /v1/models`), polled every 250 ms;
 //! - a server that dies while it loads fails the wait at once, naming it, its exit status,
@@ -21,15 +23,17 @@
 //! The command must keep the server in the foreground (`exec vllm serve ...`, or plain
 //! `vllm serve ...`): the `sh` exiting is read as the server exiting.
 
+mod capture;
 mod group;
 mod slots;
 mod tail;
 pub mod tree;
 
+pub use capture::{LOG_HEAD_BYTES, LOG_TAIL_BYTES};
+
 pub use slots::{free_port, parse_slots, render, shell_quoted, Slot, MAX_SLOTS};
 pub use tail::{escape_controls, log_tail, TAIL_BYTES};
 
-use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -55,6 +59,9 @@ const TAIL_LINES: usize = 40;
 /// How long a process group may take to go after SIGKILL (a process in the kernel, in a
 /// GPU driver's call, dies when the call returns).
 const KILL_WAIT: Duration = Duration::from_secs(10);
+/// How long stopping waits for the last of a server's output to reach its log (its
+/// processes are gone: the pipe is read to its end in moments; more is a slow disk).
+const LOG_FINISH_WAIT: Duration = Duration::from_secs(5);
 
 /// A server process (group) throughline started. Stop it with [`ManagedServer::stop`];
 /// dropping it SIGKILLs its group.
@@ -73,6 +80,17 @@ pub struct ManagedServer {
     started: Instant,
     grace: Duration,
     stopped: bool,
+    /// The copy of its output into the log.
+    capture: capture::Capture,
+}
+
+/// What a stopped server left: how much of its output its log keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stopped {
+    /// Bytes the server wrote (this start).
+    pub output_bytes: u64,
+    /// Bytes of them cut from the middle of the log ([`LOG_HEAD_BYTES`], [`LOG_TAIL_BYTES`]).
+    pub log_cut_bytes: u64,
 }
 
 impl ManagedServer {
@@ -102,14 +120,10 @@ impl ManagedServer {
             );
         }
         if let Some(dir) = log_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("server {label}: cannot create {}", dir.display()))?;
+            crate::fsutil::ensure_output_dir(dir).with_context(|| format!("server {label}"))?;
         }
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log_path)
-            .with_context(|| format!("server {label}: cannot open {}", log_path.display()))?;
+        let mut log = crate::fsutil::open_output_append(log_path)
+            .with_context(|| format!("server {label}: cannot open its log"))?;
         let log_from = log.metadata().map(|m| m.len()).unwrap_or(0);
         writeln!(
             log,
@@ -121,16 +135,20 @@ impl ManagedServer {
             redact(command)
         )
         .with_context(|| format!("server {label}: cannot write {}", log_path.display()))?;
-        let err = log
+        let copy = log
             .try_clone()
             .with_context(|| format!("server {label}: cannot open {}", log_path.display()))?;
-        let mut child = Command::new("sh");
-        child
-            .arg("-c")
+        let (capture, pipe) = capture::Capture::start(copy)
+            .with_context(|| format!("server {label}: cannot make a pipe for its output"))?;
+        let out = pipe
+            .try_clone()
+            .with_context(|| format!("server {label}: cannot make a pipe for its output"))?;
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
             .arg(command)
             .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(pipe))
             .env("THROUGHLINE_PORT", port.to_string())
             .env("THROUGHLINE_SLOT", slot.index.to_string())
             .env("THROUGHLINE_GPUS", &slot.gpus)
@@ -141,12 +159,16 @@ impl ManagedServer {
         // forks: a tokio worker, which lives as long as the runtime (the process).
         #[cfg(target_os = "linux")]
         unsafe {
-            child.pre_exec(|| {
+            sh.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0);
                 Ok(())
             });
         }
-        let child = child.spawn().map_err(|e| {
+        let spawned = sh.spawn();
+        // The Command holds the parent's copies of the pipe's writing end: dropped now, so
+        // that the output ends when the server's processes are gone.
+        drop(sh);
+        let child = spawned.map_err(|e| {
             anyhow!(
                 "server {label}: cannot run sh -c {}: {e}",
                 redact(&escape_controls(command))
@@ -166,6 +188,7 @@ impl ManagedServer {
             started: Instant::now(),
             grace: DEFAULT_GRACE,
             stopped: false,
+            capture,
         })
     }
 
@@ -279,10 +302,24 @@ impl ManagedServer {
         }
     }
 
+    /// The last `lines` lines this start of the server wrote, each behind a `| ` margin,
+    /// control characters escaped (see [`log_tail`]). A server that exited is given a
+    /// moment for its last words to reach the log; output cut from the log's middle is
+    /// still shown where it is the end.
+    pub fn log_tail(&mut self, lines: usize) -> String {
+        if self.exited().is_some() {
+            self.capture.settle(Duration::from_secs(1));
+        }
+        match self.capture.end_text(&self.log_path, self.log_from) {
+            Ok(text) => tail::format_tail(&text, lines),
+            Err(e) => format!("| (cannot read the log {}: {e})", self.log_path.display()),
+        }
+    }
+
     /// An error about this server: `what` happened, with its command, its log's path and
     /// its last lines (escaped, redacted).
-    fn failure(&self, what: &str) -> anyhow::Error {
-        let tail = tail::tail_from(&self.log_path, self.log_from, TAIL_LINES);
+    fn failure(&mut self, what: &str) -> anyhow::Error {
+        let tail = self.log_tail(TAIL_LINES);
         let text = format!(
             "server {} (port {}, slot {}, GPUs {}) {what}, {} after it was started\n\
              command: sh -c {}\n\
@@ -306,8 +343,11 @@ impl ManagedServer {
     /// `sh` is reaped. An error when something outlives SIGKILL by 10 s (a process stuck in
     /// the kernel).
     ///
+    /// Returns how much output the server wrote and how much of it its log cut (said on
+    /// stderr too).
+    ///
     /// Cancel-safe: a stop dropped half-way leaves the rest to [`Drop`] (SIGKILL).
-    pub async fn stop(mut self) -> Result<()> {
+    pub async fn stop(mut self) -> Result<Stopped> {
         let hurry = crate::load::run::interrupt::Interrupt::installed();
         let hurried = || hurry.as_ref().is_some_and(|h| h.is_hurried());
         let mut known = self.tree(&[]);
@@ -315,7 +355,7 @@ impl ManagedServer {
         let deadline = Instant::now() + self.grace;
         while Instant::now() < deadline && !hurried() {
             if self.gone(&mut known) {
-                return Ok(());
+                return Ok(self.end_log(LOG_FINISH_WAIT));
             }
             // Anything new in the tree (a child forked while shutting down) is asked too.
             self.signal_all(&known, libc::SIGTERM);
@@ -325,7 +365,7 @@ impl ManagedServer {
         let deadline = Instant::now() + KILL_WAIT;
         while Instant::now() < deadline {
             if self.gone(&mut known) {
-                return Ok(());
+                return Ok(self.end_log(LOG_FINISH_WAIT));
             }
             self.signal_all(&known, libc::SIGKILL);
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -398,6 +438,32 @@ impl ManagedServer {
         true
     }
 
+    /// Ends the copy of the output into the log (the tail after a cut is written now) and
+    /// says on stderr what was cut, if anything.
+    fn end_log(&mut self, wait: Duration) -> Stopped {
+        let (output_bytes, log_cut_bytes) = self.capture.finish(wait);
+        if log_cut_bytes > 0 {
+            eprintln!(
+                "warning: server {} wrote {output_bytes} bytes of output: {log_cut_bytes} \
+                 bytes of server output cut from the middle of its log {} (it keeps the \
+                 first {LOG_HEAD_BYTES} and the last {LOG_TAIL_BYTES} bytes)",
+                self.label,
+                self.log_path.display()
+            );
+        }
+        if let Some(e) = self.capture.error() {
+            eprintln!(
+                "warning: server {}: its log {} could not be written whole: {e}",
+                self.label,
+                self.log_path.display()
+            );
+        }
+        Stopped {
+            output_bytes,
+            log_cut_bytes,
+        }
+    }
+
     /// Whether a process of the group runs: the `sh` not yet reaped, or another member that
     /// is not a zombie (an orphan whose new parent does not reap it still counts as gone).
     fn group_alive(&mut self) -> bool {
@@ -411,7 +477,7 @@ impl ManagedServer {
 
 impl Drop for ManagedServer {
     /// SIGKILLs the group of a server not stopped, and reaps the `sh` (waiting at most 2 s:
-    /// a drop must not hang). Never panics.
+    /// a drop must not hang), then ends the log's copy (at most 1 s more). Never panics.
     fn drop(&mut self) {
         if self.stopped {
             return;
@@ -427,6 +493,8 @@ impl Drop for ManagedServer {
         }
         tree::reap(&known);
         tree::forget_started(self.pgid);
+        // The log's tail is written before the process (an error's exit) may end.
+        self.end_log(Duration::from_secs(1));
     }
 }
 

@@ -22,10 +22,14 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 /// [`log_tail`] of what was written from byte `from` on (a log appended to by several
 /// starts of a server shows only the last start's lines).
 pub(super) fn tail_from(path: &Path, from: u64, lines: usize) -> String {
-    let text = match read_end(path, from) {
-        Ok(text) => text,
-        Err(e) => return format!("| (cannot read the log {}: {e})", path.display()),
-    };
+    match read_end(path, from) {
+        Ok(text) => format_tail(&text, lines),
+        Err(e) => format!("| (cannot read the log {}: {e})", path.display()),
+    }
+}
+
+/// The last `lines` lines of `text` behind a `| ` margin, control characters escaped.
+pub(super) fn format_tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     let shown = &all[all.len().saturating_sub(lines)..];
     if shown.is_empty() {
@@ -40,7 +44,7 @@ pub(super) fn tail_from(path: &Path, from: u64, lines: usize) -> String {
 
 /// The file's bytes from `max(from, len - TAIL_BYTES)` on, as text; a first line cut by
 /// that bound is left out.
-fn read_end(path: &Path, from: u64) -> std::io::Result<String> {
+pub(super) fn read_end(path: &Path, from: u64) -> std::io::Result<String> {
     let mut file = File::open(path)?;
     let len = file.metadata()?.len();
     let start = from.max(len.saturating_sub(TAIL_BYTES)).min(len);

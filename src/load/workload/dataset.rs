@@ -117,10 +117,12 @@ fn sharegpt(
 ) -> Result<Vec<DatasetRow>> {
     let conversations: Vec<Conversation> = serde_json::from_str(text).map_err(|e| {
         anyhow!(
-            "line {}, column {}: not ShareGPT JSON (an array of objects with \
-             `conversations`: {e})",
+            "line {}, column {}: {}; expected ShareGPT JSON: an array of objects, each with \
+             `conversations`, an array of {{\"from\": \"human\" or \"gpt\", \"value\": \
+             text}}",
             e.line(),
-            e.column()
+            e.column(),
+            super::data_error::json_problem(&e)
         )
     })?;
     let mut rows = Vec::new();
@@ -178,8 +180,14 @@ fn jsonl(text: &str, max_rows: usize, counter: &dyn TokenCounter) -> Result<Vec<
         if line.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(line)
-            .map_err(|e| anyhow!("line {line_no}: not valid JSON ({e})"))?;
+        let value: Value = serde_json::from_str(line).map_err(|e| {
+            anyhow!(
+                "line {line_no}, column {}: {}; expected one JSON object per line, with \
+                 `prompt` (text) or `messages` (an array)",
+                e.column(),
+                super::data_error::json_problem(&e)
+            )
+        })?;
         let prompt = if let Some(p) = value.get("prompt").and_then(Value::as_str) {
             Prompt::Text(p.to_string())
         } else if let Some(m) = value.get("messages").and_then(Value::as_array) {
@@ -216,8 +224,22 @@ fn row_tokens(v: &Value, line_no: usize) -> Result<u32> {
         Some(n) if (1..=MAX_ROW_OUTPUT_TOKENS).contains(&n) => Ok(n as u32),
         _ => bail!(
             "line {line_no}: field `max_tokens`: expected a whole number from 1 to \
-             {MAX_ROW_OUTPUT_TOKENS}, got {v}"
+             {MAX_ROW_OUTPUT_TOKENS}, got {}",
+            json_kind(v)
         ),
+    }
+}
+
+/// The kind of a JSON value, for a message that must not quote it.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_u64() => "a whole number out of range",
+        Value::Number(_) => "a number that is not a positive whole number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -309,6 +331,32 @@ mod tests {
             sharegpt("{\"not\": \"an array\"}", 10, 1, &Words).unwrap_err()
         );
         assert!(err.contains("ShareGPT"), "{err}");
+        // The file's text is never quoted: a file of secrets named as a dataset.
+        let secret = "sk-secret-value";
+        for (text, found) in [
+            (format!("[\"{secret}\"]"), "a string"),
+            (
+                format!("[{{\"conversations\": [{{\"from\": \"{secret}\"}}]}}]"),
+                "`value`",
+            ),
+            (format!("[{{\"conversations\": \"{secret}\"}}]"), "a string"),
+            (
+                format!("[{{\"conversations\": [{{\"from\": 1, \"value\": \"{secret}\"}}]}}]"),
+                "an integer",
+            ),
+            (
+                format!("[{{\"conversations\": []}} \"{secret}\"]"),
+                "not valid JSON (expected `,` or `]`)",
+            ),
+        ] {
+            let err = format!("{:#}", sharegpt(&text, 10, 1, &Words).unwrap_err());
+            assert!(!err.contains("secret"), "{err}");
+            assert!(
+                err.contains(found) && err.contains("line 1, column"),
+                "{err}"
+            );
+            assert!(err.contains("expected ShareGPT JSON"), "{err}");
+        }
     }
 
     #[test]
@@ -340,7 +388,10 @@ mod tests {
             ),
             ("{\"messages\": []}", "line 1: field `messages`"),
             ("{\"text\": \"p\"}", "line 1: expected a field `prompt`"),
-            ("{\"prompt\": \"p\"}\nnot json", "line 2: not valid JSON"),
+            (
+                "{\"prompt\": \"p\"}\nnot json",
+                "line 2, column 2: not valid JSON",
+            ),
         ] {
             let err = format!("{:#}", jsonl(bad, 10, &Words).unwrap_err());
             assert!(err.contains(expect), "{bad}: {err}");

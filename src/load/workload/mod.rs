@@ -3,6 +3,7 @@
 //! prompts had the length asked for. Next, run/ schedules them.
 
 pub mod conversation;
+pub mod data_error;
 pub mod dataset;
 pub mod input_check;
 pub mod lengths;

@@ -259,8 +259,15 @@ fn read_jsonl(path: &Path) -> Result<Vec<Prompt>> {
         if line.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(line)
-            .map_err(|e| anyhow::anyhow!("{}:{line_no}: not valid JSON ({e})", path.display()))?;
+        let value: Value = serde_json::from_str(line).map_err(|e| {
+            anyhow::anyhow!(
+                "{}:{line_no}, column {}: {}; expected one JSON object per line, with `prompt` \
+                 (text) or `messages` (an array)",
+                path.display(),
+                e.column(),
+                super::data_error::json_problem(&e)
+            )
+        })?;
         let prompt = if let Some(p) = value.get("prompt").and_then(Value::as_str) {
             Prompt::Text(p.to_string())
         } else if let Some(m) = value.get("messages").and_then(Value::as_array) {

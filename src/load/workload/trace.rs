@@ -120,11 +120,11 @@ fn azure_csv(text: &str, max_rows: usize) -> Result<Vec<(f64, u32, u32)>> {
                 .map(str::trim)
                 .ok_or_else(|| anyhow!("line {line_no}: column `{name}` is missing"))
         };
+        // The file's text is not quoted (a profile may name any file as its trace).
         let seconds = azure_timestamp(field(ts, "TIMESTAMP")?).ok_or_else(|| {
             anyhow!(
                 "line {line_no}: column `TIMESTAMP`: expected a time like \
-                 2023-11-16 18:15:46.6805900, got {:?}",
-                field(ts, "TIMESTAMP").unwrap_or_default()
+                 2023-11-16 18:15:46.6805900"
             )
         })?;
         let count = |at: usize, name: &str, max: u64, min: u64| -> Result<u32> {
@@ -133,7 +133,7 @@ fn azure_csv(text: &str, max_rows: usize) -> Result<Vec<(f64, u32, u32)>> {
                 Ok(n) if (min..=max).contains(&n) => Ok(n as u32),
                 _ => bail!(
                     "line {line_no}: column `{name}`: expected a whole number from {min} to \
-                     {max}, got {raw:?}"
+                     {max}"
                 ),
             }
         };
@@ -171,8 +171,14 @@ fn jsonl(text: &str, max_rows: usize) -> Result<Vec<(f64, u32, u32)>> {
         if line.trim().is_empty() {
             continue;
         }
-        let value: Value = serde_json::from_str(line)
-            .map_err(|e| anyhow!("line {line_no}: not valid JSON ({e})"))?;
+        let value: Value = serde_json::from_str(line).map_err(|e| {
+            anyhow!(
+                "line {line_no}, column {}: {}; expected one JSON object per line, with \
+                 `timestamp`, `input_tokens` and `output_tokens`",
+                e.column(),
+                super::data_error::json_problem(&e)
+            )
+        })?;
         let seconds = match value.get("timestamp").and_then(Value::as_f64) {
             Some(t) if t.is_finite() && t.abs() < 1e12 => t,
             _ => bail!("line {line_no}: field `timestamp`: expected a number of seconds"),
@@ -270,7 +276,7 @@ mod tests {
                 "{\"timestamp\": 1e300, \"input_tokens\": 1, \"output_tokens\": 1}",
                 "field `timestamp`",
             ),
-            ("nope", "line 1: not valid JSON"),
+            ("nope", "line 1, column 2: not valid JSON"),
         ] {
             let err = format!("{:#}", jsonl(bad, 10).unwrap_err());
             assert!(err.contains(expect), "{bad}: {err}");
