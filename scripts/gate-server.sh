@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The steps the GitHub workflows (throughput-gate.yml, bless-baseline.yml) run around the
-# inference server, in one script so that tests/gate_server_script.rs can run them directly.
+# inference server, in one script so that tests/it/gate_server_script.rs can run them directly.
 #
 #   gate-server.sh split-args STRING
 #       Splits a workflow input into arguments and prints each followed by a NUL byte, for

@@ -73,7 +73,7 @@ model() {
     echo "$MODEL"
 }
 
-# The command line the tests use too (tests/llama_cpp.rs): 16 slots, metrics on, the built-in
+# The command line the tests use too (tests/it/llama_cpp.rs): 16 slots, metrics on, the built-in
 # chatml template (the tiny model has none), no reasoning parsing of the gibberish.
 serve() {
     local port="${1:-8080}"

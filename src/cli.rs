@@ -1,6 +1,6 @@
 //! The command line's top level: the subcommands. Each command's flags live with the
 //! command (`commands/*.rs`), which owns them, and so do the examples its `--help` ends with
-//! (tests/help_examples.rs runs every one of them against the simulator).
+//! (tests/it/help_examples.rs runs every one of them against the simulator).
 //!
 //! Short flags mean the same everywhere: -p profile, -o output folder (or file), -e endpoint,
 //! -m model, -c concurrency, -r results, -b baseline, -f force.

@@ -13,7 +13,7 @@ use crate::gate::baseline::{
 };
 use crate::record::RunResult;
 
-/// The examples `baseline --help` ends with (tests/help_examples.rs runs each).
+/// The examples `baseline --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
 Examples:
   # A baseline from a run on main, naming the profile beside it (for `throughline ci`)
@@ -25,7 +25,7 @@ Examples:
   # Calibrate the relative gate's slots from a run in blocks whose arms ran the same server
   throughline baseline calibrate -r aa/results.json -b baselines/main.toml";
 
-/// The examples `baseline bless --help` ends with (run by tests/help_examples.rs).
+/// The examples `baseline bless --help` ends with (run by tests/it/help_examples.rs).
 pub const BLESS_EXAMPLES: &str = "\
 Examples:
   # The first baseline: a run on main, naming its profile (relative to the baseline file)

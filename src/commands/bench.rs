@@ -15,7 +15,7 @@ use crate::record::files::{DERIVED_FILES, REQUESTS_FILE, RESULTS_FILE};
 use crate::report::console;
 use crate::report::export::{write_exports, Exporter, EXPORTERS};
 
-/// The examples `bench --help` ends with (tests/help_examples.rs runs each).
+/// The examples `bench --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
 Examples:
   # A first number: C = 1,8,32, 5 trials, 256 tokens; the model is the server's first

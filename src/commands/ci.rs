@@ -31,7 +31,7 @@ use crate::record::{Environment, RunResult};
 use crate::report::github;
 use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
 
-/// The examples `ci --help` ends with (tests/help_examples.rs runs each).
+/// The examples `ci --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
 Examples:
   # The check against the baseline as it is on main (what a pull_request job runs)

@@ -13,7 +13,7 @@ use crate::record::trials_by_level;
 use crate::record::RunResult;
 use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
 
-/// The examples `gate --help` ends with (tests/help_examples.rs runs each).
+/// The examples `gate --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
 Examples:
   # A run against a baseline file (exit 1 on a regression, 3 when not comparable)

@@ -15,7 +15,7 @@ use crate::load::stream::client::{self, read_capped, MAX_PROBE_BODY};
 use crate::load::wire::body::base_url;
 use crate::profile::{ModelChoice, Profile, QuickStart};
 
-/// The examples `init --help` ends with (tests/help_examples.rs runs each).
+/// The examples `init --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
 Examples:
   # A profile to edit, for a server at http://127.0.0.1:8000 (written to throughline.toml)

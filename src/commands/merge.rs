@@ -17,7 +17,7 @@ use crate::report::combined::{markdown, run_label};
 use crate::report::github;
 use crate::report::verdict::shown_ratio;
 
-/// The examples `merge --help` ends with (tests/help_examples.rs runs each).
+/// The examples `merge --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
 Examples:
   # The folders of a runner matrix's artifacts, into one report and one exit code

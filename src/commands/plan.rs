@@ -18,7 +18,7 @@ use crate::record::RunResult;
 use crate::report::plan::{render_json, render_table, write_capacity_chart};
 use crate::report::plots::CAPACITY_PNG;
 
-/// The examples `plan --help` ends with (tests/help_examples.rs runs each).
+/// The examples `plan --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
 Examples:
   # Days, nodes and cost on every catalog node for 902,087 completions of ~1,818 tokens

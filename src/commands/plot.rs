@@ -11,7 +11,7 @@ use crate::gate::baseline::Baseline;
 use crate::record::RunResult;
 use crate::report::run::write_run_files;
 
-/// The examples `plot --help` ends with (tests/help_examples.rs runs each).
+/// The examples `plot --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
 Examples:
   # Charts and report.md of a run

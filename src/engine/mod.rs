@@ -8,7 +8,7 @@
 //! arm in the `engines!` list below. The probe then detects it, `target.engine` accepts it,
 //! and the load generator, telemetry and version probe use its spec.
 //!
-//! A leaf: this module uses nothing else in the crate (tests/layout.rs checks it).
+//! A leaf: this module uses nothing else in the crate (tests/it/layout.rs checks it).
 
 use std::fmt;
 

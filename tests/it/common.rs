@@ -1,0 +1,292 @@
+//! Helpers for the end-to-end tests: the real binary, a real simulator process, profiles in
+//! temporary folders. Traffic stays on 127.0.0.1.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_throughline")
+}
+
+/// Runs the binary with `args` and returns its output.
+pub fn run(args: &[&str]) -> Output {
+    command().args(args).output().expect("run throughline")
+}
+
+/// The binary, with GPU locks of its own: tests run in parallel on the same slot numbers,
+/// which on a real machine would be the same GPUs (tests of the locks set
+/// THROUGHLINE_LOCK_DIR themselves).
+pub fn command() -> Command {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir =
+        std::env::temp_dir().join(format!("throughline-test-locks/{}-{n}", std::process::id()));
+    let mut cmd = Command::new(bin());
+    cmd.env("THROUGHLINE_LOCK_DIR", dir);
+    cmd
+}
+
+/// `throughline bench --profile PROFILE --out OUT`, to add arguments or environment to.
+pub fn bench_command(profile: &Path, out: &Path) -> Command {
+    let mut cmd = command();
+    cmd.arg("bench")
+        .arg("--profile")
+        .arg(profile)
+        .arg("--out")
+        .arg(out);
+    cmd
+}
+
+/// Runs `throughline bench --profile PROFILE --out OUT --no-progress`, asserts it exited 0
+/// (showing its output when not), and returns its output.
+pub fn bench_ok(profile: &Path, out: &Path) -> Output {
+    let o = run_bench_cli(profile, out, &["--no-progress"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    o
+}
+
+/// Runs `throughline bench --profile PROFILE --out OUT EXTRA...` and returns its output.
+pub fn run_bench_cli(profile: &Path, out: &Path, extra: &[&str]) -> Output {
+    bench_command(profile, out)
+        .args(extra)
+        .output()
+        .expect("run throughline bench")
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A `throughline serve-sim` process on ephemeral ports, killed on drop.
+pub struct Sim {
+    child: Child,
+    pub urls: Vec<String>,
+}
+
+impl Sim {
+    pub fn start(replicas: usize, extra: &[&str]) -> Sim {
+        Sim::start_env(replicas, extra, &[])
+    }
+
+    /// Like [`Sim::start`], with extra environment variables for the simulator process.
+    pub fn start_env(replicas: usize, extra: &[&str], env: &[(&str, &str)]) -> Sim {
+        let mut child = Command::new(bin())
+            .args([
+                "serve-sim",
+                "--port",
+                "0",
+                "--replicas",
+                &replicas.to_string(),
+            ])
+            .args(extra)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start serve-sim");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let mut urls = Vec::new();
+        while urls.len() < replicas {
+            let line = lines.next().expect("serve-sim printed its URLs").unwrap();
+            if let Some(url) = line.split(" on ").nth(1) {
+                urls.push(url.trim().to_string());
+            }
+        }
+        Sim { child, urls }
+    }
+
+    /// Sum of a counter over all replicas' /metrics.
+    pub fn counter(&self, name: &str) -> f64 {
+        self.urls
+            .iter()
+            .map(|u| {
+                let body = http_get(&format!("{u}/metrics"));
+                body.lines()
+                    .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+                    .and_then(|l| l.rsplit(' ').next())
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or_else(|| panic!("{name} not in /metrics:\n{body}"))
+            })
+            .sum()
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal blocking GET over a raw socket (tests need no HTTP client of their own).
+pub fn http_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(body)
+}
+
+/// Writes a profile into `dir` with the given endpoints and body (everything after
+/// `[target]`'s endpoints line).
+pub fn write_profile(dir: &Path, name: &str, endpoints: &[String], rest: &str) -> PathBuf {
+    let list = endpoints
+        .iter()
+        .map(|e| format!("{e:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = format!("name = \"{name}\"\n[target]\nendpoints = [{list}]\n{rest}");
+    let path = dir.join(format!("{name}.profile.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Every line of `out_dir/requests.jsonl`, parsed.
+pub fn read_journal(out_dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out_dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line {l}: {e}")))
+        .collect()
+}
+
+/// A copy of `results` (next to it, as `unflagged.json`) without the client's headroom
+/// figures, its `client-bound` flags and the warnings, so that `baseline bless` takes it.
+/// For tests about something else (locking, secrets) whose tiny runs on a busy CI machine
+/// can be flagged when a few reads wait over a millisecond; what the flags do is tested in
+/// tests/it/headroom.rs.
+pub fn without_client_flags(results: &Path) -> PathBuf {
+    let mut clean = read_json(results);
+    clean["warnings"] = serde_json::json!([]);
+    let strip = |levels: &mut serde_json::Value| {
+        for level in levels.as_array_mut().unwrap() {
+            for t in level["trials"].as_array_mut().unwrap() {
+                t["flags"] = serde_json::json!([]);
+                t["client"] = serde_json::Value::Null;
+            }
+        }
+    };
+    strip(&mut clean["levels"]);
+    // A relative run's base arm too (the gate holds both arms to the client-bound rule).
+    if clean["base"].is_object() {
+        strip(&mut clean["base"]["levels"]);
+    }
+    let path = results.with_file_name("unflagged.json");
+    std::fs::write(&path, serde_json::to_string(&clean).unwrap()).unwrap();
+    path
+}
+
+/// Timing-sensitive tests in one test binary take turns: benches running side by side on a
+/// 2-core machine would distort each other's figures (tests in one binary run in parallel).
+pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs git in `dir` with a throwaway identity (tests make their own repositories).
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=throughline test",
+            "-c",
+            "user.email=test@example.invalid",
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+}
+
+/// `throughline baseline bless --results RESULTS --baseline BASELINE [extra...]`.
+pub fn bless(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
+    with_results_and_baseline(&["baseline", "bless"], results, baseline, extra)
+}
+
+/// `throughline gate --results RESULTS --baseline BASELINE [extra...]`.
+/// `gate` on a run of this busy test machine, whose trials may be flagged client-bound: the
+/// flag is accepted here (tests/it/headroom.rs tests the refusal), as bless gets
+/// [`without_client_flags`].
+pub fn gate(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
+    with_results_and_baseline(&["gate", "--allow-client-bound"], results, baseline, extra)
+}
+
+fn with_results_and_baseline(
+    command: &[&str],
+    results: &Path,
+    baseline: &Path,
+    extra: &[&str],
+) -> Output {
+    let mut args = command.to_vec();
+    args.extend(["--results", results.to_str().unwrap()]);
+    args.extend(["--baseline", baseline.to_str().unwrap()]);
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// Waits for `child` at most `limit`, killing it (and failing) past that.
+pub fn wait_with_deadline(child: Child, limit: Duration, what: &str) -> Output {
+    let started = Instant::now();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !waiter.is_finished() {
+        if started.elapsed() > limit {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("{what} did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    waiter.join().unwrap()
+}
+
+/// A quick profile body (after `[target]`'s endpoints): one level, 5 trials of 8 short
+/// requests; what tests of files and refusals need, not a measurement.
+pub const QUICK_BODY: &str = r#"
+[workload]
+input_tokens = 4
+max_tokens = 10
+ignore_eos = true
+[sweep]
+concurrency = [1]
+requests_per_level = 8
+trials = 5
+"#;
+
+/// Makes a FIFO at `p` (a special file the tools must refuse, not read).
+pub fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}

@@ -1,0 +1,134 @@
+//! "What changed besides tok/s" end to end (issue 27): for each cause the simulator can
+//! produce (a smaller KV cache, a lower max batch, a longer chat template, lower speculative
+//! acceptance), a relative run of an unchanged base against the changed head, gated; the
+//! cause must be the verdict's first reading, in verdict.json and on the console. An
+//! unchanged head gets none of those readings.
+
+use crate::common;
+
+use crate::common::*;
+
+/// Trials of about 2 s at C = 8, so that the server's gauges (scraped each second) are read
+/// under load.
+const PROFILE: &str = "[workload]\ninput_tokens = 4\nmax_tokens = 40\nignore_eos = true\n\
+    [sweep]\nconcurrency = [8]\nrequests_per_level = 64\nwarmup_requests = 8\ntrials = 3\n\
+    [gate]\nmin_trials = 3\n";
+
+/// Runs base and head in one job, gates the result; returns verdict.json and the console.
+fn relative(name: &str, base: &[&str], head: &[&str]) -> (serde_json::Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = Sim::start(1, base);
+    let head = Sim::start(1, head);
+    let profile = write_profile(d, name, &head.urls, PROFILE);
+    let out = d.join("run");
+    let o = run_bench_cli(
+        &profile,
+        &out,
+        &["--base-endpoint", &base.urls[0], "--no-plots"],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let verdict = d.join("verdict.json");
+    // Trials the client flagged stay as they are: the chunk counts are the client's.
+    let results = out.join("results.json");
+    let o = run(&[
+        "gate",
+        "--results",
+        results.to_str().unwrap(),
+        "--json",
+        verdict.to_str().unwrap(),
+        // The client on a busy test machine is often flagged; the figures compared here
+        // are far beyond what it distorts.
+        "--allow-client-bound",
+    ]);
+    assert!([0, 1].contains(&code(&o)), "{}", text(&o));
+    (
+        read_json(&verdict),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+fn causes(v: &serde_json::Value) -> Vec<String> {
+    v["changes"]["levels"][0]["readings"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .map(|x| x["cause"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn first_reading_is(base: &[&str], head: &[&str], cause: &str, said: &str) {
+    let (v, console) = relative(cause, base, head);
+    let found = causes(&v);
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some(cause),
+        "{v:#}\n{console}"
+    );
+    assert!(console.contains("what changed besides tok/s"), "{console}");
+    assert!(console.contains(said), "{console}");
+    assert_eq!(v["outcome"], "regression", "a slowdown: {console}");
+}
+
+const FIXED: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "5"];
+
+fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    [&FIXED[..], extra].concat()
+}
+
+#[test]
+fn a_smaller_kv_cache_reads_as_the_kv_cache_filling() {
+    first_reading_is(
+        &with(&["--kv-cache-tokens", "100000"]),
+        &with(&["--kv-cache-tokens", "200"]),
+        "kv_cache_fills_sooner",
+        "the KV cache fills sooner",
+    );
+}
+
+#[test]
+fn a_lower_max_batch_reads_as_fewer_running_at_once() {
+    first_reading_is(
+        &FIXED,
+        &with(&["--max-running", "4"]),
+        "fewer_run_at_once",
+        "requests queue for a slot: fewer run at once",
+    );
+}
+
+#[test]
+fn a_longer_template_reads_as_more_prompt_tokens() {
+    first_reading_is(
+        &["--preset", "fast"],
+        &["--preset", "fast", "--template-tokens", "20000"],
+        "prompt_longer",
+        "the chat template or tokenizer changed",
+    );
+}
+
+#[test]
+fn lower_speculative_acceptance_reads_as_such() {
+    first_reading_is(
+        &with(&["--mtp-max", "3", "--tokens-per-step", "2.5"]),
+        &with(&["--mtp-max", "3", "--tokens-per-step", "1.5"]),
+        "speculation_fell",
+        "speculative (MTP) acceptance fell",
+    );
+}
+
+#[test]
+fn an_unchanged_head_reads_as_none_of_them() {
+    let (v, console) = relative("same", &FIXED, &FIXED);
+    let found = causes(&v);
+    for cause in [
+        "kv_cache_fills_sooner",
+        "fewer_run_at_once",
+        "prompt_longer",
+        "speculation_fell",
+    ] {
+        assert!(!found.iter().any(|c| c == cause), "{found:?}\n{console}");
+    }
+    assert!(v["changes"]["figures_compared"].as_u64().unwrap() >= 10);
+}

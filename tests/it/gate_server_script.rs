@@ -1,0 +1,234 @@
+//! The workflow's server steps (scripts/gate-server.sh), run directly: arguments split
+//! without evaluation, a server that dies while loading fails within seconds with its log
+//! tail, a taken port is refused, a real server (serve-sim) is waited for and stopped, and the
+//! sticky comment is updated in place or posted once.
+
+use crate::common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gate-server.sh")
+}
+
+fn gate_server(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new("bash")
+        .arg(script())
+        .args(args)
+        .envs(env.iter().copied())
+        .env("THROUGHLINE_POLL_SECONDS", "0.2")
+        .output()
+        .expect("run gate-server.sh")
+}
+
+fn split(s: &str) -> Result<Vec<String>, String> {
+    let out = gate_server(&["split-args", s], &[]);
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let text = String::from_utf8(out.stdout).unwrap();
+    Ok(text
+        .split_terminator('\0')
+        .map(str::to_string)
+        .collect::<Vec<_>>())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn arguments_are_split_by_the_documented_rule_and_never_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let witness = dir.path().join("ran");
+    let w = witness.display();
+    assert_eq!(
+        split("--gpu 'RTX PRO 6000'  --engine-version 0.11.0").unwrap(),
+        ["--gpu", "RTX PRO 6000", "--engine-version", "0.11.0"]
+    );
+    assert_eq!(
+        split(r#"--runner "gpu \"a\" \\ b" it\'s a\ b ''"#).unwrap(),
+        ["--runner", r#"gpu "a" \ b"#, "it's", "a b", ""]
+    );
+    // Command substitution, backticks, separators and globs are plain characters.
+    let hostile = format!("--x $(touch {w}) `touch {w}`; touch {w} | * ~");
+    assert_eq!(
+        split(&hostile).unwrap(),
+        [
+            "--x".to_string(),
+            "$(touch".into(),
+            format!("{w})"),
+            "`touch".into(),
+            format!("{w}`;"),
+            "touch".into(),
+            w.to_string(),
+            "|".into(),
+            "*".into(),
+            "~".into(),
+        ]
+    );
+    assert!(!witness.exists(), "an argument was run");
+    assert!(split("--gpu 'RTX").unwrap_err().contains("unterminated '"));
+    assert!(split("--gpu \"RTX")
+        .unwrap_err()
+        .contains("unterminated \""));
+    assert!(split("trailing \\").unwrap_err().contains("end in a \\"));
+    assert_eq!(split("").unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn a_server_that_dies_while_loading_fails_within_seconds_with_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let started = Instant::now();
+    let out = gate_server(
+        &[
+            "start",
+            log.to_str().unwrap(),
+            &url,
+            "echo loading weights; echo 'CUDA out of memory' >&2; exit 3",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", common::text(&out));
+    let pid = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(pid.parse::<u32>().is_ok(), "{pid:?}");
+    let out = gate_server(&["wait", &pid, log.to_str().unwrap(), "600", &url], &[]);
+    let text = common::text(&out);
+    assert_eq!(common::code(&out), 2, "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(text.contains("Server exited"), "{text}");
+    assert!(text.contains("CUDA out of memory"), "the log tail: {text}");
+}
+
+#[test]
+fn a_taken_port_is_refused_and_nothing_is_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let witness = dir.path().join("started");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let command = format!("touch {}", witness.display());
+    let out = gate_server(
+        &[
+            "start",
+            log.to_str().unwrap(),
+            &format!("http://localhost:{port}/v1"),
+            &command,
+        ],
+        &[],
+    );
+    let text = common::text(&out);
+    assert_eq!(common::code(&out), 2, "{text}");
+    assert!(text.contains(&format!("port {port}")), "{text}");
+    assert!(text.contains("already in use by"), "{text}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!witness.exists(), "the server command ran");
+}
+
+#[test]
+fn a_real_server_is_waited_for_and_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let command = format!("exec '{}' serve-sim --port {port}", common::bin());
+    let out = gate_server(&["start", log.to_str().unwrap(), &url, &command], &[]);
+    assert!(out.status.success(), "{}", common::text(&out));
+    let pid = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let out = gate_server(&["wait", &pid, log.to_str().unwrap(), "60", &url], &[]);
+    let healthy = out.status.success();
+    let stop = gate_server(&["stop", &pid], &[]);
+    assert!(healthy, "{}", common::text(&out));
+    assert!(stop.status.success(), "{}", common::text(&stop));
+    // Gone, or a zombie waiting for a parent that is not this test to reap it.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(") ").map(|(_, rest)| &rest[..1]);
+    let gone = matches!(state, None | Some("Z") | Some("X"));
+    assert!(gone, "the server {pid} still runs");
+}
+
+/// A fake `gh` on PATH: the listing answers `$FAKE_GH_ID`; every other call is logged.
+fn fake_gh(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let gh = bin.join("gh");
+    std::fs::write(
+        &gh,
+        "#!/usr/bin/env bash\n\
+         if [[ \" $* \" == *\" --paginate \"* ]]; then\n\
+           printf '%s\\n' \"$*\" >> \"$FAKE_GH_LOG\"\n\
+           [[ -n \"$FAKE_GH_ID\" ]] && echo \"$FAKE_GH_ID\"\n\
+           exit 0\n\
+         fi\n\
+         printf '%s\\n' \"$*\" >> \"$FAKE_GH_LOG\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[test]
+fn the_sticky_comment_is_updated_in_place_or_posted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_gh(dir.path());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let body = dir.path().join("pr-comment.md");
+    std::fs::write(&body, "<!-- throughline-verdict -->\n## pass\n").unwrap();
+    let log = dir.path().join("gh.log");
+    let run = |id: &str| {
+        let _ = std::fs::remove_file(&log);
+        let out = gate_server(
+            &["comment", body.to_str().unwrap()],
+            &[
+                ("PATH", &path),
+                ("FAKE_GH_LOG", log.to_str().unwrap()),
+                ("FAKE_GH_ID", id),
+                ("GITHUB_REPOSITORY", "org/repo"),
+                ("PR_NUMBER", "42"),
+            ],
+        );
+        assert!(out.status.success(), "{}", common::text(&out));
+        std::fs::read_to_string(&log).unwrap()
+    };
+    let calls = run("9001");
+    assert!(
+        calls.contains("--paginate repos/org/repo/issues/42/comments"),
+        "{calls}"
+    );
+    assert!(
+        calls.contains("--method PATCH repos/org/repo/issues/comments/9001 -F body=@"),
+        "{calls}"
+    );
+    assert!(!calls.contains("POST"), "{calls}");
+    let calls = run("");
+    assert!(
+        calls.contains("--method POST repos/org/repo/issues/42/comments -F body=@"),
+        "{calls}"
+    );
+    assert!(!calls.contains("PATCH"), "{calls}");
+    // A body without the marker would never be found again: refused.
+    std::fs::write(&body, "## pass\n").unwrap();
+    let out = gate_server(
+        &["comment", body.to_str().unwrap()],
+        &[
+            ("PATH", &path),
+            ("GITHUB_REPOSITORY", "o/r"),
+            ("PR_NUMBER", "1"),
+        ],
+    );
+    assert_eq!(common::code(&out), 2, "{}", common::text(&out));
+}

@@ -1,0 +1,170 @@
+//! A trial's requests stream to `requests.jsonl` as they finish and are not held: the tally
+//! folds each request in and drops it (measured with a counting allocator, live heap bytes,
+//! not a clock, so the test is fast and steady), and a journal that cannot be written fails
+//! the run.
+
+use crate::common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::os::unix::process::CommandExt;
+use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+
+use crate::common::*;
+
+use throughline::load::run::trial::{Asked, TrialTally};
+use throughline::load::stream::outcome::Finished;
+use throughline::record::{ErrorClass, RequestRecord, TokenSource};
+
+/// The system allocator, counting the bytes live.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size() as isize, Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(p, layout) };
+        LIVE.fetch_sub(layout.size() as isize, Relaxed);
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+        let q = unsafe { System.realloc(p, layout, size) };
+        if !q.is_null() {
+            LIVE.fetch_add(size as isize - layout.size() as isize, Relaxed);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Request `i` as a trial sees it finish: 8 token gaps, a finish reason, and every tenth one
+/// failed with a 200-byte message.
+fn request(i: u32) -> Finished {
+    let sent_s = f64::from(i) * 1e-3;
+    let failed = i % 10 == 9;
+    Finished {
+        record: RequestRecord {
+            concurrency: 64,
+            trial: 1,
+            index: i,
+            warmup: false,
+            endpoint: 0,
+            sent_s,
+            send_delay_ms: Some(0.05 + f64::from(i % 7) * 0.01),
+            new_connection: false,
+            idle_before_ms: Some(0.1),
+            first_byte_s: Some(sent_s + 0.01),
+            first_chunk_s: Some(sent_s + 0.01),
+            first_token_s: Some(sent_s + 0.012),
+            end_s: sent_s + 0.05,
+            ttft_ms: Some(12.0 + f64::from(i % 13)),
+            e2e_ms: 50.0 + f64::from(i % 17),
+            tpot_ms: Some(4.0 + f64::from(i % 5) * 0.1),
+            output_tokens: 9,
+            input_tokens: Some(16),
+            cached_tokens: None,
+            token_source: TokenSource::Usage,
+            chunks: 9,
+            finish_reason: Some("length".to_string()),
+            http_status: Some(200),
+            error: failed.then_some(ErrorClass::Reset),
+            error_message: failed.then(|| format!("connection reset {i:>180}")),
+            rate: None,
+            scheduled_s: None,
+            window: None,
+            arm: None,
+        },
+        gaps_ms: if failed { Vec::new() } else { vec![4.5; 8] },
+        estimated_split: false,
+        answer: None,
+        requested_output_tokens: None,
+    }
+}
+
+/// Live heap bytes per request added to `tally` over `n` more requests.
+fn growth_per_request(tally: &mut TrialTally, from: u32, n: u32) -> f64 {
+    let before = LIVE.load(Relaxed);
+    for i in from..from + n {
+        tally.add(request(i), Asked::default());
+    }
+    (LIVE.load(Relaxed) - before) as f64 / f64::from(n)
+}
+
+/// What a trial may keep per request while its sketches are exact: TTFT, TPOT, E2E and the
+/// send delay as f64 and the 8 gaps as f32 (64 bytes), twice that for the vectors' doubling.
+/// A record held to the end of the trial costs its struct and its strings on top.
+const KEPT_PER_REQUEST: f64 = 2.0 * (4.0 * 8.0 + 8.0 * 4.0);
+
+#[test]
+fn a_trial_keeps_no_request_records() {
+    let record = std::mem::size_of::<Finished>() as f64;
+    assert!(record > KEPT_PER_REQUEST, "a record is {record} bytes");
+    // Streaming: only the sketches' values grow.
+    let mut tally = TrialTally::new(false);
+    growth_per_request(&mut tally, 0, 1_000);
+    let grew = growth_per_request(&mut tally, 1_000, 40_000);
+    eprintln!("streaming: {grew:.1} bytes a request (a record is {record} bytes)");
+    assert!(
+        grew <= KEPT_PER_REQUEST,
+        "the tally grew {grew:.0} bytes a request (at most {KEPT_PER_REQUEST} expected; a \
+         held record is {record} bytes and its strings)"
+    );
+    assert_eq!(tally.requests(), 41_000);
+    let t = tally.summary(1);
+    assert_eq!((t.succeeded, t.failed_total()), (36_900, 4_100));
+    assert_eq!(t.itl_ms.unwrap().count, 36_900 * 8);
+
+    // The same measure sees held records: the telemetry cross-check keeps slim copies.
+    let mut keeping = TrialTally::new(true);
+    growth_per_request(&mut keeping, 0, 1_000);
+    let grew = growth_per_request(&mut keeping, 1_000, 40_000);
+    eprintln!("keeping slim copies: {grew:.1} bytes a request");
+    assert!(
+        grew > record,
+        "kept copies grew only {grew:.0} bytes a request"
+    );
+}
+
+/// A write to `requests.jsonl` that fails (here: past the file-size limit, EFBIG) stops the
+/// run with exit 2 naming the file, and no results.json claims the run was measured.
+#[test]
+fn a_journal_that_cannot_be_written_fails_the_run() {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = write_profile(tmp.path(), "quick", &sim.urls, QUICK_BODY);
+    let out_dir = tmp.path().join("out");
+    let mut bench = bench_command(&profile, &out_dir);
+    bench.arg("--no-progress");
+    // The 40 lines take ~16 KiB; the limit stops the journal a few lines in.
+    unsafe {
+        bench.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 4096,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // Past the limit a write fails with EFBIG instead of raising SIGXFSZ.
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = bench.output().unwrap();
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(
+        text(&out).contains("cannot write requests.jsonl"),
+        "{}",
+        text(&out)
+    );
+    assert!(!out_dir.join("results.json").exists());
+}
