@@ -5,8 +5,6 @@
 //! mode), and the 1-GPU recipe in which throughline starts both servers in blocks. The docs'
 //! `uses:` examples are checked against the inputs action.yml declares.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

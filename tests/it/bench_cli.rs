@@ -1,7 +1,5 @@
 //! `throughline bench` end to end: the real binary against a real simulator process.
 
-use crate::common;
-
 use crate::common::*;
 
 const SMALL: &str = r#"

@@ -3,8 +3,6 @@
 //! server does not start. Each step checks a commit out, builds it (a copy of its speed file)
 //! and measures its server against the good commit's in a relative run in blocks.
 
-use crate::common;
-
 use std::path::Path;
 
 use crate::common::*;

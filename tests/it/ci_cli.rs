@@ -3,8 +3,6 @@
 //! variables, and the exit codes for pass, regression and not comparable. Then `merge`,
 //! `gate --out` and `plot --baseline` on the files it left.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

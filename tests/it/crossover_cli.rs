@@ -4,8 +4,6 @@
 //! processes from the command templates; a slot effect is made with the template itself
 //! (`--slowdown` chosen by `{slot}`: slot 1 runs 5% faster), as GPU 1 might be.
 
-use crate::common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,5 @@
 //! The README's first promise: `throughline demo` runs the main job on the embedded default.
 
-use crate::common;
-
 use crate::common::*;
 
 #[test]

@@ -1,8 +1,6 @@
 //! The example profiles parse, describe what they say, and run against the simulator at a
 //! reduced count.
 
-use crate::common;
-
 use crate::common::*;
 
 const SEEDS_JOB: &str = concat!(

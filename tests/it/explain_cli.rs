@@ -4,8 +4,6 @@
 //! cause must be the verdict's first reading, in verdict.json and on the console. An
 //! unchanged head gets none of those readings.
 
-use crate::common;
-
 use crate::common::*;
 
 /// Trials of about 2 s at C = 8, so that the server's gauges (scraped each second) are read

@@ -3,8 +3,6 @@
 //! with the right code, and leave valid JSON behind. Also: the server dying mid-run, Ctrl-C
 //! and SIGTERM during a run, and two blesses racing for one baseline.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -2,8 +2,6 @@
 //! a typed value that hides a different detected one is recorded and said, a stale typed
 //! engine version is refused by the gate, and the exports come out in the published shapes.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -2,8 +2,6 @@
 //! at the same speed (pass, twice: no flakes) and 10% slower (regression); history mode
 //! against a baseline of one session (inconclusive); a baseline read through git at a ref.
 
-use crate::common;
-
 use std::path::Path;
 use std::process::Command;
 

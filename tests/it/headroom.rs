@@ -2,8 +2,6 @@
 //! every timestamp the client takes is late. The trials must say "client-bound", and
 //! `baseline bless` and the gate must act on it, end to end.
 
-use crate::common;
-
 use std::time::Duration;
 
 use crate::common::*;

@@ -7,8 +7,6 @@
 //! `/metrics` like an OpenAI-compatible server and the completions with the behaviour under
 //! test. It serves at most [`MAX_CONNECTIONS`] connections and stops after [`SERVER_LIFE`].
 
-use crate::common;
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -4,8 +4,6 @@
 //! FIFOs, a bless killed while it holds its lock, a collapsed open-loop schedule. Traffic
 //! stays on 127.0.0.1.
 
-use crate::common;
-
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -2,8 +2,6 @@
 //! private CA signed (fixtures/tls). Trusted through `SSL_CERT_FILE`, as a company CA would
 //! be, every request succeeds; without it the run stops before sending load and says why.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;

@@ -2,8 +2,6 @@
 //! request's `max_tokens` (with `ignore_eos`) and prompt length, are recorded per request in
 //! requests.jsonl, and the simulator's responses follow them.
 
-use crate::common;
-
 use std::collections::BTreeSet;
 
 use crate::common::*;

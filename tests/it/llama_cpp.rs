@@ -8,8 +8,6 @@
 //! `cargo test` does not count it; run with `--ignored` (as `THROUGHLINE_LLAMA=1 .ci/run`
 //! does) it fails when the engine is missing: it never passes as if it had run.
 
-use crate::common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,6 @@
 //! Open-loop load and duration trials end to end: the real binary against a simulator
 //! process. The schedule is checked on the *actual* send times from requests.jsonl.
 
-use crate::common;
-
 use crate::common::*;
 use statrs::distribution::{ContinuousCDF, Exp};
 

@@ -9,8 +9,6 @@
 //! planner is wrong (the rate, the token total or the end-of-job tail): fix the planner, do
 //! not widen the tolerance.
 
-use crate::common;
-
 use std::path::Path;
 use std::process::Command;
 

@@ -5,8 +5,6 @@
 //! nothing is cached. Multi-turn conversations carry their history forward, and the
 //! server's own answers come back to it as the next turn's cached prefix.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 
 use crate::common::*;

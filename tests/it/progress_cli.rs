@@ -2,8 +2,6 @@
 //! interval with the level, requests done/total, tok/s so far, errors and the run's ETA.
 //! The interval is 30 s in real use; THROUGHLINE_PROGRESS_INTERVAL shortens it here.
 
-use crate::common;
-
 use crate::common::*;
 
 fn bench_lines(rest: &str) -> (String, std::process::Output) {

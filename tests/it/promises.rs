@@ -5,8 +5,6 @@
 //! `max_concurrency` cap and an absolute schedule; atomic writes survive a kill; the profile
 //! hash ignores the key variable and the gate settings.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -3,8 +3,6 @@
 //! not a clock, so the test is fast and steady), and a journal that cannot be written fails
 //! the run.
 
-use crate::common;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::os::unix::process::CommandExt;
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};

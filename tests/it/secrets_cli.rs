@@ -2,8 +2,6 @@
 //! checks it), and never written anywhere: not in results, journal, CSV, baseline, plots,
 //! report, stdout or stderr, whether the key is right or wrong.
 
-use crate::common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 

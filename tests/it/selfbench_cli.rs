@@ -2,8 +2,6 @@
 //! request is accounted for, and the timing case pairs every token gap with the simulator's
 //! send times.
 
-use crate::common;
-
 use crate::common::{code, read_json, run, text, Sim};
 
 #[test]

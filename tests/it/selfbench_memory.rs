@@ -1,7 +1,5 @@
 //! `selfbench --trial-lengths`: a row of peak RSS per trial length, from child processes.
 
-use crate::common;
-
 use crate::common::*;
 
 #[test]

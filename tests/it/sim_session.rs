@@ -3,8 +3,6 @@
 //! out-of-range numeric flags are refused at startup (exit 2) instead of panicking the
 //! engine on the first request.
 
-use crate::common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 

@@ -2,8 +2,6 @@
 //! its `/metrics` during every trial, and the client's token count agrees with the server's
 //! counter over the same window.
 
-use crate::common;
-
 use crate::common::*;
 
 #[test]

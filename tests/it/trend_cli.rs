@@ -2,8 +2,6 @@
 //! git repository, its window dropping old sessions from the file; the history is read back
 //! from git, drawn, and a lasting slowdown fails the check (exit 1).
 
-use crate::common;
-
 use std::fmt::Write;
 use std::path::Path;
 

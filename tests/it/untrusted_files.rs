@@ -5,8 +5,6 @@
 //! baselines, profiles and flags. Each is refused with exit 2 (bad input) and a message
 //! naming the file and the field, quickly, without a panic. Traffic stays on 127.0.0.1.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;

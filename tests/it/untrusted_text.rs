@@ -12,8 +12,6 @@
 //! The hostile server is a few std threads on 127.0.0.1 (at most [`MAX_CONNECTIONS`]
 //! connections, stopped after [`SERVER_LIFE`] or when dropped).
 
-use crate::common;
-
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -2,8 +2,6 @@
 //! tokenizer (and the per-trial check that flags prompts off their length), datasets sent
 //! round-robin with each row's output length, and trace replay on the trace's schedule.
 
-use crate::common;
-
 use std::path::PathBuf;
 
 use crate::common::*;
