@@ -173,7 +173,7 @@ async fn unchanged_in_blocks(out: &Path) -> Result<()> {
          runner whose slot 1 is 4% faster; throughline starts both servers in each block and \
          swaps their slots"
     );
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    crate::fsutil::ensure_output_dir(out)?;
     let setup = BenchSetup {
         profile: profile.clone(),
         environment: EnvironmentArgs::default().to_environment(),

@@ -117,6 +117,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
             text.push_str(&format!("- {}\n", crate::untrusted::inline_text(leg)));
         }
     }
+    crate::fsutil::ensure_output_dir(&args.out)?;
     write_atomic(&args.out.join(REPORT_MD), text.as_bytes())?;
     for (file, run) in &runs {
         let said = format!("run: {} ({file})", run_label(run));

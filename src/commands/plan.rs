@@ -625,6 +625,7 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
 }
 
 fn write_outputs(plan: &crate::plan::Plan, json: &str, dir: &Path) -> Result<()> {
+    crate::fsutil::ensure_output_dir(dir)?;
     let json_path = dir.join("plan.json");
     write_atomic(&json_path, json.as_bytes())?;
     let png = dir.join(CAPACITY_PNG);

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use crate::exit::Exit;
@@ -55,8 +55,7 @@ pub fn run(args: TrendArgs) -> Result<Exit> {
         ..ChangePointSettings::default()
     };
     let trend = analyse_latest(&history, args.alpha, &settings, args.window as usize)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    crate::fsutil::ensure_output_dir(&args.out)?;
     let json = serde_json::to_vec_pretty(&trend)?;
     write_atomic(&args.out.join(TREND_JSON), &json)?;
     // The profile the bisect command names: the baseline's, relative to where we run.

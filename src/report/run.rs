@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::fsutil::write_atomic;
 use crate::gate::Verdict;
@@ -138,8 +138,7 @@ pub fn publish_verdict(
 
 /// Draws `ratio.png` into `dir` and returns the charts with it first.
 fn with_ratio(verdict: &Verdict, dir: &Path, charts: &VerdictCharts) -> Result<VerdictCharts> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create folder {}", dir.display()))?;
+    crate::fsutil::ensure_output_dir(dir)?;
     let ratio = dir.join(RATIO_PNG);
     ratio_chart(verdict, &ratio)?;
     let mut out = charts.clone();

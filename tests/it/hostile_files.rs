@@ -755,3 +755,46 @@ fn a_chatty_servers_log_is_capped_and_the_cut_said() {
         .unwrap_or_else(|| panic!("no cut in results: {}", results["servers"]));
     assert!(cut > 180_000_000, "{cut}");
 }
+
+/// The commands that write files from files (plot, plan, merge) refuse an output folder that
+/// is a link, as bench and ci do: nothing lands in the link's target.
+#[test]
+fn every_commands_output_folder_that_is_a_link_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (results, _) = quick_results(d);
+    let results = results.to_str().unwrap().to_string();
+    for (what, args) in [
+        ("plot", vec!["plot", "--results", &results, "--out"]),
+        (
+            "plan",
+            vec![
+                "plan",
+                "--completions",
+                "1000",
+                "--avg-output-tokens",
+                "100",
+                "-r",
+                &results,
+                "-o",
+            ],
+        ),
+        ("merge", vec!["merge", "-r", &results, "-o"]),
+    ] {
+        let target = d.join(format!("home-{what}"));
+        std::fs::create_dir_all(&target).unwrap();
+        let link = d.join(format!("out-{what}"));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut args = args.clone();
+        let link_text = link.to_str().unwrap().to_string();
+        args.push(&link_text);
+        let o = run(&args);
+        assert_eq!(code(&o), 2, "{what}: {}", text(&o));
+        assert!(text(&o).contains("symbolic link"), "{what}: {}", text(&o));
+        let inside: Vec<_> = std::fs::read_dir(&target).unwrap().collect();
+        assert!(
+            inside.is_empty(),
+            "{what}: written into the target: {inside:?}"
+        );
+    }
+}

@@ -58,8 +58,7 @@ pub fn write_run_plots(
     scaling: &Scaling,
     out_dir: &Path,
 ) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(out_dir)
-        .with_context(|| format!("cannot create folder {}", out_dir.display()))?;
+    crate::fsutil::ensure_output_dir(out_dir)?;
     let footer = Footer::of(result);
     let mut paths = Vec::new();
 
