@@ -630,7 +630,7 @@ pub fn capacity_series(plan: &Plan) -> Vec<CapacitySeries> {
                 name: if n.interval.known {
                     n.label()
                 } else {
-                    format!("{}, interval unknown", n.label())
+                    format!("{}, {}", n.label(), crate::report::plots::UNKNOWN_INTERVAL)
                 },
                 points: counts
                     .iter()

@@ -31,6 +31,8 @@ pub struct CapacityPoint {
 }
 
 /// The y-axis turns logarithmic when the days span more than this ratio.
+/// How a series whose P10-P90 is unknown ends its name (it draws no band).
+pub const UNKNOWN_INTERVAL: &str = "interval unknown";
 const LOG_RATIO: f64 = 30.0;
 /// The x-axis turns logarithmic (powers of two) when node counts span more than this ratio.
 const LOG_NODES_RATIO: f64 = 16.0;
@@ -119,8 +121,9 @@ fn draw(
         .iter()
         .enumerate()
         .map(|(i, (name, pts))| {
-            // A band is promised only where it is wide enough to see.
-            let label = if spread(pts) >= THIN_BAND {
+            // A band is promised only where it is wide enough to see; a series whose interval
+            // is unknown has none to promise, and says so in its name already.
+            let label = if spread(pts) >= THIN_BAND || name.ends_with(UNKNOWN_INTERVAL) {
                 name.to_string()
             } else {
                 format!(

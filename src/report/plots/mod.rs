@@ -29,7 +29,7 @@ use crate::stats::is_positive;
 pub(crate) use crate::stats::summary::{mean_ci95, MeanCi};
 use axis::LogTicks;
 
-pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries};
+pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries, UNKNOWN_INTERVAL};
 pub use ratio::ratio_chart;
 #[cfg(test)]
 pub(crate) use ratio::tests as ratio_tests;
