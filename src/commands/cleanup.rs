@@ -3,7 +3,10 @@
 //! cannot stop its own servers. A run in blocks records each server's process group in
 //! OUT/servers/processes.txt as it starts it; this reads that record and stops each group
 //! still there with its whole tree (SIGTERM, up to 30 s, SIGKILL). Nothing is chosen by
-//! name: another job's server with the same command line is never touched.
+//! name: another job's server with the same command line is never touched. A process is
+//! signalled only if its environment holds the run's token (`THROUGHLINE_RUN`, which every
+//! server process inherits): the record sits in a checkout, and a pull request could commit
+//! one listing the runner's own processes.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,8 +18,9 @@ use crate::exit::Exit;
 use crate::load::servers::tree::{self, Proc};
 
 /// The record of the process groups a run started, in its servers/ folder: one line per
-/// start, `PGID START_TICKS LABEL` (START_TICKS: the leader's start time, /proc/PID/stat's
-/// 22nd field, so that a reused pid is told from the leader).
+/// start, `PGID START_TICKS TOKEN LABEL` (START_TICKS: the leader's start time,
+/// /proc/PID/stat's 22nd field, so that a reused pid is told from the leader; TOKEN: the run's
+/// token, which every process of its servers has in its environment).
 pub const PROCESSES_FILE: &str = "servers/processes.txt";
 /// The most of the record read (a run starts at most 2 x 64 blocks' servers).
 const RECORD_BYTES: u64 = 1 << 20;
@@ -56,9 +60,11 @@ pub async fn run(args: CleanupArgs) -> Result<Exit> {
     let groups = parse(&text, &path)?;
     let procs = tree::table();
     let mut found: Vec<Proc> = Vec::new();
-    for (pgid, start, label) in &groups {
+    for (pgid, start, token, label) in &groups {
         let ours = own_group(*pgid, *start, &procs);
-        let tree = tree::tree_of(&[], ours.then_some(*pgid), &procs);
+        let mut tree = tree::tree_of(&[], ours.then_some(*pgid), &procs);
+        // Only the run's own processes, whatever the record says.
+        tree.retain(|p| tree::has_run_token(p.pid, token));
         if !tree.is_empty() {
             println!(
                 "cleanup: {} is still running ({} process(es), group {pgid}): stopping it",
@@ -104,26 +110,32 @@ fn own_group(pgid: libc::pid_t, start: u64, procs: &[Proc]) -> bool {
     }
 }
 
-/// The record's lines; a line that is not `PGID START LABEL` is an error naming it.
-fn parse(text: &str, path: &Path) -> Result<Vec<(libc::pid_t, u64, String)>> {
+/// One recorded start: group, leader start ticks, run token, label.
+type Recorded = (libc::pid_t, u64, String, String);
+
+/// The record's lines; a line that is not `PGID START_TICKS TOKEN LABEL` is an error naming it.
+fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
     let mut groups = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let mut fields = line.splitn(3, ' ');
+        let mut fields = line.splitn(4, ' ');
         let pgid = fields.next().and_then(|f| f.parse::<libc::pid_t>().ok());
         let start = fields.next().and_then(|f| f.parse::<u64>().ok());
-        let (Some(pgid), Some(start)) = (pgid, start) else {
+        let token = fields.next().filter(|t| !t.is_empty());
+        let (Some(pgid), Some(start), Some(token)) = (pgid, start, token) else {
             return Err(anyhow::anyhow!(
-                "{} line {}: expected `PGID START_TICKS LABEL` (two whole numbers, then text)",
+                "{} line {}: expected `PGID START_TICKS TOKEN LABEL` (two whole numbers, a \
+                 token, then text)",
                 path.display(),
                 n + 1
             ));
         };
         // Group ids below 2 are the kernel's and init's; never a server's.
         if pgid > 1 {
-            groups.push((pgid, start, fields.next().unwrap_or("").to_string()));
+            let label = fields.next().unwrap_or("").to_string();
+            groups.push((pgid, start, token.to_string(), label));
         }
     }
     Ok(groups)
@@ -142,8 +154,13 @@ pub fn record_start(out: &Path, pgid: u32, label: &str) -> Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .with_context(|| format!("cannot write {}", path.display()))?;
-    writeln!(file, "{pgid} {start} {}", label.replace(['\n', '\r'], " "))
-        .with_context(|| format!("cannot write {}", path.display()))
+    writeln!(
+        file,
+        "{pgid} {start} {} {}",
+        tree::run_token(),
+        label.replace(['\n', '\r'], " ")
+    )
+    .with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]
@@ -153,8 +170,21 @@ mod tests {
     #[test]
     fn the_record_reads_back_and_a_bad_line_is_named() {
         let p = Path::new("out/servers/processes.txt");
-        let got = parse("123 456 block 1 head server (slot 1)\n\n1 9 init\n", p).unwrap();
-        assert_eq!(got, vec![(123, 456, "block 1 head server (slot 1)".into())]);
+        let got = parse(
+            "123 456 ab12 block 1 head server (slot 1)\n\n1 9 t init\n",
+            p,
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![(
+                123,
+                456,
+                "ab12".into(),
+                "block 1 head server (slot 1)".into()
+            )]
+        );
+        assert!(parse("123 456\n", p).is_err(), "no token");
         let e = parse("123 x y\n", p).unwrap_err().to_string();
         assert!(
             e.contains("line 1") && e.contains("PGID START_TICKS"),

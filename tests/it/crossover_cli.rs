@@ -4,6 +4,7 @@
 //! processes from the command templates; a slot effect is made with the template itself
 //! (`--slowdown` chosen by `{slot}`: slot 1 runs 5% faster), as GPU 1 might be.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -623,6 +624,41 @@ fn cleanup_stops_what_a_killed_run_left_by_its_record() {
     // Again: nothing left to stop, said so.
     let o = run(&["cleanup", out.to_str().unwrap()]);
     assert!(text(&o).contains("none of the 1 server(s)"), "{}", text(&o));
+
+    // A record committed by a pull request names a process that is not the run's (here a
+    // sleep of the test's own, its group and start time copied right): it is left alone.
+    let mut bystander = std::process::Command::new("sh")
+        .args(["-c", &format!("sleep 300; : {t}-bystander")])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = bystander.id();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .to_string();
+    let forged = dir.path().join("forged");
+    std::fs::create_dir_all(forged.join("servers")).unwrap();
+    std::fs::write(
+        forged.join("servers/processes.txt"),
+        format!("{pid} {start} 0123456789abcdef block 1 head server (slot 0)\n"),
+    )
+    .unwrap();
+    let o = run(&["cleanup", forged.to_str().unwrap(), "--grace", "1s"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let alive = bystander.try_wait().unwrap().is_none();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    assert!(
+        alive,
+        "cleanup signalled a process the run did not start: {}",
+        text(&o)
+    );
 }
 
 #[test]

@@ -152,6 +152,8 @@ impl ManagedServer {
             .env("THROUGHLINE_PORT", port.to_string())
             .env("THROUGHLINE_SLOT", slot.index.to_string())
             .env("THROUGHLINE_GPUS", &slot.gpus)
+            // Inherited by the whole tree: how `throughline cleanup` knows the run's processes.
+            .env(tree::RUN_TOKEN_VAR, tree::run_token())
             // Its own process group, so that stopping it stops everything it started.
             .process_group(0);
         // SAFETY: the closure runs in the child between fork and exec and calls only prctl,

@@ -77,6 +77,34 @@ pub fn tree_of(roots: &[libc::pid_t], pgid: Option<libc::pid_t>, procs: &[Proc])
         .collect()
 }
 
+/// The environment variable every server process inherits, holding this run's token: what
+/// `throughline cleanup` checks before it signals a process a record names (a record in a
+/// checkout could be a pull request's, listing processes that are not the run's).
+pub const RUN_TOKEN_VAR: &str = "THROUGHLINE_RUN";
+
+/// This process's run token: random, made once.
+pub fn run_token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| format!("{:016x}", rand::random::<u64>()))
+}
+
+/// Whether process `pid`'s environment holds `RUN_TOKEN_VAR=token` (read from
+/// /proc/PID/environ, at most 1 MiB; false where it cannot be read).
+pub fn has_run_token(pid: libc::pid_t, token: &str) -> bool {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let mut bytes = Vec::new();
+    if file.take(1 << 20).read_to_end(&mut bytes).is_err() {
+        return false;
+    }
+    let want = format!("{RUN_TOKEN_VAR}={token}");
+    bytes
+        .split(|b| *b == 0)
+        .any(|entry| entry == want.as_bytes())
+}
+
 /// The direct children throughline started on purpose (servers, builds): the rest of its
 /// children in another process group are strays it adopted.
 static STARTED: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
