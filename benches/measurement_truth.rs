@@ -14,7 +14,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
-use throughline::commands::environment::EnvironmentArgs;
+use throughline::commands::flags::EnvironmentArgs;
 use throughline::load::{run_bench, BenchSetup};
 use throughline::profile::Profile;
 use throughline::sim::{SimCluster, SimConfig};

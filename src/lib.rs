@@ -14,6 +14,7 @@ pub mod plan;
 pub mod profile;
 pub mod record;
 pub mod report;
+pub mod runner;
 pub mod sim;
 pub mod stats;
 pub mod tokenize;

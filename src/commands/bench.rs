@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::environment::EnvironmentArgs;
+use super::flags::{EnvironmentArgs, ServerArgs};
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
-use crate::load::{run_bench, BenchOutcome, BenchSetup};
+use crate::load::BenchSetup;
 use crate::profile::{ModelChoice, Profile, QuickStart};
-use crate::record::files::{DERIVED_FILES, REQUESTS_FILE, RESULTS_FILE};
 use crate::report::console;
-use crate::report::export::{write_exports, Exporter, EXPORTERS};
+use crate::report::export::ExportArgs;
+use crate::runner::{check_base_endpoints, conclude, measure, write_plots, wrote_line};
 
 /// The examples `bench --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
@@ -83,7 +83,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub environment: EnvironmentArgs,
     #[command(flatten)]
-    pub servers: super::blocks::ServerArgs,
+    pub servers: ServerArgs,
     /// Never draw a progress bar (it is drawn only on a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
@@ -92,98 +92,6 @@ pub struct BenchArgs {
     pub no_plots: bool,
     #[command(flatten)]
     pub export: ExportArgs,
-}
-
-/// Exports for dashboards and CI, each written atomically: one `--<flag> FILE` per format in
-/// report/export's registry, with its help, generated from it (a new format needs no line
-/// here). `VERDICT` offers the formats made from a verdict too (`gate`); `bench` has none.
-#[derive(Clone, Default)]
-pub struct ExportArgs<const VERDICT: bool = false> {
-    /// (format, file) in the registry's order.
-    asked: Vec<(&'static dyn Exporter, PathBuf)>,
-}
-
-impl<const VERDICT: bool> std::fmt::Debug for ExportArgs<VERDICT> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let asked: Vec<(Option<&str>, &PathBuf)> =
-            self.asked.iter().map(|(e, p)| (e.flag(), p)).collect();
-        f.debug_struct("ExportArgs").field("asked", &asked).finish()
-    }
-}
-
-impl<const VERDICT: bool> ExportArgs<VERDICT> {
-    /// The formats offered, with their flags.
-    fn offered() -> impl Iterator<Item = (&'static dyn Exporter, &'static str)> {
-        (EXPORTERS.iter().copied())
-            .filter(|e| VERDICT || !e.needs_verdict())
-            .filter_map(|e| Some((e, e.flag()?)))
-    }
-
-    /// The files asked for, with their flags (`--export-bmf`, ...).
-    pub fn files(&self) -> impl Iterator<Item = (String, &PathBuf)> {
-        (self.asked.iter()).map(|(e, p)| (format!("--{}", e.flag().unwrap_or("?")), p))
-    }
-
-    /// Refuses `-` (standard output) for an export where the command's own output is there:
-    /// the two would mix and neither would parse.
-    pub fn refuse_stdout(&self, why: &str) -> Result<()> {
-        for (flag, path) in self.files() {
-            if crate::fsutil::is_stdout(path) {
-                bail!("{flag} cannot be `-` here: {why}; give a file name");
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the exports asked for; a failure is an error (the job asked for the file).
-    pub fn write(
-        &self,
-        run: &crate::record::RunResult,
-        verdict: Option<&crate::gate::Verdict>,
-    ) -> Result<()> {
-        // On stderr: a file given as `-` (or another command's `--json -`) owns stdout.
-        for p in write_exports(&self.asked, run, verdict)? {
-            eprintln!("export: {}", p.display());
-        }
-        Ok(())
-    }
-}
-
-impl<const VERDICT: bool> clap::FromArgMatches for ExportArgs<VERDICT> {
-    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        let mut args = Self::default();
-        args.update_from_arg_matches(matches)?;
-        Ok(args)
-    }
-
-    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        for (exporter, flag) in Self::offered() {
-            if let Some(path) = matches.get_one::<PathBuf>(flag) {
-                self.asked.retain(|(e, _)| e.flag() != Some(flag));
-                self.asked.push((exporter, path.clone()));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<const VERDICT: bool> clap::Args for ExportArgs<VERDICT> {
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        Self::offered().fold(cmd, |cmd, (exporter, flag)| {
-            cmd.arg(
-                clap::Arg::new(flag)
-                    .long(flag)
-                    .value_name("FILE")
-                    .value_parser(clap::value_parser!(PathBuf))
-                    .action(clap::ArgAction::Set)
-                    .help(exporter.help()),
-            )
-        })
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        Self::augment_args(cmd)
-    }
 }
 
 pub async fn run(args: BenchArgs) -> Result<Exit> {
@@ -215,19 +123,16 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
         show_progress: !args.no_progress,
         base_endpoints: args.base_endpoints.clone(),
     };
-    let outcome = if args.servers.managed() {
+    let outcome = if let Some(blocks) = args.servers.to_setup()? {
         if args.profile.is_none() {
             bail!("--server-command needs --profile: the profile says what to measure");
         }
         // Sequential looks read the profile's gate settings (as `gate` without --baseline).
         let settings = setup.profile.gate.clone();
-        let undecided = |run: &crate::record::RunResult| -> Result<Vec<u32>> {
-            let verdict = crate::gate::evaluate_relative(run, &settings)?;
-            Ok(super::blocks::undecided_levels(&verdict))
-        };
-        let sequential = args.servers.base_server_command.is_some();
-        super::blocks::run_in_blocks(setup, &args.servers, sequential.then_some(&undecided as _))
-            .await?
+        let decide =
+            |run: &crate::record::RunResult| crate::gate::evaluate_relative(run, &settings);
+        let sequential = blocks.relative().then_some(&decide as _);
+        crate::runner::run_in_blocks(setup, &blocks, sequential).await?
     } else {
         measure(setup).await?
     };
@@ -316,7 +221,7 @@ async fn quick_profile(args: &BenchArgs) -> Result<(Profile, String)> {
     quick.model = match &args.model {
         Some(m) => ModelChoice::parse(m),
         None => {
-            let found = super::init::discover(&profile).await?;
+            let found = crate::load::discover::discover(&profile).await?;
             let Some(model) = found.models.first() else {
                 bail!(
                     "the server at {} lists no models at /v1/models; name one with --model",
@@ -343,181 +248,4 @@ async fn quick_profile(args: &BenchArgs) -> Result<(Profile, String)> {
     ));
     let profile = quick.profile()?;
     Ok((profile, quick.toml()))
-}
-
-/// "wrote DIR/: results.json, ..." with the run's files that are there.
-pub fn wrote_line(out: &Path) -> String {
-    let there: Vec<&str> = std::iter::once(REQUESTS_FILE)
-        .chain(DERIVED_FILES)
-        .filter(|n| out.join(n).is_file())
-        .collect();
-    let earlier = out.join(super::earlier::EARLIER_DIR);
-    format!(
-        "wrote {}: {}{}",
-        out.display(),
-        if there.is_empty() {
-            "nothing".to_string()
-        } else {
-            there.join(", ")
-        },
-        if earlier.is_dir() {
-            format!("; earlier runs are in {}", earlier.display())
-        } else {
-            String::new()
-        }
-    )
-}
-
-/// Checks base endpoints as the profile's own are checked (errors name the flag).
-pub fn check_base_endpoints(profile: &Profile, base: &[String]) -> Result<()> {
-    if base.is_empty() {
-        return Ok(());
-    }
-    let mut probe = profile.clone();
-    probe.target.endpoints = base.to_vec();
-    probe.validate().context("--base-endpoint")?;
-    Ok(())
-}
-
-/// Runs the sweep, printing each level's row as it finishes.
-pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
-    crate::locks::hold_output(&setup.out_dir)?;
-    if let Some((kept, names)) = super::earlier::keep_earlier_run(&setup.out_dir)? {
-        println!(
-            "the earlier run's files in {} ({}) are kept: moved to {}",
-            setup.out_dir.display(),
-            names.join(", "),
-            kept.display()
-        );
-    }
-    let p = &setup.profile;
-    println!(
-        "throughline bench: profile {}, {} level(s) x {} trial(s), {} endpoint(s){}",
-        crate::untrusted::for_terminal(&format!("{:?}", p.name)),
-        p.sweep.level_count(),
-        p.sweep.trials,
-        p.target.endpoints.len(),
-        match setup.base_endpoints.len() {
-            0 => String::new(),
-            n => format!("; relative run against {n} base endpoint(s), trials interleaved (ABBA)"),
-        }
-    );
-    let arms = if setup.base_endpoints.is_empty() {
-        1
-    } else {
-        2
-    };
-    println!("{}", console::planned(p, arms));
-    println!("{}", console::level_header());
-    println!("{}", "-".repeat(console::level_header().len()));
-    let mut last_arm = None;
-    run_bench(setup, |arm, level| {
-        if arm.is_some() && arm != last_arm {
-            last_arm = arm;
-            println!("{}", console::arm_heading(arm));
-        }
-        println!("{}", console::level_row(level));
-        if let Some(note) = console::server_note(level) {
-            println!("{}", crate::untrusted::for_terminal_lines(&note));
-        }
-    })
-    .await
-}
-
-/// Prints warnings and problems; returns 2 when a level could not be measured.
-pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
-    for w in &outcome.result.warnings {
-        eprintln!("warning: {}", console::short_warning(w, "report.md"));
-    }
-    println!("results: {}", out.join(RESULTS_FILE).display());
-    if let Some(sig) = outcome.interrupted {
-        let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
-        let t = outcome.result.levels.iter().flat_map(|l| &l.trials);
-        let (sent, cancelled): (u64, u64) = t.fold((0, 0), |(s, c), t| {
-            let n = t.failed.get(&crate::record::ErrorClass::Cancelled);
-            (s + t.requests_sent, c + n.copied().unwrap_or(0))
-        });
-        eprintln!(
-            "interrupted by {name}: stopped sending; {sent} requests written ({cancelled} abandoned in flight, counted as cancelled); results marked incomplete"
-        );
-        return Exit::Interrupted(sig);
-    }
-    if outcome.problems.is_empty() {
-        return Exit::Pass;
-    }
-    eprintln!("error: the run could not measure every level:");
-    for p in &outcome.problems {
-        eprintln!("  {}", crate::untrusted::for_terminal(p));
-    }
-    Exit::Failure
-}
-
-/// Draws the PNGs and report.md beside the results (with the USL curve when it fits, and the
-/// baseline's trials when given). A plot that cannot be drawn is a warning: the measurement
-/// stands without it.
-pub fn write_plots(
-    result: &crate::record::RunResult,
-    baseline: Option<&[(u32, Vec<f64>)]>,
-    out: &Path,
-) {
-    match crate::report::run::write_run_files(result, baseline, None, out) {
-        Ok(paths) => println!(
-            "plots: {}",
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Err(e) => eprintln!("warning: plots not written: {e:#}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Debug, Parser)]
-    struct OnBench {
-        #[command(flatten)]
-        export: ExportArgs,
-    }
-
-    #[derive(Debug, Parser)]
-    struct OnGate {
-        #[command(flatten)]
-        export: ExportArgs<true>,
-    }
-
-    fn flags<const V: bool>(args: &ExportArgs<V>) -> Vec<(&'static str, String)> {
-        (args.asked.iter())
-            .map(|(e, p)| (e.flag().unwrap(), p.display().to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn export_flags_come_from_the_registry() {
-        let bench = OnBench::try_parse_from([
-            "bench",
-            "--export-github-benchmark-smaller",
-            "s.json",
-            "--export-bmf",
-            "b.json",
-        ])
-        .unwrap();
-        // In the registry's order, whatever the command line's.
-        assert_eq!(
-            flags(&bench.export),
-            [
-                ("export-bmf", "b.json".to_string()),
-                ("export-github-benchmark-smaller", "s.json".to_string())
-            ]
-        );
-        // JUnit needs a verdict: `gate` offers it, `bench` does not.
-        assert!(OnBench::try_parse_from(["bench", "--junit", "j.xml"]).is_err());
-        let gate = OnGate::try_parse_from(["gate", "--junit", "j.xml"]).unwrap();
-        assert_eq!(flags(&gate.export), [("junit", "j.xml".to_string())]);
-        assert!(flags(&OnGate::try_parse_from(["gate"]).unwrap().export).is_empty());
-    }
 }

@@ -16,8 +16,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use reqwest::header::HeaderValue;
 
-use super::environment::EnvironmentArgs;
-use super::gate::GateOverrides;
+use super::flags::{EnvironmentArgs, GateOverrides, ServerArgs};
 use crate::exit::{exit_for, not_comparable, Exit};
 use crate::fsutil::write_atomic;
 use crate::gate::baseline::{fingerprint_differences_except, Baseline, ARM_FIELDS};
@@ -104,7 +103,7 @@ pub struct CiArgs {
     #[arg(long, env = "THROUGHLINE_ALLOW_REGRESSION")]
     pub allow_regression: bool,
     #[command(flatten)]
-    pub servers: super::blocks::ServerArgs,
+    pub servers: ServerArgs,
     /// Prefix for the chart links in the job summary, e.g. where your workflow publishes
     /// the PNGs (default: the file names, as they sit in the artifacts folder).
     #[arg(long, value_name = "URL")]
@@ -230,12 +229,11 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         .map(|e| e.trim().to_string())
         .filter(|e| !e.is_empty())
         .collect();
-    super::bench::check_base_endpoints(&profile, &base_endpoints)?;
+    crate::runner::check_base_endpoints(&profile, &base_endpoints)?;
     let environment = args.environment.to_environment();
-    if args.servers.managed() {
-        // The servers start inside the blocks; the fingerprint is checked after measuring.
-        args.servers.check()?;
-    } else {
+    // The servers start inside the blocks; the fingerprint is then checked after measuring.
+    let blocks = args.servers.to_setup()?;
+    if blocks.is_none() {
         let all: Vec<String> = profile
             .target
             .endpoints
@@ -267,17 +265,12 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         show_progress: !args.no_progress,
         base_endpoints,
     };
-    let outcome = if args.servers.managed() {
-        let undecided = |run: &RunResult| -> Result<Vec<u32>> {
-            Ok(super::blocks::undecided_levels(&evaluate(
-                &baseline, run, &settings,
-            )?))
-        };
-        super::blocks::run_in_blocks(setup, &args.servers, Some(&undecided)).await?
-    } else {
-        super::bench::measure(setup).await?
+    let decide = |run: &RunResult| evaluate(&baseline, run, &settings);
+    let outcome = match &blocks {
+        Some(blocks) => crate::runner::run_in_blocks(setup, blocks, Some(&decide)).await?,
+        None => crate::runner::measure(setup).await?,
     };
-    let measured = super::bench::conclude(&outcome, &args.out);
+    let measured = crate::runner::conclude(&outcome, &args.out);
     println!("{}", crate::report::console::closing_line(&outcome.result));
     // Stopped by a signal: what was measured is on disk, marked incomplete; no verdict.
     if let Exit::Interrupted(_) = measured {
@@ -299,7 +292,6 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     let written = write_run_files(result, Some(&beside), Some(&per_request), &args.out)?;
     let charts = VerdictCharts::of(&written, args.image_base_url.as_deref());
 
-    let decide = |run: &RunResult| evaluate(&baseline, run, &settings);
     let mut verdict = decide(result)?;
     let saved = args.out.join(crate::record::files::RESULTS_FILE);
     crate::gate::client_bound::review(

@@ -8,22 +8,13 @@
 //! server process inherits): the record sits in a checkout, and a pull request could commit
 //! one listing the runner's own processes.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use crate::exit::Exit;
-use crate::load::servers::tree::{self, Proc};
-
-/// The record of the process groups a run started, in its servers/ folder: one line per
-/// start, `PGID START_TICKS TOKEN LABEL` (START_TICKS: the leader's start time,
-/// /proc/PID/stat's 22nd field, so that a reused pid is told from the leader; TOKEN: the run's
-/// token, which every process of its servers has in its environment).
-pub const PROCESSES_FILE: &str = "servers/processes.txt";
-/// The most of the record read (a run starts at most 2 x 64 blocks' servers).
-const RECORD_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, Args)]
 pub struct CleanupArgs {
@@ -45,167 +36,6 @@ Examples:
 ";
 
 pub async fn run(args: CleanupArgs) -> Result<Exit> {
-    let path = args.out.join(PROCESSES_FILE);
-    let text = match crate::fsutil::read_bounded(&path, RECORD_BYTES) {
-        Ok(text) => text,
-        Err(_) if !path.exists() => {
-            println!(
-                "cleanup: {} does not exist: this run started no server",
-                path.display()
-            );
-            return Ok(Exit::Pass);
-        }
-        Err(e) => return Err(e),
-    };
-    let groups = parse(&text, &path)?;
-    let procs = tree::table();
-    let mut found: Vec<Proc> = Vec::new();
-    for (pgid, start, token, label) in &groups {
-        let ours = own_group(*pgid, *start, &procs);
-        let mut tree = tree::tree_of(&[], ours.then_some(*pgid), &procs);
-        // Only the run's own processes, whatever the record says.
-        tree.retain(|p| tree::has_run_token(p.pid, token));
-        if !tree.is_empty() {
-            println!(
-                "cleanup: {} is still running ({} process(es), group {pgid}): stopping it",
-                crate::untrusted::for_terminal(label),
-                tree.len()
-            );
-        }
-        found.extend(tree);
-    }
-    if found.is_empty() {
-        println!(
-            "cleanup: none of the {} server(s) {} recorded is still running",
-            groups.len(),
-            args.out.display()
-        );
-        return Ok(Exit::Pass);
-    }
-    tree::signal_each(&found, libc::SIGTERM);
-    let deadline = Instant::now() + args.grace;
-    while Instant::now() < deadline && found.iter().any(tree::still_there) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let left: Vec<&Proc> = found.iter().filter(|p| tree::still_there(p)).collect();
-    if !left.is_empty() {
-        println!(
-            "cleanup: {} process(es) still there after {}: SIGKILL",
-            left.len(),
-            humantime::format_duration(args.grace)
-        );
-        tree::signal_each(&found, libc::SIGKILL);
-    }
-    println!("cleanup: stopped {} process(es)", found.len());
+    crate::runner::processes::stop_recorded(&args.out, args.grace).await?;
     Ok(Exit::Pass)
-}
-
-/// Whether group `pgid` recorded with leader start `start` can only be the run's: its
-/// leader is there and the same process, or gone (then the id stays reserved while any
-/// member lives, and no new process could have taken it as its pid).
-fn own_group(pgid: libc::pid_t, start: u64, procs: &[Proc]) -> bool {
-    match procs.iter().find(|p| p.pid == pgid) {
-        Some(leader) => leader.start == start,
-        None => true,
-    }
-}
-
-/// One recorded start: group, leader start ticks, run token, label.
-type Recorded = (libc::pid_t, u64, String, String);
-
-/// The record's lines; a line that is not `PGID START_TICKS TOKEN LABEL` is an error naming it.
-fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
-    let mut groups = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut fields = line.splitn(4, ' ');
-        let pgid = fields.next().and_then(|f| f.parse::<libc::pid_t>().ok());
-        let start = fields.next().and_then(|f| f.parse::<u64>().ok());
-        let token = fields.next().filter(|t| !t.is_empty());
-        let (Some(pgid), Some(start), Some(token)) = (pgid, start, token) else {
-            return Err(anyhow::anyhow!(
-                "{} line {}: expected `PGID START_TICKS TOKEN LABEL` (two whole numbers, a \
-                 token, then text)",
-                path.display(),
-                n + 1
-            ));
-        };
-        // Group ids below 2 are the kernel's and init's; never a server's.
-        if pgid > 1 {
-            let label = fields.next().unwrap_or("").to_string();
-            groups.push((pgid, start, token.to_string(), label));
-        }
-    }
-    Ok(groups)
-}
-
-/// Appends `pgid`'s line to OUT/servers/processes.txt as the server starts (before it is
-/// waited for: a run killed while the server loads must have left its record).
-pub fn record_start(out: &Path, pgid: u32, label: &str) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = out.join(PROCESSES_FILE);
-    let start = tree::read_proc(pgid as libc::pid_t).map_or(0, |p| p.start);
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    writeln!(
-        file,
-        "{pgid} {start} {} {}",
-        tree::run_token(),
-        label.replace(['\n', '\r'], " ")
-    )
-    .with_context(|| format!("cannot write {}", path.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_record_reads_back_and_a_bad_line_is_named() {
-        let p = Path::new("out/servers/processes.txt");
-        let got = parse(
-            "123 456 ab12 block 1 head server (slot 1)\n\n1 9 t init\n",
-            p,
-        )
-        .unwrap();
-        assert_eq!(
-            got,
-            vec![(
-                123,
-                456,
-                "ab12".into(),
-                "block 1 head server (slot 1)".into()
-            )]
-        );
-        assert!(parse("123 456\n", p).is_err(), "no token");
-        let e = parse("123 x y\n", p).unwrap_err().to_string();
-        assert!(
-            e.contains("line 1") && e.contains("PGID START_TICKS"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_reused_leader_pid_is_not_the_runs_group() {
-        let procs = [Proc {
-            pid: 50,
-            ppid: 1,
-            pgid: 50,
-            start: 999,
-            zombie: false,
-        }];
-        assert!(!own_group(50, 100, &procs));
-        assert!(own_group(50, 999, &procs));
-        assert!(
-            own_group(60, 100, &procs),
-            "leader gone: members keep the id"
-        );
-    }
 }

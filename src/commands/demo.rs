@@ -11,15 +11,18 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::environment::EnvironmentArgs;
+use super::flags::EnvironmentArgs;
 use crate::exit::Exit;
 use crate::gate::baseline::Baseline;
 use crate::gate::evaluate;
 use crate::load::BenchSetup;
+use crate::plan::query::{answer, PlanQuery};
 use crate::profile::Profile;
 use crate::record::files::{LATENCY_PNG, PER_REQUEST_PNG, THROUGHPUT_PNG, VERDICT_MD};
+use crate::report::plan::{render_json, render_table, write_plan_files};
 use crate::report::run::{write_verdict_markdown, VerdictCharts};
 use crate::report::verdict;
+use crate::runner::BlocksSetup;
 use crate::sim::{SimCluster, SimConfig};
 
 /// The examples `demo --help` ends with.
@@ -92,8 +95,8 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
         show_progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         base_endpoints: base.to_vec(),
     };
-    let outcome = super::bench::measure(setup).await?;
-    let exit = super::bench::conclude(&outcome, out);
+    let outcome = crate::runner::measure(setup).await?;
+    let exit = crate::runner::conclude(&outcome, out);
     println!("{}", crate::report::console::closing_line(&outcome.result));
     if exit != Exit::Pass {
         return Ok(exit);
@@ -108,7 +111,7 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
         .base
         .as_ref()
         .map(|b| crate::record::trials_by_level(&b.levels));
-    super::bench::write_plots(&outcome.result, beside.as_deref(), out);
+    crate::runner::write_plots(&outcome.result, beside.as_deref(), out);
     match evaluate(&baseline, &outcome.result, &baseline.gate) {
         Ok(v) => {
             print!("{}", verdict::console(&v));
@@ -128,7 +131,7 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
     // The seeds' question, asked of this (simulated) node: how long would 902,087
     // completions of ~1,818 output tokens take?
     println!("\ndemo: how many days for the seeds' job (902,087 completions x 1,818 tokens) at this node's measured curve?");
-    let plan_args = super::plan::PlanArgs {
+    let question = PlanQuery {
         results: Some(out.join(crate::record::files::RESULTS_FILE)),
         completions: Some("902087".to_string()),
         avg_output_tokens: Some("1818".to_string()),
@@ -136,11 +139,17 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
         // The simulated node: two replicas, counted as one "GPU" each.
         replicas_per_node: Some(2),
         gpus_per_node: Some(2),
-        // plan.json and capacity.png beside the run's files: the demo is a full set.
-        out: Some(out.to_path_buf()),
         ..Default::default()
     };
-    if let Err(e) = super::plan::run(plan_args) {
+    // plan.json and capacity.png beside the run's files: the demo is a full set.
+    let planned = answer(&question).and_then(|plan| {
+        print!(
+            "{}",
+            crate::untrusted::for_terminal_lines(&render_table(&plan))
+        );
+        write_plan_files(&plan, &render_json(&plan), out)
+    });
+    if let Err(e) = planned {
         println!("demo: plan not run: {e:#}");
     }
     if let Err(e) = unchanged_in_blocks(&out.join(BLOCKS_DIR)).await {
@@ -181,18 +190,9 @@ async fn unchanged_in_blocks(out: &Path) -> Result<()> {
         show_progress: false,
         base_endpoints: Vec::new(),
     };
-    let args = super::blocks::ServerArgs {
-        server_command: Some(server.clone()),
-        base_server_command: Some(server),
-        blocks: super::blocks::BlockArgs {
-            slots: "0;1".into(),
-            first: Some(4),
-            max: Some(4),
-            server_timeout: std::time::Duration::from_secs(30),
-        },
-        max_duration: None,
-    };
-    let outcome = super::blocks::run_in_blocks(setup, &args, None).await?;
+    let timeout = std::time::Duration::from_secs(30);
+    let blocks = BlocksSetup::new(&server, Some(&server), "0;1", (Some(4), Some(4)), timeout)?;
+    let outcome = crate::runner::run_in_blocks(setup, &blocks, None).await?;
     let stopped = crate::load::run::interrupt::Interrupt::installed()
         .and_then(|i| i.error("the demo's servers are stopped"));
     if let (Some(e), Some(_)) = (stopped, outcome.interrupted) {

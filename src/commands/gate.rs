@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
+use super::flags::GateOverrides;
 use crate::exit::Exit;
 use crate::gate::baseline::Baseline;
-use crate::gate::{evaluate, evaluate_relative, SettingOverride};
-use crate::profile::GateSettings;
+use crate::gate::{evaluate, evaluate_relative};
 use crate::record::trials_by_level;
 use crate::record::RunResult;
+use crate::report::export::ExportArgs;
 use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
 
 /// The examples `gate --help` ends with (tests/it/help_examples.rs runs each).
@@ -56,66 +57,7 @@ pub struct GateArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     // The exports, `--junit` among them (report/export's registry).
-    pub export: super::bench::ExportArgs<true>,
-}
-
-/// Gate settings given on the command line in place of the baseline's (`gate` and `ci`).
-#[derive(Debug, Args, Clone, Default)]
-pub struct GateOverrides {
-    /// Family-wise significance level (default: the baseline's, 0.01).
-    #[arg(long)]
-    pub alpha: Option<f64>,
-    /// Smallest relative drop that may fail the gate, e.g. 0.03 (default: the baseline's).
-    #[arg(long)]
-    pub min_effect: Option<f64>,
-    /// Trials needed on each side to fail a level (default: the baseline's).
-    #[arg(long)]
-    pub min_trials: Option<u32>,
-    /// The drop a pass rules out at every level, e.g. 0.05 (default: the baseline's).
-    #[arg(long)]
-    pub tolerance: Option<f64>,
-}
-
-impl GateOverrides {
-    /// `settings` with these flags put in their place, checked (errors name the flag).
-    pub fn apply(&self, settings: &GateSettings) -> Result<GateSettings> {
-        settings.overridden(self.alpha, self.min_effect, self.min_trials, self.tolerance)
-    }
-
-    /// The flags given whose value differs from `settings` (the baseline's), for the verdict.
-    pub fn listed(&self, settings: &GateSettings) -> Vec<SettingOverride> {
-        let mut out = Vec::new();
-        let mut push = |field: &str, value: Option<String>, was: String| {
-            if let Some(value) = value.filter(|v| *v != was) {
-                out.push(SettingOverride {
-                    field: field.into(),
-                    value,
-                    was,
-                });
-            }
-        };
-        push(
-            "alpha",
-            self.alpha.map(|v| v.to_string()),
-            settings.alpha.to_string(),
-        );
-        push(
-            "min_effect",
-            self.min_effect.map(|v| v.to_string()),
-            settings.min_effect.to_string(),
-        );
-        push(
-            "min_trials",
-            self.min_trials.map(|v| v.to_string()),
-            settings.min_trials.to_string(),
-        );
-        push(
-            "tolerance",
-            self.tolerance.map(|v| v.to_string()),
-            settings.tolerance.to_string(),
-        );
-        out
-    }
+    pub export: ExportArgs<true>,
 }
 
 pub async fn run(args: GateArgs) -> Result<Exit> {

@@ -3,12 +3,10 @@
 pub mod baseline;
 pub mod bench;
 pub mod bisect;
-pub mod blocks;
 pub mod ci;
 pub mod cleanup;
 pub mod demo;
-pub mod earlier;
-pub mod environment;
+pub mod flags;
 pub mod gate;
 pub mod init;
 pub mod merge;

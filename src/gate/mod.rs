@@ -20,6 +20,7 @@ pub mod explain;
 pub mod gitref;
 pub mod history_need;
 pub mod merge;
+pub mod sequential;
 pub mod trend;
 
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,7 @@ use crate::stats::decision::{Design, Drift, LevelTest};
 
 pub use compare::{evaluate, evaluate_relative};
 pub use history_need::HistoryNeed;
+pub use sequential::{undecided_levels, BlockPlan};
 
 /// The gate's answer.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -5,6 +5,7 @@
 //! dialect (per-engine request fields and their check), gpu, servers/ (started by us).
 
 pub mod dialect;
+pub mod discover;
 pub mod gpu;
 pub mod probe;
 pub mod run;

@@ -20,6 +20,7 @@ pub mod lengths;
 pub mod mix;
 pub mod prefill;
 pub mod project;
+pub mod query;
 pub mod request;
 pub mod roofline;
 pub mod rows;

@@ -701,6 +701,26 @@ pub fn write_capacity_chart(plan: &Plan, png: &Path) -> Result<()> {
     )
 }
 
+/// Writes plan.json (`json`, the plan rendered) and capacity.png into `dir`, saying so on
+/// stderr (standard output may be the plan's JSON).
+pub fn write_plan_files(plan: &Plan, json: &str, dir: &Path) -> Result<()> {
+    crate::fsutil::ensure_output_dir(dir)?;
+    let json_path = dir.join("plan.json");
+    crate::fsutil::write_atomic(&json_path, json.as_bytes())?;
+    let png = dir.join(crate::report::plots::CAPACITY_PNG);
+    write_capacity_chart(plan, &png)?;
+    eprintln!(
+        "plan: {} and {}{}",
+        json_path.display(),
+        png.display(),
+        plan.limits
+            .deadline_s
+            .map(|d| format!(" (deadline {})", human_duration(d)))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

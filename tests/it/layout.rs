@@ -2,7 +2,7 @@
 //! below its own, and no two modules use each other, at the top level or inside one.
 //! Read from the sources' own `crate::` and `super::` paths (test code left out).
 //!
-//! Floors, top down: cli (the parser) -> commands -> report -> gate | plan | load ->
+//! Floors, top down: cli (the parser) -> commands -> runner -> report -> gate | plan | load ->
 //! record -> stats, profile, sim, engine, exit, fsutil, tokenize, untrusted.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 /// Each top-level module's floor; a module may use only lower floors.
 const FLOORS: &[(&str, u8)] = &[
-    ("cli", 6),
-    ("commands", 5),
+    ("cli", 7),
+    ("commands", 6),
+    ("runner", 5),
     ("report", 4),
     ("locks", 4),
     ("gate", 3),
@@ -249,6 +250,34 @@ fn top_level_modules_use_only_the_floors_below_them() {
     assert!(
         wrong.is_empty(),
         "imports against the floors:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The one module of commands/ that every command may use: the flag groups several commands
+/// take, each converted there into the typed setup the library takes.
+const SHARED_FLAGS: &str = "flags";
+
+/// commands/ is parse -> call -> print: a command calls the library, never another command
+/// (what two commands share lives below, in runner/ or the floors under it).
+#[test]
+fn commands_do_not_use_each_other() {
+    let mut wrong = Vec::new();
+    for (module, used) in graph() {
+        if module.first().map(String::as_str) != Some("commands") || module.len() < 2 {
+            continue;
+        }
+        for target in used {
+            let is_command = target.first().map(String::as_str) == Some("commands");
+            let other = target.get(1);
+            if is_command && other.is_some_and(|o| *o != module[1] && o != SHARED_FLAGS) {
+                wrong.push(format!("{} uses {}", module.join("::"), target.join("::")));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "commands that use another command (move what they share below commands/):\n{}",
         wrong.join("\n")
     );
 }

@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::blocks::{BlockArgs, ServerArgs};
-use super::environment::EnvironmentArgs;
+use super::flags::{BlockArgs, EnvironmentArgs};
 use crate::exit::{exit_for, Exit};
 use crate::fsutil::write_atomic;
 use crate::gate::baseline::Baseline;
@@ -29,9 +28,11 @@ use crate::gate::bisect::{
     measure_again, next_step, open_range, planned_steps, step_verdict, Answer, Next, Report, Step,
     StepLevel, StepOutcome,
 };
-use crate::gate::{LevelStatus, Verdict};
+use crate::gate::{BlockPlan, LevelStatus, Verdict};
 use crate::load::BenchSetup;
 use crate::profile::Profile;
+use crate::record::RunResult;
+use crate::runner::BlocksSetup;
 use checkout::{Commit, Stop, Walk};
 use journal::{Header, Journal};
 
@@ -160,13 +161,9 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
         started: Instant::now(),
         args,
     };
-    // The templates as written, checked before anything is checked out or built.
-    ServerArgs {
-        server_command: Some(bisect.args.server_command.clone()),
-        base_server_command: Some(bisect.args.server_command.clone()),
-        ..bisect.server_args(Path::new("."), Path::new("."), None)?
-    }
-    .check()?;
+    // The template as written, checked before anything is checked out or built.
+    let command = &bisect.args.server_command;
+    bisect.args.blocks.to_setup(command, Some(command))?;
     if bisect.args.step {
         one_step(&bisect, &mut stop).await
     } else {
@@ -175,19 +172,23 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
 }
 
 impl Bisect {
-    /// The server flags of one step: the commit's server as head, the good one's as base.
-    fn server_args(
+    /// One step's run in blocks: the commit's server as head, the good one's as base, within
+    /// what is left of the time budget; `more_blocks`: up to twice the --max-blocks.
+    fn blocks_setup(
         &self,
         head_dir: &Path,
         good_dir: &Path,
-        budget: Option<Duration>,
-    ) -> Result<ServerArgs> {
-        Ok(ServerArgs {
-            server_command: Some(checkout::in_dir(head_dir, &self.args.server_command)),
-            base_server_command: Some(checkout::in_dir(good_dir, &self.args.server_command)),
-            blocks: self.args.blocks.clone(),
-            max_duration: budget,
-        })
+        more_blocks: bool,
+    ) -> Result<BlocksSetup> {
+        let head = checkout::in_dir(head_dir, &self.args.server_command);
+        let base = checkout::in_dir(good_dir, &self.args.server_command);
+        let mut setup = self.args.blocks.to_setup(&head, Some(&base))?;
+        setup.max_duration = self.time_left();
+        if more_blocks {
+            let first = setup.plan.first;
+            setup.plan = BlockPlan::new(Some(first), Some(2 * setup.plan.max), true)?;
+        }
+        Ok(setup)
     }
 
     /// The time left of --max-duration (None: no budget).
@@ -225,18 +226,18 @@ impl Bisect {
         };
         let settings = self.profile.gate.clone();
         let baseline = self.baseline.as_ref();
-        let undecided = |run: &crate::record::RunResult| -> Result<Vec<u32>> {
-            let verdict = step_verdict(run, &settings, baseline)?;
-            Ok(super::blocks::undecided_levels(&verdict))
-        };
-        let mut servers = self.server_args(head_dir, good_dir, self.time_left())?;
+        let decide = |run: &RunResult| step_verdict(run, &settings, baseline);
         let mut again = String::new();
         if more_blocks {
-            let max = 2 * servers.plan()?.max;
-            servers.blocks.max = Some(max);
+            let (first, max) = (self.args.blocks.first, self.args.blocks.max);
+            let max = 2 * BlockPlan::new(first, max, true)?.max;
             again = format!("measured again, up to {max} blocks: ");
         }
-        let measured = super::blocks::run_in_blocks(setup, &servers, Some(&undecided)).await;
+        // A plan past the most blocks (twice a large --max-blocks) skips the step, said.
+        let measured = match self.blocks_setup(head_dir, good_dir, more_blocks) {
+            Ok(blocks) => crate::runner::run_in_blocks(setup, &blocks, Some(&decide)).await,
+            Err(e) => Err(e),
+        };
         let step = |outcome, reason: String, levels, blocks| Step {
             number,
             commit: commit.id.clone(),
@@ -285,7 +286,6 @@ impl Bisect {
             }
         };
         let blocks = run.servers.as_ref().map_or(0, |s| s.blocks.len() as u32);
-        let decide = |run: &crate::record::RunResult| step_verdict(run, &settings, baseline);
         let mut verdict = decide(&run)?;
         // The gate's rule for the client's part: a step it could have decided is skipped.
         crate::gate::client_bound::review(

@@ -34,8 +34,11 @@ use crate::stats::mean_ci95;
 
 pub mod bmf;
 pub mod csv;
+mod flags;
 pub mod github_benchmark;
 pub mod junit;
+
+pub use flags::ExportArgs;
 
 /// One export format: a file another tool reads, made from a run (and, from `gate`, its
 /// verdict).

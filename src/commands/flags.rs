@@ -1,0 +1,201 @@
+//! The flag groups more than one command takes (clap's "low" arguments). Each converts once
+//! into the typed setup the library takes (`to_environment`, `to_setup`, `apply`), so that
+//! no command calls another, and nothing below commands/ sees a clap struct.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::gate::SettingOverride;
+use crate::profile::GateSettings;
+use crate::record::Environment;
+use crate::runner::BlocksSetup;
+
+/// The environment fingerprint a baseline is compared on; what is not given is detected
+/// from the server where possible.
+#[derive(Debug, Args, Clone, Default)]
+pub struct EnvironmentArgs {
+    /// GPU model, e.g. "RTX PRO 6000".
+    #[arg(long, env = "THROUGHLINE_GPU")]
+    pub gpu: Option<String>,
+    /// GPUs serving the model (all replicas together).
+    #[arg(long, env = "THROUGHLINE_GPU_COUNT")]
+    pub gpu_count: Option<u32>,
+    /// GPU driver version.
+    #[arg(long, env = "THROUGHLINE_DRIVER")]
+    pub driver: Option<String>,
+    /// Inference engine (vllm, sglang, llama.cpp, tgi); detected from /metrics when not given.
+    #[arg(long, env = "THROUGHLINE_ENGINE")]
+    pub engine: Option<String>,
+    /// Inference engine version, e.g. 0.11.0 (part of the fingerprint a baseline is compared
+    /// on: a run on another engine version is not comparable).
+    #[arg(long, env = "THROUGHLINE_ENGINE_VERSION")]
+    pub engine_version: Option<String>,
+    /// Model precision, e.g. bf16, fp8.
+    #[arg(long, env = "THROUGHLINE_PRECISION")]
+    pub precision: Option<String>,
+    /// Runner label or host name (GitHub's RUNNER_NAME is used when set).
+    #[arg(long, env = "THROUGHLINE_RUNNER")]
+    pub runner: Option<String>,
+}
+
+impl EnvironmentArgs {
+    pub fn to_environment(&self) -> Environment {
+        Environment {
+            gpu_model: self.gpu.clone(),
+            gpu_count: self.gpu_count,
+            driver: self.driver.clone(),
+            engine: self.engine.clone(),
+            engine_version: self.engine_version.clone(),
+            model: None,
+            precision: self.precision.clone(),
+            runner: self
+                .runner
+                .clone()
+                .or_else(|| std::env::var("RUNNER_NAME").ok()),
+            endpoints: 0,
+            speculative: None,
+            overridden: Vec::new(),
+        }
+    }
+}
+
+/// The server flags of `bench` and `ci`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ServerArgs {
+    /// Start the server under test (the head) yourself: a shell command in which {port} is
+    /// replaced by a free port, {slot} by the slot number (0, 1) and {gpus} by the slot's
+    /// GPUs (--slots). It runs in its own process group, its output in
+    /// OUT/servers/block-N-head.log; throughline waits until it answers, measures, and stops
+    /// it (SIGTERM, then SIGKILL after 30 s). Replaces the profile's endpoints.
+    #[arg(long, value_name = "COMMAND", conflicts_with_all = ["endpoints", "base_endpoints"])]
+    pub server_command: Option<String>,
+    /// The target branch's server (the base), started the same way: a relative run in
+    /// blocks, both servers started fresh in each block, their slots swapped from one block
+    /// to the next so that a faster GPU or a luckier start falls on both arms.
+    #[arg(long, value_name = "COMMAND", requires = "server_command")]
+    pub base_server_command: Option<String>,
+    #[command(flatten)]
+    pub blocks: BlockArgs,
+    /// No block is added once this much time has passed (e.g. 45m).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub max_duration: Option<Duration>,
+}
+
+/// Where the servers run and how many blocks a run takes: the flags `bench`, `ci` and
+/// `bisect` (whose every step is such a run) share.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BlockArgs {
+    /// The slots the servers run on, `;` between slots, e.g. "0;1" (GPU 0 and GPU 1) or
+    /// "0,1;2,3" (two tensor-parallel pairs). With one slot ("0") both servers share it and
+    /// the swap is of which starts first.
+    #[arg(long, value_name = "GPUS;GPUS", default_value = "0;1")]
+    pub slots: String,
+    /// Blocks to run before the gate looks [default: 4 in a relative run, else 1].
+    #[arg(long = "blocks", value_name = "N")]
+    pub first: Option<u32>,
+    /// The most blocks in all: while a level is undecided after a look, two more blocks run
+    /// for the undecided levels [default: --blocks + 8 in a relative run: with a start
+    /// spread near 3% (a real llama-server here) 8 blocks passed an unchanged server 64% of
+    /// the time, 12 blocks 94% (benches/gate_crossover.rs)].
+    #[arg(long = "max-blocks", value_name = "N")]
+    pub max: Option<u32>,
+    /// How long a started server may take to answer (GET /health or /v1/models).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub server_timeout: Duration,
+}
+
+impl ServerArgs {
+    /// Whether throughline starts the servers.
+    pub fn managed(&self) -> bool {
+        self.server_command.is_some()
+    }
+
+    /// The run in blocks these flags ask for, checked before anything starts (a typo in a
+    /// template fails at once); None when throughline starts no server.
+    pub fn to_setup(&self) -> Result<Option<BlocksSetup>> {
+        let Some(head) = &self.server_command else {
+            return Ok(None);
+        };
+        let setup = self
+            .blocks
+            .to_setup(head, self.base_server_command.as_deref())?;
+        Ok(Some(BlocksSetup {
+            max_duration: self.max_duration,
+            ..setup
+        }))
+    }
+}
+
+impl BlockArgs {
+    /// A run in blocks of these servers on these slots (no time budget).
+    pub fn to_setup(&self, head: &str, base: Option<&str>) -> Result<BlocksSetup> {
+        BlocksSetup::new(
+            head,
+            base,
+            &self.slots,
+            (self.first, self.max),
+            self.server_timeout,
+        )
+    }
+}
+
+/// Gate settings given on the command line in place of the baseline's (`gate` and `ci`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct GateOverrides {
+    /// Family-wise significance level (default: the baseline's, 0.01).
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Smallest relative drop that may fail the gate, e.g. 0.03 (default: the baseline's).
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// Trials needed on each side to fail a level (default: the baseline's).
+    #[arg(long)]
+    pub min_trials: Option<u32>,
+    /// The drop a pass rules out at every level, e.g. 0.05 (default: the baseline's).
+    #[arg(long)]
+    pub tolerance: Option<f64>,
+}
+
+impl GateOverrides {
+    /// `settings` with these flags put in their place, checked (errors name the flag).
+    pub fn apply(&self, settings: &GateSettings) -> Result<GateSettings> {
+        settings.overridden(self.alpha, self.min_effect, self.min_trials, self.tolerance)
+    }
+
+    /// The flags given whose value differs from `settings` (the baseline's), for the verdict.
+    pub fn listed(&self, settings: &GateSettings) -> Vec<SettingOverride> {
+        let mut out = Vec::new();
+        let mut push = |field: &str, value: Option<String>, was: String| {
+            if let Some(value) = value.filter(|v| *v != was) {
+                out.push(SettingOverride {
+                    field: field.into(),
+                    value,
+                    was,
+                });
+            }
+        };
+        push(
+            "alpha",
+            self.alpha.map(|v| v.to_string()),
+            settings.alpha.to_string(),
+        );
+        push(
+            "min_effect",
+            self.min_effect.map(|v| v.to_string()),
+            settings.min_effect.to_string(),
+        );
+        push(
+            "min_trials",
+            self.min_trials.map(|v| v.to_string()),
+            settings.min_trials.to_string(),
+        );
+        push(
+            "tolerance",
+            self.tolerance.map(|v| v.to_string()),
+            settings.tolerance.to_string(),
+        );
+        out
+    }
+}
