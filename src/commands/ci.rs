@@ -23,7 +23,7 @@ use crate::gate::baseline::{fingerprint_differences_except, Baseline, ARM_FIELDS
 use crate::gate::{evaluate, Outcome, Verdict};
 use crate::load::probe::{self, wait_healthy};
 use crate::load::BenchSetup;
-use crate::profile::Profile;
+use crate::profile::{GateSettings, Profile};
 use crate::record::files::{JUNIT_XML, VERDICT_JSON, VERDICT_MD};
 use crate::record::fingerprint::FingerprintField;
 use crate::record::{Environment, RunResult};
@@ -169,7 +169,20 @@ fn profile_at_ref(
     Ok((profile, path, text))
 }
 
-async fn check(args: &CiArgs) -> Result<Exit> {
+/// What the check measures and how it decides, read at the target branch's ref: the
+/// baseline, its settings (with the flags over them), and its profile (with --endpoint).
+struct AtRef {
+    reference: String,
+    baseline: Baseline,
+    settings: GateSettings,
+    profile: Profile,
+    /// Said first in the verdict (an edited profile is measured as it is at the ref).
+    warnings: Vec<String>,
+}
+
+/// Reads the baseline and its profile at the target branch's ref, and refuses before
+/// anything is measured what could never be compared (GPU time is dear).
+fn read_at_ref(args: &CiArgs) -> Result<AtRef> {
     let reference = resolve_ref(
         args.baseline_ref.as_deref(),
         std::env::var("GITHUB_BASE_REF").ok().as_deref(),
@@ -212,7 +225,6 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         }
     }
 
-    // Refuse before measuring what could never be compared: GPU time is dear.
     let hash = profile.canonical_hash()?;
     if hash != baseline.profile_hash {
         return Err(not_comparable(format!(
@@ -223,6 +235,23 @@ async fn check(args: &CiArgs) -> Result<Exit> {
             baseline.profile_hash
         )));
     }
+    Ok(AtRef {
+        reference,
+        baseline,
+        settings,
+        profile,
+        warnings,
+    })
+}
+
+async fn check(args: &CiArgs) -> Result<Exit> {
+    let AtRef {
+        reference,
+        baseline,
+        settings,
+        profile,
+        mut warnings,
+    } = read_at_ref(args)?;
     let base_endpoints: Vec<String> = args
         .base_endpoints
         .iter()
@@ -234,28 +263,16 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     // The servers start inside the blocks; the fingerprint is then checked after measuring.
     let blocks = args.servers.to_setup()?;
     if blocks.is_none() {
-        let all: Vec<String> = profile
-            .target
-            .endpoints
-            .iter()
-            .chain(&base_endpoints)
-            .cloned()
-            .collect();
+        let servers = (profile.target.endpoints.iter()).chain(&base_endpoints);
+        let all: Vec<String> = servers.cloned().collect();
         // The same key header the load sends: a server that guards /v1 (vLLM's --api-key)
         // answers 401 to a check without it.
         let api_key = crate::load::stream::client::api_key_header(&profile)?;
         wait_healthy(&all, args.wait_healthy, api_key.as_ref()).await?;
         let relative = !base_endpoints.is_empty();
-        precheck_environment(
-            &baseline,
-            &profile,
-            &environment,
-            api_key.as_ref(),
-            relative,
-        )
-        .await?;
+        let key = api_key.as_ref();
+        precheck_environment(&baseline, &profile, &environment, key, relative).await?;
     }
-
     crate::fsutil::ensure_output_dir(&args.out)?;
     crate::locks::hold_output(&args.out)?;
     let setup = BenchSetup {

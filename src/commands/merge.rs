@@ -48,37 +48,8 @@ pub struct MergeArgs {
 const VERDICT_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 pub fn run(args: MergeArgs) -> Result<Exit> {
-    let mut results = args.results.clone();
-    let mut verdicts = args.verdict.clone();
     refuse_output_in_an_input(&args)?;
-    let out = args.out.canonicalize().ok();
-    for dir in &args.from {
-        // Not our own output from an earlier merge into a folder under `dir`.
-        let found: Vec<PathBuf> = find(dir, 2)?
-            .into_iter()
-            .filter(|p| {
-                let parent = p.parent().and_then(|d| d.canonicalize().ok());
-                out.is_none() || parent != out
-            })
-            .collect();
-        let before = (results.len(), verdicts.len());
-        for path in found {
-            match path.file_name().and_then(|n| n.to_str()) {
-                Some(RESULTS_FILE) => results.push(path),
-                Some(VERDICT_JSON) => verdicts.push(path),
-                _ => {}
-            }
-        }
-        if (results.len(), verdicts.len()) == before {
-            bail!(
-                "--from {}: no results.json or verdict.json in it or its subfolders",
-                dir.display()
-            );
-        }
-    }
-    if results.is_empty() && verdicts.is_empty() {
-        bail!("nothing to merge: pass --results FILE, --verdict FILE or --from DIR");
-    }
+    let (results, verdicts) = inputs(&args)?;
 
     let mut runs = Vec::new();
     for path in &results {
@@ -93,22 +64,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         failed_legs.extend(unmeasured_checks(dir)?);
     }
     runs.sort_by_key(|(file, run)| (run_label(run), file.clone()));
-    let mut checks = Vec::new();
-    for path in &verdicts {
-        let text = crate::fsutil::read_bounded(path, VERDICT_FILE_BYTES)
-            .with_context(|| format!("--verdict: cannot read verdict {}", path.display()))?;
-        let verdict: Verdict = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "verdict {} is not a throughline verdict (from `throughline ci` or `gate --json`)",
-                path.display()
-            )
-        })?;
-        checks.push(Check {
-            file: path.display().to_string(),
-            verdict,
-        });
-    }
-    let merged = combine(checks);
+    let merged = combine(read_checks(&verdicts)?);
 
     let mut text = markdown(&runs, merged.as_ref());
     if !failed_legs.is_empty() {
@@ -169,6 +125,62 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         return Ok(Exit::Failure);
     }
     Ok(exit)
+}
+
+/// The results and verdicts to merge: those named, and those found in each --from folder
+/// (two levels down), but never an earlier merge's own output.
+fn inputs(args: &MergeArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let mut results = args.results.clone();
+    let mut verdicts = args.verdict.clone();
+    let out = args.out.canonicalize().ok();
+    for dir in &args.from {
+        // Not our own output from an earlier merge into a folder under `dir`.
+        let found: Vec<PathBuf> = find(dir, 2)?
+            .into_iter()
+            .filter(|p| {
+                let parent = p.parent().and_then(|d| d.canonicalize().ok());
+                out.is_none() || parent != out
+            })
+            .collect();
+        let before = (results.len(), verdicts.len());
+        for path in found {
+            match path.file_name().and_then(|n| n.to_str()) {
+                Some(RESULTS_FILE) => results.push(path),
+                Some(VERDICT_JSON) => verdicts.push(path),
+                _ => {}
+            }
+        }
+        if (results.len(), verdicts.len()) == before {
+            bail!(
+                "--from {}: no results.json or verdict.json in it or its subfolders",
+                dir.display()
+            );
+        }
+    }
+    if results.is_empty() && verdicts.is_empty() {
+        bail!("nothing to merge: pass --results FILE, --verdict FILE or --from DIR");
+    }
+    Ok((results, verdicts))
+}
+
+/// Each verdict file, read and parsed (a file that is not a verdict is named).
+fn read_checks(verdicts: &[PathBuf]) -> Result<Vec<Check>> {
+    let mut checks = Vec::new();
+    for path in verdicts {
+        let text = crate::fsutil::read_bounded(path, VERDICT_FILE_BYTES)
+            .with_context(|| format!("--verdict: cannot read verdict {}", path.display()))?;
+        let verdict: Verdict = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "verdict {} is not a throughline verdict (from `throughline ci` or `gate --json`)",
+                path.display()
+            )
+        })?;
+        checks.push(Check {
+            file: path.display().to_string(),
+            verdict,
+        });
+    }
+    Ok(checks)
 }
 
 /// The output folder must not be where an input lives: its files would be taken for an

@@ -334,10 +334,8 @@ fn same_gpu(a: &str, b: &str, facts: &Facts) -> bool {
     }
 }
 
-/// The node the run measured: `--node` (which must be the run's hardware), else the run's
-/// environment and the flags. Replicas default to the run's endpoints: a run spread over
-/// several servers measured that many replicas together.
-fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) -> Result<RunNode> {
+/// `--gpus-per-node`, `--replicas-per-node` and `--gpu` checked on their own.
+fn check_node_flags(q: &PlanQuery, facts: &Facts) -> Result<()> {
     for (flag, v) in [
         ("--gpus-per-node", q.gpus_per_node),
         ("--replicas-per-node", q.replicas_per_node),
@@ -359,6 +357,14 @@ fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) ->
             );
         }
     }
+    Ok(())
+}
+
+/// The node the run measured: `--node` (which must be the run's hardware), else the run's
+/// environment and the flags. Replicas default to the run's endpoints: a run spread over
+/// several servers measured that many replicas together.
+fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) -> Result<RunNode> {
+    check_node_flags(q, facts)?;
     let endpoints = u32::try_from(run.environment.endpoints.max(1)).unwrap_or(u32::MAX);
     let recorded_gpu = run_gpu(run, facts);
     let mut warnings = Vec::new();

@@ -270,19 +270,8 @@ impl Bisect {
             Ok(outcome) => outcome.result,
             Err(e) if matches!(exit_for(&e), Exit::Interrupted(_)) => return Err(e),
             Err(e) => {
-                let said = crate::record::redact::redact_error(&format!("{e:#}"));
-                // The first line says what failed; the last, the end of the server's log.
-                let mut lines = said.lines().map(str::trim).filter(|l| !l.is_empty());
-                let first = lines.next().unwrap_or("").to_string();
-                let last = lines
-                    .next_back()
-                    .map_or(String::new(), |l| format!("; its log ends: {l}"));
-                return Ok(step(
-                    StepOutcome::Skip,
-                    format!("{again}not measured: {first}{last}"),
-                    Vec::new(),
-                    0,
-                ));
+                let why = format!("{again}not measured: {}", not_measured(&e));
+                return Ok(step(StepOutcome::Skip, why, Vec::new(), 0));
             }
         };
         let blocks = run.servers.as_ref().map_or(0, |s| s.blocks.len() as u32);
@@ -325,6 +314,18 @@ impl Bisect {
             .collect();
         Ok(measured)
     }
+}
+
+/// Why a step could not be measured, in one line: what failed first, and the end of the
+/// server's log when the error carries it.
+fn not_measured(e: &anyhow::Error) -> String {
+    let said = crate::record::redact::redact_error(&format!("{e:#}"));
+    let mut lines = said.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("").to_string();
+    let last = lines
+        .next_back()
+        .map_or(String::new(), |l| format!("; its log ends: {l}"));
+    format!("{first}{last}")
 }
 
 /// A step's outcome and the reason said, from the gate's verdict.
@@ -381,50 +382,8 @@ async fn search(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
     let args = &bisect.args;
     let walk = checkout::walk(&args.repo, &args.good, &args.bad)?;
     let n = walk.commits.len();
-    let bad = walk
-        .commits
-        .last()
-        .expect("walk has the bad commit")
-        .clone();
-    let redact = |c: &str| crate::record::redact::redact(c).into_owned();
-    let header = Header {
-        good: walk.good.id.clone(),
-        bad: bad.id.clone(),
-        profile_hash: bisect.profile.canonical_hash()?,
-        server_command: redact(&args.server_command),
-        build_command: args.build_command.as_deref().map(redact),
-    };
-    let mut journal = Journal::open(&bisect.out, &header)?;
+    let (mut journal, mut said) = read_back(bisect, &walk)?;
     let index_of = |id: &str| walk.commits.iter().position(|c| c.id == id);
-    let mut said: Vec<(usize, StepOutcome)> = Vec::new();
-    for step in &journal.steps {
-        let Some(i) = index_of(&step.commit) else {
-            bail!(
-                "the bisect log names commit {} that is not between --good and --bad",
-                crate::untrusted::for_terminal(&step.commit)
-            );
-        };
-        said.push((i, step.outcome));
-    }
-    println!(
-        "throughline bisect: {n} commit(s) after {} up to {}; a clean search measures {} of \
-         them (the bad one first, to confirm it is slower){}",
-        walk.good.short(),
-        bad.short(),
-        planned_steps(n),
-        if journal.steps.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; {} step(s) read back from {}",
-                journal.steps.len(),
-                journal::LOG_FILE
-            )
-        }
-    );
-    for step in &journal.steps {
-        println!("{}", crate::report::bisect::step_line(step));
-    }
     let good_dir = ready_or_fail(&walk, bisect, &walk.good, stop).await?;
     let answer = loop {
         stop.check()?;
@@ -505,6 +464,65 @@ async fn search(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
     if !args.keep_worktrees {
         checkout::remove(&walk, &good_dir);
     }
+    let report = write_report(bisect, &walk, &journal, answer)?;
+    Ok(match report.answer {
+        Answer::Found { .. } => Exit::Pass,
+        _ => Exit::Failure,
+    })
+}
+
+/// The bisect's log, opened (or continued: its steps read back, said, and placed in the
+/// walk; a step naming a commit outside it is an error).
+fn read_back(bisect: &Bisect, walk: &Walk) -> Result<(Journal, Vec<(usize, StepOutcome)>)> {
+    let args = &bisect.args;
+    let n = walk.commits.len();
+    let bad = walk.commits.last().expect("walk has the bad commit");
+    let redact = |c: &str| crate::record::redact::redact(c).into_owned();
+    let header = Header {
+        good: walk.good.id.clone(),
+        bad: bad.id.clone(),
+        profile_hash: bisect.profile.canonical_hash()?,
+        server_command: redact(&args.server_command),
+        build_command: args.build_command.as_deref().map(redact),
+    };
+    let journal = Journal::open(&bisect.out, &header)?;
+    let index_of = |id: &str| walk.commits.iter().position(|c| c.id == id);
+    let mut said: Vec<(usize, StepOutcome)> = Vec::new();
+    for step in &journal.steps {
+        let Some(i) = index_of(&step.commit) else {
+            bail!(
+                "the bisect log names commit {} that is not between --good and --bad",
+                crate::untrusted::for_terminal(&step.commit)
+            );
+        };
+        said.push((i, step.outcome));
+    }
+    println!(
+        "throughline bisect: {n} commit(s) after {} up to {}; a clean search measures {} of \
+         them (the bad one first, to confirm it is slower){}",
+        walk.good.short(),
+        bad.short(),
+        planned_steps(n),
+        if journal.steps.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} step(s) read back from {}",
+                journal.steps.len(),
+                journal::LOG_FILE
+            )
+        }
+    );
+    for step in &journal.steps {
+        println!("{}", crate::report::bisect::step_line(step));
+    }
+    Ok((journal, said))
+}
+
+/// bisect.json and bisect.md, written whole, and the answer said.
+fn write_report(bisect: &Bisect, walk: &Walk, journal: &Journal, answer: Answer) -> Result<Report> {
+    let n = walk.commits.len();
+    let bad = walk.commits.last().expect("walk has the bad commit");
     let report = Report {
         good: walk.good.id.clone(),
         bad: bad.id.clone(),
@@ -529,10 +547,7 @@ async fn search(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
     )?;
     println!("{}", crate::report::bisect::answer_line(&report, &subjects));
     println!("wrote {}", bisect.out.display());
-    Ok(match report.answer {
-        Answer::Found { .. } => Exit::Pass,
-        _ => Exit::Failure,
-    })
+    Ok(report)
 }
 
 fn ids(walk: &Walk, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
