@@ -18,7 +18,7 @@ impl RunResult {
         let mut sessions = Vec::new();
         for (arm, levels) in [&self.levels[..], base].into_iter().enumerate() {
             for (i, level) in levels.iter().enumerate() {
-                for t in level.trials.iter().filter(|t| t.succeeded > 0) {
+                for t in level.trials.iter().filter(|t| t.measured()) {
                     if !crate::stats::is_positive(t.output_tok_per_s) {
                         continue;
                     }

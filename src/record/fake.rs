@@ -5,35 +5,14 @@ use crate::profile::Profile;
 
 pub fn trial(n: u32, tok_per_s: f64) -> TrialResult {
     TrialResult {
-        trial: n,
         requests_sent: 10,
         succeeded: 10,
-        failed: Default::default(),
-        error_examples: Default::default(),
         output_tokens: (tok_per_s * 10.0) as u64,
-        failed_output_tokens: 0,
-        input_tokens: 0,
         window_s: 10.0,
         output_tok_per_s: tok_per_s,
         requests_per_s: 1.0,
-        error_rate: 0.0,
         per_request_tok_per_s: Some(tok_per_s / 4.0),
-        ttft_ms: None,
-        itl_ms: None,
-        tpot_ms: None,
-        e2e_ms: None,
-        token_sources: Default::default(),
-        flags: vec![],
-        length_misses: 0,
-        telemetry: None,
-        client: None,
-        open_loop: None,
-        excluded_requests: 0,
-        round: None,
-        block: None,
-        slot: None,
-        input_check: None,
-        prefix_cache: None,
+        ..TrialResult::new(n)
     }
 }
 

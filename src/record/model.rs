@@ -127,7 +127,7 @@ impl LevelResult {
     pub fn values(&self, metric: TrialMetric) -> Vec<f64> {
         self.trials
             .iter()
-            .filter(|t| t.succeeded > 0)
+            .filter(|t| t.measured())
             .filter_map(|t| metric.of(t))
             .collect()
     }
@@ -136,7 +136,7 @@ impl LevelResult {
     pub fn throughputs(&self) -> Vec<f64> {
         self.trials
             .iter()
-            .filter(|t| t.succeeded > 0)
+            .filter(|t| t.measured())
             .map(|t| t.output_tok_per_s)
             .collect()
     }
@@ -148,7 +148,7 @@ impl LevelResult {
         let values: Vec<f64> = self
             .trials
             .iter()
-            .filter(|t| t.succeeded > 0)
+            .filter(|t| t.measured())
             .filter_map(figure)
             .collect();
         Spread::of(&values).map(|s| s.mean)
@@ -442,6 +442,51 @@ pub struct OpenLoopStats {
 }
 
 impl TrialResult {
+    /// Trial number `trial` with nothing counted yet: every count and figure zero, every
+    /// optional part absent. The one place the whole struct is spelled out; a trial's
+    /// builders set what they know on top of it (`TrialResult { succeeded, ..new(n) }`).
+    pub fn new(trial: u32) -> TrialResult {
+        TrialResult {
+            trial,
+            requests_sent: 0,
+            succeeded: 0,
+            failed: BTreeMap::new(),
+            error_examples: BTreeMap::new(),
+            output_tokens: 0,
+            failed_output_tokens: 0,
+            input_tokens: 0,
+            window_s: 0.0,
+            output_tok_per_s: 0.0,
+            requests_per_s: 0.0,
+            error_rate: 0.0,
+            per_request_tok_per_s: None,
+            ttft_ms: None,
+            itl_ms: None,
+            tpot_ms: None,
+            e2e_ms: None,
+            token_sources: BTreeMap::new(),
+            flags: Vec::new(),
+            length_misses: 0,
+            telemetry: None,
+            client: None,
+            open_loop: None,
+            excluded_requests: 0,
+            round: None,
+            block: None,
+            slot: None,
+            input_check: None,
+            prefix_cache: None,
+        }
+    }
+
+    /// Whether the trial measured something: at least one request succeeded. A trial with
+    /// no success has no throughput or latency (its zeros are not measurements), so every
+    /// figure over trials (means, the gate's samples, the fit's points, the charts) leaves
+    /// it out, and reports count it as a level that measured nothing.
+    pub fn measured(&self) -> bool {
+        self.succeeded > 0
+    }
+
     /// Saturating: counts from a file may be anything ([`TrialResult::is_accounted`] checks).
     pub fn failed_total(&self) -> u64 {
         self.failed.values().fold(0, |a, n| a.saturating_add(*n))
