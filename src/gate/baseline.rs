@@ -173,7 +173,7 @@ pub fn calibration_rows(
         for block in &servers.blocks {
             let values = |level: &crate::record::LevelResult| -> Vec<f64> {
                 (level.trials.iter())
-                    .filter(|t| t.succeeded > 0 && t.block == Some(block.number))
+                    .filter(|t| t.measured() && t.block == Some(block.number))
                     .map(|t| t.output_tok_per_s.ln())
                     .filter(|v| v.is_finite())
                     .collect()
@@ -564,7 +564,7 @@ pub fn bless(
         }
         for level in &run.levels {
             let bad = (level.trials.iter())
-                .filter(|t| t.succeeded > 0)
+                .filter(|t| t.measured())
                 .find(|t| !(t.output_tok_per_s.is_finite() && t.output_tok_per_s > 0.0));
             if let Some(t) = bad {
                 bail!(
@@ -643,7 +643,7 @@ pub fn bless(
                     per_request_tok_per_s: l
                         .trials
                         .iter()
-                        .filter(|t| t.succeeded > 0)
+                        .filter(|t| t.measured())
                         .filter_map(|t| t.per_request_tok_per_s)
                         .collect(),
                     ttft_p99_ms: l.values(TrialMetric::TtftP99),

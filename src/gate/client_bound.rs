@@ -125,7 +125,7 @@ fn arms(run: &RunResult) -> Vec<(&'static str, &[LevelResult])> {
 
 fn mean_held(level: &LevelResult) -> f64 {
     let held: Vec<f64> = (level.trials.iter())
-        .filter(|t| t.succeeded > 0)
+        .filter(|t| t.measured())
         .map(|t| match effect(t) {
             TrialEffect::Bounded { held, .. } => held,
             _ => 0.0,

@@ -345,7 +345,7 @@ fn blocks_at(
         (levels.iter().find(|l| l.concurrency == c)).map_or(&[], |l| l.trials.as_slice())
     }
     super::blocks::blocks_of(at(base, c), at(head, c), |t| {
-        (t.succeeded > 0)
+        t.measured()
             .then(|| metric.of(t))
             .flatten()
             .map(|x| gate_scale(metric, x))

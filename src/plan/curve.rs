@@ -104,7 +104,7 @@ fn refuse_bad_run(run: &RunResult, origin: &str) -> Result<()> {
     }
     for l in &run.levels {
         for t in &l.trials {
-            if t.succeeded > 0 && !is_positive(t.output_tok_per_s) {
+            if t.measured() && !is_positive(t.output_tok_per_s) {
                 bail!(
                     "--results {origin}: level {} trial {}: output_tok_per_s is {} with {} \
                      successful request(s); a throughput must be a positive number (the file \
@@ -190,7 +190,7 @@ pub fn estimate(
         .levels
         .iter()
         .filter_map(|l| {
-            let t = l.trials.iter().find(|t| t.succeeded > 0)?;
+            let t = l.trials.iter().find(|t| t.measured())?;
             let k = wave_factor(run, l.concurrency, t);
             (k > 1.0 + 1e-9).then(|| {
                 format!(

@@ -24,38 +24,20 @@ const TRANSCRIBED: &str = "transcribed from a report, not measured by throughlin
 fn trial(succeeded: u64, tokens: u64, tok_s: f64, per_req: Option<f64>, input: u64) -> TrialResult {
     let window_s = tokens as f64 / tok_s;
     TrialResult {
-        trial: 1,
         requests_sent: succeeded,
         succeeded,
-        failed: BTreeMap::new(),
-        error_examples: BTreeMap::new(),
         output_tokens: tokens,
-        failed_output_tokens: 0,
         input_tokens: input * succeeded,
         window_s,
         output_tok_per_s: tok_s,
         requests_per_s: succeeded as f64 / window_s,
-        error_rate: 0.0,
         per_request_tok_per_s: per_req,
-        ttft_ms: None,
-        itl_ms: None,
-        tpot_ms: None,
-        e2e_ms: None,
         token_sources: BTreeMap::from([(TokenSource::Usage, succeeded)]),
         flags: vec![TrialFlag::new(
             FlagKind::Transcribed,
             "transcribed from a report; single trial",
         )],
-        length_misses: 0,
-        telemetry: None,
-        client: None,
-        open_loop: None,
-        excluded_requests: 0,
-        round: None,
-        block: None,
-        slot: None,
-        input_check: None,
-        prefix_cache: None,
+        ..TrialResult::new(1)
     }
 }
 

@@ -146,6 +146,18 @@ impl Sweep {
         !self.rates.is_empty() || self.trace.is_some()
     }
 
+    /// The levels as (concurrency, rate): closed loop, one per concurrency (no rate); open
+    /// loop, one per rate at the `max_concurrency` cap (0: uncapped). A trace's one level is
+    /// not listed: its rate comes from the trace file, read when the run starts.
+    pub fn levels(&self) -> Vec<(u32, Option<f64>)> {
+        if self.is_open_loop() {
+            let cap = self.max_concurrency.unwrap_or(0);
+            self.rates.iter().map(|&r| (cap, Some(r))).collect()
+        } else {
+            self.concurrency.iter().map(|&c| (c, None)).collect()
+        }
+    }
+
     /// Checks `sweep.trace`: it is the sweep's one level, replayed on its own schedule.
     fn validate_trace(&self) -> Result<()> {
         let Some(t) = &self.trace else {

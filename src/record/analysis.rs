@@ -197,7 +197,7 @@ pub fn points_per_replica(run: &RunResult) -> Vec<(f64, f64)> {
         .flat_map(|l| {
             l.trials
                 .iter()
-                .filter(|t| t.succeeded > 0)
+                .filter(|t| t.measured())
                 .map(move |t| t.output_tok_per_s * wave_factor(run, l.concurrency, t))
                 .filter(|x| is_positive(*x))
                 .map(move |x| (l.concurrency as f64 / r, x / r))
@@ -241,7 +241,7 @@ pub fn scaling_of(run: &RunResult) -> Scaling {
         return Scaling::NotFitted;
     }
     let wave_corrected = run.levels.iter().any(|l| {
-        (l.trials.iter().filter(|t| t.succeeded > 0))
+        (l.trials.iter().filter(|t| t.measured()))
             .any(|t| (wave_factor(run, l.concurrency, t) - 1.0).abs() > 1e-9)
     });
     match fit_of(&fit_points(run)) {

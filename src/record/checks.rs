@@ -11,7 +11,7 @@ pub fn level_problems(levels: &[LevelResult], max_error_rate: f64) -> Vec<String
     let mut problems = Vec::new();
     for level in levels {
         let rate = level.error_rate();
-        let empty = level.trials.iter().filter(|t| t.succeeded == 0).count();
+        let empty = level.trials.iter().filter(|t| !t.measured()).count();
         if empty == 0 && rate <= max_error_rate {
             continue;
         }

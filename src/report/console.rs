@@ -176,12 +176,7 @@ pub fn planned(profile: &Profile, arms: usize) -> String {
     let sweep = &profile.sweep;
     let arms = arms.max(1) as u64;
     let trials = u64::from(sweep.trials) * arms;
-    let levels: Vec<(u32, Option<f64>)> = if sweep.is_open_loop() {
-        let cap = sweep.max_concurrency.unwrap_or(0);
-        sweep.rates.iter().map(|&r| (cap, Some(r))).collect()
-    } else {
-        sweep.concurrency.iter().map(|&c| (c, None)).collect()
-    };
+    let levels = sweep.levels();
     let arms_text = if arms > 1 { " x 2 arms" } else { "" };
     if let Some(t) = &sweep.trace {
         return format!(

@@ -236,7 +236,7 @@ fn warnings(result: &RunResult) -> Vec<String> {
     let mut out: Vec<String> = result.warnings.iter().map(|w| cell(w)).collect();
     let mut examples: BTreeMap<ErrorClass, (String, String)> = BTreeMap::new();
     for level in &result.levels {
-        if !level.trials.is_empty() && level.trials.iter().all(|t| t.succeeded == 0) {
+        if !level.trials.is_empty() && level.trials.iter().all(|t| !t.measured()) {
             out.push(format!(
                 "level {}: no successful request in any trial",
                 level.label()

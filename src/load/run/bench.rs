@@ -337,11 +337,8 @@ impl<'a> Prepared<'a> {
             .map(|(t, spec)| source::trace_schedule(t, spec.speedup));
         let levels: Vec<(u32, Option<f64>)> = if let Some((_, rate)) = &trace {
             vec![(sweep.max_concurrency.unwrap_or(0), Some(*rate))]
-        } else if sweep.is_open_loop() {
-            let cap = sweep.max_concurrency.unwrap_or(0);
-            sweep.rates.iter().map(|&r| (cap, Some(r))).collect()
         } else {
-            sweep.concurrency.iter().map(|&c| (c, None)).collect()
+            sweep.levels()
         };
         let arms = if setup.base_endpoints.is_empty() {
             1

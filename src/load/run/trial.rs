@@ -221,7 +221,6 @@ impl TrialTally {
     /// The trial's figures from its requests alone (no telemetry, client or schedule).
     pub fn summary(&mut self, trial: u32) -> TrialResult {
         let mut result = TrialResult {
-            trial,
             requests_sent: self.measured,
             succeeded: self.succeeded,
             failed: std::mem::take(&mut self.failed),
@@ -231,27 +230,8 @@ impl TrialTally {
             output_tokens: self.output_tokens,
             failed_output_tokens: self.failed_output_tokens,
             input_tokens: self.input_tokens,
-            window_s: 0.0,
-            output_tok_per_s: 0.0,
-            requests_per_s: 0.0,
-            error_rate: 0.0,
-            per_request_tok_per_s: None,
-            ttft_ms: None,
-            itl_ms: None,
-            tpot_ms: None,
-            e2e_ms: None,
             token_sources: std::mem::take(&mut self.token_sources),
-            flags: Vec::new(),
-            length_misses: 0,
-            telemetry: None,
-            client: None,
-            open_loop: None,
-            excluded_requests: 0,
-            round: None,
-            block: None,
-            slot: None,
-            input_check: None,
-            prefix_cache: None,
+            ..TrialResult::new(trial)
         };
         if self.measured == 0 {
             return result;

@@ -178,7 +178,7 @@ struct Stat {
 
 fn stat(level: &LevelResult, figure: &Figure) -> Option<Stat> {
     let values: Vec<f64> = (level.trials.iter())
-        .filter(|t| t.succeeded > 0)
+        .filter(|t| t.measured())
         .filter_map(figure.trial)
         .filter(|v| v.is_finite())
         .collect();

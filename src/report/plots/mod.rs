@@ -218,7 +218,7 @@ pub(crate) fn samples(
         let values: Vec<f64> = level
             .trials
             .iter()
-            .filter(|t| t.succeeded > 0)
+            .filter(|t| t.measured())
             .filter_map(&metric)
             .filter(|v| is_positive(*v))
             .collect();
@@ -228,7 +228,7 @@ pub(crate) fn samples(
             continue;
         }
         if values.is_empty() {
-            if level.trials.iter().all(|t| t.succeeded == 0) {
+            if level.trials.iter().all(|t| !t.measured()) {
                 failed.push(x);
             } else {
                 missing.push(x);
@@ -319,7 +319,6 @@ pub(crate) mod tests {
 
     pub(crate) fn trial(n: u32, c: u32, tps: f64, ok: u64) -> TrialResult {
         TrialResult {
-            trial: n,
             requests_sent: 16,
             succeeded: ok,
             failed: if ok < 16 {
@@ -327,10 +326,7 @@ pub(crate) mod tests {
             } else {
                 Default::default()
             },
-            error_examples: Default::default(),
             output_tokens: 1000,
-            failed_output_tokens: 0,
-            input_tokens: 0,
             window_s: 10.0,
             output_tok_per_s: tps,
             requests_per_s: 1.0,
@@ -338,20 +334,7 @@ pub(crate) mod tests {
             per_request_tok_per_s: (ok > 0).then(|| tps / c as f64),
             ttft_ms: (ok > 0).then(|| pct(20.0 + c as f64, 60.0 + 3.0 * c as f64)),
             itl_ms: (ok > 0).then(|| pct(8.0 + c as f64 / 10.0, 20.0 + c as f64 / 4.0)),
-            tpot_ms: None,
-            e2e_ms: None,
-            token_sources: Default::default(),
-            flags: vec![],
-            length_misses: 0,
-            telemetry: None,
-            client: None,
-            open_loop: None,
-            excluded_requests: 0,
-            round: None,
-            block: None,
-            slot: None,
-            input_check: None,
-            prefix_cache: None,
+            ..TrialResult::new(n)
         }
     }
 
