@@ -1,4 +1,4 @@
-//! The "what changed besides tok/s" section of a relative verdict (gate/explain.rs), for the
+//! The "what changed besides tok/s" section of a relative verdict (gate/explain/), for the
 //! console, verdict.md and the pull-request comment. Every word here is the tool's own
 //! (figure names and numbers), never a server's.
 

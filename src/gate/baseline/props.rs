@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::Baseline;
 
-const VALID: &str = include_str!("../../baselines/demo.toml");
+const VALID: &str = include_str!("../../../baselines/demo.toml");
 
 fn bad_value() -> impl Strategy<Value = String> {
     prop_oneof![

@@ -1,0 +1,158 @@
+//! What changed besides tok/s: beside a relative verdict, every figure the run recorded for
+//! both arms (client latencies and lengths, the server's own telemetry) compared head with
+//! base per level, with a bound from the same trials and the same estimator the gate uses:
+//! in a run in blocks `crossover_level` on the blocks the gate reads (paired by slot
+//! orientation, so a slot effect cancels and the start spread is in the bound), else
+//! `relative_level` (Welch on the trials of one start per arm, whose start effect no bound
+//! covers: the changes say so).
+//! A figure is listed only when its bound excludes "unchanged" at a family level of 5% over
+//! every figure and level (Bonferroni), and it moved by more than its floor; then typed
+//! rules over the moved figures give ranked readings ("the KV cache fills sooner"), never a
+//! match on text.
+
+mod compare;
+mod figure;
+mod reading;
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::{LevelResult, RunResult};
+
+use compare::{compare, Compared};
+pub use figure::Figure;
+use reading::read;
+pub use reading::{Cause, Reading};
+
+/// The chance, over all figures and levels together, that an unchanged run lists a figure.
+pub const EXPLAIN_ALPHA: f64 = 0.05;
+
+/// One figure that moved beyond noise at one level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Moved {
+    pub figure: Figure,
+    /// Geometric (ratios) or arithmetic (differences) means over the trials.
+    pub base: f64,
+    pub head: f64,
+    /// head / base for a ratio figure, head - base for a difference, with its bounds.
+    pub change: f64,
+    pub low: f64,
+    pub high: f64,
+    pub ratio_scale: bool,
+}
+
+impl Moved {
+    /// "batch size 14.2 -> 9.8 (-31%)", "KV cache 61% -> 93%".
+    pub fn said(&self) -> String {
+        let f = self.figure;
+        let mut s = format!(
+            "{} {} -> {}",
+            f.name(),
+            f.show(self.base),
+            f.show(self.head)
+        );
+        if self.ratio_scale {
+            s.push_str(&format!(" ({:+.0}%)", (self.change - 1.0) * 100.0));
+        }
+        s
+    }
+
+    fn up(&self) -> bool {
+        if self.ratio_scale {
+            self.change > 1.0
+        } else {
+            self.change > 0.0
+        }
+    }
+}
+
+/// What changed at one level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelChanges {
+    pub concurrency: u32,
+    /// Figures recorded for both arms that the blocks could not compare (too few blocks of
+    /// each orientation and no calibration: the start spread unknown), so not listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_estimable: Vec<Figure>,
+    /// The figures that moved, largest first.
+    pub moved: Vec<Moved>,
+    /// Typed readings, likeliest first.
+    pub readings: Vec<Reading>,
+}
+
+/// The "what changed" section of a relative verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Changes {
+    /// Figures compared (per level) and the level of each comparison after Bonferroni.
+    pub figures_compared: usize,
+    pub per_test_alpha: f64,
+    /// The run was in blocks (servers started fresh, slots swapped), so the bounds cover
+    /// start and slot effects; false with one start per arm, where a start effect (one start
+    /// of a server faster than another) can be listed as a change.
+    #[serde(default)]
+    pub starts_covered: bool,
+    pub levels: Vec<LevelChanges>,
+}
+
+impl Changes {
+    /// The likeliest reading over all levels (the highest level's first reading, levels
+    /// with more load showing a cause most clearly).
+    pub fn top(&self) -> Option<&Reading> {
+        self.levels.iter().rev().find_map(|l| l.readings.first())
+    }
+}
+
+/// Compares every figure of a relative run's two arms; None for a run of one arm.
+pub fn explain(run: &RunResult) -> Option<Changes> {
+    let base = run.base.as_ref()?;
+    let pairs: Vec<(&LevelResult, &LevelResult)> = (run.levels.iter())
+        .filter_map(|h| {
+            let b = base
+                .levels
+                .iter()
+                .find(|b| b.concurrency == h.concurrency)?;
+            Some((b, h))
+        })
+        .collect();
+    let tests = (pairs.len() * Figure::ALL.len()).max(1);
+    let per_test_alpha = EXPLAIN_ALPHA / tests as f64;
+    let in_blocks = (run.levels.iter().chain(&base.levels))
+        .flat_map(|l| &l.trials)
+        .any(|t| t.block.is_some());
+    let levels = pairs
+        .into_iter()
+        .map(|(b, h)| {
+            let mut moved = Vec::new();
+            let mut not_estimable = Vec::new();
+            for &f in &Figure::ALL {
+                match compare(f, &b.trials, &h.trials, per_test_alpha) {
+                    Compared::Moved(m) => moved.push(m),
+                    Compared::NotEstimable => not_estimable.push(f),
+                    Compared::Within | Compared::Absent => {}
+                }
+            }
+            moved.sort_by(|x, y| size(y).total_cmp(&size(x)));
+            let readings = read(&moved);
+            LevelChanges {
+                concurrency: h.concurrency,
+                not_estimable,
+                moved,
+                readings,
+            }
+        })
+        .collect();
+    Some(Changes {
+        figures_compared: Figure::ALL.len(),
+        per_test_alpha,
+        starts_covered: in_blocks,
+        levels,
+    })
+}
+
+/// How far a figure moved, in units comparable across figures (its floors).
+fn size(m: &Moved) -> f64 {
+    if m.ratio_scale {
+        m.change.ln().abs() / m.figure.floor()
+    } else {
+        m.change.abs() / m.figure.floor()
+    }
+}
