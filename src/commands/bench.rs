@@ -152,7 +152,7 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
     println!("{}", wrote_line(&args.out));
     println!("{}", console::closing_line(&outcome.result));
     // A signal while the charts were drawn: they are whole, the run was asked to stop.
-    let late = crate::load::run::interrupt::Interrupt::installed().and_then(|i| i.signal());
+    let late = crate::runner::measure::signal_received();
     if let (Some(sig), None) = (late, outcome.interrupted) {
         return Ok(Exit::Interrupted(sig));
     }

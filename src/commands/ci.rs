@@ -339,8 +339,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     println!("files: {}", args.out.display());
     // A signal while the gate decided or the charts were drawn: the files are whole (each
     // written atomically), the job was asked to stop, and its exit says so.
-    if let Some(sig) = crate::load::run::interrupt::Interrupt::installed().and_then(|i| i.signal())
-    {
+    if let Some(sig) = crate::runner::measure::signal_received() {
         eprintln!(
             "interrupted by {} after the run was measured; the verdict's files are written",
             crate::load::run::interrupt::signal_name(sig)

@@ -139,3 +139,9 @@ pub fn write_plots(
         Err(e) => eprintln!("warning: plots not written: {e:#}"),
     }
 }
+
+/// The signal that asked the process to stop, if one came (after the measurement too: while
+/// the gate decided or the charts were drawn, the files are whole and the exit says so).
+pub fn signal_received() -> Option<i32> {
+    crate::load::run::interrupt::Interrupt::installed().and_then(|i| i.signal())
+}
