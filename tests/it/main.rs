@@ -50,4 +50,5 @@ mod telemetry_cli;
 mod trend_cli;
 mod untrusted_files;
 mod untrusted_text;
+mod workflow_docs;
 mod workloads_cli;
