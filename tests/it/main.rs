@@ -27,6 +27,7 @@ mod honest_gate;
 mod hostile;
 mod hostile_files;
 mod https_cli;
+mod init_gate;
 mod layout;
 mod lengths_cli;
 mod llama_cpp;
