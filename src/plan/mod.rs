@@ -23,6 +23,7 @@ pub mod project;
 pub mod request;
 pub mod roofline;
 pub mod rows;
+pub mod seed_runs;
 pub mod seeds;
 pub mod slo;
 pub mod summary;

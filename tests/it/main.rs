@@ -42,6 +42,7 @@ mod plot_cli;
 mod prefix_cache_cli;
 mod progress_cli;
 mod promises;
+mod readme_plan;
 mod request_stream;
 mod secrets_cli;
 mod selfbench_cli;
