@@ -18,6 +18,13 @@
 #       x86_64 or aarch64; static, any glibc) and its checksum file ASSET.sha256, both made by
 #       .github/workflows/release.yml. The download is refused (exit 2) unless its SHA-256
 #       equals the one in the checksum file.
+#         RUNNER_TOOL_CACHE  where the runner keeps tools between jobs (set by the runner):
+#                           the verified binary is kept in
+#                           $RUNNER_TOOL_CACHE/throughline/VERSION/ARCH/ with the SHA-256 it
+#                           had when it was verified (throughline.sha256 beside it), and a
+#                           later job uses that copy, without downloading, when the binary
+#                           still has that SHA-256 and runs; any other copy is replaced by a
+#                           new verified download. Unset or empty: nothing is kept.
 #
 #   action.sh run
 #       Runs `throughline ci` against the servers the job already started, or starts them
@@ -74,6 +81,15 @@ install() {
     fi
     local asset="throughline-$arch-unknown-linux-musl.tar.gz"
     local url="$base/$version/$asset"
+    local cache=""
+    if [ -n "${RUNNER_TOOL_CACHE:-}" ]; then
+        cache="$RUNNER_TOOL_CACHE/throughline/$version/$arch"
+        if cached_ok "$cache"; then
+            echo "throughline $version: the copy in the tool cache ($cache), its SHA-256 as verified" >&2
+            finish_install "$cache/throughline"
+            return
+        fi
+    fi
     local dir
     dir="$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/throughline-install.XXXXXX")"
     curl -fsSL --retry 3 -o "$dir/$asset" "$url" ||
@@ -88,7 +104,42 @@ install() {
     tar -xzf "$dir/$asset" -C "$dir"
     local bin="$dir/throughline-$arch-unknown-linux-musl/throughline"
     [ -x "$bin" ] || fail "$asset holds no throughline-$arch-unknown-linux-musl/throughline"
+    if [ -n "$cache" ] && keep_in_cache "$bin" "$cache"; then
+        bin="$cache/throughline"
+    fi
     finish_install "$bin"
+}
+
+# A cached copy is used when its binary has the SHA-256 recorded when it was verified (a
+# partial, damaged or replaced file is not) and it runs.
+cached_ok() {
+    local cache="$1" want got
+    [ -f "$cache/throughline" ] && [ -x "$cache/throughline" ] && [ -f "$cache/throughline.sha256" ] ||
+        return 1
+    want="$(head -c 64 "$cache/throughline.sha256")"
+    got="$(sha256_of "$cache/throughline")"
+    if [ "$want" != "$got" ]; then
+        echo "throughline: the copy in the tool cache ($cache) has another SHA-256 than when it was verified; downloading it again" >&2
+        return 1
+    fi
+    "$cache/throughline" --version >/dev/null 2>&1
+}
+
+# Puts the verified binary into the tool cache: staged beside it, then renamed into place, so
+# a job never sees half a copy. A failure only costs the cache (a warning), never the install.
+keep_in_cache() {
+    local bin="$1" cache="$2" stage
+    stage="$(dirname "$cache")/.$(basename "$cache").$$"
+    if mkdir -p "$(dirname "$cache")" && rm -rf "$stage" && mkdir "$stage" &&
+        cp "$bin" "$stage/throughline" && chmod 755 "$stage/throughline" &&
+        sha256_of "$stage/throughline" > "$stage/throughline.sha256" &&
+        rm -rf "$cache" && mv "$stage" "$cache"; then
+        echo "throughline: kept in the tool cache ($cache)" >&2
+        return 0
+    fi
+    rm -rf "$stage"
+    echo "::warning title=throughline action::could not keep the binary in the tool cache ($cache); it is used from $(dirname "$bin")" >&2
+    return 1
 }
 
 finish_install() {

@@ -91,7 +91,10 @@ pub struct PlanArgs {
     /// Budget in dollars: each node type's cost is checked against it.
     #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
-    /// A throughline results file: fit the USL to its concurrency sweep.
+    /// A throughline results file: fit the USL to its concurrency sweep. Or a seed run built
+    /// in, transcribed from published reports (one trial a level): seed:rtx6000-4x-tp4-qwen3.5-122b
+    /// (4x RTX PRO 6000, TP=4, 5 levels), seed:rtx6000-8x-dp-qwen3.6-27b-batch1 (8 replicas,
+    /// batch 1).
     #[arg(long, short = 'r', value_name = "RUN.json")]
     pub results: Option<PathBuf>,
     /// The catalog node type the run measured (with --results), or the only node to plan.

@@ -202,7 +202,7 @@ pub fn answer(q: &PlanQuery) -> Result<Plan> {
     let catalog = Catalog::load(q.catalog.as_deref(), &facts)?;
     let mut model = model_facts(q, &facts)?;
     let run = match &q.results {
-        Some(path) => Some(RunResult::load(path).with_context(|| "--results".to_string())?),
+        Some(path) => Some(super::seed_runs::load(path).with_context(|| "--results".to_string())?),
         None => None,
     };
     let mut model_name = q.model.clone();

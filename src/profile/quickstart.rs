@@ -144,25 +144,28 @@ impl QuickStart {
             "max_error_rate = 0.01",
             "a level with more failed requests did not measure",
         ));
-        // How the gate decides, commented out at its defaults, and the mode to gate in: a
-        // history of a few blessed sessions catches a 10% drop rarely (the verdict says how
+        // How the gate decides: the section itself, so that a key uncommented lands in it,
+        // with every setting commented at its default (a key added to GateSettings belongs
+        // here too: tests/it/init_gate.rs checks they are all shown). And the mode to gate in:
+        // a history of a few blessed sessions catches a 10% drop rarely (the verdict says how
         // rarely); base and head measured in one job cancel what shifts a session.
         out.push_str(
-            "\n# How `gate` and `ci` decide (the defaults; a baseline keeps the ones it was \
-             blessed with).\n\
+            "\n# How `gate` and `ci` decide. Every key is shown at its default: uncomment one to \
+             change it\n\
+             # (a baseline keeps the settings it was blessed with).\n\
              # Gate pull requests in relative mode: `throughline ci --server-command '... {port}' \
              --base-server-command '... {port}'`\n\
              # measures base and head in the same job (in blocks, their slots swapped), which \
              cancels restarts and\n\
              # neighbours; history mode against a few blessed sessions misses most 10% drops \
              (its verdict says how often).\n\
-             # [gate]\n",
+             [gate]\n",
         );
         let d = super::GateSettings::default();
         for (key, comment) in [
             (
                 format!("alpha = {}", d.alpha),
-                "family-wise false-failure rate",
+                "family-wise false-failure rate (Holm across levels)",
             ),
             (
                 format!("min_effect = {}", d.min_effect),
@@ -173,8 +176,28 @@ impl QuickStart {
                 "the drop a pass rules out",
             ),
             (
+                format!("pass_confidence = {}", d.pass_confidence),
+                "one-sided confidence of a pass, at every level",
+            ),
+            (
+                format!("guard = {}", d.guard),
+                "a drop beyond this fails even on one or two sessions",
+            ),
+            (
                 format!("min_trials = {}", d.min_trials),
                 "trials a side to fail a level",
+            ),
+            (
+                format!("max_sessions = {}", d.max_sessions),
+                "sessions `baseline bless --append` keeps",
+            ),
+            (
+                format!("fail_on_inconclusive = {}", d.fail_on_inconclusive),
+                "exit 3, not 0, when the data cannot tell",
+            ),
+            (
+                "latency = { ttft_p99 = 0.1 }".to_string(),
+                "latency gates, off unless set (also itl_p99, e2e_p99)",
             ),
         ] {
             out.push_str(&line(&format!("# {key}"), comment));

@@ -46,6 +46,8 @@ fn action(repo: &Path, step: &str, env: &[(&str, &str)]) -> (Output, String) {
         .env("GITHUB_PATH", repo.join("../github-path"))
         .env("GITHUB_STEP_SUMMARY", repo.join("../summary.md"))
         .env("RUNNER_TEMP", repo.join(".."))
+        // Never the machine's own tool cache (a CI runner has one): a test's own folder.
+        .env("RUNNER_TOOL_CACHE", repo.join("../tool-cache"))
         .envs(env.iter().copied());
     let out = cmd.output().expect("run scripts/action.sh");
     (out, std::fs::read_to_string(&outputs).unwrap_or_default())
@@ -241,6 +243,66 @@ fn the_one_gpu_recipe_starts_both_servers_in_blocks_through_the_action_script() 
     let (o, outputs) = action(&repo, "install", &[("INPUT_BINARY", bin())]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(outputs.contains(&format!("bin={}\n", bin())), "{outputs}");
+}
+
+/// The install keeps the verified binary in the runner's tool cache
+/// ($RUNNER_TOOL_CACHE/throughline/VERSION/ARCH/), and a later job reuses it without
+/// downloading anything; a cached copy that no longer matches the checksum recorded beside it
+/// is not run but downloaded (and verified) again.
+#[test]
+fn the_install_keeps_the_binary_in_the_tool_cache_and_reuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let cache = dir.path().join("cache");
+    let release = dir.path().join("assets");
+    let url = release_assets(&release, "v9.9.8", false);
+    let cache_dir = cache.display().to_string();
+    let env = [
+        ("INPUT_VERSION", "v9.9.8"),
+        ("THROUGHLINE_DOWNLOAD_URL", url.as_str()),
+        ("RUNNER_TOOL_CACHE", cache_dir.as_str()),
+    ];
+    let installed = |o: &Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let (o, outputs) = action(&repo, "install", &env);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let arch = std::env::consts::ARCH;
+    let cached = cache.join(format!("throughline/v9.9.8/{arch}/throughline"));
+    assert!(cached.is_file(), "nothing in the tool cache: {}", text(&o));
+    assert_eq!(installed(&o), cached.display().to_string(), "{}", text(&o));
+    assert!(
+        outputs.contains(&format!("bin={}\n", cached.display())),
+        "{outputs}"
+    );
+
+    // The next job: the release cannot be reached, the cached copy is used as it is.
+    std::fs::remove_dir_all(release.join("release")).unwrap();
+    let (o, outputs) = action(&repo, "install", &env);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(installed(&o), cached.display().to_string(), "{}", text(&o));
+    assert!(text(&o).contains("tool cache"), "{}", text(&o));
+    assert!(
+        outputs.contains(&format!("bin={}\n", cached.display())),
+        "{outputs}"
+    );
+
+    // A damaged copy is not run: with the release unreachable the install fails ...
+    let mut bytes = std::fs::read(&cached).unwrap();
+    bytes.extend_from_slice(b"tampered");
+    std::fs::write(&cached, &bytes).unwrap();
+    let (o, outputs) = action(&repo, "install", &env);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("could not download"), "{}", text(&o));
+    assert!(!outputs.contains("bin="), "{outputs}");
+    // ... and with the release back it is downloaded, verified and cached again.
+    release_assets(&release, "v9.9.8", false);
+    let (o, _) = action(&repo, "install", &env);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(installed(&o), cached.display().to_string(), "{}", text(&o));
+    assert_eq!(
+        std::fs::read(&cached).unwrap(),
+        std::fs::read(bin()).unwrap()
+    );
 }
 
 /// Every `with:` key under a `uses: your-org/throughline@` line in the docs is an input

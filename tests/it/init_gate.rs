@@ -1,0 +1,72 @@
+//! `throughline init` writes a `[gate]` section: the table itself (not a comment), with every
+//! setting of the gate commented at its default, so that a user sees the knobs; the profile
+//! still loads, and with every key uncommented it still means the defaults.
+
+use throughline::profile::{GateSettings, LatencyGates, Profile};
+
+use crate::common::*;
+
+#[test]
+fn init_writes_a_gate_section_with_every_default_commented() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = command()
+        .arg("init")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let path = dir.path().join("throughline.toml");
+    let written = std::fs::read_to_string(&path).unwrap();
+
+    // A table of the file, and the profile loads with the gate's defaults.
+    let table: toml::Table = written.parse().unwrap();
+    assert!(
+        table.get("gate").is_some_and(toml::Value::is_table),
+        "no [gate] table in what init wrote:\n{written}"
+    );
+    let loaded = Profile::load(&path).unwrap();
+    assert_eq!(loaded.gate, GateSettings::default());
+
+    // The section's commented keys, uncommented: every setting of the gate is there, and
+    // the values are the defaults (the latency gates, off by default, as an example).
+    let section = written.split("\n[gate]\n").nth(1).unwrap();
+    let mut keys = Vec::new();
+    let mut uncommented = written.split("\n[gate]\n").next().unwrap().to_string();
+    uncommented.push_str("\n[gate]\n");
+    for line in section.lines().take_while(|l| !l.starts_with('[')) {
+        let Some(rest) = line.strip_prefix("# ") else {
+            continue;
+        };
+        let Some((key, _)) = rest.split_once(" = ") else {
+            continue;
+        };
+        if key.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            keys.push(key.to_string());
+            uncommented.push_str(rest);
+            uncommented.push('\n');
+        }
+    }
+    let defaults = toml::to_string(&GateSettings::default()).unwrap();
+    let mut want: Vec<String> = (defaults.lines())
+        .filter_map(|l| l.split_once(" = ").map(|(k, _)| k.to_string()))
+        .collect();
+    want.extend(["fail_on_inconclusive".to_string(), "latency".to_string()]);
+    for key in &want {
+        assert!(
+            keys.contains(key),
+            "[gate] does not show `{key}` ({keys:?}):\n{written}"
+        );
+    }
+    let all = Profile::parse(&uncommented)
+        .unwrap_or_else(|e| panic!("{e:#}\n{uncommented}"))
+        .gate;
+    assert!(!all.latency.is_empty(), "{uncommented}");
+    assert_eq!(
+        GateSettings {
+            latency: LatencyGates::default(),
+            ..all
+        },
+        GateSettings::default(),
+        "{uncommented}"
+    );
+}
