@@ -262,118 +262,194 @@ struct Prepared<'a> {
     step: usize,
 }
 
+/// What the probe found before anything is sent: the servers' models and engines, and the
+/// fingerprint filled in from them.
+struct Probed {
+    api_key: Option<reqwest::header::HeaderValue>,
+    report: probe::ProbeReport,
+    model: String,
+    base_model: Option<String>,
+    base_engine: (Option<String>, Option<String>),
+    environment: Environment,
+    engine: Option<Engine>,
+}
+
+/// When the trials run: their windows, the trace's send offsets and rate, the levels and
+/// the order of the trials.
+struct Schedule {
+    windows: Option<Windows>,
+    trace: Option<(Vec<f64>, f64)>,
+    levels: Vec<(u32, Option<f64>)>,
+    slots: Vec<Slot>,
+}
+
+/// Reads the workload's files (a bad row is reported before anything is sent) and makes
+/// sure the process may open the descriptors the run needs (a run that runs out of them
+/// part way loses its results).
+fn read_workload(setup: &BenchSetup) -> Result<source::Source> {
+    let profile = &setup.profile;
+    let uncapped = profile.sweep.is_open_loop() && profile.sweep.max_concurrency.is_none();
+    let source = source::prepare(profile)?;
+    let mut need = fdlimit::Need::of(profile, setup.base_endpoints.len());
+    if let (Some(t), true) = (&source.trace, uncapped) {
+        // Without a cap, every request of the trace may be in flight at once.
+        need.in_flight = t.entries.len() as u64;
+    }
+    fdlimit::ensure(&need, uncapped)?;
+    Ok(source)
+}
+
+/// Probes the server(s) (the base arm's too) with the probe's own client: the model, the
+/// engine, and the fingerprint filled in.
+async fn probe_servers(setup: &BenchSetup) -> Result<Probed> {
+    let profile = &setup.profile;
+    let api_key = client::api_key_header(profile)?;
+    let probe_client = client::build_probe_client(api_key.as_ref())?;
+    let report = probe::probe(
+        &probe_client,
+        &profile.target.endpoints,
+        profile.target.api_key_env.as_deref(),
+    )
+    .await?;
+    let model = report.model(&profile.target.model, &profile.target.endpoints[0])?;
+    let base_probe = match setup.base_endpoints.is_empty() {
+        true => None,
+        false => Some(base_model(&probe_client, profile, &setup.base_endpoints, &model).await?),
+    };
+    let base_engine = (base_probe.as_ref())
+        .map(|(_, r)| (r.engine.map(|e| e.to_string()), r.engine_version.clone()))
+        .unwrap_or_default();
+    let base_model = base_probe.map(|(m, _)| m);
+    let mut environment = setup.environment.clone();
+    environment.model = Some(model.clone());
+    environment.endpoints = profile.target.endpoints.len();
+    probe::fill_environment(&mut environment, &report, &profile.target.endpoints);
+    let engine = profile.target.engine.or_detected(report.engine);
+    Ok(Probed {
+        api_key,
+        report,
+        model,
+        base_model,
+        base_engine,
+        environment,
+        engine,
+    })
+}
+
+/// The load's client (keeping up to the largest concurrency's connections, where the
+/// engine reuses them) and the telemetry scrapes' own client, never one of the load's.
+fn build_clients(
+    profile: &Profile,
+    keeps_connections: bool,
+) -> Result<(http::LoadClient, reqwest::Client)> {
+    let max_concurrency = (profile.sweep.concurrency.iter().copied())
+        .chain(profile.sweep.max_concurrency)
+        .max()
+        .unwrap_or(64) as usize;
+    let client = http::build_load_client(if keeps_connections {
+        max_concurrency
+    } else {
+        0
+    })?;
+    let scrape_client = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .build()
+        .context("cannot build the HTTP client")?;
+    Ok((client, scrape_client))
+}
+
+/// Opens the run's journal (`requests.jsonl`) in a fresh start: what was derived from the
+/// old one goes first, so no complete-looking results.json of the run before stays beside
+/// the new journal.
+fn open_journal(out_dir: &std::path::Path) -> Result<std::fs::File> {
+    crate::fsutil::ensure_output_dir(out_dir)?;
+    for name in DERIVED_FILES {
+        crate::fsutil::remove_output(&out_dir.join(name))?;
+    }
+    crate::fsutil::create_output(&out_dir.join(REQUESTS_FILE))
+}
+
+/// The run's windows, levels and trial order; a trace replay says how long it will take.
+fn schedule_trials(setup: &BenchSetup, source: &source::Source) -> Schedule {
+    let sweep = &setup.profile.sweep;
+    let windows = sweep.duration.map(|measure| Windows {
+        warmup: sweep.warmup.unwrap_or_default(),
+        measure,
+        cooldown: sweep.cooldown.unwrap_or_default(),
+    });
+    let trace = (source.trace.as_ref())
+        .zip(sweep.trace.as_ref())
+        .map(|(t, spec)| source::trace_schedule(t, spec.speedup));
+    let levels: Vec<(u32, Option<f64>)> = if let Some((_, rate)) = &trace {
+        vec![(sweep.max_concurrency.unwrap_or(0), Some(*rate))]
+    } else {
+        sweep.levels()
+    };
+    let arms = if setup.base_endpoints.is_empty() {
+        1
+    } else {
+        2
+    };
+    let slots = schedule(
+        levels.len(),
+        sweep.trials,
+        arms,
+        sweep.order,
+        sweep.seed.unwrap_or(0),
+    );
+    if let Some((offsets, _)) = &trace {
+        // A replay takes the trace's time: say how long before it starts.
+        let per_trial = offsets.last().copied().unwrap_or(0.0);
+        let round = |s: f64| std::time::Duration::from_millis((s * 1000.0).ceil() as u64);
+        eprintln!(
+            "trace replay: {} requests over {} per trial, {} trials: about {} of sending",
+            offsets.len(),
+            humantime::format_duration(round(per_trial)),
+            slots.len(),
+            humantime::format_duration(round(per_trial * slots.len() as f64))
+        );
+    }
+    Schedule {
+        windows,
+        trace,
+        levels,
+        slots,
+    }
+}
+
+/// The progress display: its steps and planned requests, as a bar on a terminal, lines
+/// elsewhere, or nothing.
+fn progress_of(setup: &BenchSetup, schedule: &Schedule) -> progress::Progress {
+    let trace_len = schedule.trace.as_ref().map(|(o, _)| o.len() as u64);
+    let (steps, planned_requests) =
+        plan_steps(&setup.profile, &schedule.levels, &schedule.slots, trace_len);
+    let mode = match setup.show_progress {
+        false => progress::Mode::Off,
+        true if std::io::stderr().is_terminal() => progress::Mode::Bar,
+        true => progress::Mode::Lines {
+            every: progress::line_interval(),
+        },
+    };
+    progress::Progress::new(mode, steps, planned_requests)
+}
+
 impl<'a> Prepared<'a> {
-    /// Probes the server(s), builds the clients and opens the journal.
+    /// Reads the workload, probes the server(s), builds the clients, opens the journal and
+    /// schedules the trials.
     async fn new(setup: &'a BenchSetup) -> Result<Prepared<'a>> {
         let profile = &setup.profile;
-        let max_concurrency = (profile.sweep.concurrency.iter().copied())
-            .chain(profile.sweep.max_concurrency)
-            .max()
-            .unwrap_or(64) as usize;
-        // Before anything is sent: a run that runs out of descriptors part way loses its
-        // results.
-        let uncapped = profile.sweep.is_open_loop() && profile.sweep.max_concurrency.is_none();
-        // The workload's files are read first: a bad row is reported before anything is sent.
-        let source = source::prepare(profile)?;
-        let mut need = fdlimit::Need::of(profile, setup.base_endpoints.len());
-        if let (Some(t), true) = (&source.trace, uncapped) {
-            // Without a cap, every request of the trace may be in flight at once.
-            need.in_flight = t.entries.len() as u64;
-        }
-        fdlimit::ensure(&need, uncapped)?;
-        let api_key = client::api_key_header(profile)?;
-        let probe_client = client::build_probe_client(api_key.as_ref())?;
-
-        let report = probe::probe(
-            &probe_client,
-            &profile.target.endpoints,
-            profile.target.api_key_env.as_deref(),
-        )
-        .await?;
-        let model = report.model(&profile.target.model, &profile.target.endpoints[0])?;
-        let base_probe = match setup.base_endpoints.is_empty() {
-            true => None,
-            false => Some(base_model(&probe_client, profile, &setup.base_endpoints, &model).await?),
-        };
-        let base_engine = (base_probe.as_ref())
-            .map(|(_, r)| (r.engine.map(|e| e.to_string()), r.engine_version.clone()))
-            .unwrap_or_default();
-        let base_model = base_probe.map(|(m, _)| m);
-        let mut environment = setup.environment.clone();
-        environment.model = Some(model.clone());
-        environment.endpoints = profile.target.endpoints.len();
-        probe::fill_environment(&mut environment, &report, &profile.target.endpoints);
-        let engine = profile.target.engine.or_detected(report.engine);
+        let source = read_workload(setup)?;
+        let probed = probe_servers(setup).await?;
+        let engine = probed.engine;
         let keeps_connections = dialect::reuses_connections(engine);
-        let client = http::build_load_client(if keeps_connections {
-            max_concurrency
-        } else {
-            0
-        })?;
-        let scrape_client = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .build()
-            .context("cannot build the HTTP client")?;
+        let (client, scrape_client) = build_clients(profile, keeps_connections)?;
         let (extra_fields, dialect_warning) =
             dialect::fixed_length_fields(engine, &profile.workload);
-
-        crate::fsutil::ensure_output_dir(&setup.out_dir)?;
-        // The journal starts over: what was derived from the old one goes first, so no
-        // complete-looking results.json of the run before stays beside the new journal.
-        for name in DERIVED_FILES {
-            crate::fsutil::remove_output(&setup.out_dir.join(name))?;
-        }
-        let journal_path = setup.out_dir.join(REQUESTS_FILE);
-        let journal = crate::fsutil::create_output(&journal_path)?;
-
-        let sweep = &profile.sweep;
-        let windows = sweep.duration.map(|measure| Windows {
-            warmup: sweep.warmup.unwrap_or_default(),
-            measure,
-            cooldown: sweep.cooldown.unwrap_or_default(),
-        });
-        let trace = (source.trace.as_ref())
-            .zip(sweep.trace.as_ref())
-            .map(|(t, spec)| source::trace_schedule(t, spec.speedup));
-        let levels: Vec<(u32, Option<f64>)> = if let Some((_, rate)) = &trace {
-            vec![(sweep.max_concurrency.unwrap_or(0), Some(*rate))]
-        } else {
-            sweep.levels()
-        };
-        let arms = if setup.base_endpoints.is_empty() {
-            1
-        } else {
-            2
-        };
-        let slots = schedule(
-            levels.len(),
-            sweep.trials,
-            arms,
-            sweep.order,
-            sweep.seed.unwrap_or(0),
-        );
-        if let Some((offsets, _)) = &trace {
-            // A replay takes the trace's time: say how long before it starts.
-            let per_trial = offsets.last().copied().unwrap_or(0.0);
-            let round = |s: f64| std::time::Duration::from_millis((s * 1000.0).ceil() as u64);
-            eprintln!(
-                "trace replay: {} requests over {} per trial, {} trials: about {} of sending",
-                offsets.len(),
-                humantime::format_duration(round(per_trial)),
-                slots.len(),
-                humantime::format_duration(round(per_trial * slots.len() as f64))
-            );
-        }
-        let trace_len = trace.as_ref().map(|(o, _)| o.len() as u64);
-        let (steps, planned_requests) = plan_steps(profile, &levels, &slots, trace_len);
-        let mode = match setup.show_progress {
-            false => progress::Mode::Off,
-            true if std::io::stderr().is_terminal() => progress::Mode::Bar,
-            true => progress::Mode::Lines {
-                every: progress::line_interval(),
-            },
-        };
-        let progress = progress::Progress::new(mode, steps, planned_requests);
+        let journal = open_journal(&setup.out_dir)?;
+        let schedule = schedule_trials(setup, &source);
+        let progress = progress_of(setup, &schedule);
+        let model = probed.model;
+        let base_model = probed.base_model;
         let shared = Arc::new(Shared {
             client,
             urls: urls_for(&profile.target.endpoints, profile.target.api)?,
@@ -385,7 +461,7 @@ impl<'a> Prepared<'a> {
             extra_fields,
             prompts: source.prompts,
             lengths: source.lengths,
-            api_key,
+            api_key: probed.api_key,
             limits: RequestLimits {
                 request_timeout: profile.sweep.request_timeout,
                 stall_timeout: profile.sweep.stall_timeout,
@@ -401,24 +477,24 @@ impl<'a> Prepared<'a> {
         Ok(Prepared {
             profile,
             shared,
-            environment,
+            environment: probed.environment,
             engine,
-            probe: report,
+            probe: probed.report,
             scrape_client,
             keeps_connections,
             dialect_warning,
-            windows,
-            levels,
+            windows: schedule.windows,
+            levels: schedule.levels,
             base_endpoints: &setup.base_endpoints,
             base_model,
-            base_engine,
+            base_engine: probed.base_engine,
             next_prompt: 0,
-            trace: trace.map(|(offsets, _)| {
+            trace: schedule.trace.map(|(offsets, _)| {
                 let n = offsets.len() as u64;
                 (offsets, n)
             }),
             notes: source.notes,
-            slots,
+            slots: schedule.slots,
             step: 0,
         })
     }

@@ -9,13 +9,14 @@ use std::time::Instant;
 
 use http::Request;
 use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper::Uri;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::time::timeout_at;
 
 use super::body::{drain, read_body_capped, read_stream, read_whole, Arrivals};
 use super::chunk::clip;
-use crate::load::wire::http::LoadClient;
+use crate::load::wire::http::{Lease, LoadClient};
 use crate::load::wire::wire_clock::WireClock;
 use crate::record::ErrorClass;
 
@@ -48,79 +49,15 @@ pub async fn send(
         ..Observed::default()
     };
     let deadline = tokio::time::Instant::from_std(start + limits.request_timeout);
-
-    let mut request = Request::post(url.clone()).header(CONTENT_TYPE, "application/json");
-    if let Some(key) = api_key {
-        request = request.header(AUTHORIZATION, key.clone());
-    }
-    let request = match request.body(Full::new(body)) {
-        Ok(r) => r,
-        Err(e) => {
-            return fail(
-                obs,
-                ErrorClass::Connect,
-                &format!("bad request: {e}"),
-                since,
-            )
-        }
+    let (response, lease) = match request_answered(client, url, body, api_key, deadline).await {
+        Ok(answered) => answered,
+        Err((class, msg)) => return fail(obs, class, &msg, since),
     };
-    let response = match timeout_at(deadline, client.request(request)).await {
-        Err(_) => {
-            return fail(
-                obs,
-                ErrorClass::Timeout,
-                "no response before the request timeout",
-                since,
-            )
-        }
-        Ok(Err(e)) => {
-            let class = if e.is_connect() {
-                ErrorClass::Connect
-            } else {
-                ErrorClass::Reset
-            };
-            return fail(obs, class, &error_chain(&e), since);
-        }
-        Ok(Ok(r)) => r,
-    };
-    let (response, lease) = response;
-    let mut arrivals = Arrivals {
-        clock: lease.clock().cloned(),
-        floor: start,
-    };
-    // The request was sent when its first bytes left, not when this task began it: with a
-    // thousand requests starting at once on one core, the last were written tens of
-    // milliseconds later (docs/client-benchmark.md), time the server never saw.
-    let written = (arrivals.clock.as_ref())
-        .and_then(WireClock::write_started)
-        .filter(|w| *w >= start);
-    if let Some(written) = written {
-        obs.sent_s = since(written);
-        obs.send_delay_s = Some((written - start).as_secs_f64());
-        arrivals.floor = written;
-    }
-    obs.new_connection = lease.new_connection;
-    obs.first_byte_s = Some(since(arrivals.latest()));
+    let mut arrivals = time_the_send(&mut obs, &lease, start, since);
     let status = response.status();
     obs.http_status = Some(status.as_u16());
     if !status.is_success() {
-        // At most MAX_ERROR_BODY bytes are read: a server that answers an error with a body
-        // that never ends is cut off there (the connection is closed with the lease).
-        let mut body = response.into_body();
-        let mut text = match timeout_at(deadline, read_body_capped(&mut body, MAX_ERROR_BODY)).await
-        {
-            Ok(Ok((bytes, ended))) => {
-                if ended {
-                    // An error answer read to its end leaves the connection usable.
-                    client.release(lease).await;
-                }
-                clip(String::from_utf8_lossy(&bytes).trim())
-            }
-            _ => String::new(),
-        };
-        if status.is_redirection() {
-            text = "redirects are not followed: point the endpoint at the server itself".into();
-        }
+        let text = error_answer(client, response, lease, deadline).await;
         return fail(
             obs,
             ErrorClass::Http,
@@ -129,7 +66,7 @@ pub async fn send(
         );
     }
     let body = response.into_body();
-    // A stream read up to `[DONE]` leaves the rest of its body (see below).
+    // A stream read up to `[DONE]` leaves the rest of its body (see `keep_connection`).
     let unread = if stream {
         let mut body = body;
         let stopped_early = read_stream(
@@ -151,25 +88,118 @@ pub async fn send(
         Some(_) => since(Instant::now()),
         None => since(arrivals.latest()),
     };
-    // A failed response leaves its connection in an unknown state: it is closed (the lease
-    // dropped). A successful one goes back to the pool before the caller goes on, so that
-    // a closed-loop worker's next request finds it.
     if obs.failure.is_none() {
-        // `[DONE]` ends the measurement, but the HTTP body has its own end (the last chunk
-        // of the chunked encoding), which may come in a later read. A body dropped before it
-        // costs the connection, so it is read to its end (after `end_s` was taken) first.
-        // Read aside in a task of its own instead, the closed loop's next request would race
-        // it to the pool and open a connection of its own (docs/client-benchmark.md has the
-        // counts).
-        let ended = match unread {
-            Some(body) => drain(body).await,
-            None => true,
-        };
-        if ended {
-            client.release(lease).await;
-        }
+        keep_connection(client, lease, unread).await;
     }
     obs
+}
+
+/// Sends the request and waits for the response's head, until `deadline`. A failure comes
+/// back as its class and message.
+async fn request_answered(
+    client: &LoadClient,
+    url: &Uri,
+    body: bytes::Bytes,
+    api_key: Option<&HeaderValue>,
+    deadline: tokio::time::Instant,
+) -> Result<(http::Response<Incoming>, Lease), (ErrorClass, String)> {
+    let mut request = Request::post(url.clone()).header(CONTENT_TYPE, "application/json");
+    if let Some(key) = api_key {
+        request = request.header(AUTHORIZATION, key.clone());
+    }
+    let request = match request.body(Full::new(body)) {
+        Ok(r) => r,
+        Err(e) => return Err((ErrorClass::Connect, format!("bad request: {e}"))),
+    };
+    match timeout_at(deadline, client.request(request)).await {
+        Err(_) => Err((
+            ErrorClass::Timeout,
+            "no response before the request timeout".to_string(),
+        )),
+        Ok(Err(e)) => {
+            let class = if e.is_connect() {
+                ErrorClass::Connect
+            } else {
+                ErrorClass::Reset
+            };
+            Err((class, error_chain(&e)))
+        }
+        Ok(Ok(r)) => Ok(r),
+    }
+}
+
+/// When the request was sent and its first byte came: the arrival times of the response's
+/// reads start from there.
+fn time_the_send(
+    obs: &mut Observed,
+    lease: &Lease,
+    start: Instant,
+    since: impl Fn(Instant) -> f64,
+) -> Arrivals {
+    let mut arrivals = Arrivals {
+        clock: lease.clock().cloned(),
+        floor: start,
+    };
+    // The request was sent when its first bytes left, not when this task began it: with a
+    // thousand requests starting at once on one core, the last were written tens of
+    // milliseconds later (docs/client-benchmark.md), time the server never saw.
+    let written = (arrivals.clock.as_ref())
+        .and_then(WireClock::write_started)
+        .filter(|w| *w >= start);
+    if let Some(written) = written {
+        obs.sent_s = since(written);
+        obs.send_delay_s = Some((written - start).as_secs_f64());
+        arrivals.floor = written;
+    }
+    obs.new_connection = lease.new_connection;
+    obs.first_byte_s = Some(since(arrivals.latest()));
+    arrivals
+}
+
+/// The text of an error answer (non-2xx), clipped. At most MAX_ERROR_BODY bytes are read: a
+/// server that answers an error with a body that never ends is cut off there (the
+/// connection is closed with the lease); one read to its end leaves the connection usable.
+async fn error_answer(
+    client: &LoadClient,
+    response: http::Response<Incoming>,
+    lease: Lease,
+    deadline: tokio::time::Instant,
+) -> String {
+    let status = response.status();
+    let mut body = response.into_body();
+    let mut text = match timeout_at(deadline, read_body_capped(&mut body, MAX_ERROR_BODY)).await {
+        Ok(Ok((bytes, ended))) => {
+            if ended {
+                // An error answer read to its end leaves the connection usable.
+                client.release(lease).await;
+            }
+            clip(String::from_utf8_lossy(&bytes).trim())
+        }
+        _ => String::new(),
+    };
+    if status.is_redirection() {
+        text = "redirects are not followed: point the endpoint at the server itself".into();
+    }
+    text
+}
+
+/// A successful response's connection goes back to the pool before the caller goes on, so
+/// that a closed-loop worker's next request finds it. (A failed response leaves its
+/// connection in an unknown state: it is closed, the lease dropped.)
+async fn keep_connection(client: &LoadClient, lease: Lease, unread: Option<Incoming>) {
+    // `[DONE]` ends the measurement, but the HTTP body has its own end (the last chunk
+    // of the chunked encoding), which may come in a later read. A body dropped before it
+    // costs the connection, so it is read to its end (after `end_s` was taken) first.
+    // Read aside in a task of its own instead, the closed loop's next request would race
+    // it to the pool and open a connection of its own (docs/client-benchmark.md has the
+    // counts).
+    let ended = match unread {
+        Some(body) => drain(body).await,
+        None => true,
+    };
+    if ended {
+        client.release(lease).await;
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use super::dataset::{self, EstimatedTokens, TokenCounter};
 use super::lengths::{Drawn, Lengths};
 use super::prompts::Prompts;
 use super::trace::{self, Trace};
-use crate::profile::{limits, DatasetFormat, History, Profile};
+use crate::profile::{limits, DatasetFormat, DatasetSpec, History, Profile, TraceSpec, Workload};
 use crate::tokenize::{ModelTokenizer, SharedTokenizer};
 
 /// The requests of a run, ready to send.
@@ -47,80 +47,119 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
     let lengths = Lengths::new(w, w.seed.unwrap_or(0), limits::INPUT_TOKENS);
     let mut notes = Vec::new();
     if let Some(d) = &w.dataset {
-        let counter: &dyn TokenCounter = match &tokenizer {
-            Some(t) => &*t.0,
-            None => &EstimatedTokens,
-        };
-        let max_rows = d.rows.unwrap_or(limits::REQUESTS) as usize;
-        let turns = d.turns.unwrap_or(1) as usize;
-        let rows = dataset::load(&d.path, d.format, max_rows, turns, counter)?;
-        let capped = (rows.iter())
-            .filter(|r| r.max_tokens.is_some_and(|m| m > w.max_tokens))
-            .count();
-        let answers = match d.format {
-            DatasetFormat::Sharegpt => "the reference answers' lengths",
-            DatasetFormat::Jsonl => "each row's max_tokens (or its `output` answer's length)",
-        };
-        notes.push(format!(
-            "dataset {}: {} requests sent round-robin; output lengths from {answers}, answers \
-             counted {}",
-            d.path.display(),
-            rows.len(),
-            counter.describe()
-        ));
-        if capped > 0 && turns == 1 {
-            notes.push(format!(
-                "{capped} of {} dataset rows ask for more than workload.max_tokens = {}; they \
-                 ask for {} instead",
-                rows.len(),
-                w.max_tokens,
-                w.max_tokens
-            ));
-        }
-        let lengths = lengths.with_rows(
-            (rows.iter())
-                .map(|r| Drawn {
-                    input_words: None,
-                    output_tokens: r.max_tokens,
-                })
-                .collect(),
-        );
-        let conversations = (turns > 1).then(|| {
-            let history = d.history.unwrap_or_default();
-            let list: Vec<_> = rows.iter().map(|r| r.turns.clone()).collect();
-            let capped = (list.iter().flatten())
-                .filter(|t| t.answer_tokens > w.max_tokens)
-                .count();
-            if capped > 0 {
-                notes.push(format!(
-                    "{capped} turns ask for more than workload.max_tokens = {} (their \
-                     reference answers are longer); they ask for {} instead",
-                    w.max_tokens, w.max_tokens
-                ));
-            }
-            let sent: usize = list.iter().map(Vec::len).sum();
-            notes.push(format!(
-                "multi-turn: {} conversations of up to {turns} turns ({sent} turns in all, {:.1} \
-                 on average), each turn sent after the answer to the one before and carrying \
-                 the conversation so far, with {}; a failed turn ends its conversation",
-                list.len(),
-                sent as f64 / list.len().max(1) as f64,
-                match history {
-                    History::Server => "the server's own answers",
-                    History::Dataset => "the dataset's reference answers",
-                }
-            ));
-            Conversations::new(list, history, w.max_tokens)
-        });
-        let conversations = conversations.flatten();
+        return from_dataset(w, d, tokenizer.as_ref(), lengths, notes);
+    }
+    let prompts = prompts_of(w, &tokenizer, &mut notes)?;
+    let Some(spec) = &profile.sweep.trace else {
         return Ok(Source {
-            prompts: Prompts::File(rows.into_iter().map(|r| r.prompt).collect()),
+            prompts,
             lengths,
             trace: None,
-            conversations,
+            conversations: None,
             notes,
         });
+    };
+    let (trace, lengths) = read_trace(spec, w, lengths, &mut notes)?;
+    Ok(Source {
+        prompts,
+        lengths,
+        trace: Some(trace),
+        conversations: None,
+        notes,
+    })
+}
+
+/// The requests of a dataset (`workload.dataset`): its prompts, its rows' output lengths,
+/// and its conversations when rows have several turns.
+fn from_dataset(
+    w: &Workload,
+    d: &DatasetSpec,
+    tokenizer: Option<&SharedTokenizer>,
+    lengths: Lengths,
+    mut notes: Vec<String>,
+) -> Result<Source> {
+    let counter: &dyn TokenCounter = match tokenizer {
+        Some(t) => &*t.0,
+        None => &EstimatedTokens,
+    };
+    let max_rows = d.rows.unwrap_or(limits::REQUESTS) as usize;
+    let turns = d.turns.unwrap_or(1) as usize;
+    let rows = dataset::load(&d.path, d.format, max_rows, turns, counter)?;
+    let capped = (rows.iter())
+        .filter(|r| r.max_tokens.is_some_and(|m| m > w.max_tokens))
+        .count();
+    let answers = match d.format {
+        DatasetFormat::Sharegpt => "the reference answers' lengths",
+        DatasetFormat::Jsonl => "each row's max_tokens (or its `output` answer's length)",
+    };
+    notes.push(format!(
+        "dataset {}: {} requests sent round-robin; output lengths from {answers}, answers \
+         counted {}",
+        d.path.display(),
+        rows.len(),
+        counter.describe()
+    ));
+    if capped > 0 && turns == 1 {
+        notes.push(format!(
+            "{capped} of {} dataset rows ask for more than workload.max_tokens = {}; they \
+             ask for {} instead",
+            rows.len(),
+            w.max_tokens,
+            w.max_tokens
+        ));
     }
+    let lengths = lengths.with_rows(
+        (rows.iter())
+            .map(|r| Drawn {
+                input_words: None,
+                output_tokens: r.max_tokens,
+            })
+            .collect(),
+    );
+    let conversations = (turns > 1).then(|| {
+        let history = d.history.unwrap_or_default();
+        let list: Vec<_> = rows.iter().map(|r| r.turns.clone()).collect();
+        let capped = (list.iter().flatten())
+            .filter(|t| t.answer_tokens > w.max_tokens)
+            .count();
+        if capped > 0 {
+            notes.push(format!(
+                "{capped} turns ask for more than workload.max_tokens = {} (their \
+                 reference answers are longer); they ask for {} instead",
+                w.max_tokens, w.max_tokens
+            ));
+        }
+        let sent: usize = list.iter().map(Vec::len).sum();
+        notes.push(format!(
+            "multi-turn: {} conversations of up to {turns} turns ({sent} turns in all, {:.1} \
+             on average), each turn sent after the answer to the one before and carrying \
+             the conversation so far, with {}; a failed turn ends its conversation",
+            list.len(),
+            sent as f64 / list.len().max(1) as f64,
+            match history {
+                History::Server => "the server's own answers",
+                History::Dataset => "the dataset's reference answers",
+            }
+        ));
+        Conversations::new(list, history, w.max_tokens)
+    });
+    let conversations = conversations.flatten();
+    Ok(Source {
+        prompts: Prompts::File(rows.into_iter().map(|r| r.prompt).collect()),
+        lengths,
+        trace: None,
+        conversations,
+        notes,
+    })
+}
+
+/// Synthetic prompts (cut by the tokenizer when there is one) or the prompts file's, with
+/// the shared prefixes when the profile asks for them.
+fn prompts_of(
+    w: &Workload,
+    tokenizer: &Option<SharedTokenizer>,
+    notes: &mut Vec<String>,
+) -> Result<Prompts> {
     let mut prompts = Prompts::load(w.input_tokens, w.prompts_file.as_deref())?;
     if let Prompts::Synthetic { tokenizer: t, .. } = &mut prompts {
         *t = tokenizer.clone();
@@ -150,15 +189,16 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
             }
         ));
     }
-    let Some(spec) = &profile.sweep.trace else {
-        return Ok(Source {
-            prompts,
-            lengths,
-            trace: None,
-            conversations: None,
-            notes,
-        });
-    };
+    Ok(prompts)
+}
+
+/// Reads `sweep.trace` (within the cap on a trial's span) and takes its rows' lengths.
+fn read_trace(
+    spec: &TraceSpec,
+    w: &Workload,
+    lengths: Lengths,
+    notes: &mut Vec<String>,
+) -> Result<(Trace, Lengths)> {
     let max_rows = spec.rows.unwrap_or(limits::REQUESTS) as usize;
     let trace = trace::load(&spec.path, max_rows)?;
     // A replay is a duration trial: the cap on `sweep.duration` holds for it too.
@@ -206,13 +246,7 @@ pub fn prepare(profile: &Profile) -> Result<Source> {
             })
             .collect(),
     );
-    Ok(Source {
-        prompts,
-        lengths,
-        trace: Some(trace),
-        conversations: None,
-        notes,
-    })
+    Ok((trace, lengths))
 }
 
 /// A trace's send offsets (seconds from the trial's start) at `speedup`, and the level's
