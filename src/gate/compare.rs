@@ -218,13 +218,20 @@ fn gated_throughput(verdict: &Verdict) -> Vec<&LevelVerdict> {
 
 /// The decision settings of the throughput family, as `gate` splits alpha over the metrics.
 fn throughput_decision(settings: &GateSettings) -> DecisionSettings {
+    decision_settings(settings, settings.min_effect, settings.tolerance)
+}
+
+/// The decision settings of one gated metric's family, with its minimum effect and pass
+/// tolerance on the gate's scale ([`metrics`]): the family alpha split evenly across the
+/// gated metrics, the smallest detectable drop reported at [`POWER`].
+fn decision_settings(settings: &GateSettings, min_effect: f64, tolerance: f64) -> DecisionSettings {
     DecisionSettings {
         alpha: settings.alpha / metrics(settings).len() as f64,
-        min_effect: settings.min_effect,
+        min_effect,
         guard: settings.guard,
         power: POWER,
         pass_confidence: settings.pass_confidence,
-        tolerance: settings.tolerance,
+        tolerance,
     }
 }
 
@@ -396,9 +403,46 @@ fn gate(
 ) -> Verdict {
     concurrencies.sort_unstable();
     concurrencies.dedup();
-    let metrics = metrics(settings);
+    let mut warnings = arm_summaries(candidate);
+    let mut levels = Vec::new();
+    for (metric, min_effect, tolerance) in metrics(settings) {
+        let decision = decision_settings(settings, min_effect, tolerance);
+        let gated = Gated {
+            metric,
+            design,
+            settings,
+            decision: &decision,
+        };
+        levels.extend(gated.levels(&concurrencies, sources, &mut warnings));
+    }
+    warnings.extend(inconclusive_warning(&levels, settings));
+    // Computed once with the record (`RunResult::analyse`), read here.
+    let drift = candidate.drift.clone();
+    if let Some(d) = drift.as_ref().filter(|d| d.flagged) {
+        warnings.push(drift_warning(d));
+    }
+    let worst_ratio = levels
+        .iter()
+        .filter(|v| v.metric.is_throughput())
+        .filter_map(|v| v.ratio)
+        .reduce(f64::min);
+    // What the gate does not decide here stays as in a verdict that gated nothing; the
+    // callers name the baseline and add what they know.
+    Verdict {
+        outcome: outcome_of(&levels),
+        design: Some(design),
+        levels,
+        worst_ratio,
+        drift,
+        warnings,
+        ..Verdict::refused("", &candidate.profile_name, None, settings.clone(), "")
+    }
+}
+
+/// One line per arm: how many trials were flagged, which, and the worst
+/// (record::flag_summary).
+fn arm_summaries(candidate: &RunResult) -> Vec<String> {
     let mut warnings: Vec<String> = Vec::new();
-    // One line per arm: how many trials, which, and the worst (record::flag_summary).
     let summary =
         |levels: &[LevelResult]| crate::record::flag_summary(levels, Some(FlagKind::ClientBound));
     let head = if candidate.base.is_some() {
@@ -418,21 +462,31 @@ fn gate(
                 .map(|l| format!("base arm: {l}")),
         );
     }
-    let mut levels = Vec::new();
-    for &(metric, min_effect, tolerance) in &metrics {
-        let decision = DecisionSettings {
-            alpha: settings.alpha / metrics.len() as f64,
-            min_effect,
-            guard: settings.guard,
-            power: POWER,
-            pass_confidence: settings.pass_confidence,
-            tolerance,
-        };
+    warnings
+}
+
+/// One gated metric: what it is compared with and how its family decides.
+struct Gated<'a> {
+    metric: TrialMetric,
+    design: Design,
+    settings: &'a GateSettings,
+    decision: &'a DecisionSettings,
+}
+
+impl Gated<'_> {
+    /// The metric's verdict at each level: a test per level that can be gated, decided
+    /// together (Holm within the metric), each verdict then filled from its decided test.
+    fn levels(
+        &self,
+        concurrencies: &[u32],
+        sources: &dyn Fn(TrialMetric, u32) -> Sides,
+        warnings: &mut Vec<String>,
+    ) -> Vec<LevelVerdict> {
         let mut verdicts = Vec::new();
         let mut tests = Vec::new();
-        for &c in &concurrencies {
-            let sides = sources(metric, c);
-            let (v, test) = level(c, metric, &sides, design, settings);
+        for &c in concurrencies {
+            let sides = sources(self.metric, c);
+            let (v, test) = level(c, self.metric, &sides, self.design, self.settings);
             if let Some(t) = test {
                 tests.push((verdicts.len(), t));
             }
@@ -440,13 +494,24 @@ fn gate(
         }
         let mut decided: Vec<LevelTest> = tests.iter().map(|(_, t)| t.clone()).collect();
         if !decided.is_empty() {
-            decide(&mut decided, &decision);
+            decide(&mut decided, self.decision);
         }
         for ((i, _), test) in tests.iter().zip(decided) {
-            finish_level(&mut verdicts[*i], test, &decision, settings, &mut warnings);
+            finish_level(
+                &mut verdicts[*i],
+                test,
+                self.decision,
+                self.settings,
+                warnings,
+            );
         }
-        levels.extend(verdicts);
+        verdicts
     }
+}
+
+/// The levels the data cannot decide, each with the smallest drop it could have seen, and
+/// what narrows them.
+fn inconclusive_warning(levels: &[LevelVerdict], settings: &GateSettings) -> Option<String> {
     let inconclusive: Vec<String> = levels
         .iter()
         .filter(|l| l.status == LevelStatus::Inconclusive)
@@ -462,26 +527,21 @@ fn gate(
             )
         })
         .collect();
-    if !inconclusive.is_empty() {
-        warnings.push(format!(
+    (!inconclusive.is_empty()).then(|| {
+        format!(
             "inconclusive: the data cannot tell a drop of {:.1}% from how much runs differ at {}; \
              more trials (relative mode) or more baseline sessions narrow it",
             settings.min_effect * 100.0,
             inconclusive.join(", ")
-        ));
-    }
-    // Computed once with the record (`RunResult::analyse`), read here.
-    let drift = candidate.drift.clone();
-    if let Some(d) = drift.as_ref().filter(|d| d.flagged) {
-        warnings.push(drift_warning(d));
-    }
-    let worst_ratio = levels
-        .iter()
-        .filter(|v| v.metric.is_throughput())
-        .filter_map(|v| v.ratio)
-        .reduce(f64::min);
+        )
+    })
+}
+
+/// The overall outcome: a regression anywhere, else a level that could not be gated, else
+/// a level the data cannot decide, else a pass.
+fn outcome_of(levels: &[LevelVerdict]) -> Outcome {
     let any = |s: &[LevelStatus]| levels.iter().any(|v| s.contains(&v.status));
-    let outcome = if any(&[LevelStatus::Regression]) {
+    if any(&[LevelStatus::Regression]) {
         Outcome::Regression
     } else if any(&[LevelStatus::InsufficientTrials, LevelStatus::NotGated]) {
         Outcome::NotComparable
@@ -489,26 +549,6 @@ fn gate(
         Outcome::Inconclusive
     } else {
         Outcome::Pass
-    };
-    Verdict {
-        outcome,
-        baseline_name: String::new(),
-        profile_name: candidate.profile_name.clone(),
-        baseline_ref: None,
-        settings: settings.clone(),
-        design: Some(design),
-        levels,
-        worst_ratio,
-        drift,
-        warnings,
-        settings_from: None,
-        overridden: Vec::new(),
-        changes: None,
-        arms: None,
-        history_need: None,
-        history_power: None,
-        client: None,
-        refusal: None,
     }
 }
 

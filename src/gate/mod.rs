@@ -137,6 +137,40 @@ pub struct SettingOverride {
 }
 
 impl Verdict {
+    /// A verdict that gated no level: not comparable, `why` its one warning, nothing else
+    /// said (no design, drift, changes or notices; `refusal` stays for a verdict refused
+    /// after measuring). `ci` writes one for a check refused before it measured, so that
+    /// `throughline merge` counts that check; `profile_name` is the baseline's name where
+    /// the profile is not known.
+    pub fn refused(
+        baseline_name: &str,
+        profile_name: &str,
+        baseline_ref: Option<String>,
+        settings: GateSettings,
+        why: &str,
+    ) -> Verdict {
+        Verdict {
+            outcome: Outcome::NotComparable,
+            baseline_name: baseline_name.to_string(),
+            profile_name: profile_name.to_string(),
+            baseline_ref,
+            settings,
+            design: None,
+            levels: Vec::new(),
+            worst_ratio: None,
+            drift: None,
+            warnings: vec![why.to_string()],
+            settings_from: None,
+            overridden: Vec::new(),
+            changes: None,
+            arms: None,
+            history_need: None,
+            history_power: None,
+            client: None,
+            refusal: None,
+        }
+    }
+
     /// "settings overridden: alpha 0.05 (baseline: 0.01)", or None when nothing was.
     pub fn overrides_line(&self) -> Option<String> {
         if self.overridden.is_empty() {

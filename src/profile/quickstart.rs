@@ -51,14 +51,6 @@ impl QuickStart {
 
     /// The profile as commented TOML (what `init` and `--save-profile` write).
     pub fn toml(&self) -> String {
-        // A string with a control character (a model id from a server) as one basic string
-        // with escapes, not a multi-line string: JSON's escapes are TOML's.
-        let quote = |s: &str| match s.chars().any(char::is_control) {
-            true => serde_json::to_string(s).unwrap_or_default(),
-            false => toml::Value::String(s.to_string()).to_string(),
-        };
-        // A key line with its comment in a column, as people write them.
-        let line = |key: &str, comment: &str| format!("{key:<40}# {comment}\n");
         let mut out = String::from(
             "# A throughline benchmark profile. Run it with:\n\
              #   throughline bench --profile THIS_FILE\n\
@@ -71,6 +63,15 @@ impl QuickStart {
         }
         out.push('\n');
         out.push_str(&line("name = \"quick\"", "names reports and baselines"));
+        self.target_section(&mut out);
+        self.workload_section(&mut out);
+        self.sweep_section(&mut out);
+        gate_section(&mut out);
+        out
+    }
+
+    /// `[target]`: where to send requests, the model, the API and its key, the engine.
+    fn target_section(&self, out: &mut String) {
         out.push_str("\n[target]\n# Base URLs without /v1; several are data-parallel replicas, used in turn.\n");
         let endpoints: Vec<String> = self.endpoints.iter().map(|e| quote(e)).collect();
         out.push_str(&format!("endpoints = [{}]\n", endpoints.join(", ")));
@@ -101,6 +102,10 @@ impl QuickStart {
             "# engine = \"auto\"",
             &format!("or {}; auto: from /metrics", engines.join(", ")),
         ));
+    }
+
+    /// `[workload]`: the prompts and how many tokens each request generates.
+    fn workload_section(&self, out: &mut String) {
         out.push_str("\n[workload]\n");
         out.push_str(&line(
             &format!("input_tokens = {}", Self::INPUT_TOKENS),
@@ -114,6 +119,10 @@ impl QuickStart {
             "ignore_eos = true",
             "every request generates all max_tokens",
         ));
+    }
+
+    /// `[sweep]`: the levels, the trials, and the limits of a trial.
+    fn sweep_section(&self, out: &mut String) {
         out.push_str("\n[sweep]\n");
         let levels: Vec<String> = self.concurrency.iter().map(u32::to_string).collect();
         out.push_str(&line(
@@ -144,69 +153,85 @@ impl QuickStart {
             "max_error_rate = 0.01",
             "a level with more failed requests did not measure",
         ));
-        // How the gate decides: the section itself, so that a key uncommented lands in it,
-        // with every setting commented at its default (a key added to GateSettings belongs
-        // here too: tests/it/init_gate.rs checks they are all shown). And the mode to gate in:
-        // a history of a few blessed sessions catches a 10% drop rarely (the verdict says how
-        // rarely); base and head measured in one job cancel what shifts a session.
-        out.push_str(
-            "\n# How `gate` and `ci` decide. Every key is shown at its default: uncomment one to \
-             change it\n\
-             # (a baseline keeps the settings it was blessed with).\n\
-             # Gate pull requests in relative mode: `throughline ci --server-command '... {port}' \
-             --base-server-command '... {port}'`\n\
-             # measures base and head in the same job (in blocks, their slots swapped), which \
-             cancels restarts and\n\
-             # neighbours; history mode against a few blessed sessions misses most 10% drops \
-             (its verdict says how often).\n\
-             [gate]\n",
-        );
-        let d = super::GateSettings::default();
-        for (key, comment) in [
-            (
-                format!("alpha = {}", d.alpha),
-                "family-wise false-failure rate (Holm across levels)",
-            ),
-            (
-                format!("min_effect = {}", d.min_effect),
-                "the smallest drop that may fail",
-            ),
-            (
-                format!("tolerance = {}", d.tolerance),
-                "the drop a pass rules out",
-            ),
-            (
-                format!("pass_confidence = {}", d.pass_confidence),
-                "one-sided confidence of a pass, at every level",
-            ),
-            (
-                format!("guard = {}", d.guard),
-                "a drop beyond this fails even on one or two sessions",
-            ),
-            (
-                format!("min_trials = {}", d.min_trials),
-                "trials a side to fail a level",
-            ),
-            (
-                format!("max_sessions = {}", d.max_sessions),
-                "sessions `baseline bless --append` keeps",
-            ),
-            (
-                format!("fail_on_inconclusive = {}", d.fail_on_inconclusive),
-                "exit 3, not 0, when the data cannot tell",
-            ),
-            (
-                "latency = { ttft_p99 = 0.1 }".to_string(),
-                "latency gates, off unless set (also itl_p99, e2e_p99)",
-            ),
-        ] {
-            out.push_str(&line(&format!("# {key}"), comment));
-        }
-        out
     }
 
     /// The profile itself, validated like a profile file (errors name the field).
     pub fn profile(&self) -> Result<Profile> {
         Profile::parse(&self.toml())
+    }
+}
+
+/// A string with a control character (a model id from a server) as one basic string with
+/// escapes, not a multi-line string: JSON's escapes are TOML's.
+fn quote(s: &str) -> String {
+    match s.chars().any(char::is_control) {
+        true => serde_json::to_string(s).unwrap_or_default(),
+        false => toml::Value::String(s.to_string()).to_string(),
+    }
+}
+
+/// A key line with its comment in a column, as people write them.
+fn line(key: &str, comment: &str) -> String {
+    format!("{key:<40}# {comment}\n")
+}
+
+/// `[gate]`: how the gate decides. The section itself, so that a key uncommented lands in
+/// it, with every setting commented at its default (a key added to GateSettings belongs here
+/// too: tests/it/init_gate.rs checks they are all shown). And the mode to gate in: a history
+/// of a few blessed sessions catches a 10% drop rarely (the verdict says how rarely); base and
+/// head measured in one job cancel what shifts a session.
+fn gate_section(out: &mut String) {
+    out.push_str(
+        "\n# How `gate` and `ci` decide. Every key is shown at its default: uncomment one to \
+         change it\n\
+         # (a baseline keeps the settings it was blessed with).\n\
+         # Gate pull requests in relative mode: `throughline ci --server-command '... {port}' \
+         --base-server-command '... {port}'`\n\
+         # measures base and head in the same job (in blocks, their slots swapped), which \
+         cancels restarts and\n\
+         # neighbours; history mode against a few blessed sessions misses most 10% drops \
+         (its verdict says how often).\n\
+         [gate]\n",
+    );
+    let d = super::GateSettings::default();
+    for (key, comment) in [
+        (
+            format!("alpha = {}", d.alpha),
+            "family-wise false-failure rate (Holm across levels)",
+        ),
+        (
+            format!("min_effect = {}", d.min_effect),
+            "the smallest drop that may fail",
+        ),
+        (
+            format!("tolerance = {}", d.tolerance),
+            "the drop a pass rules out",
+        ),
+        (
+            format!("pass_confidence = {}", d.pass_confidence),
+            "one-sided confidence of a pass, at every level",
+        ),
+        (
+            format!("guard = {}", d.guard),
+            "a drop beyond this fails even on one or two sessions",
+        ),
+        (
+            format!("min_trials = {}", d.min_trials),
+            "trials a side to fail a level",
+        ),
+        (
+            format!("max_sessions = {}", d.max_sessions),
+            "sessions `baseline bless --append` keeps",
+        ),
+        (
+            format!("fail_on_inconclusive = {}", d.fail_on_inconclusive),
+            "exit 3, not 0, when the data cannot tell",
+        ),
+        (
+            "latency = { ttft_p99 = 0.1 }".to_string(),
+            "latency gates, off unless set (also itl_p99, e2e_p99)",
+        ),
+    ] {
+        out.push_str(&line(&format!("# {key}"), comment));
     }
 }

@@ -279,13 +279,32 @@ fn open_loop_keys_parse_validate_and_change_the_hash() {
     }
 }
 
-/// Values that once panicked, aborted, exhausted memory or ran out of sockets: each is
-/// refused by validation with its field named and the allowed range.
+/// The profile `GOOD` with each `from` replaced by `to` is refused, its error naming `field`
+/// and the allowed range (`range`).
+fn assert_refused_with_the_field(cases: Vec<(String, String, &str, &str)>) {
+    for (from, to, field, range) in cases {
+        let text = GOOD.replace(&from, &to);
+        assert_ne!(text, GOOD, "{from} not in the profile");
+        let err = format!("{:#}", Profile::parse(&text).unwrap_err());
+        assert!(err.contains(field) && err.contains(range), "{to}: {err}");
+    }
+}
+
+const SWEEP_LINE: &str = "concurrency = [1, 4, 16, 32, 64]";
+
+/// An open-loop sweep of 20 requests at 5 per second, with `extra` lines.
+fn open_loop(extra: &str) -> String {
+    format!("rates = [5.0]\nrequests_per_level = 20\n{extra}")
+}
+
+// Values that once panicked, aborted, exhausted memory or ran out of sockets: each is
+// refused by validation with its field named and the allowed range (times, rates and
+// arrivals, counts), and the limits themselves are allowed.
+
 #[test]
-fn values_past_the_limits_are_refused_with_the_field() {
-    let sweep_line = "concurrency = [1, 4, 16, 32, 64]";
-    let open = |extra: &str| format!("rates = [5.0]\nrequests_per_level = 20\n{extra}");
-    let cases: Vec<(String, String, &str, &str)> = vec![
+fn values_past_the_limits_are_refused_with_the_field_times() {
+    let sweep_line = SWEEP_LINE;
+    assert_refused_with_the_field(vec![
         (
             "request_timeout = \"2m\"".into(),
             "request_timeout = \"1000000h\"".into(),
@@ -310,6 +329,14 @@ fn values_past_the_limits_are_refused_with_the_field() {
             "sweep.duration",
             "7days",
         ),
+    ]);
+}
+
+#[test]
+fn values_past_the_limits_are_refused_with_the_field_rates() {
+    let sweep_line = SWEEP_LINE;
+    let open = open_loop;
+    assert_refused_with_the_field(vec![
         (
             sweep_line.into(),
             open("").replace("5.0", "1e-20"),
@@ -346,6 +373,13 @@ fn values_past_the_limits_are_refused_with_the_field() {
             "sweep.max_concurrency",
             "[1, 65536]",
         ),
+    ]);
+}
+
+#[test]
+fn values_past_the_limits_are_refused_with_the_field_counts() {
+    let sweep_line = SWEEP_LINE;
+    assert_refused_with_the_field(vec![
         (
             sweep_line.into(),
             "concurrency = [1000000]".into(),
@@ -382,13 +416,12 @@ fn values_past_the_limits_are_refused_with_the_field() {
             "workload.max_tokens",
             "[1, 10000000]",
         ),
-    ];
-    for (from, to, field, range) in cases {
-        let text = GOOD.replace(&from, &to);
-        assert_ne!(text, GOOD, "{from} not in the profile");
-        let err = format!("{:#}", Profile::parse(&text).unwrap_err());
-        assert!(err.contains(field) && err.contains(range), "{to}: {err}");
-    }
+    ]);
+}
+
+#[test]
+fn values_at_the_limits_are_allowed() {
+    let sweep_line = SWEEP_LINE;
     // The edges themselves are allowed.
     for (from, to) in [
         (sweep_line, "concurrency = [65536]"),

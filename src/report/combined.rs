@@ -138,23 +138,9 @@ mod tests {
             file: format!("{outcome:?}.json"),
             verdict: Verdict {
                 outcome,
-                baseline_name: "b".into(),
-                profile_name: "p".into(),
-                baseline_ref: None,
-                settings: GateSettings::default(),
-                levels: vec![],
                 worst_ratio: worst,
                 warnings: vec![],
-                design: None,
-                drift: None,
-                settings_from: None,
-                overridden: Vec::new(),
-                changes: None,
-                arms: None,
-                history_need: None,
-                history_power: None,
-                client: None,
-                refusal: None,
+                ..Verdict::refused("b", "p", None, GateSettings::default(), "")
             },
         }
     }

@@ -22,7 +22,35 @@ pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
             "> **Incomplete run**: it was stopped early; the levels below hold what was measured.\n"
         );
     }
+    let _ = writeln!(out, "| | |\n| --- | --- |");
+    for (k, v) in facts(result) {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+    levels_section(&mut out, result);
 
+    let warnings = warnings(result);
+    if !warnings.is_empty() {
+        let _ = writeln!(out, "\n## Warnings\n");
+        for w in warnings {
+            let _ = writeln!(out, "- {w}");
+        }
+    }
+
+    if !images.is_empty() {
+        let _ = writeln!(out, "\n## Charts\n");
+        for image in images {
+            let Some(name) = image.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let _ = writeln!(out, "![{}]({})\n", alt_text(name), links::escape(name));
+        }
+    }
+    out
+}
+
+/// What was measured and where, one row each: the profile, the tool, the times, what the
+/// environment says of itself (only what it recorded), the workload and the sweep.
+fn facts(result: &RunResult) -> Vec<(&'static str, String)> {
     let env = &result.environment;
     let p = &result.profile;
     let mut facts: Vec<(&str, String)> = vec![
@@ -83,11 +111,12 @@ pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
         ),
     ));
     facts.push(("sweep", sweep_text(result)));
-    let _ = writeln!(out, "| | |\n| --- | --- |");
-    for (k, v) in facts {
-        let _ = writeln!(out, "| {k} | {v} |");
-    }
+    facts
+}
 
+/// The results per level (concurrency, or request rate in an open-loop run): what a level
+/// is, how the columns are computed, a row per level and the prefix-cache notes.
+fn levels_section(out: &mut String, result: &RunResult) {
     let open_loop = result.levels.iter().any(|l| l.rate.is_some());
     let (heading, first_column, what_levels_are) = if open_loop {
         (
@@ -132,25 +161,6 @@ pub fn run_report_markdown(result: &RunResult, images: &[PathBuf]) -> String {
     if !cache.is_empty() {
         let _ = writeln!(out, "\n{}", cache.join("\n"));
     }
-
-    let warnings = warnings(result);
-    if !warnings.is_empty() {
-        let _ = writeln!(out, "\n## Warnings\n");
-        for w in warnings {
-            let _ = writeln!(out, "- {w}");
-        }
-    }
-
-    if !images.is_empty() {
-        let _ = writeln!(out, "\n## Charts\n");
-        for image in images {
-            let Some(name) = image.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            let _ = writeln!(out, "![{}]({})\n", alt_text(name), links::escape(name));
-        }
-    }
-    out
 }
 
 /// Levels and trials as measured (and as planned, where they differ).

@@ -134,7 +134,7 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
         .filter(|l| l.metric.is_throughput())
         .filter_map(|l| l.test.as_ref().map(|t| (l.concurrency, t)))
         .collect();
-    let blocks: Vec<(u32, &crate::stats::decision::CrossoverInfo)> = (tests.iter())
+    let blocks: Vec<LevelBlocks<'_>> = (tests.iter())
         .filter_map(|(c, t)| t.crossover.as_ref().map(|x| (*c, x)))
         .collect();
     if blocks.is_empty() {
@@ -149,7 +149,29 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
                 .into(),
         ];
     }
-    let mut out = Vec::new();
+    [
+        slot_effect_line(&blocks),
+        blocks_per_level_line(&blocks),
+        start_spread_line(&blocks),
+        calibration_line(&blocks),
+        uncovered_line(&blocks),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// A gated level's concurrency and what its blocks said.
+type LevelBlocks<'a> = (u32, &'a crate::stats::decision::CrossoverInfo);
+
+/// The most blocks any level ran.
+fn most_blocks(blocks: &[LevelBlocks<'_>]) -> usize {
+    blocks.iter().map(|(_, x)| x.blocks).max().unwrap_or(0)
+}
+
+/// "slots: C=8: slot 1 2.1% faster than slot 0 (blocks); it falls on both arms (swapped
+/// between 4 blocks) and cancels", where any level knows its slot effect.
+fn slot_effect_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
     let effects: Vec<String> = (blocks.iter())
         .filter_map(|(c, x)| {
             let s = x.slot_effect?;
@@ -166,31 +188,41 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
             })
         })
         .collect();
-    let n = blocks.iter().map(|(_, x)| x.blocks).max().unwrap_or(0);
-    if !effects.is_empty() {
-        out.push(format!(
-            "slots: {}; it falls on both arms{}",
-            effects.join(", "),
-            if blocks
-                .iter()
-                .all(|(_, x)| x.head_on_slot0 > 0 && x.head_on_slot1 > 0)
-            {
-                format!(" (swapped between {n} blocks) and cancels")
-            } else {
-                " (taken out with the calibration's estimate)".into()
-            }
-        ));
+    if effects.is_empty() {
+        return None;
     }
+    let n = most_blocks(blocks);
+    Some(format!(
+        "slots: {}; it falls on both arms{}",
+        effects.join(", "),
+        if blocks
+            .iter()
+            .all(|(_, x)| x.head_on_slot0 > 0 && x.head_on_slot1 > 0)
+        {
+            format!(" (swapped between {n} blocks) and cancels")
+        } else {
+            " (taken out with the calibration's estimate)".into()
+        }
+    ))
+}
+
+/// The blocks of each level, where levels ran different numbers of them.
+fn blocks_per_level_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
     let counts: Vec<usize> = blocks.iter().map(|(_, x)| x.blocks).collect();
-    if counts.iter().any(|&c| c != counts[0]) {
-        let per: Vec<String> = (blocks.iter())
-            .map(|(c, x)| format!("C={c} {}", x.blocks))
-            .collect();
-        out.push(format!(
-            "blocks per level (an undecided level got more): {}",
-            per.join(", ")
-        ));
+    if !counts.iter().any(|&c| c != counts[0]) {
+        return None;
     }
+    let per: Vec<String> = (blocks.iter())
+        .map(|(c, x)| format!("C={c} {}", x.blocks))
+        .collect();
+    Some(format!(
+        "blocks per level (an undecided level got more): {}",
+        per.join(", ")
+    ))
+}
+
+/// The start spread each level measured, with its degrees of freedom.
+fn start_spread_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
     let spreads: Vec<String> = (blocks.iter())
         .filter_map(|(c, x)| {
             let sd = x.start_spread?;
@@ -206,13 +238,16 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
             ))
         })
         .collect();
-    if !spreads.is_empty() {
-        out.push(format!(
+    (!spreads.is_empty()).then(|| {
+        format!(
             "start spread (sd of a block's difference beyond its trials' noise): {}",
             spreads.join(", ")
-        ));
-    }
-    // The calibration's spread beside the run's, and which one decided.
+        )
+    })
+}
+
+/// The calibration's spread beside the run's, and which one decided.
+fn calibration_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
     let calibrations: Vec<String> = (blocks.iter())
         .filter_map(|(c, x)| {
             let cal = x.calibration_spread?;
@@ -233,22 +268,25 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
             ))
         })
         .collect();
-    if !calibrations.is_empty() {
-        out.push(format!("calibration: {}", calibrations.join(", ")));
-    }
+    (!calibrations.is_empty()).then(|| format!("calibration: {}", calibrations.join(", ")))
+}
+
+/// The levels whose start effects no degrees of freedom cover, and what would cover them.
+fn uncovered_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
     let uncovered: Vec<String> = (blocks.iter())
         .filter(|(_, x)| !x.starts_covered)
         .map(|(c, _)| format!("C={c}"))
         .collect();
-    if !uncovered.is_empty() {
-        out.push(format!(
-            "start effects not covered at {}: {n} block(s) and no calibration leave no degrees of \
-             freedom for the start spread, so only a drop beyond the guard can fail and nothing \
-             can pass (4+ blocks, or `baseline calibrate` on main, cover it)",
-            uncovered.join(", ")
-        ));
+    if uncovered.is_empty() {
+        return None;
     }
-    out
+    let n = most_blocks(blocks);
+    Some(format!(
+        "start effects not covered at {}: {n} block(s) and no calibration leave no degrees of \
+         freedom for the start spread, so only a drop beyond the guard can fail and nothing \
+         can pass (4+ blocks, or `baseline calibrate` on main, cover it)",
+        uncovered.join(", ")
+    ))
 }
 
 /// Where the settings came from and what the command line overrode, one line each.

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use anyhow::Result;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -159,23 +160,21 @@ fn draw(
     Ok(())
 }
 
+/// The first point of each series that has one: (series index, name, point).
+type First<'a> = (usize, &'a str, CapacityPoint);
+
 /// Days on the fewest nodes drawn (one, as the planner draws it): a bar per node type.
 fn bars(
     area: &Root<'_>,
     series: &[(&str, Vec<CapacityPoint>)],
     deadline: Option<f64>,
 ) -> Result<()> {
-    let firsts: Vec<(usize, &str, CapacityPoint)> = series
+    let firsts: Vec<First<'_>> = series
         .iter()
         .enumerate()
         .filter_map(|(i, (name, pts))| pts.first().map(|p| (i, *name, *p)))
         .collect();
-    let nodes: Vec<f64> = firsts.iter().map(|(_, _, p)| p.nodes).collect();
-    let on = match nodes.first() {
-        Some(n) if nodes.iter().all(|m| m == n) && *n == 1.0 => "one node".to_string(),
-        Some(n) if nodes.iter().all(|m| m == n) => format!("{} nodes", fmt_num(*n)),
-        _ => "the fewest nodes drawn".to_string(),
-    };
+    let on = nodes_drawn(&firsts);
     let days = || {
         firsts
             .iter()
@@ -187,18 +186,77 @@ fn bars(
         "Days on {on}: P50 {}, P10-P90 whisker",
         if log_x { "dot" } else { "bar" }
     );
-    let n = firsts.len();
     // One row per node type, each at most ROW_MAX_PX tall: a single node type is one bar,
     // not a bar above three empty rows.
-    let rows = n.max(1);
-    let (area_w, area_h) = area.dim_in_pixel();
+    let rows = firsts.len().max(1);
     let label_style = style::text(style::TICK_SIZE, &style::INK);
+    let (area, label_w, names) = lay_out_rows(area, &firsts, rows, &label_style);
+    let mut builder = ChartBuilder::on(&area);
+    builder
+        .caption(caption, style::panel_caption())
+        .margin_left(12)
+        .margin_right(16)
+        .margin_top(6)
+        .margin_bottom(6)
+        .x_label_area_size(56)
+        .y_label_area_size(label_w as u32);
+    let y_range = -0.5f64..(rows as f64 - 0.5);
+    let x_desc = if log_x { "days (log scale)" } else { "days" };
+    let rows_drawn = BarRows {
+        firsts: &firsts,
+        names: &names,
+        label_style: &label_style,
+        log_x,
+        deadline,
+    };
+    macro_rules! panel {
+        ($x:expr, $floor:expr) => {{
+            let mut cc = builder.build_cartesian_2d($x, y_range.clone())?;
+            style::mesh(&mut cc.configure_mesh(), 1)
+                .disable_y_mesh()
+                .x_desc(x_desc)
+                .x_labels(6)
+                .y_labels(0)
+                .x_label_formatter(&|v| fmt_num(*v))
+                .draw()?;
+            rows_drawn.draw(&mut cc, $floor)?;
+        }};
+    }
+    if log_x {
+        let axis = LogAxis::around(days(), 1.3, LogTicks::Decades);
+        let floor = axis.range().start;
+        panel!(axis, floor)
+    } else {
+        panel!(0f64..linear_top(days()), 0.0)
+    }
+    Ok(())
+}
+
+/// What "days on ..." means on the bar panel: one node, n nodes, or the fewest drawn.
+fn nodes_drawn(firsts: &[First<'_>]) -> String {
+    let nodes: Vec<f64> = firsts.iter().map(|(_, _, p)| p.nodes).collect();
+    match nodes.first() {
+        Some(n) if nodes.iter().all(|m| m == n) && *n == 1.0 => "one node".to_string(),
+        Some(n) if nodes.iter().all(|m| m == n) => format!("{} nodes", fmt_num(*n)),
+        _ => "the fewest nodes drawn".to_string(),
+    }
+}
+
+/// The bar panel's area (no taller than its rows need), the label column's width and each
+/// node type's name in lines. The label column fits the longest name, up to LABEL_SHARE of
+/// the panel; a longer name wraps onto more lines at its spaces rather than being cut, and
+/// where the rows are too short for the wrapped names, each is one line cut to the column.
+fn lay_out_rows<'b>(
+    area: &Root<'b>,
+    firsts: &[First<'_>],
+    rows: usize,
+    label_style: &TextStyle<'_>,
+) -> (Root<'b>, i32, Vec<Vec<String>>) {
+    let (area_w, area_h) = area.dim_in_pixel();
     let width = |t: &str| -> i32 {
-        area.estimate_text_size(t, &label_style)
+        area.estimate_text_size(t, label_style)
             .map_or(0, |(w, _)| w as i32)
     };
-    // The label column fits the longest name, up to LABEL_SHARE of the panel; a longer name
-    // wraps onto more lines at its spaces rather than being cut.
     let widest = firsts
         .iter()
         .map(|(_, name, _)| width(name))
@@ -227,83 +285,75 @@ fn bars(
     } else {
         names
     };
-    let mut builder = ChartBuilder::on(&area);
-    builder
-        .caption(caption, style::panel_caption())
-        .margin_left(12)
-        .margin_right(16)
-        .margin_top(6)
-        .margin_bottom(6)
-        .x_label_area_size(56)
-        .y_label_area_size(label_w as u32);
-    let y_range = -0.5f64..(rows as f64 - 0.5);
-    let x_desc = if log_x { "days (log scale)" } else { "days" };
-    macro_rules! panel {
-        ($x:expr, $floor:expr) => {{
-            let mut cc = builder.build_cartesian_2d($x, y_range.clone())?;
-            style::mesh(&mut cc.configure_mesh(), 1)
-                .disable_y_mesh()
-                .x_desc(x_desc)
-                .x_labels(6)
-                .y_labels(0)
-                .x_label_formatter(&|v| fmt_num(*v))
-                .draw()?;
-            let half = if n > 12 { 0.3 } else { 0.35 };
-            // The names, right-aligned beside their rows (the first node type at the top).
-            for (row, lines) in names.iter().enumerate() {
-                let y = (rows - 1 - row) as f64;
-                let top = -(lines.len() as i32 - 1) * LINE_PX / 2;
-                cc.draw_series(lines.iter().enumerate().map(|(k, line)| {
-                    EmptyElement::at(($floor, y))
-                        + Text::new(
-                            line.clone(),
-                            (-8, top + k as i32 * LINE_PX),
-                            label_style.pos(Pos::new(HPos::Right, VPos::Center)),
-                        )
-                }))?;
+    (area, label_w, names)
+}
+
+/// What the bar panel draws on its axes, whichever the x-axis is.
+struct BarRows<'a> {
+    firsts: &'a [First<'a>],
+    names: &'a [Vec<String>],
+    label_style: &'a TextStyle<'a>,
+    log_x: bool,
+    deadline: Option<f64>,
+}
+
+impl BarRows<'_> {
+    /// The names beside their rows, a bar (or a dot on a log axis) per node type with its
+    /// whisker, and the deadline; `floor` is where the x-axis starts.
+    fn draw<X: Ranged<ValueType = f64>>(
+        &self,
+        cc: &mut ChartContext<'_, BitMapBackend<'_>, Cartesian2d<X, RangedCoordf64>>,
+        floor: f64,
+    ) -> Result<()> {
+        let rows = self.firsts.len().max(1);
+        let half = if self.firsts.len() > 12 { 0.3 } else { 0.35 };
+        // The names, right-aligned beside their rows (the first node type at the top).
+        for (row, lines) in self.names.iter().enumerate() {
+            let y = (rows - 1 - row) as f64;
+            let top = -(lines.len() as i32 - 1) * LINE_PX / 2;
+            cc.draw_series(lines.iter().enumerate().map(|(k, line)| {
+                EmptyElement::at((floor, y))
+                    + Text::new(
+                        line.clone(),
+                        (-8, top + k as i32 * LINE_PX),
+                        self.label_style.pos(Pos::new(HPos::Right, VPos::Center)),
+                    )
+            }))?;
+        }
+        for (row, (i, _, p)) in self.firsts.iter().enumerate() {
+            let y = (rows - 1 - row) as f64;
+            let c = series_color(*i);
+            // A bar's length reads as a quantity only on a linear axis; on a log axis, a dot.
+            if self.log_x {
+                cc.draw_series(std::iter::once(Circle::new((p.days_p50, y), 8, c.filled())))?;
+            } else {
+                cc.draw_series(std::iter::once(Rectangle::new(
+                    [(floor, y - half), (p.days_p50, y + half)],
+                    c.mix(0.85).filled(),
+                )))?;
             }
-            for (row, (i, _, p)) in firsts.iter().enumerate() {
-                let y = (rows - 1 - row) as f64;
-                let c = series_color(*i);
-                // A bar's length reads as a quantity only on a linear axis; on a log axis, a dot.
-                if log_x {
-                    cc.draw_series(std::iter::once(Circle::new((p.days_p50, y), 8, c.filled())))?;
-                } else {
-                    cc.draw_series(std::iter::once(Rectangle::new(
-                        [($floor, y - half), (p.days_p50, y + half)],
-                        c.mix(0.85).filled(),
-                    )))?;
-                }
-                let whisker = style::INK.stroke_width(2);
+            let whisker = style::INK.stroke_width(2);
+            cc.draw_series(std::iter::once(PathElement::new(
+                vec![(p.days_p10, y), (p.days_p90, y)],
+                whisker,
+            )))?;
+            for x in [p.days_p10, p.days_p90] {
                 cc.draw_series(std::iter::once(PathElement::new(
-                    vec![(p.days_p10, y), (p.days_p90, y)],
+                    vec![(x, y - half * 0.6), (x, y + half * 0.6)],
                     whisker,
                 )))?;
-                for x in [p.days_p10, p.days_p90] {
-                    cc.draw_series(std::iter::once(PathElement::new(
-                        vec![(x, y - half * 0.6), (x, y + half * 0.6)],
-                        whisker,
-                    )))?;
-                }
             }
-            if let Some(d) = deadline {
-                cc.draw_series(DashedLineSeries::new(
-                    vec![(d, -0.5), (d, rows as f64 - 0.5)],
-                    10,
-                    6,
-                    RED.stroke_width(2),
-                ))?;
-            }
-        }};
+        }
+        if let Some(d) = self.deadline {
+            cc.draw_series(DashedLineSeries::new(
+                vec![(d, -0.5), (d, rows as f64 - 0.5)],
+                10,
+                6,
+                RED.stroke_width(2),
+            ))?;
+        }
+        Ok(())
     }
-    if log_x {
-        let axis = LogAxis::around(days(), 1.3, LogTicks::Decades);
-        let floor = axis.range().start;
-        panel!(axis, floor)
-    } else {
-        panel!(0f64..linear_top(days()), 0.0)
-    }
-    Ok(())
 }
 
 /// Days to finish against node count: a line per node type with its band.

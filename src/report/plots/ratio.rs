@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use anyhow::Result;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -62,89 +63,18 @@ pub fn ratio_chart(verdict: &Verdict, path: &Path) -> Result<()> {
     render_png(path, |root| draw(root, verdict))
 }
 
+/// A ratio or bound worth drawing: positive and finite.
+fn finite(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| is_positive(*x))
+}
+
 fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
     let levels = throughput_levels(verdict);
     let floor = 1.0 - verdict.settings.min_effect;
-    let finite = |v: Option<f64>| v.filter(|x| is_positive(*x));
-
-    let mut notes = Vec::new();
-    if levels.is_empty() {
-        notes.push("no throughput level was compared".to_string());
-    }
-    let unmeasured: Vec<String> = levels
-        .iter()
-        .filter(|l| finite(l.ratio).is_none())
-        .map(|l| format!("C={}", l.concurrency))
-        .collect();
-    if !unmeasured.is_empty() {
-        notes.push(format!("no ratio at {}", unmeasured.join(", ")));
-    }
-    if verdict.levels.len() > levels.len() {
-        notes.push("latency gates are not drawn here: see verdict.md".to_string());
-    }
-
-    // The y-range holds every ratio and bound, 1.0 and the minimum-effect line.
-    let values: Vec<f64> = levels
-        .iter()
-        .flat_map(|l| [l.ratio, l.ci_low, l.ci_high])
-        .filter_map(finite)
-        .chain([1.0, floor])
-        .collect();
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let pad = ((hi - lo) * 0.12).max(0.01);
-    // Room above the highest value for the verdict labels.
-    let (y_lo, y_hi) = ((lo - pad).max(0.0), hi + 2.0 * pad);
-
-    let mut legend = Vec::new();
-    let mut seen = Vec::new();
-    for l in &levels {
-        if !seen.contains(&l.status) {
-            seen.push(l.status);
-        }
-    }
-    seen.sort_by_key(|s| status_rank(*s));
-    for s in &seen {
-        legend.push(LegendEntry::new(
-            status_legend(*s, verdict.settings.min_effect),
-            Mark::MeanBar,
-            status_color(*s),
-        ));
-    }
-    legend.push(LegendEntry::new("1.0: no change", Mark::Line, MUTED));
-    legend.push(LegendEntry::new(
-        format!(
-            "{}: the minimum effect ({:.0}% slower)",
-            fmt_ratio(floor),
-            verdict.settings.min_effect * 100.0
-        ),
-        Mark::Dashed,
-        RED,
-    ));
-    legend.push(LegendEntry::new(
-        format!(
-            "bar: one-sided {:.0}% bounds (a pass needs every bar's bottom above {})",
-            verdict.settings.pass_confidence * 100.0,
-            fmt_ratio(1.0 - verdict.settings.tolerance)
-        ),
-        Mark::MeanBar,
-        INK,
-    ));
-    let notes = style::fold_notes(notes);
-    let footer = format!(
-        "profile {} · baseline {}{} · design {}",
-        verdict.profile_name,
-        verdict.baseline_name,
-        verdict
-            .baseline_ref
-            .as_deref()
-            .map(|r| format!(" at {r}"))
-            .unwrap_or_default(),
-        match verdict.design {
-            Some(d) => format!("{d:?}").to_lowercase(),
-            None => "none".to_string(),
-        }
-    );
+    let notes = style::fold_notes(notes(verdict, &levels));
+    let (y_lo, y_hi) = y_range(&levels, floor);
+    let legend = legend_entries(verdict, &levels, floor);
+    let footer = footer(verdict);
     let right = format!("throughline {}", env!("CARGO_PKG_VERSION"));
     let title = title(verdict);
     let area = style::draw_frame(
@@ -203,7 +133,109 @@ fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
         6,
         RED.stroke_width(2),
     ))?;
+    draw_levels(&mut cc, &levels, (y_lo, y_hi))
+}
 
+/// What the chart cannot show, said under it: no level, levels without a ratio, latency gates.
+fn notes(verdict: &Verdict, levels: &[&LevelVerdict]) -> Vec<String> {
+    let mut notes = Vec::new();
+    if levels.is_empty() {
+        notes.push("no throughput level was compared".to_string());
+    }
+    let unmeasured: Vec<String> = levels
+        .iter()
+        .filter(|l| finite(l.ratio).is_none())
+        .map(|l| format!("C={}", l.concurrency))
+        .collect();
+    if !unmeasured.is_empty() {
+        notes.push(format!("no ratio at {}", unmeasured.join(", ")));
+    }
+    if verdict.levels.len() > levels.len() {
+        notes.push("latency gates are not drawn here: see verdict.md".to_string());
+    }
+    notes
+}
+
+/// The y-range holds every ratio and bound, 1.0 and the minimum-effect line, with room above
+/// the highest value for the verdict labels.
+fn y_range(levels: &[&LevelVerdict], floor: f64) -> (f64, f64) {
+    let values: Vec<f64> = levels
+        .iter()
+        .flat_map(|l| [l.ratio, l.ci_low, l.ci_high])
+        .filter_map(finite)
+        .chain([1.0, floor])
+        .collect();
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let pad = ((hi - lo) * 0.12).max(0.01);
+    ((lo - pad).max(0.0), hi + 2.0 * pad)
+}
+
+/// The legend: each status drawn (worst first), the no-change and minimum-effect lines, and
+/// what a bar is.
+fn legend_entries(verdict: &Verdict, levels: &[&LevelVerdict], floor: f64) -> Vec<LegendEntry> {
+    let mut legend = Vec::new();
+    let mut seen = Vec::new();
+    for l in levels {
+        if !seen.contains(&l.status) {
+            seen.push(l.status);
+        }
+    }
+    seen.sort_by_key(|s| status_rank(*s));
+    for s in &seen {
+        legend.push(LegendEntry::new(
+            status_legend(*s, verdict.settings.min_effect),
+            Mark::MeanBar,
+            status_color(*s),
+        ));
+    }
+    legend.push(LegendEntry::new("1.0: no change", Mark::Line, MUTED));
+    legend.push(LegendEntry::new(
+        format!(
+            "{}: the minimum effect ({:.0}% slower)",
+            fmt_ratio(floor),
+            verdict.settings.min_effect * 100.0
+        ),
+        Mark::Dashed,
+        RED,
+    ));
+    legend.push(LegendEntry::new(
+        format!(
+            "bar: one-sided {:.0}% bounds (a pass needs every bar's bottom above {})",
+            verdict.settings.pass_confidence * 100.0,
+            fmt_ratio(1.0 - verdict.settings.tolerance)
+        ),
+        Mark::MeanBar,
+        INK,
+    ));
+    legend
+}
+
+/// The footer: the profile, the baseline (at its ref) and the design.
+fn footer(verdict: &Verdict) -> String {
+    format!(
+        "profile {} · baseline {}{} · design {}",
+        verdict.profile_name,
+        verdict.baseline_name,
+        verdict
+            .baseline_ref
+            .as_deref()
+            .map(|r| format!(" at {r}"))
+            .unwrap_or_default(),
+        match verdict.design {
+            Some(d) => format!("{d:?}").to_lowercase(),
+            None => "none".to_string(),
+        }
+    )
+}
+
+/// Each level in its column: the bounds as a bar (an open bound runs to the edge of the
+/// chart), the ratio as a dot, and the verdict written above it in its colour.
+fn draw_levels(
+    cc: &mut ChartContext<'_, BitMapBackend<'_>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    levels: &[&LevelVerdict],
+    (y_lo, y_hi): (f64, f64),
+) -> Result<()> {
     let dense = levels.len() > 16;
     let (cap_w, dot_r) = if dense { (3, 4) } else { (10, 7) };
     let label_size = if dense { 12.0 } else { 16.0 };
@@ -326,25 +358,20 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn verdict(levels: Vec<LevelVerdict>, outcome: Outcome) -> Verdict {
+        let refused = Verdict::refused(
+            "demo",
+            "demo",
+            Some("origin/main".into()),
+            GateSettings::default(),
+            "",
+        );
         Verdict {
             outcome,
-            baseline_name: "demo".into(),
-            profile_name: "demo".into(),
-            baseline_ref: Some("origin/main".into()),
-            settings: GateSettings::default(),
             design: Some(Design::Relative),
             levels,
             worst_ratio: Some(0.91),
-            drift: None,
             warnings: vec![],
-            settings_from: None,
-            overridden: Vec::new(),
-            changes: None,
-            arms: None,
-            history_need: None,
-            history_power: None,
-            client: None,
-            refusal: None,
+            ..refused
         }
     }
 

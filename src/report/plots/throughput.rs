@@ -10,6 +10,7 @@
 use std::path::Path;
 
 use anyhow::Result;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::axis::{fmt_num, linear_top, LogAxis};
@@ -268,6 +269,9 @@ fn single_trial_note(kind: Levels, levels: &[LevelSamples]) -> Option<String> {
     })
 }
 
+/// Where a series' marks go on the chart: each level's x (dodged) with its mean and interval.
+type Summary = Vec<(f64, Option<super::MeanCi>)>;
+
 fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
     let n_levels = chart.runs.iter().map(|r| r.levels.len()).max().unwrap_or(0);
     let dense = n_levels > DENSE_LEVELS;
@@ -278,7 +282,56 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
     );
 
     // Summaries first: the y-range must hold the trials and the intervals.
-    let summaries: Vec<Vec<(f64, Option<super::MeanCi>)>> = chart
+    let summaries = level_summaries(chart);
+    let (fit_points, y_top) = fit_points_and_y_top(chart, &x, &summaries);
+    let legend = legend_entries(chart, dense);
+    let fitted_range = fitted_range(chart);
+    let notes = style::fold_notes(chart.notes.clone());
+    let area = style::draw_frame(
+        root,
+        &style::Frame {
+            title: &chart.title,
+            legend: &legend,
+            notes: &notes,
+            footer_left: &chart.footer.left,
+            footer_right: &chart.footer.right,
+        },
+    )?;
+
+    let mut cc = ChartBuilder::on(&area)
+        .margin_left(24)
+        .margin_right(40)
+        .margin_top(6)
+        .margin_bottom(6)
+        .x_label_area_size(56)
+        .y_label_area_size(90)
+        .build_cartesian_2d(x.clone(), 0f64..y_top)?;
+    style::mesh(&mut cc.configure_mesh(), 2)
+        .x_desc(chart.kind.axis_caption())
+        .y_desc(chart.y_desc)
+        .x_labels(12)
+        .y_labels(8)
+        .x_label_formatter(&|v| fmt_num(*v))
+        .y_label_formatter(&|v| fmt_num(*v))
+        .draw()?;
+
+    for (solid, piece) in fit_pieces(fit_points, fitted_range, &x, y_top) {
+        if solid {
+            cc.draw_series(LineSeries::new(piece, GREEN.stroke_width(2)))?;
+        } else {
+            cc.draw_series(DashedLineSeries::new(piece, 8, 6, GREEN.stroke_width(2)))?;
+        }
+    }
+    for (run, summary) in chart.runs.iter().zip(&summaries) {
+        draw_sweep(&mut cc, run, summary, dense, y_top)?;
+    }
+
+    Ok(())
+}
+
+/// Each series' levels at their dodged x, with the mean and 95% interval across trials.
+fn level_summaries(chart: &ScalingChart<'_>) -> Vec<Summary> {
+    chart
         .runs
         .iter()
         .map(|r| {
@@ -287,7 +340,16 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
                 .map(|l| (l.x * r.dodge, mean_ci95(&l.values)))
                 .collect()
         })
-        .collect();
+        .collect()
+}
+
+/// The fitted curve's points over the x-axis, and the y-axis top that holds the trials, the
+/// intervals and the curve, where neither may stretch it past [`FIT_HEADROOM`] x the data.
+fn fit_points_and_y_top(
+    chart: &ScalingChart<'_>,
+    x: &LogAxis,
+    summaries: &[Summary],
+) -> (Vec<(f64, f64)>, f64) {
     let data_max = chart
         .runs
         .iter()
@@ -312,7 +374,11 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
             .chain(std::iter::once(data_max))
             .chain(fit_points.iter().map(|(_, y)| y.min(cap))),
     );
+    (fit_points, y_top)
+}
 
+/// The legend: each series' trials and means, then the planner's curve or why it has none.
+fn legend_entries(chart: &ScalingChart<'_>, dense: bool) -> Vec<LegendEntry> {
     let mut legend = Vec::new();
     for run in &chart.runs {
         legend.push(LegendEntry::new(
@@ -326,18 +392,6 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
             run.color,
         ));
     }
-    // The fit's own range: the levels of the run it was fitted to (the last series).
-    let fitted_range = chart.runs.last().and_then(|r| {
-        let xs: Vec<f64> = r
-            .levels
-            .iter()
-            .filter(|l| !l.values.is_empty())
-            .map(|l| l.x)
-            .collect();
-        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (lo <= hi).then_some((lo, hi))
-    });
     match &chart.fit {
         Fit::Curve(c) => {
             let to = chart.runs.last().map_or("this run", |r| r.label);
@@ -369,37 +423,33 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         Fit::Refused(why) => legend.push(LegendEntry::new(why.clone(), Mark::Crossed, GREEN)),
         Fit::None => {}
     }
-    let notes = style::fold_notes(chart.notes.clone());
-    let area = style::draw_frame(
-        root,
-        &style::Frame {
-            title: &chart.title,
-            legend: &legend,
-            notes: &notes,
-            footer_left: &chart.footer.left,
-            footer_right: &chart.footer.right,
-        },
-    )?;
+    legend
+}
 
-    let mut cc = ChartBuilder::on(&area)
-        .margin_left(24)
-        .margin_right(40)
-        .margin_top(6)
-        .margin_bottom(6)
-        .x_label_area_size(56)
-        .y_label_area_size(90)
-        .build_cartesian_2d(x.clone(), 0f64..y_top)?;
-    style::mesh(&mut cc.configure_mesh(), 2)
-        .x_desc(chart.kind.axis_caption())
-        .y_desc(chart.y_desc)
-        .x_labels(12)
-        .y_labels(8)
-        .x_label_formatter(&|v| fmt_num(*v))
-        .y_label_formatter(&|v| fmt_num(*v))
-        .draw()?;
+/// The fit's own range: the levels of the run it was fitted to (the last series).
+fn fitted_range(chart: &ScalingChart<'_>) -> Option<(f64, f64)> {
+    chart.runs.last().and_then(|r| {
+        let xs: Vec<f64> = r
+            .levels
+            .iter()
+            .filter(|l| !l.values.is_empty())
+            .map(|l| l.x)
+            .collect();
+        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo <= hi).then_some((lo, hi))
+    })
+}
 
-    // The fitted curve, clipped to the plotting area (plotters does not clip): solid over the
-    // levels it was fitted to, dashed beyond them, where it is a guess.
+/// The fitted curve cut into pieces to draw, each marked solid (over the levels it was fitted
+/// to) or dashed (beyond them, where it is a guess), clipped to the plotting area (plotters
+/// does not clip).
+fn fit_pieces(
+    fit_points: Vec<(f64, f64)>,
+    fitted_range: Option<(f64, f64)>,
+    x: &LogAxis,
+    y_top: f64,
+) -> Vec<(bool, Vec<(f64, f64)>)> {
     let inside =
         |cx: f64| fitted_range.is_some_and(|(lo, hi)| cx >= lo * 0.999 && cx <= hi * 1.001);
     let mut segment: Vec<(f64, f64)> = Vec::new();
@@ -425,70 +475,72 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
     if !segment.is_empty() {
         pieces.push((segment_inside, segment));
     }
-    for (solid, piece) in pieces {
-        if solid {
-            cc.draw_series(LineSeries::new(piece, GREEN.stroke_width(2)))?;
-        } else {
-            cc.draw_series(DashedLineSeries::new(piece, 8, 6, GREEN.stroke_width(2)))?;
-        }
-    }
+    pieces
+}
+
+/// One series: its trials as dots, its intervals (a band when the levels are too many for
+/// bars), and its means joined by a line.
+fn draw_sweep(
+    cc: &mut ChartContext<'_, BitMapBackend<'_>, Cartesian2d<LogAxis, RangedCoordf64>>,
+    run: &Sweep<'_>,
+    summary: &Summary,
+    dense: bool,
+    y_top: f64,
+) -> Result<()> {
     let clamp = |v: f64| v.clamp(0.0, y_top);
     let (dot_r, mean_r, cap_w, line_w) = if dense { (2, 2, 0, 1) } else { (3, 5, 5, 2) };
-    for (run, summary) in chart.runs.iter().zip(&summaries) {
-        let c = run.color;
-        // Trials.
-        cc.draw_series(run.levels.iter().flat_map(|l| {
-            let cx = l.x * run.dodge;
-            l.values
-                .iter()
-                .map(move |v| Circle::new((cx, *v), dot_r, c.mix(0.45).filled()))
-        }))?;
-        // Intervals: a band when the levels are too many for bars.
-        let bar = c.stroke_width(2);
-        if dense {
-            let mut upper: Vec<(f64, f64)> = Vec::new();
-            let mut lower: Vec<(f64, f64)> = Vec::new();
-            for (cx, m) in summary {
-                if let Some((lo, hi)) = m.and_then(|m| m.ci) {
-                    upper.push((*cx, clamp(hi)));
-                    lower.push((*cx, clamp(lo)));
-                }
-            }
-            upper.sort_by(|a, b| a.0.total_cmp(&b.0));
-            lower.sort_by(|a, b| b.0.total_cmp(&a.0));
-            upper.extend(lower);
-            if upper.len() > 2 {
-                cc.draw_series(std::iter::once(Polygon::new(upper, c.mix(0.2).filled())))?;
-            }
-        }
-        for (cx, m) in summary.iter().filter(|_| !dense) {
-            let Some((lo, hi)) = m.and_then(|m| m.ci) else {
-                continue;
-            };
-            let (lo, hi) = (clamp(lo), clamp(hi));
-            cc.draw_series(std::iter::once(PathElement::new(
-                vec![(*cx, lo), (*cx, hi)],
-                bar,
-            )))?;
-            if cap_w > 0 {
-                for y in [lo, hi] {
-                    cc.draw_series(std::iter::once(
-                        EmptyElement::at((*cx, y))
-                            + PathElement::new(vec![(-cap_w, 0), (cap_w, 0)], bar),
-                    ))?;
-                }
-            }
-        }
-        // Means, joined where consecutive levels both have one.
-        let means: Vec<(f64, f64)> = summary
+    let c = run.color;
+    // Trials.
+    cc.draw_series(run.levels.iter().flat_map(|l| {
+        let cx = l.x * run.dodge;
+        l.values
             .iter()
-            .filter_map(|(cx, m)| m.map(|m| (*cx, clamp(m.mean))))
-            .collect();
-        let mut sorted = means.clone();
-        sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-        cc.draw_series(LineSeries::new(sorted, c.stroke_width(line_w)))?;
-        cc.draw_series(means.iter().map(|p| Circle::new(*p, mean_r, c.filled())))?;
+            .map(move |v| Circle::new((cx, *v), dot_r, c.mix(0.45).filled()))
+    }))?;
+    // Intervals: a band when the levels are too many for bars.
+    let bar = c.stroke_width(2);
+    if dense {
+        let mut upper: Vec<(f64, f64)> = Vec::new();
+        let mut lower: Vec<(f64, f64)> = Vec::new();
+        for (cx, m) in summary {
+            if let Some((lo, hi)) = m.and_then(|m| m.ci) {
+                upper.push((*cx, clamp(hi)));
+                lower.push((*cx, clamp(lo)));
+            }
+        }
+        upper.sort_by(|a, b| a.0.total_cmp(&b.0));
+        lower.sort_by(|a, b| b.0.total_cmp(&a.0));
+        upper.extend(lower);
+        if upper.len() > 2 {
+            cc.draw_series(std::iter::once(Polygon::new(upper, c.mix(0.2).filled())))?;
+        }
     }
-
+    for (cx, m) in summary.iter().filter(|_| !dense) {
+        let Some((lo, hi)) = m.and_then(|m| m.ci) else {
+            continue;
+        };
+        let (lo, hi) = (clamp(lo), clamp(hi));
+        cc.draw_series(std::iter::once(PathElement::new(
+            vec![(*cx, lo), (*cx, hi)],
+            bar,
+        )))?;
+        if cap_w > 0 {
+            for y in [lo, hi] {
+                cc.draw_series(std::iter::once(
+                    EmptyElement::at((*cx, y))
+                        + PathElement::new(vec![(-cap_w, 0), (cap_w, 0)], bar),
+                ))?;
+            }
+        }
+    }
+    // Means, joined where consecutive levels both have one.
+    let means: Vec<(f64, f64)> = summary
+        .iter()
+        .filter_map(|(cx, m)| m.map(|m| (*cx, clamp(m.mean))))
+        .collect();
+    let mut sorted = means.clone();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    cc.draw_series(LineSeries::new(sorted, c.stroke_width(line_w)))?;
+    cc.draw_series(means.iter().map(|p| Circle::new(*p, mean_r, c.filled())))?;
     Ok(())
 }

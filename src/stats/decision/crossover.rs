@@ -170,108 +170,24 @@ pub fn crossover_level(
     guard: f64,
 ) -> LevelTest {
     let calibration = calibration.filter(|c| c.usable());
-    // Per block: usable values, then the outlier rule within the block (as for one session).
-    let mut kept: Vec<(Vec<f64>, Vec<f64>, f64)> = Vec::new();
-    let (mut ignored_b, mut ignored_h, mut dropped_b, mut dropped_h) = (0, 0, 0, 0);
-    for b in blocks {
-        let t = trimmed_block(&b.base, &b.head);
-        let (bk, hk) = (t.base, t.head);
-        ignored_b += t.ignored.0;
-        ignored_h += t.ignored.1;
-        dropped_b += t.dropped.0;
-        dropped_h += t.dropped.1;
-        if !bk.is_empty() && !hk.is_empty() {
-            let o = if b.head_slot == 1 { 1.0 } else { -1.0 };
-            kept.push((bk, hk, o));
-        }
-    }
-    let diffs: Vec<f64> = kept.iter().map(|(b, h, _)| mean(h) - mean(b)).collect();
-    let orient: Vec<f64> = kept.iter().map(|k| k.2).collect();
-    let big_b = kept.len();
-    let n_plus = orient.iter().filter(|&&o| o > 0.0).count();
-    let n_minus = big_b - n_plus;
-    let both = n_plus > 0 && n_minus > 0;
-    let mean_of = |sign: f64| -> f64 {
-        let v: Vec<f64> = (diffs.iter().zip(&orient))
-            .filter(|(_, &o)| o == sign)
-            .map(|(&d, _)| d)
-            .collect();
-        mean(&v)
-    };
-    let (m_plus, m_minus) = (mean_of(1.0), mean_of(-1.0));
-    let d = match (big_b, both, calibration) {
-        (0, _, _) => None,
-        (_, true, _) => Some(0.5 * (m_plus + m_minus)),
-        // One orientation: the calibration's slot effect is taken out, else it stays in.
-        (_, false, Some(c)) => {
-            let o = orient[0];
-            Some(mean(&diffs) - o * c.bias)
-        }
-        (_, false, None) => Some(mean(&diffs)),
-    };
-    let mut lv = LevelTest::new(Design::Relative, d);
-    lv.sessions_base = big_b;
-    lv.sessions_head = big_b;
-    lv.n_base = kept.iter().map(|k| k.0.len()).sum();
-    lv.n_head = kept.iter().map(|k| k.1.len()).sum();
-    lv.dropped_base = dropped_b;
-    lv.dropped_head = dropped_h;
-    lv.ignored_base = ignored_b;
-    lv.ignored_head = ignored_h;
-    let cells: Vec<&Vec<f64>> = kept.iter().flat_map(|k| [&k.0, &k.1]).collect();
+    let kept = Kept::of(blocks);
+    let o = Orientations::of(&kept.blocks);
+    let d = o.estimate(calibration);
+    let mut lv = kept.counted(LevelTest::new(Design::Relative, d));
+    let cells: Vec<&Vec<f64>> = kept.blocks.iter().flat_map(|k| [&k.0, &k.1]).collect();
     let (s2w, dfw) = pooled_within(&cells);
     lv.sigma_w = (dfw > 0).then(|| s2w.sqrt());
-    let mut info = CrossoverInfo {
-        blocks: big_b,
-        head_on_slot1: n_plus,
-        head_on_slot0: n_minus,
-        slot_effect: None,
-        slot_effect_from: None,
-        start_spread: None,
-        start_spread_df: 0.0,
-        calibrated: calibration.is_some(),
-        starts_covered: false,
-        calibration_spread: calibration.map(|c| c.start_variance().0.sqrt()),
-        calibration_blocks: calibration.map(|c| c.blocks),
-        own_spread: None,
-        calibration_disagreed: false,
-    };
-    if both {
-        info.slot_effect = finite(0.5 * (m_plus - m_minus));
-        info.slot_effect_from = Some("blocks".into());
-    } else if let Some(c) = calibration {
-        info.slot_effect = Some(c.bias);
-        info.slot_effect_from = Some("calibration".into());
-    }
+    let mut info = o.info(calibration);
     if d.is_none() {
         lv.crossover = Some(info);
         return lv.finish(guard);
     }
     // The within-noise variance of one block's difference, on average over the blocks.
-    let inv_n = |k: &(Vec<f64>, Vec<f64>, f64)| 1.0 / k.0.len() as f64 + 1.0 / k.1.len() as f64;
-    let mean_inv_n = kept.iter().map(inv_n).sum::<f64>() / big_b as f64;
+    let inv_n = |k: &KeptBlock| 1.0 / k.0.len() as f64 + 1.0 / k.1.len() as f64;
+    let mean_inv_n = kept.blocks.iter().map(inv_n).sum::<f64>() / o.blocks() as f64;
     let within = if dfw > 0 { s2w * mean_inv_n } else { f64::NAN };
-    // How a block's variance maps to delta-hat's: (1/n+ + 1/n-)/4 with both orientations
-    // (the mean of two orientation means), 1/B with one.
-    let factor = if both {
-        0.25 * (1.0 / n_plus as f64 + 1.0 / n_minus as f64)
-    } else {
-        1.0 / big_b as f64
-    };
-    // The run's own blocks: spread about their orientation's mean.
-    let (ss, df_own) = if both {
-        let ss: f64 = (diffs.iter().zip(&orient))
-            .map(|(&x, &o)| {
-                let m = if o > 0.0 { m_plus } else { m_minus };
-                (x - m) * (x - m)
-            })
-            .sum();
-        (ss, big_b as f64 - 2.0)
-    } else {
-        let m = mean(&diffs);
-        let ss: f64 = diffs.iter().map(|x| (x - m) * (x - m)).sum();
-        (ss, big_b as f64 - 1.0)
-    };
+    let factor = o.factor();
+    let (ss, df_own) = o.own_sum_of_squares();
     if df_own > 0.0 && within.is_finite() {
         info.own_spread = finite((ss / df_own - within).max(0.0).sqrt());
     }
@@ -286,50 +202,18 @@ pub fn crossover_level(
         agrees
     });
     info.calibrated = calibration.is_some();
-    // Weighted by no more degrees of freedom than the run's own blocks have to check it
-    // with: two blocks' worth of agreement cannot vouch for forty blocks of a quieter night
-    // (pooled at full weight, a calibration at 0-1% failed unchanged runs spreading 2-3% in
-    // 2.5-5.9% of jobs, benches/gate_crossover.rs table 7). A run with no degrees of freedom
-    // of its own (one block, or one each way round) takes it unchecked: that is what a
-    // calibration is for, and the verdict says so.
-    let (cal_ss, df_cal) = match calibration {
-        Some(c) if within.is_finite() => {
-            let (start, df) = c.start_variance();
-            let weight = if df_own > 0.0 { df.min(df_own) } else { df };
-            ((start + within) * weight, weight)
-        }
-        _ => (0.0, 0.0),
+    let (cal_ss, df_cal) = calibration_share(calibration, within, df_own);
+    let spread = BlockSpread {
+        ss,
+        cal_ss,
+        df_block: df_own + df_cal,
+        within,
     };
-    let df_block = df_own + df_cal;
     // One orientation is estimable only with a calibration's slot effect taken out (and its
     // spread agreeing with the run's): else the slot effect stays in the estimate, whatever
     // the number of blocks (a level that lost one orientation's trials).
-    if df_block > 0.0 && (both || calibration.is_some()) {
-        // A block's difference varies at least as much as its trials' noise says: with few
-        // blocks their own spread can come out far below it by chance (4 blocks of a real
-        // llama-server on a busy machine: 1.6% against 4.5%), so the within-block noise is
-        // a floor. Only ever wider; the t quantile keeps the blocks' df.
-        let block_var =
-            ((ss + cal_ss) / df_block).max(if within.is_finite() { within } else { 0.0 });
-        info.starts_covered = both || calibration.is_some();
-        if within.is_finite() {
-            info.start_spread = finite((block_var - within).max(0.0).sqrt());
-            info.start_spread_df = df_block;
-        }
-        let main = block_var * factor;
-        // With one orientation the calibration's bias was subtracted: its own error adds.
-        let bias_var = match (both, calibration) {
-            (false, Some(c)) => c.variance / c.blocks as f64,
-            _ => 0.0,
-        };
-        let se2 = main + bias_var;
-        let df = if bias_var > 0.0 && se2 > 0.0 {
-            let df_bias = calibration.map_or(1.0, |c| c.blocks as f64 - 1.0);
-            se2 * se2 / (main * main / df_block + bias_var * bias_var / df_bias)
-        } else {
-            df_block
-        };
-        lv.set_main(se2.sqrt(), df);
+    if spread.df_block > 0.0 && (o.both || calibration.is_some()) {
+        set_main_test(&mut lv, &mut info, &spread, &o, calibration);
     }
     // Too few blocks and no calibration: the start spread (and, with one orientation, the
     // slot effect) is unknown, so the main test is not estimable: only the guard can fail
@@ -341,6 +225,245 @@ pub fn crossover_level(
     }
     lv.crossover = Some(info);
     lv.finish(guard)
+}
+
+/// A block kept for the comparison: its arms after trimming, and its orientation (+1: the
+/// head ran on slot 1, -1: on slot 0).
+type KeptBlock = (Vec<f64>, Vec<f64>, f64);
+
+/// The blocks a level compares, and what trimming set aside on the way.
+struct Kept {
+    blocks: Vec<KeptBlock>,
+    /// Non-finite values and outliers set aside over all blocks, (base, head).
+    ignored: (usize, usize),
+    dropped: (usize, usize),
+}
+
+impl Kept {
+    /// Per block: usable values, then the outlier rule within the block (as for one
+    /// session); a block left with an empty arm is not kept.
+    fn of(blocks: &[Block]) -> Kept {
+        let mut kept: Vec<KeptBlock> = Vec::new();
+        let (mut ignored_b, mut ignored_h, mut dropped_b, mut dropped_h) = (0, 0, 0, 0);
+        for b in blocks {
+            let t = trimmed_block(&b.base, &b.head);
+            let (bk, hk) = (t.base, t.head);
+            ignored_b += t.ignored.0;
+            ignored_h += t.ignored.1;
+            dropped_b += t.dropped.0;
+            dropped_h += t.dropped.1;
+            if !bk.is_empty() && !hk.is_empty() {
+                let o = if b.head_slot == 1 { 1.0 } else { -1.0 };
+                kept.push((bk, hk, o));
+            }
+        }
+        Kept {
+            blocks: kept,
+            ignored: (ignored_b, ignored_h),
+            dropped: (dropped_b, dropped_h),
+        }
+    }
+
+    /// The test with what it counted: blocks as sessions, trials, and what was set aside.
+    fn counted(&self, mut lv: LevelTest) -> LevelTest {
+        let big_b = self.blocks.len();
+        lv.sessions_base = big_b;
+        lv.sessions_head = big_b;
+        lv.n_base = self.blocks.iter().map(|k| k.0.len()).sum();
+        lv.n_head = self.blocks.iter().map(|k| k.1.len()).sum();
+        lv.dropped_base = self.dropped.0;
+        lv.dropped_head = self.dropped.1;
+        lv.ignored_base = self.ignored.0;
+        lv.ignored_head = self.ignored.1;
+        lv
+    }
+}
+
+/// The kept blocks' differences D_b (mean ln head - mean ln base) by orientation.
+struct Orientations {
+    diffs: Vec<f64>,
+    orient: Vec<f64>,
+    /// Blocks with the head on slot 1 and on slot 0, and whether both ran.
+    n_plus: usize,
+    n_minus: usize,
+    both: bool,
+    /// The mean difference of each orientation.
+    m_plus: f64,
+    m_minus: f64,
+}
+
+impl Orientations {
+    fn of(kept: &[KeptBlock]) -> Orientations {
+        let diffs: Vec<f64> = kept.iter().map(|(b, h, _)| mean(h) - mean(b)).collect();
+        let orient: Vec<f64> = kept.iter().map(|k| k.2).collect();
+        let n_plus = orient.iter().filter(|&&o| o > 0.0).count();
+        let n_minus = kept.len() - n_plus;
+        let mean_of = |sign: f64| -> f64 {
+            let v: Vec<f64> = (diffs.iter().zip(&orient))
+                .filter(|(_, &o)| o == sign)
+                .map(|(&d, _)| d)
+                .collect();
+            mean(&v)
+        };
+        let (m_plus, m_minus) = (mean_of(1.0), mean_of(-1.0));
+        Orientations {
+            diffs,
+            orient,
+            n_plus,
+            n_minus,
+            both: n_plus > 0 && n_minus > 0,
+            m_plus,
+            m_minus,
+        }
+    }
+
+    /// B, the blocks kept.
+    fn blocks(&self) -> usize {
+        self.diffs.len()
+    }
+
+    /// delta-hat: the mean of the two orientations' means, free of the slot effect; with one
+    /// orientation, the calibration's slot effect is taken out, else it stays in.
+    fn estimate(&self, calibration: Option<&SlotCalibration>) -> Option<f64> {
+        match (self.blocks(), self.both, calibration) {
+            (0, _, _) => None,
+            (_, true, _) => Some(0.5 * (self.m_plus + self.m_minus)),
+            (_, false, Some(c)) => {
+                let o = self.orient[0];
+                Some(mean(&self.diffs) - o * c.bias)
+            }
+            (_, false, None) => Some(mean(&self.diffs)),
+        }
+    }
+
+    /// How a block's variance maps to delta-hat's: (1/n+ + 1/n-)/4 with both orientations
+    /// (the mean of two orientation means), 1/B with one.
+    fn factor(&self) -> f64 {
+        if self.both {
+            0.25 * (1.0 / self.n_plus as f64 + 1.0 / self.n_minus as f64)
+        } else {
+            1.0 / self.blocks() as f64
+        }
+    }
+
+    /// The run's own blocks: their sum of squares about their orientation's mean, and its df.
+    fn own_sum_of_squares(&self) -> (f64, f64) {
+        let big_b = self.blocks();
+        if self.both {
+            let ss: f64 = (self.diffs.iter().zip(&self.orient))
+                .map(|(&x, &o)| {
+                    let m = if o > 0.0 { self.m_plus } else { self.m_minus };
+                    (x - m) * (x - m)
+                })
+                .sum();
+            (ss, big_b as f64 - 2.0)
+        } else {
+            let m = mean(&self.diffs);
+            let ss: f64 = self.diffs.iter().map(|x| (x - m) * (x - m)).sum();
+            (ss, big_b as f64 - 1.0)
+        }
+    }
+
+    /// What the blocks said of the servers before any spread is estimated: the counts and
+    /// the slot effect (this run's with both orientations, else the calibration's).
+    fn info(&self, calibration: Option<&SlotCalibration>) -> CrossoverInfo {
+        let mut info = CrossoverInfo {
+            blocks: self.blocks(),
+            head_on_slot1: self.n_plus,
+            head_on_slot0: self.n_minus,
+            slot_effect: None,
+            slot_effect_from: None,
+            start_spread: None,
+            start_spread_df: 0.0,
+            calibrated: calibration.is_some(),
+            starts_covered: false,
+            calibration_spread: calibration.map(|c| c.start_variance().0.sqrt()),
+            calibration_blocks: calibration.map(|c| c.blocks),
+            own_spread: None,
+            calibration_disagreed: false,
+        };
+        if self.both {
+            info.slot_effect = finite(0.5 * (self.m_plus - self.m_minus));
+            info.slot_effect_from = Some("blocks".into());
+        } else if let Some(c) = calibration {
+            info.slot_effect = Some(c.bias);
+            info.slot_effect_from = Some("calibration".into());
+        }
+        info
+    }
+}
+
+/// The calibration's share of the block variance: its sum of squares and degrees of
+/// freedom, weighted by no more degrees of freedom than the run's own blocks have to check
+/// it with: two blocks' worth of agreement cannot vouch for forty blocks of a quieter night
+/// (pooled at full weight, a calibration at 0-1% failed unchanged runs spreading 2-3% in
+/// 2.5-5.9% of jobs, benches/gate_crossover.rs table 7). A run with no degrees of freedom
+/// of its own (one block, or one each way round) takes it unchecked: that is what a
+/// calibration is for, and the verdict says so.
+fn calibration_share(
+    calibration: Option<&SlotCalibration>,
+    within: f64,
+    df_own: f64,
+) -> (f64, f64) {
+    match calibration {
+        Some(c) if within.is_finite() => {
+            let (start, df) = c.start_variance();
+            let weight = if df_own > 0.0 { df.min(df_own) } else { df };
+            ((start + within) * weight, weight)
+        }
+        _ => (0.0, 0.0),
+    }
+}
+
+/// What a block's difference varies by: the run's own blocks' sum of squares `ss`, the
+/// calibration's share `cal_ss`, their degrees of freedom together, and the within-block
+/// noise (NaN where unknown).
+struct BlockSpread {
+    ss: f64,
+    cal_ss: f64,
+    df_block: f64,
+    within: f64,
+}
+
+/// The main test from the blocks' spread (and the calibration's, pooled), with the start
+/// spread it covers said in `info`.
+fn set_main_test(
+    lv: &mut LevelTest,
+    info: &mut CrossoverInfo,
+    spread: &BlockSpread,
+    o: &Orientations,
+    calibration: Option<&SlotCalibration>,
+) {
+    let BlockSpread {
+        ss,
+        cal_ss,
+        df_block,
+        within,
+    } = *spread;
+    // A block's difference varies at least as much as its trials' noise says: with few
+    // blocks their own spread can come out far below it by chance (4 blocks of a real
+    // llama-server on a busy machine: 1.6% against 4.5%), so the within-block noise is
+    // a floor. Only ever wider; the t quantile keeps the blocks' df.
+    let block_var = ((ss + cal_ss) / df_block).max(if within.is_finite() { within } else { 0.0 });
+    info.starts_covered = o.both || calibration.is_some();
+    if within.is_finite() {
+        info.start_spread = finite((block_var - within).max(0.0).sqrt());
+        info.start_spread_df = df_block;
+    }
+    let main = block_var * o.factor();
+    // With one orientation the calibration's bias was subtracted: its own error adds.
+    let bias_var = match (o.both, calibration) {
+        (false, Some(c)) => c.variance / c.blocks as f64,
+        _ => 0.0,
+    };
+    let se2 = main + bias_var;
+    let df = if bias_var > 0.0 && se2 > 0.0 {
+        let df_bias = calibration.map_or(1.0, |c| c.blocks as f64 - 1.0);
+        se2 * se2 / (main * main / df_block + bias_var * bias_var / df_bias)
+    } else {
+        df_block
+    };
+    lv.set_main(se2.sqrt(), df);
 }
 
 /// One-sided p of an F test that a run's block variance `own` (df `df_own`) is no larger
