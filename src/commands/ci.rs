@@ -331,10 +331,12 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     verdict.warnings = warnings;
     let files = VerdictFiles {
         json: Some(args.out.join(VERDICT_JSON)),
-        junit: Some(args.out.join(JUNIT_XML)),
         markdown: Some(args.out.join(VERDICT_MD)),
     };
     publish_verdict(&verdict, &files, &charts)?;
+    // JUnit as every export is written: through the registry.
+    let junit = crate::report::export::by_flag("junit").context("the JUnit export")?;
+    crate::report::export::write_one(junit, &args.out.join(JUNIT_XML), result, Some(&verdict))?;
     github::append_step_summary(&footer(result, &args.out))?;
     println!("files: {}", args.out.display());
     // A signal while the gate decided or the charts were drawn: the files are whole (each
@@ -489,26 +491,8 @@ fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
         },
         |b| b.name.clone(),
     );
-    Verdict {
-        outcome: Outcome::NotComparable,
-        baseline_name: name.clone(),
-        profile_name: name,
-        baseline_ref: reference,
-        settings: baseline.map(|b| b.gate).unwrap_or_default(),
-        levels: Vec::new(),
-        worst_ratio: None,
-        warnings: vec![message.to_string()],
-        design: None,
-        drift: None,
-        settings_from: None,
-        overridden: Vec::new(),
-        changes: None,
-        arms: None,
-        history_need: None,
-        history_power: None,
-        client: None,
-        refusal: None,
-    }
+    let settings = baseline.map(|b| b.gate).unwrap_or_default();
+    Verdict::refused(&name, &name, reference, settings, message)
 }
 
 #[cfg(test)]

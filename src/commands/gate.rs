@@ -130,7 +130,6 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
     };
     let files = VerdictFiles {
         json: args.json.clone(),
-        junit: None, // --junit is an export (args.export)
         markdown: args.markdown.clone(),
     };
     publish_verdict(&verdict, &files, &charts)?;

@@ -16,7 +16,7 @@ use crate::record::RunResult;
 
 use super::markdown::run_report_markdown;
 use super::plots::{ratio_chart, write_run_plots};
-use super::{export, github, links, pr_comment, tables, verdict as text};
+use super::{github, links, pr_comment, tables, verdict as text};
 
 /// Writes the PNGs and `report.md` into `out`; returns every path written, the report last.
 /// `baseline` holds (concurrency, trial tok/s) pairs to draw beside the run, and
@@ -40,7 +40,6 @@ pub fn write_run_files(
 #[derive(Debug, Clone, Default)]
 pub struct VerdictFiles {
     pub json: Option<PathBuf>,
-    pub junit: Option<PathBuf>,
     /// `verdict.md`; `ratio.png` and `pr-comment.md` are written beside it.
     pub markdown: Option<PathBuf>,
 }
@@ -49,7 +48,7 @@ impl VerdictFiles {
     /// Whether one of the files is standard output (`-`): the console table and annotations
     /// then go to stderr, so that stdout holds that file alone.
     pub fn stdout_taken(&self) -> bool {
-        [&self.json, &self.junit, &self.markdown]
+        [&self.json, &self.markdown]
             .into_iter()
             .flatten()
             .any(|p| crate::fsutil::is_stdout(p))
@@ -111,9 +110,6 @@ pub fn publish_verdict(
     }
     if let Some(path) = &files.json {
         write_atomic(path, tables::verdict_json(verdict)?.as_bytes())?;
-    }
-    if let Some(path) = &files.junit {
-        write_atomic(path, export::junit::junit(verdict).as_bytes())?;
     }
     let charts = match &files.markdown {
         Some(md) => write_verdict_markdown(verdict, md, charts)?,
