@@ -6,6 +6,7 @@ mod bench;
 pub mod headroom;
 pub mod interrupt;
 pub mod openloop;
+mod order;
 pub mod progress;
 pub mod schedule_check;
 pub mod sweep;
