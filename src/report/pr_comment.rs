@@ -32,11 +32,12 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
     for line in verdict.refusal.iter().cloned().chain(verdict.notices()) {
         let _ = writeln!(out, "**{}**\n", crate::untrusted::inline_text(&line));
     }
+    out.push_str(&tables::markdown(tables::COMPACT, verdict));
+    let _ = writeln!(out);
+    // Below the table: the reader looks for the verdict and the ratios first.
     for line in super::verdict::slot_lines(verdict) {
         let _ = writeln!(out, "{line}\n");
     }
-    out.push_str(&tables::markdown(tables::COMPACT, verdict));
-    let _ = writeln!(out);
     out.push_str(&super::explain::markdown(verdict));
     out.push_str(&charts(verdict));
     if !verdict.warnings.is_empty() {
@@ -147,6 +148,30 @@ mod tests {
             None,
         );
         assert_eq!(odd.run_url, None);
+    }
+
+    /// In a relative run of one start per arm, the slots line is one line, below the table:
+    /// the reader looks for the verdict and the ratios first.
+    #[test]
+    fn the_slots_line_is_one_line_below_the_table() {
+        let mut v = mixed();
+        let (base, head) = ([100.0, 101.0, 99.0, 100.5], [91.0, 92.0, 90.5, 91.5]);
+        for l in &mut v.levels {
+            l.test = Some(crate::stats::decision::relative_level(
+                &base,
+                &head,
+                &[],
+                &[],
+                0.25,
+            ));
+        }
+        let body = pr_comment(&v, &[], &RunContext::default());
+        let slots = body.find("slots:").expect("a slots line");
+        let table = body.find("\n| ").expect("a table");
+        assert!(table < slots, "{body}");
+        let line = body[slots..].lines().next().unwrap();
+        assert_eq!(line, super::super::verdict::UNSWAPPED_SLOTS);
+        assert!(line.chars().count() <= 160, "{line}");
     }
 
     /// Golden: the comment body as posted. A change of format fails here (the Mermaid blocks

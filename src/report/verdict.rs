@@ -123,6 +123,11 @@ pub fn ruled_out(verdict: &Verdict) -> Option<String> {
     })
 }
 
+/// A relative run of one start per arm, in one line: what it cannot tell apart, and the way
+/// to cover it (README "Relative runs in blocks" says more).
+pub const UNSWAPPED_SLOTS: &str = "slots: one start per arm, so a GPU or start difference \
+     would read as a change (cover it: --base-server-command, or baseline calibrate)";
+
 /// What a relative verdict knows of slot and start effects, one line each: the slot effect
 /// and start spread the blocks measured (or the calibration gave), or plainly that they are
 /// not covered. Empty for history verdicts.
@@ -141,13 +146,7 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
         if tests.is_empty() {
             return Vec::new();
         }
-        return vec![
-            "slots: one server start per arm, so a difference between the two servers (a GPU, \
-             its clocks, a start) is not covered and would read as a change; let throughline \
-             start the servers (--server-command, --base-server-command: blocks with the slots \
-             swapped) or calibrate the slots on main (baseline calibrate)"
-                .into(),
-        ];
+        return vec![UNSWAPPED_SLOTS.into()];
     }
     [
         slot_effect_line(&blocks),

@@ -444,7 +444,14 @@ async fn start_servers<'a>(
     for (arm, command, i) in arms {
         let port = free_port()?;
         let line = render(command, port, &slot(i))?;
-        let label = format!("block {n} {arm} server (slot {i})");
+        let label = match setup.slots.len() {
+            // One slot: both arms share its GPUs, and the swap is of which starts first.
+            1 => format!(
+                "block {n} {arm} server (started {} on the one slot)",
+                if i == 0 { "first" } else { "second" }
+            ),
+            _ => format!("block {n} {arm} server (slot {i})"),
+        };
         let log = out.join(log_name(n, arm));
         let mut server = ManagedServer::start(&label, &line, port, &slot(i), &log)
             .await

@@ -194,6 +194,48 @@ fn a_slower_head_fails_in_blocks() {
     );
 }
 
+/// With one slot (`--slots 0`) both arms share its GPUs and the swap is of which starts
+/// first: the logs say so, not "slot 1 (GPUs 0)" (a slot that does not exist).
+#[test]
+fn one_slot_logs_say_which_start_not_a_second_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("one");
+    let sim = server(1.0);
+    let flags = ["--slots", "0", "--blocks", "2", "--max-blocks", "2"];
+    let o = run_bench_cli(
+        &p,
+        &out,
+        &[
+            &["--no-progress", "--no-plots", "--server-command", &sim],
+            &["--base-server-command", &sim][..],
+            &flags[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    for (log, said) in [
+        (
+            "block-1-base.log",
+            "block 1 base server (started first on the one slot)",
+        ),
+        (
+            "block-1-head.log",
+            "block 1 head server (started second on the one slot)",
+        ),
+        (
+            "block-2-head.log",
+            "block 2 head server (started first on the one slot)",
+        ),
+    ] {
+        let text = std::fs::read_to_string(out.join("servers").join(log)).unwrap();
+        let header = text.lines().next().unwrap();
+        assert!(header.contains(said), "{log}: {header}");
+        assert!(header.contains("GPUs 0 ({slot} = "), "{log}: {header}");
+        assert!(!header.contains("slot 1 (GPUs 0)"), "{log}: {header}");
+    }
+}
+
 #[test]
 fn a_server_that_dies_while_starting_is_named_with_its_log() {
     let dir = tempfile::tempdir().unwrap();

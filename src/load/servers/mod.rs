@@ -127,10 +127,10 @@ impl ManagedServer {
         let log_from = log.metadata().map(|m| m.len()).unwrap_or(0);
         writeln!(
             log,
-            "=== throughline: starting server {label} on port {port}, slot {} (GPUs {}), at \
-             {}: {}",
-            slot.index,
+            "=== throughline: starting server {label} on port {port}, GPUs {} ({{slot}} = {}), \
+             at {}: {}",
             slot.gpus,
+            slot.index,
             super::now_rfc3339(),
             redact(command)
         )
@@ -323,12 +323,11 @@ impl ManagedServer {
     fn failure(&mut self, what: &str) -> anyhow::Error {
         let tail = self.log_tail(TAIL_LINES);
         let text = format!(
-            "server {} (port {}, slot {}, GPUs {}) {what}, {} after it was started\n\
+            "server {} (port {}, GPUs {}) {what}, {} after it was started\n\
              command: sh -c {}\n\
              the last {TAIL_LINES} lines of its log {}:\n{tail}",
             self.label,
             self.port,
-            self.slot.index,
             self.slot.gpus,
             humantime::format_duration(Duration::from_millis(
                 self.started.elapsed().as_millis() as u64
