@@ -12,13 +12,30 @@ const PROFILE: &str = "[workload]\ninput_tokens = 4\nmax_tokens = 40\nignore_eos
     [sweep]\nconcurrency = [8]\nrequests_per_level = 64\nwarmup_requests = 8\ntrials = 3\n\
     [gate]\nmin_trials = 3\n";
 
+/// Trials of about 0.3 s (base) and 0.8 s (a head that runs 3 at once) at C = 8: shorter than
+/// the gauges' one-second interval, so the queue is seen only if the scrapes come quicker at
+/// a trial's start.
+const SHORT: &str = "[workload]\ninput_tokens = 4\nmax_tokens = 20\nignore_eos = true\n\
+    [sweep]\nconcurrency = [8]\nrequests_per_level = 24\nwarmup_requests = 8\ntrials = 3\n\
+    [gate]\nmin_trials = 3\n";
+
 /// Runs base and head in one job, gates the result; returns verdict.json and the console.
 fn relative(name: &str, base: &[&str], head: &[&str]) -> (serde_json::Value, String) {
+    relative_with(PROFILE, name, base, head)
+}
+
+/// As [`relative`], with the profile's text given.
+fn relative_with(
+    profile: &str,
+    name: &str,
+    base: &[&str],
+    head: &[&str],
+) -> (serde_json::Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let base = Sim::start(1, base);
     let head = Sim::start(1, head);
-    let profile = write_profile(d, name, &head.urls, PROFILE);
+    let profile = write_profile(d, name, &head.urls, profile);
     let out = d.join("run");
     let o = run_bench_cli(
         &profile,
@@ -93,6 +110,22 @@ fn a_lower_max_batch_reads_as_fewer_running_at_once() {
         &with(&["--max-running", "4"]),
         "fewer_run_at_once",
         "requests queue for a slot: fewer run at once",
+    );
+}
+
+/// The issue 37 walkthrough: `--max-running 3` on trials shorter than a second named only
+/// the TTFT change; the queue, its cause, went unseen between two idle scrapes.
+#[test]
+fn a_lower_max_batch_on_short_trials_still_names_the_queue() {
+    let (v, console) = relative_with(SHORT, "short", &FIXED, &with(&["--max-running", "3"]));
+    assert_eq!(
+        causes(&v).first().map(String::as_str),
+        Some("fewer_run_at_once"),
+        "{v:#}\n{console}"
+    );
+    assert!(
+        console.contains("requests queue for a slot: fewer run at once"),
+        "{console}"
     );
 }
 

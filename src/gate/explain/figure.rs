@@ -146,21 +146,29 @@ impl Figure {
 
 /// The mean of a gauge under load, per replica (endpoints averaged): the samples taken
 /// while the trial ran, without the first (scraped as it starts) and the last (as it ends),
-/// which read an idle server and would pull both arms towards zero.
+/// which read an idle server and would pull both arms towards zero. Each sample stands for
+/// the time around it (half the gap to each neighbour): the scrapes come quicker at a
+/// trial's start (load/telemetry `FIRST_GAPS`), and the start must not weigh more.
 fn gauge_mean(
     t: &TrialResult,
     pick: impl Fn(&crate::record::telemetry::Sample) -> Option<f64>,
 ) -> Option<f64> {
     let tel = t.telemetry.as_ref()?;
-    let values: Vec<f64> = (tel.endpoints.iter())
-        .flat_map(|e| {
-            let n = e.samples.len();
-            e.samples.iter().take(n.saturating_sub(1)).skip(1)
-        })
-        .filter_map(&pick)
-        .filter(|v| v.is_finite())
-        .collect();
-    (!values.is_empty()).then(|| mean(&values))
+    let mut weighed: Vec<(f64, f64)> = Vec::new();
+    for e in &tel.endpoints {
+        for w in e.samples.windows(3) {
+            let value = pick(&w[1]).filter(|v| v.is_finite());
+            if let Some(v) = value {
+                weighed.push((v, ((w[2].t - w[0].t) / 2.0).max(0.0)));
+            }
+        }
+    }
+    let time: f64 = weighed.iter().map(|(_, w)| w).sum();
+    if !(time > 0.0 && time.is_finite()) {
+        let values: Vec<f64> = weighed.iter().map(|(v, _)| *v).collect();
+        return (!values.is_empty()).then(|| mean(&values));
+    }
+    Some(weighed.iter().map(|(v, w)| v * w).sum::<f64>() / time)
 }
 
 /// Preemptions counted during the trial: each endpoint's counter, last minus first sample.
