@@ -40,6 +40,7 @@ pub fn write_run_files(
 #[derive(Debug, Clone, Default)]
 pub struct VerdictFiles {
     pub json: Option<PathBuf>,
+    /// JUnit XML, written through the export registry (report/export) like every export.
     pub junit: Option<PathBuf>,
     /// `verdict.md`; `ratio.png` and `pr-comment.md` are written beside it.
     pub markdown: Option<PathBuf>,
@@ -113,7 +114,7 @@ pub fn publish_verdict(
         write_atomic(path, tables::verdict_json(verdict)?.as_bytes())?;
     }
     if let Some(path) = &files.junit {
-        write_atomic(path, export::junit::junit(verdict).as_bytes())?;
+        export::write_verdict_export(&export::junit::Junit, path, verdict)?;
     }
     let charts = match &files.markdown {
         Some(md) => write_verdict_markdown(verdict, md, charts)?,

@@ -34,6 +34,9 @@ impl Exporter for Junit {
         let verdict = verdict.context("JUnit XML is made from a verdict; only `gate` has one")?;
         Ok(junit(verdict).into_bytes())
     }
+    fn render_verdict(&self, verdict: &Verdict) -> Option<Vec<u8>> {
+        Some(junit(verdict).into_bytes())
+    }
 }
 
 /// Text for an XML attribute or element: markup characters as entities, and control
@@ -48,7 +51,7 @@ fn escape(text: &str) -> String {
         .replace('\'', "&apos;")
 }
 
-pub fn junit(verdict: &Verdict) -> String {
+fn junit(verdict: &Verdict) -> String {
     let failures = verdict
         .levels
         .iter()

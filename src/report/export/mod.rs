@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::fsutil::write_atomic;
 use crate::gate::Verdict;
 use crate::record::{LevelResult, RunResult, TrialMetric, TrialResult};
-use crate::stats::mean_ci95;
+use crate::report::{level_interval, LevelInterval};
 
 pub mod bmf;
 pub mod csv;
@@ -55,6 +55,11 @@ pub trait Exporter: Sync {
     }
     /// The file's bytes.
     fn render(&self, run: &RunResult, verdict: Option<&Verdict>) -> Result<Vec<u8>>;
+    /// The file's bytes from a verdict alone, for a format that reads nothing of the run
+    /// (JUnit); None for the formats made from the run.
+    fn render_verdict(&self, _verdict: &Verdict) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Every format, in the order their flags are listed and their files written.
@@ -72,7 +77,8 @@ pub fn by_flag(flag: &str) -> Option<&'static dyn Exporter> {
 }
 
 /// Writes each asked-for export (format, file) atomically (a dashboard job never reads half
-/// a file), in the order asked; returns the files written.
+/// a file), in the order asked; returns the files written. The one way a run's export files
+/// are written: `bench` and `gate` ask for what their flags name.
 pub fn write_exports(
     asked: &[(&'static dyn Exporter, PathBuf)],
     run: &RunResult,
@@ -101,6 +107,20 @@ pub fn write_one(
         .render(run, verdict)
         .with_context(|| format!("{what}: cannot make the {}", exporter.name()))?;
     write_atomic(path, &bytes).with_context(|| format!("{what}: cannot write the file"))
+}
+
+/// Writes a verdict's export where no run is at hand (`publish_verdict`'s
+/// `VerdictFiles::junit`: `ci`'s `junit.xml`, beside `verdict.json`), through its format here
+/// like every export: made from the verdict alone, written atomically. An error from the
+/// write is the file's own (no flag names it there).
+pub fn write_verdict_export(exporter: &dyn Exporter, path: &Path, verdict: &Verdict) -> Result<()> {
+    let bytes = exporter.render_verdict(verdict).with_context(|| {
+        format!(
+            "the {} is made from a run, not a verdict alone",
+            exporter.name()
+        )
+    })?;
+    write_atomic(path, &bytes)
 }
 
 /// JSON as every JSON export writes it: pretty, with a final newline.
@@ -167,24 +187,13 @@ const FIGURES: [Figure; 6] = [
 ];
 
 /// The mean of one figure over a level's measuring trials and its 95% interval.
-struct Stat {
-    mean: f64,
-    ci: Option<(f64, f64)>,
-    n: usize,
-}
-
-fn stat(level: &LevelResult, figure: &Figure) -> Option<Stat> {
+fn stat(level: &LevelResult, figure: &Figure) -> Option<LevelInterval> {
     let values: Vec<f64> = (level.trials.iter())
         .filter(|t| t.succeeded > 0)
         .filter_map(figure.trial)
         .filter(|v| v.is_finite())
         .collect();
-    let m = mean_ci95(&values)?;
-    Some(Stat {
-        mean: m.mean,
-        ci: m.ci.filter(|(lo, hi)| lo.is_finite() && hi.is_finite()),
-        n: values.len(),
-    })
+    level_interval(&values)
 }
 
 /// The benchmark's name: the profile and the level, e.g. "chat-short C=16".
