@@ -48,7 +48,7 @@ fn escape(text: &str) -> String {
         .replace('\'', "&apos;")
 }
 
-pub fn junit(verdict: &Verdict) -> String {
+fn junit(verdict: &Verdict) -> String {
     let failures = verdict
         .levels
         .iter()

@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::fsutil::write_atomic;
 use crate::gate::Verdict;
 use crate::record::{LevelResult, RunResult, TrialMetric, TrialResult};
-use crate::stats::mean_ci95;
+use crate::report::{level_interval, LevelInterval};
 
 pub mod bmf;
 pub mod csv;
@@ -75,7 +75,8 @@ pub fn by_flag(flag: &str) -> Option<&'static dyn Exporter> {
 }
 
 /// Writes each asked-for export (format, file) atomically (a dashboard job never reads half
-/// a file), in the order asked; returns the files written.
+/// a file), in the order asked; returns the files written. The one way a run's export files
+/// are written: `bench` and `gate` ask for what their flags name.
 pub fn write_exports(
     asked: &[(&'static dyn Exporter, PathBuf)],
     run: &RunResult,
@@ -170,24 +171,13 @@ const FIGURES: [Figure; 6] = [
 ];
 
 /// The mean of one figure over a level's measuring trials and its 95% interval.
-struct Stat {
-    mean: f64,
-    ci: Option<(f64, f64)>,
-    n: usize,
-}
-
-fn stat(level: &LevelResult, figure: &Figure) -> Option<Stat> {
+fn stat(level: &LevelResult, figure: &Figure) -> Option<LevelInterval> {
     let values: Vec<f64> = (level.trials.iter())
         .filter(|t| t.measured())
         .filter_map(figure.trial)
         .filter(|v| v.is_finite())
         .collect();
-    let m = mean_ci95(&values)?;
-    Some(Stat {
-        mean: m.mean,
-        ci: m.ci.filter(|(lo, hi)| lo.is_finite() && hi.is_finite()),
-        n: values.len(),
-    })
+    level_interval(&values)
 }
 
 /// The benchmark's name: the profile and the level, e.g. "chat-short C=16".

@@ -26,7 +26,6 @@ use crate::fsutil::write_atomic;
 use crate::record::analysis::Scaling;
 use crate::record::{LevelResult, RunResult, TrialResult};
 use crate::stats::is_positive;
-pub(crate) use crate::stats::summary::{mean_ci95, MeanCi};
 use axis::LogTicks;
 
 pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries, UNKNOWN_INTERVAL};

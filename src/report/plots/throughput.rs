@@ -15,9 +15,10 @@ use plotters::prelude::*;
 
 use super::axis::{fmt_num, linear_top, LogAxis};
 use super::style::{self, LegendEntry, Mark, BLUE, GREEN, ORANGE};
-use super::{mean_ci95, render_png, samples, Footer, LevelSamples, Levels, Root};
+use super::{render_png, samples, Footer, LevelSamples, Levels, Root};
 use crate::record::analysis::{Scaling, ScalingCurve};
 use crate::record::RunResult;
+use crate::report::{level_interval, LevelInterval};
 use crate::stats::is_positive;
 
 /// Above this many levels, markers shrink and interval caps are left out.
@@ -270,7 +271,7 @@ fn single_trial_note(kind: Levels, levels: &[LevelSamples]) -> Option<String> {
 }
 
 /// Where a series' marks go on the chart: each level's x (dodged) with its mean and interval.
-type Summary = Vec<(f64, Option<super::MeanCi>)>;
+type Summary = Vec<(f64, Option<LevelInterval>)>;
 
 fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
     let n_levels = chart.runs.iter().map(|r| r.levels.len()).max().unwrap_or(0);
@@ -337,7 +338,7 @@ fn level_summaries(chart: &ScalingChart<'_>) -> Vec<Summary> {
         .map(|r| {
             r.levels
                 .iter()
-                .map(|l| (l.x * r.dodge, mean_ci95(&l.values)))
+                .map(|l| (l.x * r.dodge, level_interval(&l.values)))
                 .collect()
         })
         .collect()
