@@ -19,7 +19,7 @@ use crate::load::BenchSetup;
 use crate::plan::query::{answer, PlanQuery};
 use crate::profile::Profile;
 use crate::record::files::{LATENCY_PNG, PER_REQUEST_PNG, THROUGHPUT_PNG, VERDICT_MD};
-use crate::report::plan::{render_json, render_table, write_plan_files};
+use crate::report::plan::{render_brief, render_json, render_table, write_plan_files};
 use crate::report::run::{write_verdict_markdown, VerdictCharts};
 use crate::report::verdict;
 use crate::runner::BlocksSetup;
@@ -43,6 +43,11 @@ pub struct DemoArgs {
     /// Folder for the demo's files.
     #[arg(long, short = 'o', default_value = "throughline-results/demo")]
     pub out: PathBuf,
+    /// Print everything: each level's server note, the whole verdicts (as verdict.md has
+    /// them), the plan's table and notes, every block's trials. Without it the demo fits
+    /// one screen and the details are in its files.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 /// The simulator the demo measures: the `fast` preset with ~5 ms decode steps at batch 1,
@@ -79,13 +84,19 @@ pub async fn run(args: DemoArgs) -> Result<Exit> {
         (DEMO_HEAD_SLOWDOWN - 1.0) * 100.0,
         head.base_urls().join(", ")
     );
-    let outcome = run_against(&head.base_urls(), &base.base_urls(), &args.out).await;
+    let outcome = run_against(
+        &head.base_urls(),
+        &base.base_urls(),
+        &args.out,
+        args.verbose,
+    )
+    .await;
     head.shutdown().await;
     base.shutdown().await;
     outcome
 }
 
-async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exit> {
+async fn run_against(head: &[String], base: &[String], out: &Path, verbose: bool) -> Result<Exit> {
     let mut profile = Profile::parse(DEMO_PROFILE).context("the embedded demo profile")?;
     profile.target.endpoints = head.to_vec();
     let setup = BenchSetup {
@@ -95,7 +106,7 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
         show_progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         base_endpoints: base.to_vec(),
     };
-    let outcome = crate::runner::measure(setup).await?;
+    let outcome = crate::runner::measure::measure_with(setup, verbose).await?;
     let exit = crate::runner::conclude(&outcome, out);
     println!("{}", crate::report::console::closing_line(&outcome.result));
     if exit != Exit::Pass {
@@ -114,7 +125,7 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
     crate::runner::write_plots(&outcome.result, beside.as_deref(), out);
     match evaluate(&baseline, &outcome.result, &baseline.gate) {
         Ok(v) => {
-            print!("{}", verdict::console(&v));
+            print!("{}", shown(&v, verbose));
             // verdict.md links the charts just drawn; ratio.png and pr-comment.md go beside it.
             let pngs = [THROUGHPUT_PNG, PER_REQUEST_PNG, LATENCY_PNG].map(|p| out.join(p));
             let charts = VerdictCharts::of(&pngs, None);
@@ -143,16 +154,17 @@ async fn run_against(head: &[String], base: &[String], out: &Path) -> Result<Exi
     };
     // plan.json and capacity.png beside the run's files: the demo is a full set.
     let planned = answer(&question).and_then(|plan| {
-        print!(
-            "{}",
-            crate::untrusted::for_terminal_lines(&render_table(&plan))
-        );
+        let text = match verbose {
+            true => render_table(&plan),
+            false => render_brief(&plan),
+        };
+        print!("{}", crate::untrusted::for_terminal_lines(&text));
         write_plan_files(&plan, &render_json(&plan), out)
     });
     if let Err(e) = planned {
         println!("demo: plan not run: {e:#}");
     }
-    if let Err(e) = unchanged_in_blocks(&out.join(BLOCKS_DIR)).await {
+    if let Err(e) = unchanged_in_blocks(&out.join(BLOCKS_DIR), verbose).await {
         println!("demo: the run in blocks did not finish: {e:#}");
     }
     println!("\ndemo: files in {}", out.display());
@@ -166,7 +178,7 @@ pub const BLOCKS_DIR: &str = "unchanged-in-blocks";
 /// faster than slot 0 (as GPU 1 might be). throughline starts both servers itself (this
 /// binary's `serve-sim`, a process each), in 4 blocks with their slots swapped, and the gate
 /// names the slot effect, which cancels, and passes.
-async fn unchanged_in_blocks(out: &Path) -> Result<()> {
+async fn unchanged_in_blocks(out: &Path, verbose: bool) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find this program to start serve-sim")?;
     let quoted = crate::load::servers::shell_quoted(&exe.display().to_string());
     let server = format!(
@@ -191,7 +203,8 @@ async fn unchanged_in_blocks(out: &Path) -> Result<()> {
         base_endpoints: Vec::new(),
     };
     let timeout = std::time::Duration::from_secs(30);
-    let blocks = BlocksSetup::new(&server, Some(&server), "0;1", (Some(4), Some(4)), timeout)?;
+    let mut blocks = BlocksSetup::new(&server, Some(&server), "0;1", (Some(4), Some(4)), timeout)?;
+    blocks.print_table = verbose;
     let outcome = crate::runner::run_in_blocks(setup, &blocks, None).await?;
     let stopped = crate::load::run::interrupt::Interrupt::installed()
         .and_then(|i| i.error("the demo's servers are stopped"));
@@ -199,6 +212,15 @@ async fn unchanged_in_blocks(out: &Path) -> Result<()> {
         return Err(e);
     }
     let v = crate::gate::evaluate_relative(&outcome.result, &profile.gate)?;
-    print!("{}", verdict::console(&v));
+    print!("{}", shown(&v, verbose));
     Ok(())
+}
+
+/// A verdict as the demo shows it: whole with --verbose, else in a few lines (verdict.md
+/// has it whole).
+fn shown(v: &crate::gate::Verdict, verbose: bool) -> String {
+    match verbose {
+        true => verdict::console(v),
+        false => verdict::console_brief(v),
+    }
 }

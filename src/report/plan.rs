@@ -78,6 +78,28 @@ pub fn render_table(plan: &Plan) -> String {
     s
 }
 
+/// The plan in a few lines, for a screen that shows more than the plan (the demo): the job,
+/// the summary and the warnings; the node table and notes are in plan.json and in what
+/// `throughline plan` prints.
+pub fn render_brief(plan: &Plan) -> String {
+    let mut s = String::new();
+    write_job(&mut s, plan);
+    for line in &plan.summary {
+        let _ = writeln!(s, "  {line}");
+    }
+    for w in &plan.warnings {
+        let _ = writeln!(s, "  ! {w}");
+    }
+    if !plan.notes.is_empty() {
+        let _ = writeln!(
+            s,
+            "  ({} note(s) and the node table: plan.json, or `throughline plan`)",
+            plan.notes.len()
+        );
+    }
+    s
+}
+
 /// The first line (the job: tokens, completions, lengths) and the length distributions.
 fn write_job(s: &mut String, plan: &Plan) {
     let w = &plan.workload;

@@ -126,7 +126,7 @@ pub fn ruled_out(verdict: &Verdict) -> Option<String> {
 /// A relative run of one start per arm, in one line: what it cannot tell apart, and the way
 /// to cover it (README "Relative runs in blocks" says more).
 pub const UNSWAPPED_SLOTS: &str = "slots: one start per arm, so a GPU or start difference \
-     would read as a change (cover it: --base-server-command, or baseline calibrate)";
+     would read as a change (cover it: --server-command with --base-server-command, or baseline calibrate)";
 
 /// What a relative verdict knows of slot and start effects, one line each: the slot effect
 /// and start spread the blocks measured (or the calibration gave), or plainly that they are
@@ -456,6 +456,22 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
             false => super::console::short_warning(w, "verdict.md"),
         };
         let _ = writeln!(out, "warning: {said}");
+    }
+    let _ = writeln!(out, "{}", painted_headline(verdict, color));
+    if let Some(line) = closing_line(verdict) {
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// The verdict in a few lines, for a screen that shows more than the verdict (the demo): the
+/// compact table, what the slots say, the headline and the worst level. The whole verdict is
+/// in verdict.md.
+pub fn console_brief(verdict: &Verdict) -> String {
+    let color = use_color();
+    let mut out = tables::terminal(tables::COMPACT, verdict, color);
+    for line in slot_lines(verdict) {
+        let _ = writeln!(out, "{}", crate::untrusted::for_terminal(&line));
     }
     let _ = writeln!(out, "{}", painted_headline(verdict, color));
     if let Some(line) = closing_line(verdict) {

@@ -41,6 +41,8 @@ pub struct BlocksSetup {
     pub server_timeout: Duration,
     /// No block is added once this much time has passed.
     pub max_duration: Option<Duration>,
+    /// Print every block's trials together at the end (the demo leaves them to its files).
+    pub print_table: bool,
 }
 
 impl BlocksSetup {
@@ -70,6 +72,7 @@ impl BlocksSetup {
             plan: BlockPlan::new(blocks.0, blocks.1, base.is_some())?,
             server_timeout,
             max_duration: None,
+            print_table: true,
         })
     }
 
@@ -132,7 +135,9 @@ pub async fn run_in_blocks(
     }
     crate::load::write_results(&result, &out)?;
     join_journals(&runs, &out)?;
-    print_table(&result);
+    if setup.print_table {
+        print_table(&result);
+    }
     Ok(BenchOutcome {
         problems: Vec::new(),
         interrupted: stopped_by.map(|(sig, _, _)| sig),

@@ -46,8 +46,14 @@ pub fn check_base_endpoints(profile: &Profile, base: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Runs the sweep, printing each level's row as it finishes.
+/// Runs the sweep, printing each level's row as it finishes, with the server's note under it.
 pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
+    measure_with(setup, true).await
+}
+
+/// As [`measure`]; `notes`: print each level's server note (saturation, the client/server
+/// token cross-check) under its row.
+pub async fn measure_with(setup: BenchSetup, notes: bool) -> Result<BenchOutcome> {
     crate::locks::hold_output(&setup.out_dir)?;
     if let Some((kept, names)) = super::earlier::keep_earlier_run(&setup.out_dir)? {
         println!(
@@ -84,7 +90,7 @@ pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
             println!("{}", console::arm_heading(arm));
         }
         println!("{}", console::level_row(level));
-        if let Some(note) = console::server_note(level) {
+        if let Some(note) = console::server_note(level).filter(|_| notes) {
             println!("{}", crate::untrusted::for_terminal_lines(&note));
         }
     })

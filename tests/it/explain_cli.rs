@@ -12,12 +12,12 @@ const PROFILE: &str = "[workload]\ninput_tokens = 4\nmax_tokens = 40\nignore_eos
     [sweep]\nconcurrency = [8]\nrequests_per_level = 64\nwarmup_requests = 8\ntrials = 3\n\
     [gate]\nmin_trials = 3\n";
 
-/// Trials of about 0.3 s (base) and 0.8 s (a head that runs 3 at once) at C = 8: shorter than
+/// Five trials of about 0.3 s (base) and 0.8 s (a head that runs 3 at once) at C = 8: shorter than
 /// the gauges' one-second interval, so the queue is seen only if the scrapes come quicker at
 /// a trial's start.
 const SHORT: &str = "[workload]\ninput_tokens = 4\nmax_tokens = 20\nignore_eos = true\n\
-    [sweep]\nconcurrency = [8]\nrequests_per_level = 24\nwarmup_requests = 8\ntrials = 3\n\
-    [gate]\nmin_trials = 3\n";
+    [sweep]\nconcurrency = [8]\nrequests_per_level = 24\nwarmup_requests = 8\ntrials = 5\n\
+    [gate]\nmin_trials = 5\n";
 
 /// Runs base and head in one job, gates the result; returns verdict.json and the console.
 fn relative(name: &str, base: &[&str], head: &[&str]) -> (serde_json::Value, String) {

@@ -298,7 +298,14 @@ fn init_writes_only_its_own_keys_whatever_the_model_id_says() {
     let (hostile, table, written, out) = keys(vec![GATE_INJECTION.into(), "##[error]x".into()]);
     assert_eq!(hostile, plain, "only the keys init writes:\n{written}");
     assert_runs_nothing(&out);
-    assert!(!hostile.iter().any(|k| k.starts_with("gate")), "{written}");
+    // init writes the [gate] section with every setting commented: no setting is set, by
+    // init or by a model id that tries to close its string and write one.
+    assert!(!hostile.iter().any(|k| k.starts_with("gate.")), "{written}");
+    assert_eq!(
+        table["gate"].as_table().map(|t| t.len()),
+        Some(0),
+        "{written}"
+    );
     // The model is the id as the server said it, in a TOML string.
     assert_eq!(table["target"]["model"].as_str(), Some(GATE_INJECTION));
     assert!(
