@@ -8,6 +8,7 @@ pub mod interrupt;
 pub mod openloop;
 pub mod progress;
 pub mod schedule_check;
+mod slots;
 pub mod sweep;
 pub mod trial;
 
