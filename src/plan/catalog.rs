@@ -173,110 +173,10 @@ impl Catalog {
                     node.name
                 )
             };
-            if node.name.trim().is_empty() {
-                return Err(fail("name", "must not be empty".into()));
-            }
-            if nodes.iter().any(|n| n.name == node.name) {
-                return Err(fail("name", "another node has this name".into()));
-            }
-            if facts.gpu(&node.gpu).is_none() {
-                return Err(fail(
-                    "gpu",
-                    format!(
-                        "unknown GPU {:?}; known: {}",
-                        node.gpu,
-                        facts.gpu_names().join(", ")
-                    ),
-                ));
-            }
-            if node.gpus_per_node == 0 {
-                return Err(fail("gpus_per_node", "must be at least 1".into()));
-            }
-            if node.gpus_per_node > MAX_GPUS_PER_NODE {
-                return Err(fail(
-                    "gpus_per_node",
-                    format!(
-                        "{} is more than a node holds (at most {MAX_GPUS_PER_NODE}); a node is \
-                         one machine, the plan gives how many of them",
-                        node.gpus_per_node
-                    ),
-                ));
-            }
-            if node.replicas_per_node == 0 || node.gpus_per_node % node.replicas_per_node != 0 {
-                return Err(fail(
-                    "replicas_per_node",
-                    format!(
-                        "{} does not divide gpus_per_node {} into whole GPUs per replica",
-                        node.replicas_per_node, node.gpus_per_node
-                    ),
-                ));
-            }
-            for (field, value) in [
-                ("tok_s_per_node", node.tok_s_per_node),
-                ("tok_s_per_replica", node.tok_s_per_replica),
-                ("tok_s_high", node.tok_s_high),
-                ("batch1_tok_s_per_replica", node.batch1_tok_s_per_replica),
-            ] {
-                if let Some(v) = value {
-                    // 1e308 is finite, but days = tokens / it print as 0.0 s.
-                    if !(v.is_finite() && v > 0.0 && v <= crate::record::FIGURE_MAX) {
-                        return Err(fail(
-                            field,
-                            format!(
-                                "{} must be a positive number up to {:e}",
-                                crate::record::figure_text(v),
-                                crate::record::FIGURE_MAX
-                            ),
-                        ));
-                    }
-                }
-            }
-            if let Some(p) = node.usd_per_node_hour {
-                if !(p.is_finite() && p >= 0.0) {
-                    return Err(fail(
-                        "usd_per_node_hour",
-                        format!("{p} must be zero or more"),
-                    ));
-                }
-            }
-            if node.available == Some(0) {
-                return Err(fail(
-                    "available",
-                    "must be at least 1 (leave the node out, or the field for as many as needed)"
-                        .into(),
-                ));
-            }
-            if node.concurrency_per_replica == Some(0) {
-                return Err(fail("concurrency_per_replica", "must be at least 1".into()));
-            }
-            if node.tok_s_per_node.is_some() && node.tok_s_per_replica.is_some() {
-                return Err(fail(
-                    "tok_s_per_replica",
-                    "give tok_s_per_node or tok_s_per_replica, not both".into(),
-                ));
-            }
-            match (node.tok_s(), node.basis) {
-                (Some(_), None) => {
-                    return Err(fail(
-                        "basis",
-                        "a throughput figure needs `basis = \"measured\"` or `\"stated\"`".into(),
-                    ))
-                }
-                (Some(_), Some(_)) if node.model.is_none() => {
-                    return Err(fail(
-                        "model",
-                        "a throughput figure needs the model it was obtained with".into(),
-                    ))
-                }
-                _ => {}
-            }
-            if let (Some(low), Some(high)) = (node.tok_s(), node.tok_s_high) {
-                if high < low {
-                    return Err(fail(
-                        "tok_s_high",
-                        format!("{high} is below the figure itself ({low})"),
-                    ));
-                }
+            if let Some((field, why)) =
+                (node.shape_problem(&nodes, facts)).or_else(|| node.figure_problem())
+            {
+                return Err(fail(field, why));
             }
             nodes.push(node);
         }
@@ -308,6 +208,121 @@ impl Catalog {
                         .join(", ")
                 )
             })
+    }
+}
+
+impl Node {
+    /// The first field that does not make a node (`others`: the nodes read before it), and
+    /// why: its name, GPU and GPU counts.
+    fn shape_problem(&self, others: &[Node], facts: &Facts) -> Option<(&'static str, String)> {
+        if self.name.trim().is_empty() {
+            return Some(("name", "must not be empty".into()));
+        }
+        if others.iter().any(|n| n.name == self.name) {
+            return Some(("name", "another node has this name".into()));
+        }
+        if facts.gpu(&self.gpu).is_none() {
+            return Some((
+                "gpu",
+                format!(
+                    "unknown GPU {:?}; known: {}",
+                    self.gpu,
+                    facts.gpu_names().join(", ")
+                ),
+            ));
+        }
+        if self.gpus_per_node == 0 {
+            return Some(("gpus_per_node", "must be at least 1".into()));
+        }
+        if self.gpus_per_node > MAX_GPUS_PER_NODE {
+            return Some((
+                "gpus_per_node",
+                format!(
+                    "{} is more than a node holds (at most {MAX_GPUS_PER_NODE}); a node is \
+                 one machine, the plan gives how many of them",
+                    self.gpus_per_node
+                ),
+            ));
+        }
+        if self.replicas_per_node == 0 || self.gpus_per_node % self.replicas_per_node != 0 {
+            return Some((
+                "replicas_per_node",
+                format!(
+                    "{} does not divide gpus_per_node {} into whole GPUs per replica",
+                    self.replicas_per_node, self.gpus_per_node
+                ),
+            ));
+        }
+        None
+    }
+
+    /// The first of its figures (throughputs, price, counts) that is not one, and why.
+    fn figure_problem(&self) -> Option<(&'static str, String)> {
+        for (field, value) in [
+            ("tok_s_per_node", self.tok_s_per_node),
+            ("tok_s_per_replica", self.tok_s_per_replica),
+            ("tok_s_high", self.tok_s_high),
+            ("batch1_tok_s_per_replica", self.batch1_tok_s_per_replica),
+        ] {
+            if let Some(v) = value {
+                // 1e308 is finite, but days = tokens / it print as 0.0 s.
+                if !(v.is_finite() && v > 0.0 && v <= crate::record::FIGURE_MAX) {
+                    return Some((
+                        field,
+                        format!(
+                            "{} must be a positive number up to {:e}",
+                            crate::record::figure_text(v),
+                            crate::record::FIGURE_MAX
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(p) = self.usd_per_node_hour {
+            if !(p.is_finite() && p >= 0.0) {
+                return Some(("usd_per_node_hour", format!("{p} must be zero or more")));
+            }
+        }
+        if self.available == Some(0) {
+            return Some((
+                "available",
+                "must be at least 1 (leave the node out, or the field for as many as needed)"
+                    .into(),
+            ));
+        }
+        if self.concurrency_per_replica == Some(0) {
+            return Some(("concurrency_per_replica", "must be at least 1".into()));
+        }
+        if self.tok_s_per_node.is_some() && self.tok_s_per_replica.is_some() {
+            return Some((
+                "tok_s_per_replica",
+                "give tok_s_per_node or tok_s_per_replica, not both".into(),
+            ));
+        }
+        match (self.tok_s(), self.basis) {
+            (Some(_), None) => {
+                return Some((
+                    "basis",
+                    "a throughput figure needs `basis = \"measured\"` or `\"stated\"`".into(),
+                ))
+            }
+            (Some(_), Some(_)) if self.model.is_none() => {
+                return Some((
+                    "model",
+                    "a throughput figure needs the model it was obtained with".into(),
+                ))
+            }
+            _ => {}
+        }
+        if let (Some(low), Some(high)) = (self.tok_s(), self.tok_s_high) {
+            if high < low {
+                return Some((
+                    "tok_s_high",
+                    format!("{high} is below the figure itself ({low})"),
+                ));
+            }
+        }
+        None
     }
 }
 

@@ -332,6 +332,57 @@ pub fn model_from_hf_config_text(
              `hidden_size` / `num_attention_heads`"
         ),
     };
+    let bytes_per_param = bytes_per_param(&root, cfg, origin)?;
+    let kv_layers = if let Some(types) = cfg.get("layer_types").and_then(|v| v.as_array()) {
+        Some(
+            types
+                .iter()
+                .filter(|t| t.as_str().is_some_and(|s| s.contains("full_attention")))
+                .count() as u32,
+        )
+    } else {
+        int("full_attention_interval")
+            .filter(|i| *i > 0)
+            .map(|i| layers / i as u32)
+    };
+    let hybrid = kv_layers.is_some_and(|k| k < layers);
+    let moe = ["num_experts", "num_local_experts", "n_routed_experts"]
+        .iter()
+        .any(|k| int(k).is_some_and(|n| n > 1));
+    let params_b = match params_b {
+        Some(p) => p,
+        None if moe || hybrid => bail!(
+            "--model-config {origin}: a {} model; its parameter count cannot be derived from \
+             config.json alone: pass --params (billions) and --active-params",
+            if moe { "mixture-of-experts" } else { "hybrid" }
+        ),
+        None => dense_params_b(&root, cfg, origin, layers, head_dim, kv_heads)?,
+    };
+    if moe && active_params_b.is_none() {
+        bail!("--model-config {origin}: a mixture-of-experts model: pass --active-params (billions read per token)");
+    }
+    let name = model_name(&root, origin);
+    Ok(ModelFacts {
+        name,
+        aliases: Vec::new(),
+        params_b,
+        active_params_b,
+        bytes_per_param,
+        layers,
+        kv_layers: kv_layers.filter(|k| *k < layers),
+        kv_heads,
+        head_dim,
+        // The KV cache holds activations, served in 16 bits unless --kv-cache-dtype says
+        // otherwise (vLLM's `auto`): not the weights' quantized format.
+        kv_bytes: Some(2.0),
+        state_mb_per_seq: 0.0,
+        source: format!("{origin} (Hugging Face config.json)"),
+    })
+}
+
+/// Bytes per weight: the quantization's, else the activations' dtype (16 bits unless
+/// config.json says otherwise).
+fn bytes_per_param(root: &serde_json::Value, cfg: &serde_json::Value, origin: &str) -> Result<f64> {
     let dtype = cfg
         .get("torch_dtype")
         .or_else(|| cfg.get("dtype"))
@@ -360,56 +411,45 @@ pub fn model_from_hf_config_text(
             )
         })?,
     };
-    let kv_layers = if let Some(types) = cfg.get("layer_types").and_then(|v| v.as_array()) {
-        Some(
-            types
-                .iter()
-                .filter(|t| t.as_str().is_some_and(|s| s.contains("full_attention")))
-                .count() as u32,
-        )
-    } else {
-        int("full_attention_interval")
-            .filter(|i| *i > 0)
-            .map(|i| layers / i as u32)
-    };
-    let hybrid = kv_layers.is_some_and(|k| k < layers);
-    let moe = ["num_experts", "num_local_experts", "n_routed_experts"]
-        .iter()
-        .any(|k| int(k).is_some_and(|n| n > 1));
-    let params_b = match params_b {
-        Some(p) => p,
-        None if moe || hybrid => bail!(
-            "--model-config {origin}: a {} model; its parameter count cannot be derived from \
-             config.json alone: pass --params (billions) and --active-params",
-            if moe { "mixture-of-experts" } else { "hybrid" }
-        ),
-        None => {
-            let (h, a) = (hidden.unwrap_or(0) as f64, heads.unwrap_or(0) as f64);
-            let inter = int("intermediate_size").unwrap_or(0) as f64;
-            let vocab = int("vocab_size").unwrap_or(0) as f64;
-            if h == 0.0 || inter == 0.0 || vocab == 0.0 {
-                bail!(
-                    "--model-config {origin}: cannot derive the parameter count (needs \
-                     hidden_size, intermediate_size and vocab_size): pass --params (billions)"
-                );
-            }
-            let tied = cfg
-                .get("tie_word_embeddings")
-                .or_else(|| root.get("tie_word_embeddings"))
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false);
-            let hd = head_dim as f64;
-            let attn = h * a * hd * 2.0 + h * kv_heads as f64 * hd * 2.0;
-            let mlp = 3.0 * h * inter;
-            let embed = vocab * h * if tied { 1.0 } else { 2.0 };
-            (embed + layers as f64 * (attn + mlp)) / 1e9
-        }
-    };
-    if moe && active_params_b.is_none() {
-        bail!("--model-config {origin}: a mixture-of-experts model: pass --active-params (billions read per token)");
+    Ok(bytes_per_param)
+}
+
+/// A dense model's parameters (billions) from its shape: the embeddings (twice unless tied)
+/// and, per layer, the attention and MLP weights.
+fn dense_params_b(
+    root: &serde_json::Value,
+    cfg: &serde_json::Value,
+    origin: &str,
+    layers: u32,
+    head_dim: u32,
+    kv_heads: u32,
+) -> Result<f64> {
+    let int = |key: &str| cfg.get(key).and_then(|v| v.as_u64());
+    let (hidden, heads) = (int("hidden_size"), int("num_attention_heads"));
+    let (h, a) = (hidden.unwrap_or(0) as f64, heads.unwrap_or(0) as f64);
+    let inter = int("intermediate_size").unwrap_or(0) as f64;
+    let vocab = int("vocab_size").unwrap_or(0) as f64;
+    if h == 0.0 || inter == 0.0 || vocab == 0.0 {
+        bail!(
+            "--model-config {origin}: cannot derive the parameter count (needs \
+             hidden_size, intermediate_size and vocab_size): pass --params (billions)"
+        );
     }
-    let name = root
-        .get("_name_or_path")
+    let tied = cfg
+        .get("tie_word_embeddings")
+        .or_else(|| root.get("tie_word_embeddings"))
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let hd = head_dim as f64;
+    let attn = h * a * hd * 2.0 + h * kv_heads as f64 * hd * 2.0;
+    let mlp = 3.0 * h * inter;
+    let embed = vocab * h * if tied { 1.0 } else { 2.0 };
+    Ok((embed + layers as f64 * (attn + mlp)) / 1e9)
+}
+
+/// The model's name: config.json's `_name_or_path`, else its folder's name.
+fn model_name(root: &serde_json::Value, origin: &str) -> String {
+    root.get("_name_or_path")
         .and_then(|v| v.as_str())
         .filter(|s| !s.is_empty())
         .map(str::to_string)
@@ -420,23 +460,7 @@ pub fn model_from_hf_config_text(
                 .map(|n| n.to_string_lossy().into_owned())
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| "model from config.json".to_string())
-        });
-    Ok(ModelFacts {
-        name,
-        aliases: Vec::new(),
-        params_b,
-        active_params_b,
-        bytes_per_param,
-        layers,
-        kv_layers: kv_layers.filter(|k| *k < layers),
-        kv_heads,
-        head_dim,
-        // The KV cache holds activations, served in 16 bits unless --kv-cache-dtype says
-        // otherwise (vLLM's `auto`): not the weights' quantized format.
-        kv_bytes: Some(2.0),
-        state_mb_per_seq: 0.0,
-        source: format!("{origin} (Hugging Face config.json)"),
-    })
+        })
 }
 
 #[cfg(test)]

@@ -47,7 +47,6 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
     };
     let mut warnings = Vec::new();
     let mut notes = std::mem::take(&mut r.notes);
-    let mut infeasible = None;
     if let (Some(l), Some(max)) = (latency, req.limits.max_latency_s) {
         if l > max {
             warnings.push(format!(
@@ -60,28 +59,8 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
     }
     let model = req.model_for(r.model.as_deref());
     let gpu = r.gpu.as_deref().and_then(|g| req.facts.gpu(g));
-    let roofline = match (&model, gpu) {
-        (Some(m), Some(g)) => {
-            let report = roofline(req, &r, m, g, &mut warnings, &mut notes);
-            infeasible = infeasibility(req, &r, m, g);
-            Some(report)
-        }
-        (None, _) => {
-            notes.push(format!(
-                "{}: no model facts{}: roofline not checked",
-                r.node,
-                r.model
-                    .as_deref()
-                    .map(|m| format!(" for {m}"))
-                    .unwrap_or_default()
-            ));
-            None
-        }
-        (_, None) => {
-            notes.push(format!("{}: GPU unknown: roofline not checked", r.node));
-            None
-        }
-    };
+    let (roofline, infeasible) =
+        check_roofline(req, &r, model.as_ref(), gpu, &mut warnings, &mut notes);
     // The shortest a request can take: output tokens at the batch-1 roofline (a physical
     // bound), and how long one takes at the planned concurrency (the end-of-job tail).
     let min_request_s = match (&roofline, req.workload.avg_output_tokens) {
@@ -106,73 +85,30 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
     let end_tail_s = tail_at(tok_s.p50);
     let tail_s = end_tail_s.or(latency);
     let deadline = req.limits.deadline_s.and_then(|d| {
-        let label = label(&r.node, r.basis);
-        if let Some(m) = min_request_s.filter(|m| *m >= d) {
-            warnings.push(format!(
-                "{label}: the deadline {} is shorter than one request can take ({} at the \
-                 batch-1 memory-bandwidth roofline): no number of nodes meets it",
-                human_duration(d),
-                human_duration(m)
-            ));
-            return None;
-        }
         let tail = tail_s.unwrap_or(0.0);
-        let tail_p90 = tail_at(tok_s.p10).unwrap_or(tail);
-        match (
-            nodes_for(tokens, tok_s.p50, d, tail),
-            nodes_for(tokens, tok_s.p10, d, tail_p90),
-        ) {
-            (Some(p50), Some(p90)) => Some(DeadlinePlan {
-                deadline_s: d,
-                nodes_p50: p50,
-                nodes_p90: p90,
-                tail_s: tail_s.unwrap_or(0.0),
-            }),
-            _ if d > tail => {
-                warnings.push(format!(
-                    "{label}: the deadline {} would need more than {} nodes",
-                    human_duration(d),
-                    u32::MAX
-                ));
-                None
-            }
-            _ => {
-                warnings.push(format!(
-                    "{label}: the deadline {} is not longer than one request takes at \
-                     concurrency {:.0} per replica ({}, Little's law): no number of nodes meets \
-                     it at this concurrency; plan at a lower one (--max-latency or \
-                     --max-concurrency)",
-                    human_duration(d),
-                    r.concurrency_per_replica.unwrap_or(0.0),
-                    human_duration(tail)
-                ));
-                None
-            }
-        }
+        let job = JobTimes {
+            tokens,
+            tok_s,
+            min_request_s,
+            tail_s,
+            tail_p90: tail_at(tok_s.p10).unwrap_or(tail),
+        };
+        plan_deadline(
+            d,
+            &label(&r.node, r.basis),
+            &job,
+            r.concurrency_per_replica,
+            &mut warnings,
+        )
     });
     let tail_fast = tail_at(tok_s.p90).or(tail_s).unwrap_or(0.0);
     let tail_slow = tail_at(tok_s.p10).or(tail_s).unwrap_or(0.0);
-    let fleet = |nodes: u32| {
-        let n = f64::from(nodes);
-        let job_s = Quantiles {
-            p10: days.p10 * SECONDS_PER_DAY / n + tail_fast,
-            p50: days.p50 * SECONDS_PER_DAY / n + tail_s.unwrap_or(0.0),
-            p90: days.p90 * SECONDS_PER_DAY / n + tail_slow,
-        };
-        FleetPlan {
-            nodes,
-            job_s,
-            days: job_s.scale(1.0 / SECONDS_PER_DAY),
-            tail_s: tail_s.unwrap_or(0.0),
-            cost_usd: r.usd_per_node_hour.map(|p| job_s.scale(n * p / 3600.0)),
-        }
-    };
-    let on_nodes = req.limits.nodes.map(fleet);
-    let mut sizes: Vec<u32> = FLEET_SIZES.to_vec();
-    sizes.extend(req.limits.nodes);
-    sizes.sort_unstable();
-    sizes.dedup();
-    let by_node_count = sizes.into_iter().map(fleet).collect();
+    let (on_nodes, by_node_count) = fleet_plans(
+        req,
+        days,
+        (tail_fast, tail_s, tail_slow),
+        r.usd_per_node_hour,
+    );
     NodePlan {
         node: r.node,
         gpu: gpu.map(|g| g.name.clone()).or(r.gpu),
@@ -204,6 +140,132 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
         roofline,
         warnings,
         notes,
+    }
+}
+
+/// The job on fleets of whole nodes: on `--nodes`, and on each of the usual fleet sizes.
+/// `tails`: the end-of-job tail at the P90, P50 and P10 throughput.
+fn fleet_plans(
+    req: &PlanRequest,
+    days: Quantiles,
+    (tail_fast, tail_s, tail_slow): (f64, Option<f64>, f64),
+    usd_per_node_hour: Option<f64>,
+) -> (Option<FleetPlan>, Vec<FleetPlan>) {
+    let fleet = |nodes: u32| {
+        let n = f64::from(nodes);
+        let job_s = Quantiles {
+            p10: days.p10 * SECONDS_PER_DAY / n + tail_fast,
+            p50: days.p50 * SECONDS_PER_DAY / n + tail_s.unwrap_or(0.0),
+            p90: days.p90 * SECONDS_PER_DAY / n + tail_slow,
+        };
+        FleetPlan {
+            nodes,
+            job_s,
+            days: job_s.scale(1.0 / SECONDS_PER_DAY),
+            tail_s: tail_s.unwrap_or(0.0),
+            cost_usd: usd_per_node_hour.map(|p| job_s.scale(n * p / 3600.0)),
+        }
+    };
+    let on_nodes = req.limits.nodes.map(fleet);
+    let mut sizes: Vec<u32> = FLEET_SIZES.to_vec();
+    sizes.extend(req.limits.nodes);
+    sizes.sort_unstable();
+    sizes.dedup();
+    (on_nodes, sizes.into_iter().map(fleet).collect())
+}
+
+/// What the deadline is planned from: the job's tokens at the node's throughput, the
+/// shortest a request can take, and the end-of-job tail (at P50, and at the P10 throughput).
+struct JobTimes {
+    tokens: f64,
+    tok_s: Quantiles,
+    min_request_s: Option<f64>,
+    tail_s: Option<f64>,
+    tail_p90: f64,
+}
+
+/// Nodes for the deadline `d` at P50 and P90 throughput, or why no number of nodes meets it
+/// (said in `warnings`).
+fn plan_deadline(
+    d: f64,
+    label: &str,
+    job: &JobTimes,
+    concurrency_per_replica: Option<f64>,
+    warnings: &mut Vec<String>,
+) -> Option<DeadlinePlan> {
+    if let Some(m) = job.min_request_s.filter(|m| *m >= d) {
+        warnings.push(format!(
+            "{label}: the deadline {} is shorter than one request can take ({} at the \
+             batch-1 memory-bandwidth roofline): no number of nodes meets it",
+            human_duration(d),
+            human_duration(m)
+        ));
+        return None;
+    }
+    let tail = job.tail_s.unwrap_or(0.0);
+    match (
+        nodes_for(job.tokens, job.tok_s.p50, d, tail),
+        nodes_for(job.tokens, job.tok_s.p10, d, job.tail_p90),
+    ) {
+        (Some(p50), Some(p90)) => Some(DeadlinePlan {
+            deadline_s: d,
+            nodes_p50: p50,
+            nodes_p90: p90,
+            tail_s: tail,
+        }),
+        _ if d > tail => {
+            warnings.push(format!(
+                "{label}: the deadline {} would need more than {} nodes",
+                human_duration(d),
+                u32::MAX
+            ));
+            None
+        }
+        _ => {
+            warnings.push(format!(
+                "{label}: the deadline {} is not longer than one request takes at \
+                 concurrency {:.0} per replica ({}, Little's law): no number of nodes meets \
+                 it at this concurrency; plan at a lower one (--max-latency or \
+                 --max-concurrency)",
+                human_duration(d),
+                concurrency_per_replica.unwrap_or(0.0),
+                human_duration(tail)
+            ));
+            None
+        }
+    }
+}
+
+/// The roofline check of a row whose model and GPU are known, and why the model cannot run
+/// there if it cannot; else a note that the roofline was not checked.
+fn check_roofline(
+    req: &PlanRequest,
+    r: &Row,
+    model: Option<&ModelFacts>,
+    gpu: Option<&GpuFacts>,
+    warnings: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> (Option<RooflineReport>, Option<String>) {
+    match (model, gpu) {
+        (Some(m), Some(g)) => {
+            let report = roofline(req, r, m, g, warnings, notes);
+            (Some(report), infeasibility(req, r, m, g))
+        }
+        (None, _) => {
+            notes.push(format!(
+                "{}: no model facts{}: roofline not checked",
+                r.node,
+                r.model
+                    .as_deref()
+                    .map(|m| format!(" for {m}"))
+                    .unwrap_or_default()
+            ));
+            (None, None)
+        }
+        (_, None) => {
+            notes.push(format!("{}: GPU unknown: roofline not checked", r.node));
+            (None, None)
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 use super::answer::{ModelSummary, NodePlan, Plan};
 use super::catalog::Node;
 use super::compare::compare;
+use super::curve::FitReport;
 use super::figures::SECONDS_PER_DAY;
 use super::finish::finish;
 use super::mix::{cheapest_mix, MixReport, NodeOption};
@@ -38,55 +39,7 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         said.notes.push(INPUT_UNKNOWN.to_string());
     }
 
-    let (mut rows, fit) = match rows::from_run(req, &mut said)? {
-        Some((row, fit)) => (vec![row], fit),
-        None => (Vec::new(), None),
-    };
-    let run_node = rows.first().map(|r| r.node.clone());
-    let selected = rows::selected_nodes(req)?;
-    // Every catalog figure for the plan's model, also those of nodes not shown: `--node`
-    // alone still needs a measured reference to scale from.
-    let all: Vec<&Node> = req.catalog.nodes.iter().collect();
-    let mut aside = Remarks::default();
-    let catalog_rows = rows::from_catalog(
-        req,
-        &all,
-        run_node.as_deref(),
-        if selected.len() == all.len() {
-            &mut said
-        } else {
-            &mut aside
-        },
-    );
-    let mut references: Vec<&Row> = rows.iter().collect();
-    references.extend(catalog_rows.iter());
-    let scaled = rows::scaled(req, &selected, run_node.as_deref(), &references, &mut said);
-    let shown: Vec<Row> = catalog_rows
-        .into_iter()
-        .filter(|r| selected.iter().any(|n| n.name == r.node))
-        .collect();
-    rows.extend(shown);
-    rows::refuse_mixed_models(req, &rows)?;
-    rows.extend(scaled);
-    if rows.is_empty() && req.plan_model_name().is_none() {
-        bail!(
-            "nothing to plan from: no run (--results), and no throughput figure in {} for the \
-             nodes asked; give --model NAME to scale a measured reference for that model to \
-             them",
-            req.catalog.origin
-        );
-    }
-    if rows.is_empty() {
-        bail!(
-            "nothing to plan from: no run (--results), and no catalog entry in {} has a \
-             throughput figure{}",
-            req.catalog.origin,
-            req.plan_model_name()
-                .as_ref()
-                .map(|m| format!(" for {m}"))
-                .unwrap_or_default()
-        );
-    }
+    let (rows, fit) = gather_rows(req, &mut said)?;
 
     let (nodes, left_out): (Vec<NodePlan>, Vec<NodePlan>) = rows
         .into_iter()
@@ -102,26 +55,7 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
     for r in &reasons {
         said.notes.push(format!("left out, infeasible: {r}"));
     }
-    if let Some(d) = req.limits.deadline_s {
-        let run_row_misses = req.run.is_some() && nodes[0].deadline.is_none();
-        if run_row_misses || nodes.iter().all(|n| n.deadline.is_none()) {
-            let why: Vec<String> = nodes
-                .iter()
-                .take(if run_row_misses { 1 } else { nodes.len() })
-                .flat_map(|n| {
-                    n.warnings
-                        .iter()
-                        .filter(|w| w.contains("deadline"))
-                        .cloned()
-                })
-                .collect();
-            bail!(
-                "--deadline {}: cannot be met: {}",
-                super::workload::human_duration(d),
-                why.join("; ")
-            );
-        }
-    }
+    refuse_a_missed_deadline(req, &nodes)?;
     for n in &nodes {
         said.warnings.extend(n.warnings.iter().cloned());
     }
@@ -165,6 +99,86 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
         notes: said.notes,
         warnings: said.warnings,
     })
+}
+
+/// The rows to plan: the run's (with its fit), the catalog's for the nodes shown, and the
+/// scaled ones; an error when there is nothing to plan from.
+fn gather_rows(req: &PlanRequest, said: &mut Remarks) -> Result<(Vec<Row>, Option<FitReport>)> {
+    let (mut rows, fit) = match rows::from_run(req, said)? {
+        Some((row, fit)) => (vec![row], fit),
+        None => (Vec::new(), None),
+    };
+    let run_node = rows.first().map(|r| r.node.clone());
+    let selected = rows::selected_nodes(req)?;
+    // Every catalog figure for the plan's model, also those of nodes not shown: `--node`
+    // alone still needs a measured reference to scale from.
+    let all: Vec<&Node> = req.catalog.nodes.iter().collect();
+    let mut aside = Remarks::default();
+    let catalog_rows = rows::from_catalog(
+        req,
+        &all,
+        run_node.as_deref(),
+        if selected.len() == all.len() {
+            &mut *said
+        } else {
+            &mut aside
+        },
+    );
+    let mut references: Vec<&Row> = rows.iter().collect();
+    references.extend(catalog_rows.iter());
+    let scaled = rows::scaled(req, &selected, run_node.as_deref(), &references, said);
+    let shown: Vec<Row> = catalog_rows
+        .into_iter()
+        .filter(|r| selected.iter().any(|n| n.name == r.node))
+        .collect();
+    rows.extend(shown);
+    rows::refuse_mixed_models(req, &rows)?;
+    rows.extend(scaled);
+    if rows.is_empty() && req.plan_model_name().is_none() {
+        bail!(
+            "nothing to plan from: no run (--results), and no throughput figure in {} for the \
+             nodes asked; give --model NAME to scale a measured reference for that model to \
+             them",
+            req.catalog.origin
+        );
+    }
+    if rows.is_empty() {
+        bail!(
+            "nothing to plan from: no run (--results), and no catalog entry in {} has a \
+             throughput figure{}",
+            req.catalog.origin,
+            req.plan_model_name()
+                .as_ref()
+                .map(|m| format!(" for {m}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok((rows, fit))
+}
+
+/// Refuses a deadline no node meets (or the run's node misses), with the nodes' reasons.
+fn refuse_a_missed_deadline(req: &PlanRequest, nodes: &[NodePlan]) -> Result<()> {
+    if let Some(d) = req.limits.deadline_s {
+        let run_row_misses = req.run.is_some() && nodes[0].deadline.is_none();
+        if run_row_misses || nodes.iter().all(|n| n.deadline.is_none()) {
+            let why: Vec<String> = nodes
+                .iter()
+                .take(if run_row_misses { 1 } else { nodes.len() })
+                .flat_map(|n| {
+                    n.warnings
+                        .iter()
+                        .filter(|w| w.contains("deadline"))
+                        .cloned()
+                })
+                .collect();
+            bail!(
+                "--deadline {}: cannot be met: {}",
+                super::workload::human_duration(d),
+                why.join("; ")
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The cheapest mix of the plan's rows that meets the deadline at P90: each row at its P10

@@ -11,9 +11,10 @@ use super::curve::{self, ConcurrencyLimits, CurveEstimate, FitReport};
 use super::facts::{GpuFacts, ModelFacts};
 use super::figures::{Basis, Interval, Quantiles};
 use super::prefill;
-use super::request::PlanRequest;
+use super::request::{PlanRequest, RunNode};
 use super::roofline::{MemoryFit, Roofline};
-use super::slo::{self, SloReport};
+use super::slo::{self, SloCap, SloReport};
+use crate::record::RunResult;
 
 /// The notes and warnings of the whole plan, in the order they arise.
 #[derive(Debug, Default)]
@@ -68,47 +69,7 @@ pub(super) fn from_run(
             );
         }
     }
-    let memory = match (&req.model, gpu) {
-        (Some(m), Some(g)) => {
-            let fit = MemoryFit::new(m, g, node.gpus_per_replica(), full_context);
-            if !fit.weights_fit() {
-                bail!(
-                    "infeasible: {} ({:.0} GB of weights at {} bytes per parameter) does not fit \
-                     in one replica of {}: {} x {} = {:.0} GB usable ({:.0}% of {:.0} GB); give \
-                     the replica more GPUs (--gpus-per-node, --replicas-per-node), or say the \
-                     weights' format if they are quantized (--quantization int4, fp8, ...)",
-                    m.name,
-                    fit.weight_bytes / 1e9,
-                    m.bytes_per_param,
-                    node.name,
-                    node.gpus_per_replica(),
-                    g.name,
-                    fit.usable_bytes / 1e9,
-                    super::roofline::MEMORY_FRACTION * 100.0,
-                    g.memory_gb * node.gpus_per_replica() as f64
-                );
-            }
-            if fit.max_concurrency == 0 {
-                bail!(
-                    "infeasible: on {}, one sequence of {:.0} tokens (input + output) needs \
-                     {:.1} GB of KV cache and state, but only {:.1} GB are left after {:.0} GB of \
-                     weights in one replica ({} x {})",
-                    node.name,
-                    full_context,
-                    fit.bytes_per_seq / 1e9,
-                    (fit.usable_bytes - fit.weight_bytes) / 1e9,
-                    fit.weight_bytes / 1e9,
-                    node.gpus_per_replica(),
-                    g.name
-                );
-            }
-            req.workload
-                .avg_output_tokens
-                .is_some()
-                .then_some(fit.max_concurrency)
-        }
-        _ => None,
-    };
+    let memory = memory_limit(req, node, gpu, full_context)?;
     let slo_cap = if req.limits.slo.any() {
         let c = slo::cap(run, origin, &req.limits.slo)?;
         if c.concurrency < 1.0 {
@@ -141,33 +102,14 @@ pub(super) fn from_run(
     let replicas = node.replicas_per_node.max(1);
     let (tok_s, prefill_how) = prompt_lengths(req, run, origin, node, &est, said);
     if let Some(cap) = slo_cap {
-        let endpoints = run.environment.endpoints.max(1) as u32;
-        let want = est.concurrency * endpoints;
-        // The measured level at or above the planned load (its goodput is a lower bound for
-        // the planned one), else the largest.
-        let level = run
-            .levels
-            .iter()
-            .map(|l| l.concurrency)
-            .filter(|c| *c >= want)
-            .min()
-            .or(run.levels.iter().map(|l| l.concurrency).max());
-        let goodput = level.and_then(|l| slo::goodput(Path::new(origin), l, &req.limits.slo));
-        let avg_out = req
-            .workload
-            .avg_output_tokens
-            .or(prefill::run_lengths(run).1);
-        let rps = avg_out.map(|t| tok_s.p50 * replicas as f64 / t);
-        said.slo = Some(SloReport {
-            slo: req.limits.slo,
+        said.slo = Some(slo_report(
+            req,
+            run,
+            origin,
             cap,
-            planned_concurrency_per_replica: est.concurrency,
-            goodput_requests_per_s_per_node: match (&goodput, rps) {
-                (Some(g), Some(r)) => Some(g.share * r),
-                _ => None,
-            },
-            goodput,
-        });
+            &est,
+            tok_s.p50 * replicas as f64,
+        ));
     }
     let row = Row {
         node: node.name.clone(),
@@ -192,6 +134,98 @@ pub(super) fn from_run(
         notes: Vec::new(),
     };
     Ok(Some((row, est.fit)))
+}
+
+/// The most sequences whose KV cache fits in one replica beside the weights (a limit only
+/// where the job's output length is known); an error where the weights, or one sequence,
+/// do not fit at all.
+fn memory_limit(
+    req: &PlanRequest,
+    node: &RunNode,
+    gpu: Option<&GpuFacts>,
+    full_context: f64,
+) -> Result<Option<u32>> {
+    Ok(match (&req.model, gpu) {
+        (Some(m), Some(g)) => {
+            let fit = MemoryFit::new(m, g, node.gpus_per_replica(), full_context);
+            if !fit.weights_fit() {
+                bail!(
+                    "infeasible: {} ({:.0} GB of weights at {} bytes per parameter) does not fit \
+                 in one replica of {}: {} x {} = {:.0} GB usable ({:.0}% of {:.0} GB); give \
+                 the replica more GPUs (--gpus-per-node, --replicas-per-node), or say the \
+                 weights' format if they are quantized (--quantization int4, fp8, ...)",
+                    m.name,
+                    fit.weight_bytes / 1e9,
+                    m.bytes_per_param,
+                    node.name,
+                    node.gpus_per_replica(),
+                    g.name,
+                    fit.usable_bytes / 1e9,
+                    super::roofline::MEMORY_FRACTION * 100.0,
+                    g.memory_gb * node.gpus_per_replica() as f64
+                );
+            }
+            if fit.max_concurrency == 0 {
+                bail!(
+                    "infeasible: on {}, one sequence of {:.0} tokens (input + output) needs \
+                 {:.1} GB of KV cache and state, but only {:.1} GB are left after {:.0} GB of \
+                 weights in one replica ({} x {})",
+                    node.name,
+                    full_context,
+                    fit.bytes_per_seq / 1e9,
+                    (fit.usable_bytes - fit.weight_bytes) / 1e9,
+                    fit.weight_bytes / 1e9,
+                    node.gpus_per_replica(),
+                    g.name
+                );
+            }
+            req.workload
+                .avg_output_tokens
+                .is_some()
+                .then_some(fit.max_concurrency)
+        }
+        _ => None,
+    })
+}
+
+/// What the plan says of the SLOs: the cap they set, the concurrency planned, and the
+/// goodput at the measured level at or above the planned load. `node_tok_s`: the node's P50
+/// throughput, from which its requests per second follow.
+fn slo_report(
+    req: &PlanRequest,
+    run: &RunResult,
+    origin: &str,
+    cap: SloCap,
+    est: &CurveEstimate,
+    node_tok_s: f64,
+) -> SloReport {
+    let endpoints = run.environment.endpoints.max(1) as u32;
+    let want = est.concurrency * endpoints;
+    // The measured level at or above the planned load (its goodput is a lower bound for
+    // the planned one), else the largest.
+    let level = run
+        .levels
+        .iter()
+        .map(|l| l.concurrency)
+        .filter(|c| *c >= want)
+        .min()
+        .or(run.levels.iter().map(|l| l.concurrency).max());
+    let goodput = level.and_then(|l| slo::goodput(Path::new(origin), l, &req.limits.slo));
+    let avg_out = req
+        .workload
+        .avg_output_tokens
+        .or(prefill::run_lengths(run).1);
+    let rps = avg_out.map(|t| node_tok_s / t);
+    SloReport {
+        slo: req.limits.slo,
+        cap,
+        planned_concurrency_per_replica: est.concurrency,
+        goodput_requests_per_s_per_node: match (&goodput, rps) {
+            (Some(g), Some(r)) => Some(g.share * r),
+            _ => None,
+        },
+        goodput,
+    }
 }
 
 /// The job's prompt and output lengths against the run's: a warning where they differ, and
@@ -374,6 +408,18 @@ pub(super) fn refuse_mixed_models(req: &PlanRequest, rows: &[Row]) -> Result<()>
     Ok(())
 }
 
+/// The measured row scaled rows are scaled from, and the job's context lengths.
+struct ScaleFrom<'a> {
+    row: Option<&'a Row>,
+    name: &'a str,
+    facts: &'a GpuFacts,
+    /// Its throughput per GPU.
+    per_gpu: Quantiles,
+    plan_model: Option<String>,
+    mean_ctx: f64,
+    full_ctx: f64,
+}
+
 /// Scaled rows: catalog nodes without a figure, from the first measured reference for the
 /// plan's model (the run's row when there is one), by memory bandwidth per GPU.
 pub(super) fn scaled(
@@ -417,95 +463,156 @@ pub(super) fn scaled(
         let (Some(rf), Some(tf)) = (ref_facts, req.facts.gpu(&node.gpu)) else {
             continue;
         };
+        let from = ScaleFrom {
+            row: reference_row.copied(),
+            name: ref_name,
+            facts: rf,
+            per_gpu: *per_gpu,
+            plan_model: plan_model.clone(),
+            mean_ctx,
+            full_ctx,
+        };
         let mut row_notes = Vec::new();
-        let mut replicas = node.replicas_per_node;
-        if let Some(m) = &req.model {
-            match replicas_that_fit(m, tf, node.gpus_per_node, replicas) {
-                Some(r) if r != replicas => {
-                    row_notes.push(format!(
-                        "{} does not fit {} per replica: planned as {r} replica(s) of {} GPU(s)",
-                        m.name,
-                        if node.gpus_per_replica() == 1 {
-                            "on one GPU".to_string()
-                        } else {
-                            format!("on {} GPUs", node.gpus_per_replica())
-                        },
-                        node.gpus_per_node / r
-                    ));
-                    replicas = r;
-                }
-                Some(_) => {}
-                None => {
-                    said.notes.push(format!(
-                        "{}: {} ({:.0} GB of weights) does not fit in {} x {}: not projected",
-                        node.name,
-                        m.name,
-                        m.weight_bytes() / 1e9,
-                        node.gpus_per_node,
-                        tf.name
-                    ));
-                    continue;
-                }
+        let Some(replicas) = replicas_for(req, node, tf, &mut row_notes, said) else {
+            continue;
+        };
+        scaled.push(match (ref_share, &req.model) {
+            (Some(at), Some(m)) => from.at_roofline(node, tf, m, replicas, at, row_notes),
+            _ => from.by_bandwidth(req, node, tf, replicas, row_notes),
+        });
+    }
+    scaled
+}
+
+/// The replicas a node is planned with: its own, or fewer where the model does not fit one
+/// replica's GPUs (said in `notes`); None (said in the plan's notes) where it fits nowhere.
+fn replicas_for(
+    req: &PlanRequest,
+    node: &Node,
+    tf: &GpuFacts,
+    notes: &mut Vec<String>,
+    said: &mut Remarks,
+) -> Option<u32> {
+    let mut replicas = node.replicas_per_node;
+    if let Some(m) = &req.model {
+        match replicas_that_fit(m, tf, node.gpus_per_node, replicas) {
+            Some(r) if r != replicas => {
+                notes.push(format!(
+                    "{} does not fit {} per replica: planned as {r} replica(s) of {} GPU(s)",
+                    m.name,
+                    if node.gpus_per_replica() == 1 {
+                        "on one GPU".to_string()
+                    } else {
+                        format!("on {} GPUs", node.gpus_per_replica())
+                    },
+                    node.gpus_per_node / r
+                ));
+                replicas = r;
+            }
+            Some(_) => {}
+            None => {
+                said.notes.push(format!(
+                    "{}: {} ({:.0} GB of weights) does not fit in {} x {}: not projected",
+                    node.name,
+                    m.name,
+                    m.weight_bytes() / 1e9,
+                    node.gpus_per_node,
+                    tf.name
+                ));
+                return None;
             }
         }
-        let ratio = tf.bandwidth_tb_s / rf.bandwidth_tb_s;
-        if let (Some((ref_batch, share)), Some(m)) = (ref_share, &req.model) {
-            let gpr = node.gpus_per_node / replicas;
-            let holds = MemoryFit::new(m, tf, gpr, full_ctx).max_concurrency;
-            let batch = ref_batch.min(holds as f64).max(1.0);
-            let per_replica = share * Roofline::new(m, tf, gpr, mean_ctx).bound(batch);
-            scaled.push(Row {
-                node: node.name.clone(),
-                gpu: Some(node.gpu.clone()),
-                gpus_per_node: node.gpus_per_node,
-                replicas_per_node: replicas,
-                model: plan_model.clone(),
-                basis: Basis::Scaled,
-                how: format!(
-                    "scaled from {ref_name} at the roofline: its {:.0}% of the memory-bandwidth \
-                     bound at batch {ref_batch:.0}, applied to this node's bound at batch \
-                     {batch:.0}{} ({} GPU(s) of {} per replica, x {replicas} replicas); assumes \
-                     the same share of the bound, ignores interconnect and compute differences",
-                    share * 100.0,
-                    if batch < ref_batch {
-                        format!(" (the {holds} sequences its memory holds at the job's context)")
-                    } else {
-                        String::new()
-                    },
-                    gpr,
-                    tf.name
-                ),
-                source: node.source.clone(),
-                date: None,
-                concurrency_per_replica: Some(batch),
-                tok_s_per_node: Quantiles::single(per_replica * replicas as f64),
-                interval: Interval::unknown(
-                    "scaled across hardware at the roofline: the error of this scaling has not \
-                     been measured, so no interval is given (measure the node to get one)",
-                ),
-                usd_per_node_hour: node.usd_per_node_hour,
-                price_note: node.price_note.clone(),
-                speculative: false,
-                batch1_tok_s_per_replica: None,
-                notes: row_notes,
-            });
-            continue;
+    }
+    Some(replicas)
+}
+
+impl ScaleFrom<'_> {
+    /// A node scaled at the roofline: the reference's share of its bound at its batch
+    /// (`at`: batch and share), applied to this node's bound at the batch it holds.
+    fn at_roofline(
+        &self,
+        node: &Node,
+        tf: &GpuFacts,
+        m: &ModelFacts,
+        replicas: u32,
+        (ref_batch, share): (f64, f64),
+        notes: Vec<String>,
+    ) -> Row {
+        let ref_name = self.name;
+        let gpr = node.gpus_per_node / replicas;
+        let holds = MemoryFit::new(m, tf, gpr, self.full_ctx).max_concurrency;
+        let batch = ref_batch.min(holds as f64).max(1.0);
+        let per_replica = share * Roofline::new(m, tf, gpr, self.mean_ctx).bound(batch);
+        Row {
+            node: node.name.clone(),
+            gpu: Some(node.gpu.clone()),
+            gpus_per_node: node.gpus_per_node,
+            replicas_per_node: replicas,
+            model: self.plan_model.clone(),
+            basis: Basis::Scaled,
+            how: format!(
+                "scaled from {ref_name} at the roofline: its {:.0}% of the memory-bandwidth \
+                 bound at batch {ref_batch:.0}, applied to this node's bound at batch \
+                 {batch:.0}{} ({} GPU(s) of {} per replica, x {replicas} replicas); assumes \
+                 the same share of the bound, ignores interconnect and compute differences",
+                share * 100.0,
+                if batch < ref_batch {
+                    format!(" (the {holds} sequences its memory holds at the job's context)")
+                } else {
+                    String::new()
+                },
+                gpr,
+                tf.name
+            ),
+            source: node.source.clone(),
+            date: None,
+            concurrency_per_replica: Some(batch),
+            tok_s_per_node: Quantiles::single(per_replica * replicas as f64),
+            interval: Interval::unknown(
+                "scaled across hardware at the roofline: the error of this scaling has not \
+                 been measured, so no interval is given (measure the node to get one)",
+            ),
+            usd_per_node_hour: node.usd_per_node_hour,
+            price_note: node.price_note.clone(),
+            speculative: false,
+            batch1_tok_s_per_replica: None,
+            notes,
         }
-        let mut tok_s = per_gpu.p50 * ratio * node.gpus_per_node as f64;
+    }
+
+    /// A node scaled by memory bandwidth per GPU, capped where its memory holds fewer
+    /// sequences than the reference's.
+    fn by_bandwidth(
+        &self,
+        req: &PlanRequest,
+        node: &Node,
+        tf: &GpuFacts,
+        replicas: u32,
+        mut notes: Vec<String>,
+    ) -> Row {
+        let ref_name = self.name;
+        let ratio = tf.bandwidth_tb_s / self.facts.bandwidth_tb_s;
+        let mut tok_s = self.per_gpu.p50 * ratio * node.gpus_per_node as f64;
         let mut concurrency = None;
         let mut how = format!(
             "scaled from {ref_name}: {:.0} tok/s per GPU x bandwidth ratio {:.2} ({} {} TB/s / \
              {} {} TB/s) x {} GPUs; assumes the same efficiency per GPU, ignores interconnect \
              and compute differences",
-            per_gpu.p50,
+            self.per_gpu.p50,
             ratio,
             tf.name,
             tf.bandwidth_tb_s,
-            rf.name,
-            rf.bandwidth_tb_s,
+            self.facts.name,
+            self.facts.bandwidth_tb_s,
             node.gpus_per_node
         );
-        if let Some(cap) = memory_cap(req, reference_row, rf, tf, node.gpus_per_node / replicas) {
+        if let Some(cap) = memory_cap(
+            req,
+            self.row.as_ref(),
+            self.facts,
+            tf,
+            node.gpus_per_node / replicas,
+        ) {
             if cap.per_replica * (replicas as f64) < tok_s {
                 tok_s = cap.per_replica * replicas as f64;
                 concurrency = Some(cap.holds as f64);
@@ -519,22 +626,22 @@ pub(super) fn scaled(
                     cap.ref_holds,
                     cap.holds
                 );
-                row_notes.push(format!(
+                notes.push(format!(
                     "capped at the {} sequences its memory holds per replica ({} on {ref_name}, \
                      whose throughput was scaled): the bandwidth ratio alone would claim {:.0} \
                      tok/s per node",
                     cap.holds,
                     cap.ref_holds,
-                    per_gpu.p50 * ratio * node.gpus_per_node as f64
+                    self.per_gpu.p50 * ratio * node.gpus_per_node as f64
                 ));
             }
         }
-        scaled.push(Row {
+        Row {
             node: node.name.clone(),
             gpu: Some(node.gpu.clone()),
             gpus_per_node: node.gpus_per_node,
             replicas_per_node: replicas,
-            model: plan_model.clone(),
+            model: self.plan_model.clone(),
             basis: Basis::Scaled,
             how,
             source: node.source.clone(),
@@ -549,10 +656,9 @@ pub(super) fn scaled(
             price_note: node.price_note.clone(),
             speculative: false,
             batch1_tok_s_per_replica: None,
-            notes: row_notes,
-        });
+            notes,
+        }
     }
-    scaled
 }
 
 /// A scaled node that holds fewer sequences per replica than the reference: the most its

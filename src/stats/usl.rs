@@ -51,6 +51,13 @@ impl UslFit {
     pub fn throughput(&self, n: f64) -> f64 {
         usl(self.lambda, self.sigma, self.kappa, n)
     }
+
+    /// The curve with these parameters, described against `points` (residuals, R^2, peak)
+    /// as [`fit_usl`] describes its own: a fit computed and stored before (a run's analysis),
+    /// read back without fitting again.
+    pub fn with_parameters(points: &[(f64, f64)], lambda: f64, sigma: f64, kappa: f64) -> UslFit {
+        summarise(points, lambda, sigma, kappa)
+    }
 }
 
 const SIGMA_MAX: f64 = 1.0 - 1e-9;

@@ -702,49 +702,23 @@ fn function_lengths(text: &str) -> Vec<(String, usize)> {
     found
 }
 
-/// Functions over the limit when the rule came (issue 36), each still to be split. The list
-/// may only shrink: a function split is taken off it (the test below says which), and no new
-/// one may join it.
-const NOT_YET_SPLIT: &[(&str, &str)] = &[
-    ("src/plan/finish.rs", "finish"),
-    ("src/plan/project.rs", "plan"),
-    ("src/plan/curve.rs", "estimate"),
-    ("src/plan/facts.rs", "model_from_hf_config_text"),
-    ("src/plan/catalog.rs", "parse"),
-    ("src/plan/summary.rs", "summarize"),
-    ("src/plan/rows.rs", "from_run"),
-    ("src/plan/rows.rs", "scaled"),
-];
-
 #[test]
 fn no_function_is_over_120_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let (mut long, mut split) = (Vec::new(), Vec::new());
-    let mut listed: BTreeSet<(String, String)> = (NOT_YET_SPLIT.iter())
-        .map(|(f, n)| (f.to_string(), n.to_string()))
-        .collect();
+    let mut long = Vec::new();
     for (_, path) in sources() {
         let file = path.strip_prefix(root).unwrap().display().to_string();
         let text = std::fs::read_to_string(&path).unwrap();
         for (name, n) in function_lengths(&text) {
-            let known = listed.remove(&(file.clone(), name.clone()));
-            match (n > MAX_FN_LINES, known) {
-                (true, false) => long.push(format!("{file} {name} ({n} lines)")),
-                (false, true) => split.push(format!("{file} {name} ({n} lines now)")),
-                _ => {}
+            if n > MAX_FN_LINES {
+                long.push(format!("{file} {name} ({n} lines)"));
             }
         }
     }
-    split.extend(listed.iter().map(|(f, n)| format!("{f} {n} (gone)")));
     assert!(
         long.is_empty(),
         "functions over {MAX_FN_LINES} lines:\n{}",
         long.join("\n")
-    );
-    assert!(
-        split.is_empty(),
-        "split or gone: take them off NOT_YET_SPLIT:\n{}",
-        split.join("\n")
     );
 }
 

@@ -5,14 +5,17 @@
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use statrs::distribution::{ContinuousCDF, StudentsT};
-
-use crate::record::analysis::{failed_levels, fit_of, fit_points, wave_factor, MIN_R_SQUARED};
+use crate::record::analysis::{
+    failed_levels, fit_points, scaling_of, wave_factor, Scaling, MIN_R_SQUARED,
+};
 use crate::record::checks::level_problems;
 use crate::record::RunResult;
-use crate::stats::{bootstrap_throughput_at, is_positive, mean, percentile, variance, UslFit};
+use crate::stats::{is_positive, mean, UslFit};
+
+mod choose;
 
 use super::figures::{Basis, Interval, Quantiles};
+use choose::Frame;
 
 /// The limits the concurrency must meet.
 #[derive(Debug, Clone, Default)]
@@ -75,18 +78,6 @@ pub fn little_latency_s(n: f64, tokens: f64, x: f64) -> f64 {
     n * tokens / x
 }
 
-/// z for P10/P90 of a normal distribution (the lack-of-fit term of a fitted row's interval).
-const Z90: f64 = 1.281_551_565_5;
-
-/// P10/P90 of a sample (sorted here) around `p50`.
-fn spread_of(mut values: Vec<f64>, p50: f64) -> Quantiles {
-    values.retain(|v| v.is_finite());
-    values.sort_by(f64::total_cmp);
-    let p10 = percentile(&values, 10.0).unwrap_or(p50).min(p50);
-    let p90 = percentile(&values, 90.0).unwrap_or(p50).max(p50);
-    Quantiles { p10, p50, p90 }
-}
-
 /// Refuses a results file a plan must not be made from: an open-loop run, an unfinished
 /// one, or one with a trial whose throughput is negative or not a number.
 fn refuse_bad_run(run: &RunResult, origin: &str) -> Result<()> {
@@ -120,46 +111,6 @@ fn refuse_bad_run(run: &RunResult, origin: &str) -> Result<()> {
     Ok(())
 }
 
-/// The mean of the trials at one level, and a prediction interval for one more run there:
-/// mean +- t(0.90, n-1) x sd x sqrt(1 + 1/n) (unknown with one trial).
-fn measured_at(points: &[(f64, f64)], level: f64) -> (Quantiles, Interval, usize) {
-    let values: Vec<f64> = points
-        .iter()
-        .filter(|p| p.0 == level)
-        .map(|p| p.1)
-        .collect();
-    let n = values.len();
-    let mean = if n == 0 { 0.0 } else { mean(&values) };
-    if n < 2 {
-        return (
-            Quantiles::single(mean),
-            Interval::unknown(
-                "one trial at this level: the trial-to-trial spread is not measured (run \
-                 several trials)",
-            ),
-            n,
-        );
-    }
-    let var = variance(&values);
-    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
-        .map(|d| d.inverse_cdf(0.9))
-        .unwrap_or(Z90);
-    let half = t * var.sqrt() * (1.0 + 1.0 / n as f64).sqrt();
-    (
-        Quantiles {
-            p10: (mean - half).max(0.0),
-            p50: mean,
-            p90: mean + half,
-        },
-        Interval::known(format!(
-            "prediction interval for one more run at this level from {n} trials (mean +- \
-             t x sd x sqrt(1 + 1/n)); one session: day-to-day (between-session) variation is \
-             not in it"
-        )),
-        n,
-    )
-}
-
 /// Chooses the concurrency and the throughput there.
 ///
 /// Where the chosen concurrency was measured, the figure is the measurement (the fit only
@@ -175,17 +126,66 @@ pub fn estimate(
     seed: u64,
 ) -> Result<CurveEstimate> {
     refuse_bad_run(run, origin)?;
-    let replicas = run.environment.endpoints.max(1);
     let mut notes = Vec::new();
     let mut warnings = Vec::new();
     let problems = level_problems(&run.levels, run.profile.sweep.max_error_rate);
-    let bad_levels = failed_levels(run);
     for p in &problems {
         warnings.push(format!(
             "{origin}: {p}: this level is left out of the plan (a level that loses requests \
              is not capacity)"
         ));
     }
+    notes.extend(waves_note(run, origin));
+    // The points and the fit are the run's analysis (`record::analysis`), which the
+    // throughput chart draws: one fit for both.
+    let points = fit_points(run);
+    if points.is_empty() {
+        bail!(
+            "--results {origin}: no level has a successful trial within the profile's error \
+             limit; nothing to plan from"
+        );
+    }
+    let mut levels: Vec<f64> = points.iter().map(|p| p.0).collect();
+    levels.sort_by(f64::total_cmp);
+    levels.dedup();
+    notes.extend(run_notes(run, origin));
+    let batch1_tok_s = {
+        let at1: Vec<f64> = points.iter().filter(|p| p.0 == 1.0).map(|p| p.1).collect();
+        (!at1.is_empty()).then(|| mean(&at1))
+    };
+    let caps = caps_of(limits);
+    if limits.max_latency_s.is_some() && limits.avg_output_tokens.is_none() {
+        notes.push(
+            "--max-latency needs the average output tokens per request (--avg-output-tokens \
+             or --completions): not applied"
+                .to_string(),
+        );
+    }
+    let fit = stored_fit(
+        run,
+        origin,
+        &points,
+        levels.len(),
+        &mut notes,
+        &mut warnings,
+    );
+    let frame = Frame {
+        origin,
+        points,
+        levels,
+        caps,
+        limits,
+        batch1_tok_s,
+    };
+    match &fit {
+        Some(fit) => frame.with_fit(fit, resamples, seed, notes, warnings),
+        None => Ok(frame.measured(None, notes, warnings)),
+    }
+}
+
+/// The note on trials that ran in waves whose last one was part-empty (planned from their
+/// steady rate), if any did.
+fn waves_note(run: &RunResult, origin: &str) -> Option<String> {
     let waves: Vec<String> = run
         .levels
         .iter()
@@ -200,34 +200,30 @@ pub fn estimate(
             })
         })
         .collect();
-    if !waves.is_empty() {
-        notes.push(format!(
+    (!waves.is_empty()).then(|| {
+        format!(
             "{origin}: equal-length requests ran in waves whose last one was part-empty at {}; \
              planned from the steady rate (window rate x waves x C / requests), which assumes \
              a step lasts as long with the last wave's fewer requests (true where decoding is \
              memory-bound; optimistic where it is compute-bound); make requests_per_level a \
              multiple of every concurrency to measure it directly",
             waves.join(", ")
-        ));
-    }
-    // The points and the fit are the run's analysis (`record::analysis`), which the
-    // throughput chart draws: one fit for both.
-    let points = fit_points(run);
-    if points.is_empty() {
-        bail!(
-            "--results {origin}: no level has a successful trial within the profile's error \
-             limit; nothing to plan from"
-        );
-    }
-    let mut levels: Vec<f64> = points.iter().map(|p| p.0).collect();
-    levels.sort_by(f64::total_cmp);
-    levels.dedup();
+        )
+    })
+}
+
+/// Notes on the run itself: figures divided among its endpoints, and levels that lost some
+/// requests (within the profile's limit).
+fn run_notes(run: &RunResult, origin: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    let replicas = run.environment.endpoints.max(1);
     if replicas > 1 {
         notes.push(format!(
             "{origin} spread its requests over {replicas} endpoints: its figures are divided by \
              {replicas} to give one replica's, then multiplied by the node's replicas"
         ));
     }
+    let bad_levels = failed_levels(run);
     for l in &run.levels {
         if l.error_rate() > 0.0 && !bad_levels.contains(&l.concurrency) {
             notes.push(format!(
@@ -237,13 +233,12 @@ pub fn estimate(
             ));
         }
     }
-    let batch1_tok_s = {
-        let at1: Vec<f64> = points.iter().filter(|p| p.0 == 1.0).map(|p| p.1).collect();
-        (!at1.is_empty()).then(|| mean(&at1))
-    };
-    let mean_at = |level: f64| measured_at(&points, level).0.p50;
-    let max_measured = levels.last().copied().unwrap_or(1.0).floor().max(1.0) as u32;
-    let caps: Vec<(u32, String)> = [
+    notes
+}
+
+/// The caps on concurrency per replica the limits set, each with its reason.
+fn caps_of(limits: &ConcurrencyLimits) -> Vec<(u32, String)> {
+    [
         limits
             .max_concurrency
             .map(|c| (c, format!("--max-concurrency {c}"))),
@@ -257,314 +252,50 @@ pub fn estimate(
     ]
     .into_iter()
     .flatten()
-    .collect();
-    let cap = caps.iter().map(|c| c.0).min();
-    let latency_ok = |n: f64, x: f64| match (limits.max_latency_s, limits.avg_output_tokens) {
-        (Some(max), Some(tokens)) => little_latency_s(n, tokens, x) <= max,
-        _ => true,
-    };
-    if limits.max_latency_s.is_some() && limits.avg_output_tokens.is_none() {
-        notes.push(
-            "--max-latency needs the average output tokens per request (--avg-output-tokens \
-             or --completions): not applied"
-                .to_string(),
-        );
-    }
-
-    let fit = if let Some(fit) = fit_of(&points) {
-        match fit {
-            Ok(f) if f.r_squared >= MIN_R_SQUARED => Some(f),
-            Ok(f) => {
-                warnings.push(format!(
-                    "{origin}: the USL fit describes the curve badly (R^2 {:.2}, below {}): \
-                     planned from the measured levels only; look at the curve (noise, a \
-                     saturated client, a server that changed during the run)",
-                    f.r_squared, MIN_R_SQUARED
-                ));
-                None
-            }
-            Err(e) => {
-                notes.push(format!(
-                    "{origin}: the USL fit failed ({e}); planning from the best measured level"
-                ));
-                None
-            }
-        }
-    } else {
-        notes.push(format!(
-            "{origin} has {} concurrency level(s): no curve to fit (the USL needs 3); planning \
-             from the measured point{}",
-            levels.len(),
-            if levels.len() > 1 { "s" } else { "" }
-        ));
-        None
-    };
-
-    // The best measured level within the limits.
-    let feasible: Vec<f64> = levels
-        .iter()
-        .copied()
-        .filter(|l| cap.is_none_or(|c| *l <= c as f64))
-        .filter(|l| latency_ok(*l, mean_at(*l)))
-        .collect();
-    let best_measured = feasible
-        .iter()
-        .copied()
-        .max_by(|a, b| mean_at(*a).total_cmp(&mean_at(*b)));
-
-    if let Some(fit) = &fit {
-        // Search whole concurrencies up to the largest level measured: the fit is not
-        // trusted beyond the data.
-        let upper = cap.map_or(max_measured, |c| c.min(max_measured)).max(1);
-        let best_free = (1..=max_measured)
-            .max_by(|a, b| {
-                fit.throughput(*a as f64)
-                    .total_cmp(&fit.throughput(*b as f64))
-            })
-            .unwrap_or(1);
-        let chosen = (1..=upper)
-            .filter(|n| latency_ok(*n as f64, fit.throughput(*n as f64)))
-            .max_by(|a, b| {
-                fit.throughput(*a as f64)
-                    .total_cmp(&fit.throughput(*b as f64))
-            });
-        let report = FitReport {
-            lambda: fit.lambda,
-            sigma: fit.sigma,
-            kappa: fit.kappa,
-            peak_concurrency: fit
-                .peak_concurrency
-                .is_finite()
-                .then_some(fit.peak_concurrency),
-            peak_throughput: fit
-                .peak_throughput
-                .is_finite()
-                .then_some(fit.peak_throughput),
-            rmse_rel: fit.rmse_rel,
-            r_squared: fit.r_squared,
-            points: points.len(),
-            levels: levels.len(),
-            residuals: fit.residuals.clone(),
-        };
-        let why = |n: u32| -> String {
-            if n == best_free {
-                if fit.peak_concurrency.is_finite() && fit.peak_concurrency <= max_measured as f64 {
-                    format!("the fitted peak (N* = {:.1})", fit.peak_concurrency)
-                } else {
-                    "the largest level measured".to_string()
-                }
-            } else {
-                let mut why: Vec<String> = caps
-                    .iter()
-                    .filter(|c| c.0 == n || (c.0 < best_free && c.0 <= n))
-                    .map(|c| c.1.clone())
-                    .collect();
-                if why.is_empty() || !latency_ok((n + 1) as f64, fit.throughput((n + 1) as f64)) {
-                    if let Some(max) = limits.max_latency_s {
-                        why.push(format!("--max-latency {max:.0}s (Little's law)"));
-                    }
-                }
-                why.join(", ")
-            }
-        };
-        if best_free == max_measured
-            && !(fit.peak_concurrency.is_finite() && fit.peak_concurrency <= max_measured as f64)
-        {
-            notes.push(format!(
-                "throughput still rises at the largest level measured ({max_measured}); \
-                 the fit's peak is {}: measure higher concurrency before trusting more",
-                if fit.peak_concurrency.is_finite() {
-                    format!("at {:.0}", fit.peak_concurrency)
-                } else {
-                    "beyond any concurrency (kappa = 0)".to_string()
-                }
-            ));
-        }
-        match chosen {
-            None => notes.push(
-                "even one request at a time exceeds --max-latency: planned at the lowest level"
-                    .to_string(),
-            ),
-            Some(n) => {
-                let measured_there = levels.contains(&(n as f64));
-                let x = fit.throughput(n as f64);
-                let beats_measured = best_measured.is_none_or(|l| x > mean_at(l));
-                if !measured_there && beats_measured {
-                    return fitted_at(
-                        fit,
-                        report,
-                        &points,
-                        n,
-                        why(n),
-                        origin,
-                        resamples,
-                        seed,
-                        batch1_tok_s,
-                        notes,
-                        warnings,
-                    );
-                }
-            }
-        }
-        return Ok(measured_estimate(
-            &points,
-            &levels,
-            best_measured,
-            feasible.len() == levels.len(),
-            origin,
-            Some(report),
-            batch1_tok_s,
-            notes,
-            warnings,
-            &caps,
-        ));
-    }
-    Ok(measured_estimate(
-        &points,
-        &levels,
-        best_measured,
-        feasible.len() == levels.len(),
-        origin,
-        None,
-        batch1_tok_s,
-        notes,
-        warnings,
-        &caps,
-    ))
+    .collect()
 }
 
-/// The fitted throughput at an unmeasured concurrency `n`: P50 from the fit, P10/P90 from the
-/// bootstrap refits widened by the points' scatter about the curve (the fit's lack of fit and
-/// the trial-to-trial noise); unknown when the fit has no residual degrees of freedom.
-#[allow(clippy::too_many_arguments)]
-fn fitted_at(
-    fit: &UslFit,
-    report: FitReport,
-    points: &[(f64, f64)],
-    n: u32,
-    limited_by: String,
+/// The run's scaling fit as its analysis stored it (`record::analysis`: the fit and its R^2
+/// floor are computed there once, and the throughput chart draws the same one), described
+/// against the points; where it has none (a result built in memory and not analysed, such
+/// as the seeds in tests) it is computed here the same way. A fit that is not used says why.
+fn stored_fit(
+    run: &RunResult,
     origin: &str,
-    resamples: usize,
-    seed: u64,
-    batch1_tok_s: Option<f64>,
-    notes: Vec<String>,
-    warnings: Vec<String>,
-) -> Result<CurveEstimate> {
-    let x = fit.throughput(n as f64);
-    let boot = bootstrap_throughput_at(points, n as f64, resamples.max(1), seed)
-        .map_err(|e| anyhow::anyhow!("--results {origin}: bootstrap failed: {e}"))?;
-    let b = spread_of(boot, x);
-    let scatter = Z90 * fit.rmse_rel * x;
-    let (tok_s, interval) = if points.len() <= 3 {
-        (
-            Quantiles::single(x),
-            Interval::unknown(format!(
-                "the USL has 3 parameters and {} point(s): the curve passes through them, so \
-                 no spread can be measured (run several trials per level)",
-                points.len()
-            )),
-        )
-    } else {
-        (
-            Quantiles {
-                p10: (x - ((x - b.p10).powi(2) + scatter.powi(2)).sqrt()).max(0.0),
-                p50: x,
-                p90: x + ((b.p90 - x).powi(2) + scatter.powi(2)).sqrt(),
-            },
-            Interval::known(format!(
-                "{resamples} seeded bootstrap refits of the USL, widened by the points' scatter \
-                 about the curve (relative RMSE {:.1}%: trial noise and lack of fit); one \
-                 session: day-to-day (between-session) variation is not in it",
-                fit.rmse_rel * 100.0
-            )),
-        )
+    points: &[(f64, f64)],
+    levels: usize,
+    notes: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Option<UslFit> {
+    let scaling = match &run.analysis {
+        Some(a) => a.scaling.clone(),
+        None => scaling_of(run),
     };
-    let levels = report.levels;
-    let trials_per_level = points.len() as f64 / levels as f64;
-    let how = format!(
-        "USL fit to {} trial(s) at {} levels of {origin}, at concurrency {n} per replica (not \
-         measured there: the fit interpolates between levels){}",
-        points.len(),
-        levels,
-        if trials_per_level >= 2.0 {
-            ""
-        } else {
-            "; one trial per level: trial-to-trial variation unknown"
-        }
-    );
-    Ok(CurveEstimate {
-        basis: Basis::Fitted,
-        concurrency: n,
-        tok_s,
-        interval,
-        how,
-        limited_by,
-        fit: Some(report),
-        batch1_tok_s,
-        notes,
-        warnings,
-    })
-}
-
-/// The best measured level within the limits (or the lowest, when none meets them).
-#[allow(clippy::too_many_arguments)]
-fn measured_estimate(
-    points: &[(f64, f64)],
-    levels: &[f64],
-    best: Option<f64>,
-    all_feasible: bool,
-    origin: &str,
-    fit: Option<FitReport>,
-    batch1_tok_s: Option<f64>,
-    mut notes: Vec<String>,
-    warnings: Vec<String>,
-    caps: &[(u32, String)],
-) -> CurveEstimate {
-    let (level, limited_by) = match best {
-        Some(l) if all_feasible => (l, "the best level measured".to_string()),
-        Some(l) => {
-            let by: Vec<String> = caps
-                .iter()
-                .filter(|c| levels.iter().any(|x| *x > c.0 as f64))
-                .map(|c| c.1.clone())
-                .collect();
-            (
-                l,
-                if by.is_empty() {
-                    "the limits given (higher levels measured exceed them)".to_string()
-                } else {
-                    format!("{} (the best measured level within it)", by.join(", "))
-                },
-            )
-        }
-        None => {
-            let l = levels[0];
-            notes.push(format!(
-                "no measured level meets the limits; planned at the lowest, {l}"
+    match scaling {
+        Scaling::Fitted(c) => Some(UslFit::with_parameters(points, c.lambda, c.sigma, c.kappa)),
+        Scaling::Refused { r_squared } => {
+            warnings.push(format!(
+                "{origin}: the USL fit describes the curve badly (R^2 {:.2}, below {}): \
+                 planned from the measured levels only; look at the curve (noise, a \
+                 saturated client, a server that changed during the run)",
+                r_squared, MIN_R_SQUARED
             ));
-            (l, "no level meets the limits".to_string())
+            None
         }
-    };
-    let (tok_s, interval, n) = measured_at(points, level);
-    let how = format!(
-        "measured in {origin} at concurrency {level} per replica (mean of {n} trial(s){})",
-        if fit.is_some() {
-            "; the USL fit is shown but a measured level is planned from its measurement"
-        } else {
-            ""
+        Scaling::Failed { error } => {
+            notes.push(format!(
+                "{origin}: the USL fit failed ({error}); planning from the best measured level"
+            ));
+            None
         }
-    );
-    CurveEstimate {
-        basis: Basis::Measured,
-        concurrency: level.round().max(1.0) as u32,
-        tok_s,
-        interval,
-        how,
-        limited_by,
-        fit,
-        batch1_tok_s,
-        notes,
-        warnings,
+        Scaling::NotFitted => {
+            notes.push(format!(
+                "{origin} has {levels} concurrency level(s): no curve to fit (the USL needs 3); \
+                 planning from the measured point{}",
+                if levels > 1 { "s" } else { "" }
+            ));
+            None
+        }
     }
 }
 
