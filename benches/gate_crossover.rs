@@ -4,7 +4,7 @@
 //!
 //! Seeded simulation, not a timed test; it calls the functions the gate calls
 //! (`crossover_level`, `decide`, `SlotCalibration::from_blocks`) and repeats the sequential
-//! plan of `src/commands/blocks.rs`: `first` blocks before the first look; while a level is
+//! plan of `src/gate/sequential.rs`: `first` blocks before the first look; while a level is
 //! undecided (inconclusive in a gated metric) and no level failed, two more blocks (one per
 //! orientation) measure only the undecided levels, up to `max` blocks; the fail side's alpha
 //! is split evenly over the looks the plan allows, 1 + ceil((max - first) / 2), and over the
