@@ -1,7 +1,7 @@
-//! Runs with servers that throughline starts itself (`--server-command`), for `bench`,
-//! `ci`, `bisect` and `demo`. A relative run becomes a sequence of blocks: each block starts both servers
-//! fresh, the arms' slots swapped from the block before (base on slot 0 in block 1, on slot
-//! 1 in block 2, ...), runs the profile's interleaved rounds, and stops them. Slot and start
+//! Runs with servers that throughline starts itself (`--server-command`), for `bench`, `ci`,
+//! `bisect` and `demo`. A relative run becomes a sequence of blocks: each block starts both
+//! servers fresh, the arms' slots swapped from the block before (base on slot 0 in block 1,
+//! on slot 1 in block 2, ...), runs the profile's interleaved rounds, and stops them. Slot and start
 //! effects then fall on both arms in the mean, and the blocks estimate their spread
 //! (`stats::decision::crossover_level`).
 //!
