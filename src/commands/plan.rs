@@ -9,7 +9,7 @@ use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::plan::query::{answer, PlanQuery, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use crate::plan::{Catalog, Facts};
-use crate::report::plan::{render_json, render_table, write_plan_files};
+use crate::report::plan::{render_json, render_short, render_table, write_plan_files};
 
 /// The examples `plan --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
@@ -159,6 +159,10 @@ pub struct PlanArgs {
     /// What to print on standard output.
     #[arg(long, value_enum, default_value = "table")]
     pub format: PlanFormat,
+    /// Print each node's details and the notes too (the table's default fits one screen; all
+    /// of it is in --json and plan.json either way).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Also write the plan as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -219,16 +223,14 @@ pub fn run(args: PlanArgs) -> Result<Exit> {
     let json = render_json(&plan);
     // `--json -` owns stdout: the table goes to stderr, and the JSON is printed once.
     let json_to_stdout = args.json.as_deref().is_some_and(crate::fsutil::is_stdout);
+    let table = || match args.verbose {
+        true => render_table(&plan),
+        false => render_short(&plan),
+    };
     match (args.format, json_to_stdout) {
         // Node and model names come from catalog and results files.
-        (PlanFormat::Table, false) => print!(
-            "{}",
-            crate::untrusted::for_terminal_lines(&render_table(&plan))
-        ),
-        (PlanFormat::Table, true) => eprint!(
-            "{}",
-            crate::untrusted::for_terminal_lines(&render_table(&plan))
-        ),
+        (PlanFormat::Table, false) => print!("{}", crate::untrusted::for_terminal_lines(&table())),
+        (PlanFormat::Table, true) => eprint!("{}", crate::untrusted::for_terminal_lines(&table())),
         (PlanFormat::Json, _) => {}
     }
     if args.format == PlanFormat::Json || json_to_stdout {

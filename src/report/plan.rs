@@ -61,6 +61,30 @@ fn days_range(n: &NodePlan) -> String {
 
 /// The console report: the job and its limits, the fit and the SLO, one table row per node
 /// type with its legend, each node's details, then the comparison, the mix and the lists.
+/// The plan on one screen, `plan`'s default: the job, its limits, the fit, the node table,
+/// the summary and the warnings; each node's details and the notes are in `plan -v` and
+/// plan.json, and a line says how many there are.
+pub fn render_short(plan: &Plan) -> String {
+    let mut s = String::new();
+    write_job(&mut s, plan);
+    write_limits(&mut s, plan);
+    write_fit(&mut s, plan);
+    write_slo(&mut s, plan);
+    write_node_table(&mut s, plan);
+    write_comparison(&mut s, plan);
+    write_mix(&mut s, plan);
+    write_list(&mut s, "summary:", "  ", &plan.summary);
+    write_list(&mut s, "warnings:", "  ! ", &plan.warnings);
+    let _ = writeln!(
+        s,
+        "\n{} node(s) in detail and {} note(s): plan -v (or plan.json)",
+        plan.nodes.len(),
+        plan.notes.len()
+    );
+    s
+}
+
+/// The whole plan (`plan -v`): [`render_short`]'s parts with each node's details and the notes.
 pub fn render_table(plan: &Plan) -> String {
     let mut s = String::new();
     write_job(&mut s, plan);
@@ -533,26 +557,20 @@ fn write_mix(s: &mut String, plan: &Plan) {
 
 /// The summary, notes and warnings.
 fn write_lists(s: &mut String, plan: &Plan) {
-    if !plan.summary.is_empty() {
-        let _ = writeln!(s);
-        let _ = writeln!(s, "summary:");
-        for line in &plan.summary {
-            let _ = writeln!(s, "  {line}");
-        }
+    write_list(s, "summary:", "  ", &plan.summary);
+    write_list(s, "notes:", "  - ", &plan.notes);
+    write_list(s, "warnings:", "  ! ", &plan.warnings);
+}
+
+/// A titled list after a blank line, each item behind `bullet`; nothing when it is empty.
+fn write_list(s: &mut String, title: &str, bullet: &str, items: &[String]) {
+    if items.is_empty() {
+        return;
     }
-    if !plan.notes.is_empty() {
-        let _ = writeln!(s);
-        let _ = writeln!(s, "notes:");
-        for n in &plan.notes {
-            let _ = writeln!(s, "  - {n}");
-        }
-    }
-    if !plan.warnings.is_empty() {
-        let _ = writeln!(s);
-        let _ = writeln!(s, "warnings:");
-        for w in &plan.warnings {
-            let _ = writeln!(s, "  ! {w}");
-        }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "{title}");
+    for item in items {
+        let _ = writeln!(s, "{bullet}{item}");
     }
 }
 

@@ -16,6 +16,8 @@ fn plan(args: &[&str]) -> Output {
     let dir = std::env::temp_dir();
     Command::new(env!("CARGO_BIN_EXE_throughline"))
         .arg("plan")
+        // The whole plan (each node's details, the notes): what these tests read.
+        .arg("-v")
         .args(args)
         .current_dir(dir)
         .output()
@@ -45,6 +47,45 @@ fn node<'a>(plan: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 
 fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Issue 37: `plan` printed 104-150 lines. By default it fits one screen (the job, the node
+/// table, the summary, the warnings); each node's details and the notes come with -v, and
+/// plan.json has everything either way.
+#[test]
+fn the_default_table_fits_one_screen_and_says_where_the_rest_is() {
+    let args = [
+        "plan",
+        "--completions",
+        "902087",
+        "--avg-output-tokens",
+        "1818",
+        "--model",
+        "Qwen3.6-27B",
+        "--deadline",
+        "2d",
+    ];
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_throughline"))
+            .args(args)
+            .args(extra)
+            .current_dir(std::env::temp_dir())
+            .output()
+            .unwrap()
+    };
+    let (short, whole) = (run(&[]), run(&["-v"]));
+    assert_eq!(short.status.code(), Some(0), "{}", stderr(&short));
+    let (short, whole) = (stdout(&short), stdout(&whole));
+    let lines = short.lines().count();
+    assert!(lines <= 50, "{lines} lines:\n{short}");
+    assert!(
+        whole.lines().count() > lines,
+        "-v adds the details:\n{whole}"
+    );
+    assert!(short.contains("fastest on one node:"), "{short}");
+    assert!(short.contains("plan -v (or plan.json)"), "{short}");
+    assert!(!short.contains("\nnotes:"), "{short}");
+    assert!(whole.contains("\nnotes:"), "{whole}");
 }
 
 #[test]

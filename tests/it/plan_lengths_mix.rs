@@ -18,6 +18,8 @@ fn seed_curve() -> String {
 fn plan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_throughline"))
         .arg("plan")
+        // The whole plan (each node's details, the notes): what these tests read.
+        .arg("-v")
         .args(args)
         .current_dir(std::env::temp_dir())
         .output()

@@ -20,6 +20,8 @@ const BATCH1_27B: &str = "rtx6000-8x-dp-qwen3.6-27b-batch1.json";
 fn plan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_throughline"))
         .arg("plan")
+        // The whole plan (each node's details, the notes): what these tests read.
+        .arg("-v")
         .args(args)
         .current_dir(std::env::temp_dir())
         .output()
