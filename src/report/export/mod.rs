@@ -33,12 +33,12 @@ use crate::record::{LevelResult, RunResult, TrialMetric, TrialResult};
 use crate::report::{level_interval, LevelInterval};
 
 pub mod bmf;
+mod command_line;
 pub mod csv;
-mod flags;
 pub mod github_benchmark;
 pub mod junit;
 
-pub use flags::ExportArgs;
+pub use command_line::ExportArgs;
 
 /// One export format: a file another tool reads, made from a run (and, from `gate`, its
 /// verdict).
