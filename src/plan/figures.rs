@@ -46,6 +46,9 @@ pub struct Interval {
     pub known: bool,
     /// What the interval is made of, or why it is unknown, in words.
     pub how: String,
+    /// Made from one session's trials: day-to-day (between-session) spread is not in it, and
+    /// the figure says so where it is shown, not only in a note.
+    pub one_session: bool,
 }
 
 impl Interval {
@@ -53,12 +56,21 @@ impl Interval {
         Interval {
             known: true,
             how: how.into(),
+            one_session: false,
+        }
+    }
+    /// A known interval from one session's trials (one results file).
+    pub fn one_session(how: impl Into<String>) -> Interval {
+        Interval {
+            one_session: true,
+            ..Interval::known(how)
         }
     }
     pub fn unknown(why: impl Into<String>) -> Interval {
         Interval {
             known: false,
             how: why.into(),
+            one_session: false,
         }
     }
 }

@@ -54,6 +54,9 @@ fn days_range(n: &NodePlan) -> String {
         "unknown".to_string()
     } else if (n.days.p90 - n.days.p10).abs() < 1e-9 * n.days.p50 {
         format!("{:.2} (no spread)", n.days.p50)
+    } else if n.interval.one_session {
+        // One session's spread: the mark sends the reader to the legend's caveat.
+        format!("{}*", n.days.range_text())
     } else {
         n.days.range_text()
     }
@@ -338,7 +341,8 @@ fn write_node_table(s: &mut String, plan: &Plan) {
     let _ = writeln!(
         s,
         "P50 time and days: one node, at the median throughput; P10-P90: the spread the data \
-         supports (unknown: no measured spread).{fleet} nodes: to meet the deadline at P50 (and \
+         supports (unknown: no measured spread; *: one session's trials, so a run on another \
+         day, after a restart or on other clocks, may fall outside it).{fleet} nodes: to meet the deadline at P50 (and \
          at 90% confidence; ?: unknown), keeping the end-of-job tail free (one request's \
          duration, or from the length distribution). cost: P50, {prices}{over}. latency: per \
          request, Little's law (concurrency x avg output tokens / throughput per replica). roof \

@@ -595,3 +595,43 @@ fn prices_of_ones_own_catalog_are_not_called_illustrative() {
     assert!(!ours.contains("illustrative"), "{ours}");
     assert!(ours.contains("your catalog's prices"), "{ours}");
 }
+
+/// Issue 37: a run of one session gave a "+-0.1%" interval that read as the whole truth. The
+/// interval's figure now carries its caveat (a `*` the legend explains), and plan.json says
+/// `one_session`.
+#[test]
+fn one_sessions_interval_is_marked_in_the_figure_itself() {
+    use crate::common::*;
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let profile = write_profile(dir.path(), "one", &sim.urls, QUICK_BODY);
+    let out = dir.path().join("run");
+    let o = run_bench_cli(&profile, &out, &["--no-plots", "--no-progress"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let results = out.join("results.json");
+    let o = plan(&[
+        "-r",
+        results.to_str().unwrap(),
+        "--completions",
+        "100000",
+        "--avg-output-tokens",
+        "10",
+        "--json",
+        "-",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stderr(&o);
+    let row = (table.lines())
+        .find(|l| l.contains("(run)") && l.contains("measured"))
+        .unwrap_or_else(|| panic!("no measured row:\n{table}"));
+    assert!(
+        row.split_whitespace().any(|cell| cell.ends_with('*')),
+        "{row}"
+    );
+    assert!(table.contains("*: one session's trials"), "{table}");
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let measured = (plan["nodes"].as_array().unwrap().iter())
+        .find(|n| n["basis"] == "measured")
+        .unwrap();
+    assert_eq!(measured["interval"]["one_session"], true, "{measured}");
+}

@@ -51,7 +51,7 @@ fn measured_at(points: &[(f64, f64)], level: f64) -> (Quantiles, Interval, usize
             p50: mean,
             p90: mean + half,
         },
-        Interval::known(format!(
+        Interval::one_session(format!(
             "prediction interval for one more run at this level from {n} trials (mean +- \
              t x sd x sqrt(1 + 1/n)); one session: day-to-day (between-session) variation is \
              not in it"
@@ -287,7 +287,7 @@ fn fitted_at(
                 p50: x,
                 p90: x + ((b.p90 - x).powi(2) + scatter.powi(2)).sqrt(),
             },
-            Interval::known(format!(
+            Interval::one_session(format!(
                 "{resamples} seeded bootstrap refits of the USL, widened by the points' scatter \
                  about the curve (relative RMSE {:.1}%: trial noise and lack of fit); one \
                  session: day-to-day (between-session) variation is not in it",
