@@ -79,12 +79,26 @@ async fn relative_run(seed: u64, slowdown: f64) -> Outcome {
     verdict.outcome
 }
 
-/// The two tests take turns: side by side on 2 cores, each would be the other's noise.
-static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Runs `test` on a runtime of its own while holding the binary's timing lock: these tests
+/// count false failures over many runs, and beside another timing test on 2 cores each is
+/// the other's noise (one full suite in three failed here before they took turns with all
+/// the timing tests, not only with each other).
+fn in_turn(test: impl std::future::Future<Output = ()>) {
+    let _turn = crate::common::timing_lock();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(test);
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdown() {
-    let _turn = TURN.lock().await;
+#[test]
+fn relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdown() {
+    in_turn(relative_mode_passes_unchanged_and_catches_a_slowdown());
+}
+
+async fn relative_mode_passes_unchanged_and_catches_a_slowdown() {
     let mut same_failed = 0;
     let mut slow_caught = 0;
     let mut outcomes = Vec::new();
@@ -113,9 +127,12 @@ async fn relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdo
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn history_of_two_sessions_says_inconclusive_for_an_unchanged_server() {
-    let _turn = TURN.lock().await;
+#[test]
+fn history_of_two_sessions_says_inconclusive_for_an_unchanged_server() {
+    in_turn(history_of_two_sessions_is_inconclusive());
+}
+
+async fn history_of_two_sessions_is_inconclusive() {
     let mut runs = Vec::new();
     for seed in [11, 12] {
         let sim = start(seed, 1.0).await;
