@@ -306,9 +306,20 @@ fn github_outputs_summary_and_annotations() {
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("::warning title=Throughput inconclusive::")
     );
-    // One baseline session: the gate warns that day-to-day variation is unknown.
-    assert!(String::from_utf8_lossy(&o.stdout)
-        .contains("::warning title=throughline::the baseline holds one session"));
+    // One baseline session: the gate warns that day-to-day variation is unknown. The job
+    // summary always says it; the annotations carry at most 3 warnings, and when the
+    // client's notes (timing-dependent on a busy machine) come first they say how many more
+    // the summary has.
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        summary.contains("the baseline holds one session"),
+        "{summary}"
+    );
+    assert!(
+        said.contains("::warning title=throughline::the baseline holds one session")
+            || said.contains("more warnings in the job summary"),
+        "{said}"
+    );
 }
 
 /// Issue 30 items 1, 2 and 6 on two simulators reporting engine versions 0.1.0 and 0.2.0:
