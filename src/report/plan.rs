@@ -64,16 +64,22 @@ fn days_range(n: &NodePlan) -> String {
 
 /// The console report: the job and its limits, the fit and the SLO, one table row per node
 /// type with its legend, each node's details, then the comparison, the mix and the lists.
+/// What both the short and the whole plan open with: the job, its limits, the fit, the SLOs
+/// and the node table.
+fn write_head(s: &mut String, plan: &Plan) {
+    write_job(s, plan);
+    write_limits(s, plan);
+    write_fit(s, plan);
+    write_slo(s, plan);
+    write_node_table(s, plan);
+}
+
 /// The plan on one screen, `plan`'s default: the job, its limits, the fit, the node table,
 /// the summary and the warnings; each node's details and the notes are in `plan -v` and
 /// plan.json, and a line says how many there are.
 pub fn render_short(plan: &Plan) -> String {
     let mut s = String::new();
-    write_job(&mut s, plan);
-    write_limits(&mut s, plan);
-    write_fit(&mut s, plan);
-    write_slo(&mut s, plan);
-    write_node_table(&mut s, plan);
+    write_head(&mut s, plan);
     write_comparison(&mut s, plan);
     write_mix(&mut s, plan);
     write_list(&mut s, "summary:", "  ", &plan.summary);
@@ -90,11 +96,7 @@ pub fn render_short(plan: &Plan) -> String {
 /// The whole plan (`plan -v`): [`render_short`]'s parts with each node's details and the notes.
 pub fn render_table(plan: &Plan) -> String {
     let mut s = String::new();
-    write_job(&mut s, plan);
-    write_limits(&mut s, plan);
-    write_fit(&mut s, plan);
-    write_slo(&mut s, plan);
-    write_node_table(&mut s, plan);
+    write_head(&mut s, plan);
     let _ = writeln!(s);
     for n in &plan.nodes {
         write_node_details(&mut s, n);
