@@ -543,41 +543,28 @@ impl ScaleFrom<'_> {
         let holds = MemoryFit::new(m, tf, gpr, self.full_ctx).max_concurrency;
         let batch = ref_batch.min(holds as f64).max(1.0);
         let per_replica = share * Roofline::new(m, tf, gpr, self.mean_ctx).bound(batch);
-        Row {
-            node: node.name.clone(),
-            gpu: Some(node.gpu.clone()),
-            gpus_per_node: node.gpus_per_node,
-            replicas_per_node: replicas,
-            model: self.plan_model.clone(),
-            basis: Basis::Scaled,
-            how: format!(
-                "scaled from {ref_name} at the roofline: its {:.0}% of the memory-bandwidth \
-                 bound at batch {ref_batch:.0}, applied to this node's bound at batch \
-                 {batch:.0}{} ({} GPU(s) of {} per replica, x {replicas} replicas); assumes \
-                 the same share of the bound, ignores interconnect and compute differences",
-                share * 100.0,
-                if batch < ref_batch {
-                    format!(" (the {holds} sequences its memory holds at the job's context)")
-                } else {
-                    String::new()
-                },
-                gpr,
-                tf.name
-            ),
-            source: node.source.clone(),
-            date: None,
-            concurrency_per_replica: Some(batch),
-            tok_s_per_node: Quantiles::single(per_replica * replicas as f64),
-            interval: Interval::unknown(
-                "scaled across hardware at the roofline: the error of this scaling has not \
-                 been measured, so no interval is given (measure the node to get one)",
-            ),
-            usd_per_node_hour: node.usd_per_node_hour,
-            price_note: node.price_note.clone(),
-            speculative: false,
-            batch1_tok_s_per_replica: None,
+        let how = format!(
+            "scaled from {ref_name} at the roofline: its {:.0}% of the memory-bandwidth \
+             bound at batch {ref_batch:.0}, applied to this node's bound at batch \
+             {batch:.0}{} ({} GPU(s) of {} per replica, x {replicas} replicas); assumes \
+             the same share of the bound, ignores interconnect and compute differences",
+            share * 100.0,
+            if batch < ref_batch {
+                format!(" (the {holds} sequences its memory holds at the job's context)")
+            } else {
+                String::new()
+            },
+            gpr,
+            tf.name
+        );
+        self.scaled_row(
+            node,
+            replicas,
+            how,
+            (Some(batch), per_replica * replicas as f64),
+            "at the roofline",
             notes,
-        }
+        )
     }
 
     /// A node scaled by memory bandwidth per GPU, capped where its memory holds fewer
@@ -636,6 +623,27 @@ impl ScaleFrom<'_> {
                 ));
             }
         }
+        self.scaled_row(
+            node,
+            replicas,
+            how,
+            (concurrency, tok_s),
+            "by memory bandwidth",
+            notes,
+        )
+    }
+
+    /// A row scaled from the reference by `method` ("at the roofline"): no interval, since
+    /// the error of scaling across hardware has not been measured.
+    fn scaled_row(
+        &self,
+        node: &Node,
+        replicas: u32,
+        how: String,
+        (concurrency_per_replica, tok_s): (Option<f64>, f64),
+        method: &str,
+        notes: Vec<String>,
+    ) -> Row {
         Row {
             node: node.name.clone(),
             gpu: Some(node.gpu.clone()),
@@ -646,12 +654,12 @@ impl ScaleFrom<'_> {
             how,
             source: node.source.clone(),
             date: None,
-            concurrency_per_replica: concurrency,
+            concurrency_per_replica,
             tok_s_per_node: Quantiles::single(tok_s),
-            interval: Interval::unknown(
-                "scaled across hardware by memory bandwidth: the error of this scaling has not \
-                 been measured, so no interval is given (measure the node to get one)",
-            ),
+            interval: Interval::unknown(format!(
+                "scaled across hardware {method}: the error of this scaling has not been \
+                 measured, so no interval is given (measure the node to get one)"
+            )),
             usd_per_node_hour: node.usd_per_node_hour,
             price_note: node.price_note.clone(),
             speculative: false,

@@ -12,6 +12,16 @@ fn seed(name: &str) -> String {
     fixtures().join("seeds").join(name).display().to_string()
 }
 
+/// The seeds' question: 902,087 completions of 1,818 tokens on average, Qwen3.6-27B.
+const SEEDS_QUESTION: [&str; 6] = [
+    "--completions",
+    "902087",
+    "--avg-output-tokens",
+    "1818",
+    "--model",
+    "Qwen3.6-27B",
+];
+
 fn plan(args: &[&str]) -> Output {
     let dir = std::env::temp_dir();
     Command::new(env!("CARGO_BIN_EXE_throughline"))
@@ -54,20 +64,10 @@ fn f(v: &serde_json::Value) -> f64 {
 /// plan.json has everything either way.
 #[test]
 fn the_default_table_fits_one_screen_and_says_where_the_rest_is() {
-    let args = [
-        "plan",
-        "--completions",
-        "902087",
-        "--avg-output-tokens",
-        "1818",
-        "--model",
-        "Qwen3.6-27B",
-        "--deadline",
-        "2d",
-    ];
+    let args = [&["plan"][..], &SEEDS_QUESTION, &["--deadline", "2d"]].concat();
     let run = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_throughline"))
-            .args(args)
+            .args(&args)
             .args(extra)
             .current_dir(std::env::temp_dir())
             .output()
@@ -463,16 +463,7 @@ fn the_planner_asks_for_the_model_caps_scaled_rows_at_memory_and_writes_null() {
         assert!(stderr(&o).contains(said), "{said}: {}", stderr(&o));
     }
 
-    let o = plan(&[
-        "--completions",
-        "902087",
-        "--avg-output-tokens",
-        "1818",
-        "--model",
-        "Qwen3.6-27B",
-        "--json",
-        "-",
-    ]);
+    let o = plan(&[&SEEDS_QUESTION[..], &["--json", "-"]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let p = json(&o);
     assert!(stderr(&o).contains("h100-8x"), "the table goes to stderr");
@@ -576,14 +567,7 @@ fn prices_of_ones_own_catalog_are_not_called_illustrative() {
     let text = std::fs::read_to_string(fixtures().join("catalog.toml")).unwrap();
     std::fs::write(&catalog, text.replace("illustrative", "our contract")).unwrap();
     let args = |c: Option<&str>| {
-        let mut a = vec![
-            "--completions",
-            "902087",
-            "--avg-output-tokens",
-            "1818",
-            "--model",
-            "Qwen3.6-27B",
-        ];
+        let mut a = SEEDS_QUESTION.to_vec();
         if let Some(c) = c {
             a.extend(["--catalog", c]);
         }

@@ -30,7 +30,6 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
     let cf = c as f64;
     let tps = 80.0 * cf / (1.0 + 0.03 * (cf - 1.0)) * (1.0 + 0.015 * n as f64);
     TrialResult {
-        trial: n,
         requests_sent: sent,
         succeeded: ok,
         failed: if ok < sent {
@@ -38,9 +37,7 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
         } else {
             Default::default()
         },
-        error_examples: Default::default(),
         output_tokens: if ok > 0 { 64 * ok } else { 0 },
-        failed_output_tokens: 0,
         input_tokens: 128 * sent,
         window_s: 10.0,
         output_tok_per_s: if ok > 0 { tps } else { 0.0 },
@@ -49,20 +46,7 @@ fn trial(n: u32, c: u32, ok: u64, sent: u64) -> TrialResult {
         per_request_tok_per_s: (ok > 0).then(|| tps / cf),
         ttft_ms: (ok > 0).then(|| pct(15.0 + 2.0 * cf, 40.0 + 6.0 * cf)),
         itl_ms: (ok > 0).then(|| pct(9.0 + cf / 8.0, 18.0 + cf / 3.0)),
-        tpot_ms: None,
-        e2e_ms: None,
-        token_sources: Default::default(),
-        flags: vec![],
-        length_misses: 0,
-        telemetry: None,
-        client: None,
-        open_loop: None,
-        excluded_requests: 0,
-        round: None,
-        block: None,
-        slot: None,
-        input_check: None,
-        prefix_cache: None,
+        ..TrialResult::new(n)
     }
 }
 

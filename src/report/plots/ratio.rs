@@ -94,14 +94,7 @@ fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
         .iter()
         .map(|l| format!("C={}", l.concurrency))
         .collect();
-    let mut cc = ChartBuilder::on(&area)
-        .margin_left(24)
-        .margin_right(40)
-        .margin_top(6)
-        .margin_bottom(6)
-        .x_label_area_size(56)
-        .y_label_area_size(90)
-        .build_cartesian_2d(x_range, y_lo..y_hi)?;
+    let mut cc = style::one_panel(&area, x_range, y_lo..y_hi)?;
     let label_of = |v: &f64| {
         let i = v.round();
         if (v - i).abs() > 1e-6 || i < 0.0 {

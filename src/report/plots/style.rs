@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use anyhow::{anyhow, Result};
 use plotters::chart::MeshStyle;
-use plotters::coord::ranged1d::Ranged;
+use plotters::coord::ranged1d::{AsRangedCoord, Ranged};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -200,6 +200,30 @@ const NOTE_ROW: i32 = 20;
 const MARK_W: i32 = 30;
 
 type Area<'b> = DrawingArea<BitMapBackend<'b>, Shift>;
+
+/// A chart's plotting area on a bitmap, x and y as given.
+pub(crate) type Panel<'a, 'b, X, Y> = ChartContext<
+    'a,
+    BitMapBackend<'b>,
+    Cartesian2d<<X as AsRangedCoord>::CoordDescType, <Y as AsRangedCoord>::CoordDescType>,
+>;
+
+/// A one-panel chart's plotting area inside its frame: the margins and label room the
+/// scaling and ratio charts share, so their axes line up in a report.
+pub(crate) fn one_panel<'a, 'b, X: AsRangedCoord, Y: AsRangedCoord>(
+    area: &'a Area<'b>,
+    x: X,
+    y: Y,
+) -> Result<Panel<'a, 'b, X, Y>> {
+    Ok(ChartBuilder::on(area)
+        .margin_left(24)
+        .margin_right(40)
+        .margin_top(6)
+        .margin_bottom(6)
+        .x_label_area_size(56)
+        .y_label_area_size(90)
+        .build_cartesian_2d(x, y)?)
+}
 
 /// Draws the title, legend, notes and footer on `root`; returns the area left for the chart.
 pub(crate) fn draw_frame<'b>(root: &Area<'b>, frame: &Frame<'_>) -> Result<Area<'b>> {

@@ -299,14 +299,7 @@ fn draw_scaling(root: &Root<'_>, chart: &ScalingChart<'_>) -> Result<()> {
         },
     )?;
 
-    let mut cc = ChartBuilder::on(&area)
-        .margin_left(24)
-        .margin_right(40)
-        .margin_top(6)
-        .margin_bottom(6)
-        .x_label_area_size(56)
-        .y_label_area_size(90)
-        .build_cartesian_2d(x.clone(), 0f64..y_top)?;
+    let mut cc = style::one_panel(&area, x.clone(), 0f64..y_top)?;
     style::mesh(&mut cc.configure_mesh(), 2)
         .x_desc(chart.kind.axis_caption())
         .y_desc(chart.y_desc)
