@@ -20,8 +20,9 @@ fn change(m: &Moved) -> String {
 fn heading(c: &Changes) -> String {
     format!(
         "what changed besides tok/s (head vs base; {} figures per level, listed only beyond \
-         noise at a 5% family level and beyond their floor)",
-        c.figures_compared
+         noise at a 5% family level over the {} comparisons that varied, and beyond their \
+         floor)",
+        c.figures_compared, c.comparisons
     )
 }
 
@@ -134,8 +135,8 @@ pub fn markdown(verdict: &Verdict) -> String {
     let _ = writeln!(
         md,
         "\nRatios for latencies, lengths and batch size, differences for rates and gauges; \
-         bounds at {:.4} each (5% over all figures and levels), from the same trials as the \
-         verdict.\n",
+         bounds at {:.4} each (5% over the figures and levels that varied), from the same \
+         trials as the verdict.\n",
         c.per_test_alpha
     );
     md.push_str(&notes);
@@ -151,6 +152,7 @@ mod tests {
         let mut v = crate::report::plots::ratio_tests::mixed();
         v.changes = Some(Changes {
             figures_compared: 14,
+            comparisons: 28,
             per_test_alpha: 0.05 / 28.0,
             starts_covered: true,
             levels: vec![LevelChanges {

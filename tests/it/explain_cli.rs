@@ -162,4 +162,18 @@ fn an_unchanged_head_reads_as_none_of_them() {
         assert!(!found.iter().any(|c| c == cause), "{found:?}\n{console}");
     }
     assert!(v["changes"]["figures_compared"].as_u64().unwrap() >= 10);
+    // The family: the figures that varied, fewer than all figures at all levels (no errors,
+    // a fixed prompt), each at 5% / that count.
+    let comparisons = v["changes"]["comparisons"].as_f64().unwrap();
+    let alpha = v["changes"]["per_test_alpha"].as_f64().unwrap();
+    let levels = v["changes"]["levels"].as_array().unwrap().len() as f64;
+    let all = v["changes"]["figures_compared"].as_f64().unwrap() * levels;
+    assert!(
+        comparisons >= 4.0 && comparisons < all,
+        "{comparisons} of {all}"
+    );
+    assert!(
+        (alpha * comparisons - 0.05).abs() < 1e-9,
+        "{alpha} x {comparisons}"
+    );
 }

@@ -23,6 +23,29 @@ pub(super) enum Compared {
     Absent,
 }
 
+/// A figure's value in a trial on the scale it is compared on (logs for ratio figures).
+fn on_scale(f: Figure, t: &TrialResult) -> Option<f64> {
+    f.of(t)
+        .map(|v| if f.scale() == Scale::Ratio { v.ln() } else { v })
+}
+
+/// Whether the comparison of `f` at one level could list it: recorded in both arms, estimable,
+/// and not one value in every trial of both (no errors at all, a fixed prompt length), which
+/// no bound can call a change. Only these share the family's 5%.
+pub(super) fn can_list(f: Figure, base: &[TrialResult], head: &[TrialResult]) -> bool {
+    let mut all = (base.iter().chain(head)).filter_map(|t| on_scale(f, t));
+    let Some(first) = all.next() else {
+        return false;
+    };
+    if all.all(|v| v == first) {
+        return false;
+    }
+    !matches!(
+        compare(f, base, head, super::EXPLAIN_ALPHA),
+        Compared::Absent | Compared::NotEstimable
+    )
+}
+
 /// One figure at one level. In a run in blocks, the blocks as the gate groups them
 /// (`gate::blocks::blocks_of`) and its estimator, `crossover_level`: the difference of block
 /// means paired by slot orientation, so a slot effect cancels, with the blocks' own spread
@@ -35,7 +58,7 @@ pub(super) fn compare(
     alpha: f64,
 ) -> Compared {
     let ratio = f.scale() == Scale::Ratio;
-    let on_scale = |t: &TrialResult| f.of(t).map(|v| if ratio { v.ln() } else { v });
+    let on_scale = |t: &TrialResult| on_scale(f, t);
     let values =
         |trials: &[TrialResult]| -> Vec<f64> { trials.iter().filter_map(on_scale).collect() };
     let (bv, hv) = (values(base), values(head));
@@ -91,10 +114,19 @@ mod tests {
     use super::super::EXPLAIN_ALPHA;
     use super::*;
 
+    /// The per-test level `explain` uses for one level: 5% over the figures that could be
+    /// listed.
+    fn family_alpha(base: &[TrialResult], head: &[TrialResult]) -> f64 {
+        let tests = (Figure::ALL.iter())
+            .filter(|&&f| can_list(f, base, head))
+            .count();
+        EXPLAIN_ALPHA / tests.max(1) as f64
+    }
+
     /// A/A: both arms drawn from one distribution (latencies lognormal, CV 3 to 15%; tokens
     /// per chunk noisy; lengths fixed), 400 seeded replications of 5 trials a side: the share
     /// of runs that list any figure stays within the family level (issue 27: at most 1
-    /// false line in 20 runs).
+    /// false line in 20 runs; 12 of 400 with the family counted over the figures that vary).
     #[test]
     fn an_unchanged_run_lists_nothing_in_at_least_19_of_20() {
         use crate::stats::summary::Percentiles;
@@ -130,7 +162,7 @@ mod tests {
         for _ in 0..runs {
             let base: Vec<TrialResult> = (1..=5).map(&mut trial).collect();
             let head: Vec<TrialResult> = (1..=5).map(&mut trial).collect();
-            let alpha = EXPLAIN_ALPHA / Figure::ALL.len() as f64;
+            let alpha = family_alpha(&base, &head);
             if Figure::ALL
                 .iter()
                 .any(|&f| matches!(compare(f, &base, &head, alpha), Compared::Moved(_)))
@@ -193,13 +225,14 @@ mod tests {
         (base, head)
     }
 
-    /// Of `runs` seeded 4-block jobs (one level, so Bonferroni over the 14 figures): how
+    /// Of `runs` seeded 4-block jobs (one level, so Bonferroni over the figures that could be
+    /// listed: both percentiles of TTFT and ITL, E2E and output tokens per request): how
     /// many list ITL p50, how many list any figure, and how many would have listed ITL p50
     /// with the unpaired test on block means explain used before (for comparison).
     fn listed_in_blocks(
         seed: u64,
         runs: usize,
-        slot: f64,
+        (slot, start_sd): (f64, f64),
         itl_change: f64,
     ) -> (usize, usize, usize) {
         use rand::{Rng, SeedableRng};
@@ -208,10 +241,10 @@ mod tests {
             let (u, v): (f64, f64) = (rng.gen_range(1e-12..1.0), rng.gen_range(0.0..1.0));
             (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
         };
-        let alpha = EXPLAIN_ALPHA / Figure::ALL.len() as f64;
         let (mut itl, mut any, mut unpaired) = (0, 0, 0);
         for _ in 0..runs {
-            let (base, head) = job_in_blocks(&mut normal, 4, slot, 0.005, itl_change);
+            let (base, head) = job_in_blocks(&mut normal, 4, slot, start_sd, itl_change);
+            let alpha = family_alpha(&base, &head);
             let moved: Vec<Figure> = (Figure::ALL.iter())
                 .filter_map(|&f| match compare(f, &base, &head, alpha) {
                     Compared::Moved(m) => Some(m.figure),
@@ -237,35 +270,40 @@ mod tests {
     }
 
     /// Issue 34: a 4% slot effect cancels by orientation instead of widening the bounds: a
-    /// real +10% ITL change is listed as often as without it (the same seeded jobs), and an
-    /// unchanged job lists anything in at most 5%. 200 seeded jobs each; the 2,000-job
-    /// figures: `cargo test --lib explain_in_blocks_measured -- --ignored --nocapture`
-    /// (67.5% listed with or without the slot effect, 0.0% of unchanged jobs: with 4
-    /// blocks the bounds have 2 degrees of freedom, short of issue 34's 80%).
+    /// real +10% ITL change is listed as often as without it (the same seeded jobs), in at
+    /// least 80% of 4-block jobs, and an unchanged job lists anything in at most 5%, also
+    /// where each server start shifts its latencies by 3% (the blocks' own spread then set
+    /// apart from the trials'). 200 seeded jobs each; the 2,000-job figures (92.4% listed
+    /// with or without the slot effect, 0.0% of unchanged jobs; 17.9% and 0.2% at a 3% start
+    /// spread, where the starts hide a 10% change as the gate's own bound would):
+    /// `cargo test --lib explain_in_blocks_measured -- --ignored --nocapture`.
     #[test]
     fn in_blocks_a_slot_effect_neither_hides_nor_makes_a_change() {
-        let (itl, _, _) = listed_in_blocks(34, 200, 0.04, 0.10);
-        let (without, _, _) = listed_in_blocks(34, 200, 0.0, 0.10);
+        let (itl, _, _) = listed_in_blocks(34, 200, (0.04, 0.005), 0.10);
+        let (without, _, _) = listed_in_blocks(34, 200, (0.0, 0.005), 0.10);
         assert_eq!(itl, without, "the slot effect moved the listing");
-        assert!(itl * 100 >= 60 * 200, "+10% ITL listed in {itl} of 200");
-        let (_, any, _) = listed_in_blocks(35, 200, 0.04, 0.0);
-        assert!(
-            any * 100 <= 5 * 200,
-            "unchanged: {any} of 200 listed a figure"
-        );
+        assert!(itl * 100 >= 80 * 200, "+10% ITL listed in {itl} of 200");
+        for (seed, start_sd) in [(35, 0.005), (36, 0.03)] {
+            let (_, any, _) = listed_in_blocks(seed, 200, (0.04, start_sd), 0.0);
+            assert!(
+                any * 100 <= 5 * 200,
+                "unchanged, start spread {start_sd}: {any} of 200 listed a figure"
+            );
+        }
     }
 
     #[test]
-    #[ignore = "a measurement: 8,000 simulated jobs"]
+    #[ignore = "a measurement: 12,000 simulated jobs"]
     fn explain_in_blocks_measured() {
-        for slot in [0.0, 0.04] {
-            let (itl, _, unpaired) = listed_in_blocks(340, 2000, slot, 0.10);
-            let (_, any, _) = listed_in_blocks(341, 2000, slot, 0.0);
+        for (slot, start_sd) in [(0.0, 0.005), (0.04, 0.005), (0.04, 0.03)] {
+            let (itl, _, unpaired) = listed_in_blocks(340, 2000, (slot, start_sd), 0.10);
+            let (_, any, _) = listed_in_blocks(341, 2000, (slot, start_sd), 0.0);
             println!(
-                "slot effect {:.0}%: +10% ITL listed in {:.1}% of 2000 4-block jobs \
-                 (the unpaired test on block means: {:.1}%); an unchanged job listed \
-                 anything in {:.1}%",
+                "slot effect {:.0}%, start spread {:.1}%: +10% ITL listed in {:.1}% of 2000 \
+                 4-block jobs (the unpaired test on block means: {:.1}%); an unchanged job \
+                 listed anything in {:.1}%",
                 slot * 100.0,
+                start_sd * 100.0,
                 itl as f64 / 20.0,
                 unpaired as f64 / 20.0,
                 any as f64 / 20.0

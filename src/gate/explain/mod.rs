@@ -6,7 +6,8 @@
 //! `relative_level` (Welch on the trials of one start per arm, whose start effect no bound
 //! covers: the changes say so).
 //! A figure is listed only when its bound excludes "unchanged" at a family level of 5% over
-//! every figure and level (Bonferroni), and it moved by more than its floor; then typed
+//! every figure and level that varied (Bonferroni, with Tarone's rule: a comparison that
+//! cannot list anything takes no share), and it moved by more than its floor; then typed
 //! rules over the moved figures give ranked readings ("the KV cache fills sooner"), never a
 //! match on text.
 
@@ -18,12 +19,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{LevelResult, RunResult};
 
-use compare::{compare, Compared};
+use compare::{can_list, compare, Compared};
 pub use figure::Figure;
 use reading::read;
 pub use reading::{Cause, Reading};
 
-/// The chance, over all figures and levels together, that an unchanged run lists a figure.
+/// The chance, over all figures and levels that varied together, that an unchanged run lists a
+/// figure.
 pub const EXPLAIN_ALPHA: f64 = 0.05;
 
 /// One figure that moved beyond noise at one level.
@@ -82,8 +84,12 @@ pub struct LevelChanges {
 /// The "what changed" section of a relative verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Changes {
-    /// Figures compared (per level) and the level of each comparison after Bonferroni.
+    /// Figures compared (per level); the comparisons over all levels that could list a
+    /// figure (recorded in both arms, estimable, and varying), and the level of each after
+    /// Bonferroni over those.
     pub figures_compared: usize,
+    #[serde(default)]
+    pub comparisons: usize,
     pub per_test_alpha: f64,
     /// The run was in blocks (servers started fresh, slots swapped), so the bounds cover
     /// start and slot effects; false with one start per arm, where a start effect (one start
@@ -113,7 +119,19 @@ pub fn explain(run: &RunResult) -> Option<Changes> {
             Some((b, h))
         })
         .collect();
-    let tests = (pairs.len() * Figure::ALL.len()).max(1);
+    // The family: the comparisons that could list a figure. A figure absent from an arm, not
+    // estimable, or the same value in every trial of both arms (no errors, a fixed prompt)
+    // cannot be listed at any level, so it takes no share of the 5% (Tarone's rule for
+    // tests that cannot reach significance): with fewer tests the rest keep more power.
+    let tests = (pairs.iter())
+        .flat_map(|(b, h)| {
+            Figure::ALL
+                .iter()
+                .map(move |&f| can_list(f, &b.trials, &h.trials))
+        })
+        .filter(|&can| can)
+        .count()
+        .max(1);
     let per_test_alpha = EXPLAIN_ALPHA / tests as f64;
     let in_blocks = (run.levels.iter().chain(&base.levels))
         .flat_map(|l| &l.trials)
@@ -142,6 +160,7 @@ pub fn explain(run: &RunResult) -> Option<Changes> {
         .collect();
     Some(Changes {
         figures_compared: Figure::ALL.len(),
+        comparisons: tests,
         per_test_alpha,
         starts_covered: in_blocks,
         levels,
