@@ -66,7 +66,7 @@ fn server_command() -> String {
 /// One bisect that measures at a time: the gate decides on each step's blocks, and the
 /// load of the others running beside widened their spread until a step was undecided
 /// (`an_undecided_step_is_measured_again_with_more_blocks` failed under it).
-fn measuring() -> std::sync::MutexGuard<'static, ()> {
+fn measuring() -> crate::common::TimingGuard {
     timing_lock()
 }
 
@@ -390,7 +390,7 @@ fn bisect_built_by(
     build: &str,
     extra: &[&str],
 ) -> std::process::Command {
-    let mut cmd = std::process::Command::new(bin());
+    let mut cmd = crate::common::command();
     cmd.args(["bisect", "-C"])
         .arg(repo)
         .arg("-p")
@@ -659,7 +659,7 @@ fn a_signal_while_the_servers_start_ends_the_bisect_and_its_servers() {
     std::fs::create_dir(&out).unwrap();
     let _reaper = Reaper(out.clone());
     let slow = format!("sleep 60 && {}", server_command());
-    let child = std::process::Command::new(bin())
+    let child = crate::common::command()
         .args(["bisect", "-C"])
         .arg(&repo)
         .arg("-p")

@@ -20,6 +20,7 @@ pub fn run(args: &[&str]) -> Output {
 /// which on a real machine would be the same GPUs (tests of the locks set
 /// THROUGHLINE_LOCK_DIR themselves).
 pub fn command() -> Command {
+    share_machine();
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let dir =
@@ -81,7 +82,7 @@ impl Sim {
 
     /// Like [`Sim::start`], with extra environment variables for the simulator process.
     pub fn start_env(replicas: usize, extra: &[&str], env: &[(&str, &str)]) -> Sim {
-        let mut child = Command::new(bin())
+        let mut child = command()
             .args([
                 "serve-sim",
                 "--port",
@@ -204,11 +205,55 @@ pub fn without_client_flags(results: &Path) -> PathBuf {
     path
 }
 
-/// Timing-sensitive tests in one test binary take turns: benches running side by side on a
-/// 2-core machine would distort each other's figures (tests in one binary run in parallel).
-pub fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+/// The machine, as the tests share it: a timing-sensitive test holds it alone, every other
+/// test shares it from its first process on.
+static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// What the current test thread holds of [`MACHINE`].
+enum Hold {
+    Nothing,
+    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+    Alone,
+}
+
+thread_local! {
+    static HOLD: std::cell::RefCell<Hold> = const { std::cell::RefCell::new(Hold::Nothing) };
+}
+
+/// Held by a timing-sensitive test while it runs.
+pub struct TimingGuard {
+    _alone: std::sync::RwLockWriteGuard<'static, ()>,
+}
+
+impl Drop for TimingGuard {
+    fn drop(&mut self) {
+        HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
+    }
+}
+
+/// Timing-sensitive tests run alone: a bench beside another test's processes on a 2-core
+/// machine measures them too (an in-process client was refused as saturated, explain read a
+/// neighbour as a change). Waits until no other test has a process running and keeps every
+/// other test from starting one until the guard drops; timing tests take turns.
+pub fn timing_lock() -> TimingGuard {
+    // A share this thread took earlier would wait for itself.
+    HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
+    let alone = MACHINE.write().unwrap_or_else(|e| e.into_inner());
+    HOLD.with(|h| *h.borrow_mut() = Hold::Alone);
+    TimingGuard { _alone: alone }
+}
+
+/// Called before a test starts a process: from then until the test ends (libtest runs each
+/// test on a thread of its own, whose end drops the share), no timing test runs beside it.
+/// A timing test's own processes need nothing more. Waits while a timing test runs or
+/// waits to run (the lock lets a waiting writer go first).
+pub fn share_machine() {
+    HOLD.with(|h| {
+        let mut h = h.borrow_mut();
+        if matches!(*h, Hold::Nothing) {
+            *h = Hold::Shared(MACHINE.read().unwrap_or_else(|e| e.into_inner()));
+        }
+    });
 }
 
 /// Runs git in `dir` with a throwaway identity (tests make their own repositories).

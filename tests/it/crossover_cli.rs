@@ -669,6 +669,7 @@ fn cleanup_stops_what_a_killed_run_left_by_its_record() {
 
     // A record committed by a pull request names a process that is not the run's (here a
     // sleep of the test's own, its group and start time copied right): it is left alone.
+    crate::common::share_machine();
     let mut bystander = std::process::Command::new("sh")
         .args(["-c", &format!("sleep 300; : {t}-bystander")])
         .process_group(0)
@@ -701,6 +702,9 @@ fn cleanup_stops_what_a_killed_run_left_by_its_record() {
         "cleanup signalled a process the run did not start: {}",
         text(&o)
     );
+    // ... and said so, rather than "none is still running".
+    assert!(text(&o).contains("left alone"), "{}", text(&o));
+    assert!(!text(&o).contains("none of the"), "{}", text(&o));
 }
 
 #[test]

@@ -31,6 +31,9 @@ fn relative_with(
     base: &[&str],
     head: &[&str],
 ) -> (serde_json::Value, String) {
+    // Timing-sensitive: beside another test's processes two of these read a neighbour's
+    // load as a change (or missed the cause) on this 2-core machine.
+    let _alone = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let base = Sim::start(1, base);

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -405,7 +405,7 @@ fn server_exiting_after_a_time_ends_the_run() {
 }
 
 fn spawn_bench(profile_path: &Path, dir: &Path) -> std::process::Child {
-    Command::new(bin())
+    crate::common::command()
         .args(["bench", "--profile", profile_path.to_str().unwrap()])
         .args(["--out", dir.to_str().unwrap()])
         .stdout(Stdio::piped())
@@ -510,7 +510,7 @@ fn concurrent_blesses_never_lose_a_session() {
     let results = without_client_flags(&dir.join("results.json"));
     let baseline = tmp.path().join("base.toml");
     let bless = || {
-        Command::new(bin())
+        crate::common::command()
             .args(["baseline", "bless", "--commit", "abc"])
             .args(["--results", results.to_str().unwrap()])
             .args(["--baseline", baseline.to_str().unwrap()])

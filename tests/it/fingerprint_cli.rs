@@ -3,7 +3,7 @@
 //! engine version is refused by the gate, and the exports come out in the published shapes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common::*;
 
@@ -208,7 +208,7 @@ fn exports_come_out_in_the_published_shapes() {
     let o = bless(&clean, &baseline, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     let gate_bmf = dir.path().join("gate-bmf.json");
-    let o = Command::new(bin())
+    let o = crate::common::command()
         .args(["gate", "--allow-client-bound", "--results"])
         .arg(&clean)
         .arg("--baseline")

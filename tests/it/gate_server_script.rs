@@ -15,6 +15,7 @@ fn script() -> PathBuf {
 }
 
 fn gate_server(args: &[&str], env: &[(&str, &str)]) -> Output {
+    crate::common::share_machine();
     Command::new("bash")
         .arg(script())
         .args(args)

@@ -109,7 +109,7 @@ fn examples_in(help: &str) -> Vec<String> {
 }
 
 fn help_of(sub: &[&str]) -> String {
-    let mut cmd = Command::new(bin());
+    let mut cmd = crate::common::command();
     cmd.args(sub).arg("--help");
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{sub:?} --help failed");
@@ -124,6 +124,7 @@ fn shell(dir: &Path, line: &str) -> std::process::Output {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    crate::common::share_machine();
     let child = Command::new("bash")
         .args(["-c", line])
         .current_dir(dir)
@@ -148,7 +149,7 @@ fn start_and_stop_server(dir: &Path, line: &str) {
         .replace("--port 8000", "--port 0")
         .replace("--port 8001", "--port 0");
     let args: Vec<&str> = line.split_whitespace().skip(1).collect();
-    let mut child = Command::new(bin())
+    let mut child = crate::common::command()
         .args(&args)
         .current_dir(dir)
         .stdout(Stdio::piped())

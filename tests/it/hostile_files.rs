@@ -314,7 +314,7 @@ fn outputs_replace_links_and_write_special_files() {
             let p = path.clone();
             std::thread::spawn(move || std::fs::read_to_string(p).unwrap())
         });
-        let mut cmd = Command::new(bin());
+        let mut cmd = crate::common::command();
         cmd.args([
             "gate",
             "--allow-client-bound",
@@ -359,6 +359,7 @@ fn lock_holder(baseline: &Path) -> Child {
     let name = throughline::gate::baseline::lock_path(baseline).unwrap();
     std::fs::create_dir_all(name.parent().unwrap()).unwrap();
     let lock = std::ffi::CString::new(name.as_os_str().as_encoded_bytes()).unwrap();
+    crate::common::share_machine();
     let mut cmd = Command::new("sleep");
     cmd.arg("60");
     unsafe {
@@ -385,7 +386,7 @@ fn bless_locks_die_with_their_process_and_serialize() {
     let folder = tmp.path().join("baselines");
     let baseline = folder.join("base.toml");
     let bless_cmd = || {
-        let mut c = Command::new(bin());
+        let mut c = crate::common::command();
         c.args(["baseline", "bless", "--commit", "abc"])
             .args(["--results", clean.to_str().unwrap()])
             .args(["--baseline", baseline.to_str().unwrap()]);
@@ -607,7 +608,7 @@ fn a_refusal_replaces_a_verdict_link() {
         .local_addr()
         .unwrap()
         .port();
-    let mut cmd = Command::new(bin());
+    let mut cmd = crate::common::command();
     cmd.current_dir(&repo)
         .args([
             "ci",

@@ -18,7 +18,7 @@ fn stderr(out: &std::process::Output) -> String {
 
 /// `throughline ARGS` in `dir`, without the variables a developer's shell may carry.
 fn throughline(dir: &std::path::Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(bin());
+    let mut cmd = crate::common::command();
     cmd.args(args)
         .current_dir(dir)
         .env_remove("OPENAI_API_KEY")
@@ -428,11 +428,12 @@ fn the_verdict_ends_with_the_worst_ratio_and_colours_only_a_terminal() {
             "gate -r ab/results.json --min-trials 3 --json verdict.json --allow-client-bound";
         let mut cmd = if tty {
             // `script` gives the command a terminal for its standard output.
+            crate::common::share_machine();
             let mut c = Command::new("script");
             c.args(["-qec", &format!("{} {args}", bin()), "/dev/null"]);
             c
         } else {
-            let mut c = Command::new(bin());
+            let mut c = crate::common::command();
             c.args(args.split(' '));
             c
         };

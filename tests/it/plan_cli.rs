@@ -2,7 +2,7 @@
 //! catalog and the facts are built in).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
@@ -24,7 +24,7 @@ const SEEDS_QUESTION: [&str; 6] = [
 
 fn plan(args: &[&str]) -> Output {
     let dir = std::env::temp_dir();
-    Command::new(env!("CARGO_BIN_EXE_throughline"))
+    crate::common::command()
         .arg("plan")
         // The whole plan (each node's details, the notes): what these tests read.
         .arg("-v")
@@ -66,7 +66,7 @@ fn f(v: &serde_json::Value) -> f64 {
 fn the_default_table_fits_one_screen_and_says_where_the_rest_is() {
     let args = [&["plan"][..], &SEEDS_QUESTION, &["--deadline", "2d"]].concat();
     let run = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_throughline"))
+        crate::common::command()
             .args(&args)
             .args(extra)
             .current_dir(std::env::temp_dir())

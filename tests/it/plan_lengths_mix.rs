@@ -2,7 +2,7 @@
 //! end to end on the seed curve (Qwen3.5-122B on 4x RTX PRO 6000, TP4, one replica).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
@@ -16,7 +16,7 @@ fn seed_curve() -> String {
 }
 
 fn plan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_throughline"))
+    crate::common::command()
         .arg("plan")
         // The whole plan (each node's details, the notes): what these tests read.
         .arg("-v")

@@ -10,9 +10,8 @@
 //! not widen the tolerance.
 
 use std::path::Path;
-use std::process::Command;
 
-use crate::common::{bin, code, run_bench_cli, text, Sim};
+use crate::common::{code, run_bench_cli, text, Sim};
 use serde_json::Value;
 
 const JOB_COMPLETIONS: u32 = 2000;
@@ -84,7 +83,7 @@ fn a_planned_job_takes_the_time_the_plan_said() {
     // 2. Plan the job from it, at the job's concurrency and lengths.
     let job = dir.path().join("job.toml");
     std::fs::write(&job, job_profile(url)).unwrap();
-    let out = Command::new(bin())
+    let out = crate::common::command()
         .args(["plan", "--results"])
         .arg(sweep_out.join("results.json"))
         .args(["--completions", &JOB_COMPLETIONS.to_string()])

@@ -4,7 +4,7 @@
 //! that looked precise. Every test here failed on the planner before the fix.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -18,7 +18,7 @@ const CURVE_122B: &str = "rtx6000-4x-tp4-qwen3.5-122b.json";
 const BATCH1_27B: &str = "rtx6000-8x-dp-qwen3.6-27b-batch1.json";
 
 fn plan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_throughline"))
+    crate::common::command()
         .arg("plan")
         // The whole plan (each node's details, the notes): what these tests read.
         .arg("-v")

@@ -2,7 +2,7 @@
 //! real binary, and the PNGs decoded and inspected.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use throughline::profile::Profile;
 use throughline::record::{
@@ -108,7 +108,7 @@ fn plot(dir: &Path, run: &RunResult, extra: &[&str]) -> (Output, PathBuf) {
     let results = dir.join("results.json");
     run.save(&results).unwrap();
     let out = dir.join("plots");
-    let output = Command::new(env!("CARGO_BIN_EXE_throughline"))
+    let output = crate::common::command()
         .arg("plot")
         .arg("--results")
         .arg(&results)
@@ -343,7 +343,7 @@ fn per_request_chart_draws_a_baseline_run_beside_the_run() {
 #[test]
 fn bad_input_exits_2_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_throughline"))
+    let output = crate::common::command()
         .args(["plot", "--results"])
         .arg(dir.path().join("missing.json"))
         .arg("--out")
@@ -393,7 +393,7 @@ fn gate_links_from_the_markdown_folder_and_writes_the_comment() {
     let results = dir.path().join("results.json");
     relative_run().save(&results).unwrap();
     let summary = dir.path().join("summary.md");
-    let output = Command::new(env!("CARGO_BIN_EXE_throughline"))
+    let output = crate::common::command()
         .current_dir(dir.path())
         .args([
             "gate",

@@ -3,7 +3,7 @@
 //! report, stdout or stderr, whether the key is right or wrong.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common::*;
 
@@ -23,7 +23,7 @@ trials = 5
 "#;
 
 fn run_env(args: &[&str], key: &str) -> Output {
-    Command::new(bin())
+    crate::common::command()
         .args(args)
         .env("TL_TEST_BENCH_KEY", key)
         .output()
@@ -206,7 +206,7 @@ fn ci_sends_the_key_to_its_checks() {
     git(&repo, &["init", "-q"]);
     write_profile(&repo.join("baselines"), "keyed", &sim.urls, BODY);
     let in_repo = |args: &[&str]| {
-        let mut cmd = Command::new(bin());
+        let mut cmd = crate::common::command();
         cmd.args(args)
             .current_dir(&repo)
             .env("TL_TEST_BENCH_KEY", KEY);
@@ -293,7 +293,7 @@ fn a_401_names_api_key_env_and_the_docs_profile_reads_the_recipes_variable() {
     let tmp = tempfile::tempdir().unwrap();
     let bench = |profile: &Path, var: &str, key: &str| {
         let out = tmp.path().join("out");
-        Command::new(bin())
+        crate::common::command()
             .args(["bench", "--no-progress", "--no-plots", "--profile"])
             .arg(profile)
             .arg("--out")

@@ -4,9 +4,9 @@
 //! engine on the first request.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
-use crate::common::{bin, code, http_get};
+use crate::common::{code, http_get};
 
 /// A serve-sim process, killed on drop.
 struct Started {
@@ -24,7 +24,7 @@ impl Drop for Started {
 }
 
 fn start(extra: &[&str]) -> Started {
-    let mut child = Command::new(bin())
+    let mut child = crate::common::command()
         .args(["serve-sim", "--port", "0", "--preset", "instant"])
         .args(extra)
         .stdout(Stdio::piped())
@@ -103,7 +103,7 @@ fn out_of_range_numbers_are_refused_at_startup() {
         (&["--replicas", "5000"], "--replicas", "[1, 1024]"),
         (&["--fault-stall", "2h"], "--fault-stall", "1h"),
     ] {
-        let out = Command::new(bin())
+        let out = crate::common::command()
             .args(["serve-sim", "--port", "0"])
             .args(args)
             .output()

@@ -26,7 +26,7 @@ fn timed(cmd: &mut Command, limit: Duration, what: &str) -> (Output, Duration) {
 }
 
 fn cli(args: &[&str]) -> Command {
-    let mut cmd = Command::new(bin());
+    let mut cmd = crate::common::command();
     cmd.args(args);
     cmd
 }

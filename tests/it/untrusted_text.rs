@@ -172,7 +172,7 @@ fn serve(mut s: TcpStream, answers: &Answers) {
 /// The binary with a clean environment: no Actions variables unless `actions` names the
 /// summary and output files.
 fn command(dir: &Path, actions: bool) -> Command {
-    let mut cmd = Command::new(bin());
+    let mut cmd = crate::common::command();
     cmd.current_dir(dir);
     for (k, _) in std::env::vars() {
         if k.starts_with("THROUGHLINE_") || k.starts_with("GITHUB_") || k == "RUNNER_NAME" {
