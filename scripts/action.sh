@@ -41,9 +41,23 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
+# Workflow-command data: %, CR and LF escaped as GitHub reads them, so text from an input
+# (a version, a path, a URL) stays one annotation and cannot start a command of its own.
+escape_data() {
+    local s="${1//%/%25}"
+    s="${s//$'\r'/%0D}"
+    printf '%s' "${s//$'\n'/%0A}"
+}
+
 fail() {
-    echo "::error title=throughline action::$1" >&2
+    echo "::error title=throughline action::$(escape_data "$1")" >&2
     exit 2
+}
+
+# A step output: one line `key=value`; a value holding a line break would write another key.
+output() {
+    case "$2" in *$'\n'* | *$'\r'*) fail "output $1 would hold a line break: $(escape_data "$2")" ;; esac
+    if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "$1=$2" >> "$GITHUB_OUTPUT"; fi
 }
 
 sha256_of() {
@@ -138,14 +152,14 @@ keep_in_cache() {
         return 0
     fi
     rm -rf "$stage"
-    echo "::warning title=throughline action::could not keep the binary in the tool cache ($cache); it is used from $(dirname "$bin")" >&2
+    echo "::warning title=throughline action::$(escape_data "could not keep the binary in the tool cache ($cache); it is used from $(dirname "$bin")")" >&2
     return 1
 }
 
 finish_install() {
     local bin="$1"
     "$bin" --version >&2 || fail "$bin does not run on this machine"
-    if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "bin=$bin" >> "$GITHUB_OUTPUT"; fi
+    output bin "$bin"
     if [ -n "${GITHUB_PATH:-}" ]; then dirname "$bin" >> "$GITHUB_PATH"; fi
     echo "$bin"
 }
@@ -179,7 +193,7 @@ run_ci() {
     fi
     mapfile -d '' -t extra < "$split"
     rm -f "$split" "$split.err"
-    if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "out=$out" >> "$GITHUB_OUTPUT"; fi
+    output out "$out"
     local code=0
     "$bin" "${args[@]}" "${extra[@]}" || code=$?
     return "$code"

@@ -17,17 +17,28 @@
 # Read it as: ITL p50 at TOKEN_MS means the kernel stamps mark arrival; read delays beside the
 # runtime's own wake-up lag say whether late reads are the client's work or its core waking.
 #
-# Usage: scripts/detector-check.sh [OUT] (root for the cgroup; a built target/debug binary).
+# Usage: scripts/detector-check.sh [OUT] (root and cgroup v1's cpu controller for the quota
+# case; the release binary, `cargo build --release`, or BIN=PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-/tmp/throughline-detector-check}"
-BIN="${BIN:-$PWD/target/debug/throughline}"
+BIN="${BIN:-$PWD/target/release/throughline}"
 TOKEN_MS="${TOKEN_MS:-5}"
 mkdir -p "$OUT"
+# ONLY="quota busy" runs just those conditions.
+wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 QUOTA=/sys/fs/cgroup/cpu/throughline-detector-quota
-mkdir -p "$QUOTA"
-echo 100000 >"$QUOTA/cpu.cfs_period_us"
-echo "${QUOTA_US:-3000}" >"$QUOTA/cpu.cfs_quota_us"
+busy=""
+trap '[ -n "$busy" ] && kill "$busy" 2>/dev/null; rmdir "$QUOTA" 2>/dev/null; true' EXIT
+if wanted quota; then
+    if [ ! -e /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+        echo "the quota case needs cgroup v1's cpu controller at /sys/fs/cgroup/cpu" >&2
+        exit 2
+    fi
+    mkdir -p "$QUOTA"
+    echo 100000 >"$QUOTA/cpu.cfs_period_us"
+    echo "${QUOTA_US:-3000}" >"$QUOTA/cpu.cfs_quota_us"
+fi
 
 cat >"$OUT/profile.toml" <<'EOF'
 name = "detector-check"
@@ -90,18 +101,15 @@ for level in run["levels"]:
 PY
 }
 
-# ONLY="quota busy" runs just those conditions.
-wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
-{
-    if wanted quiet; then run quiet "$TOKEN_MS" 1 0; fi
-    if wanted quota; then run quota "$TOKEN_MS" 1 0 quota; fi
-    if wanted busy; then
-        nice -n 19 taskset -c 0 sh -c 'while :; do :; done' &
-        busy=$!
-        run busy "$TOKEN_MS" 1 0
-        kill "$busy"
-    fi
-    if wanted same-core; then run same-core "$TOKEN_MS" 0 0; fi
-    if wanted slow-gaps; then run slow-gaps 20 1 0; fi
-} | tee "$OUT/detector.txt"
-rmdir "$QUOTA" 2>/dev/null || true
+exec > >(tee "$OUT/detector.txt")
+if wanted quiet; then run quiet "$TOKEN_MS" 1 0; fi
+if wanted quota; then run quota "$TOKEN_MS" 1 0 quota; fi
+if wanted busy; then
+    nice -n 19 taskset -c 0 sh -c 'while :; do :; done' &
+    busy=$!
+    run busy "$TOKEN_MS" 1 0
+    kill "$busy"
+    busy=""
+fi
+if wanted same-core; then run same-core "$TOKEN_MS" 0 0; fi
+if wanted slow-gaps; then run slow-gaps 20 1 0; fi

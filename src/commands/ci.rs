@@ -332,6 +332,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     let files = VerdictFiles {
         json: Some(args.out.join(VERDICT_JSON)),
         markdown: Some(args.out.join(VERDICT_MD)),
+        stdout_elsewhere: false,
     };
     publish_verdict(&verdict, &files, &charts)?;
     // JUnit as every export is written: through the registry.
@@ -348,23 +349,22 @@ async fn check(args: &CiArgs) -> Result<Exit> {
         );
         return Ok(Exit::Interrupted(sig));
     }
-    Ok(match verdict.exit() {
-        // Accepted as intended: the headline, outputs and annotation say so.
-        Exit::Regression if args.allow_regression => Exit::Pass,
-        exit => exit,
-    })
+    // Accepted as intended (--allow-regression): 0, and the headline, outputs and annotation
+    // say so.
+    Ok(verdict.exit())
 }
 
 /// What was measured where, and where the files are: closes the job summary.
 fn footer(result: &RunResult, out: &Path) -> String {
     format!(
         "Measured on {} by {}, started {}. Results, per-request records, charts and this \
-         report are in the folder `{}` (uploaded as the job's artifact by the throughput-gate \
+         report are in the folder {} (uploaded as the job's artifact by the throughput-gate \
          workflow).\n\n",
-        fingerprint_text(&result.environment),
-        result.tool,
-        result.started_at,
-        out.display()
+        // The model id and engine version are the server's words; the rest the file's.
+        crate::untrusted::inline_text(&fingerprint_text(&result.environment)),
+        crate::untrusted::inline_text(&result.tool),
+        crate::untrusted::inline_text(&result.started_at),
+        crate::untrusted::code_span(&out.display().to_string())
     )
 }
 

@@ -98,8 +98,12 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
                     c.verdict.outcome.word(),
                 );
             }
+            let accepted = match m.regression_accepted() {
+                true => "; accepted as intended by every regressed check (--allow-regression)",
+                false => "",
+            };
             println!(
-                "combined verdict: {} (the worst of {} check(s))",
+                "combined verdict: {} (the worst of {} check(s)){accepted}",
                 m.outcome.word(),
                 m.checks.len()
             );
@@ -109,6 +113,9 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
                 false => "error",
             };
             github::write_verdict_outputs(word, m.worst_ratio)?;
+            if failed_legs.is_empty() && m.regression_accepted() {
+                github::write_accepted_output()?;
+            }
             m.exit()
         }
         None => Exit::Pass,

@@ -94,6 +94,11 @@ pub fn evaluate(
     // A relative verdict names the overrides too: say each once.
     let mut seen = std::collections::HashSet::new();
     warnings.retain(|w| seen.insert(w.clone()));
+    // The client's notes on the measurement last: where room is short (three GitHub
+    // annotations) the decision's own warnings (what a history needs, how often it misses)
+    // come first. A stable sort keeps each group's order.
+    let client_notes = arm_summaries(candidate);
+    warnings.sort_by_key(|w| client_notes.contains(w));
     verdict.warnings = warnings;
     Ok(verdict)
 }
@@ -351,7 +356,7 @@ fn blocks_at(
     fn at(levels: &[LevelResult], c: u32) -> &[TrialResult] {
         (levels.iter().find(|l| l.concurrency == c)).map_or(&[], |l| l.trials.as_slice())
     }
-    super::blocks::blocks_of(at(base, c), at(head, c), |t| {
+    super::block_groups::blocks_of(at(base, c), at(head, c), |t| {
         t.measured()
             .then(|| metric.of(t))
             .flatten()

@@ -115,6 +115,37 @@ fn one_session_cannot_tell_a_ten_percent_drop_but_the_guard_fails_a_gross_one() 
     assert!(v.levels[0].note.as_deref().unwrap().contains("guard"));
 }
 
+/// The GitHub annotations carry the first three warnings: the decision's own (what a
+/// one-session history cannot tell) come before the client's notes on the measurement,
+/// however many trials the client flagged.
+#[test]
+fn the_decisions_warnings_come_before_the_clients_notes() {
+    let mut cand = fake::run(&[(1, &BASE), (8, &BASE8)]);
+    for level in &mut cand.levels {
+        for t in &mut level.trials {
+            t.flags.push(crate::record::flags::TrialFlag::new(
+                crate::record::flags::FlagKind::ClientBound,
+                "client-bound: requests were held in the client for 1.2% of their time",
+            ));
+        }
+    }
+    let v = evaluate(&baseline(1), &cand, &GateSettings::default()).unwrap();
+    let first_client = (v.warnings.iter())
+        .position(|w| w.starts_with("this run: "))
+        .expect("the client's note");
+    let one_session = (v.warnings.iter())
+        .position(|w| w.contains("one session"))
+        .expect("the one-session warning");
+    assert!(one_session < first_client, "{:#?}", v.warnings);
+    assert!(
+        v.warnings[first_client..]
+            .iter()
+            .all(|w| w.starts_with("this run: ")),
+        "{:#?}",
+        v.warnings
+    );
+}
+
 #[test]
 fn the_between_session_spread_widens_the_bound() {
     // Sessions 4% apart: a 5% drop is within what sessions differ by, so it cannot fail;

@@ -34,8 +34,18 @@ fn severity(o: Outcome) -> u8 {
 }
 
 impl MergedVerdict {
+    /// A regression that every regressed check let through as intended
+    /// (`ci --allow-regression`): the whole exits 0, as each of them did.
+    pub fn regression_accepted(&self) -> bool {
+        self.outcome == Outcome::Regression
+            && (self.checks.iter())
+                .filter(|c| c.verdict.outcome == Outcome::Regression)
+                .all(|c| c.verdict.regression_accepted())
+    }
+
     /// The exit code: the worst of the checks' own (each under its own settings, so an
-    /// inconclusive check fails only where its baseline says so).
+    /// inconclusive check fails only where its baseline says so, and an accepted regression
+    /// not at all).
     pub fn exit(&self) -> Exit {
         let rank = |e: Exit| match e {
             Exit::Regression => 3,

@@ -13,7 +13,7 @@
 
 pub mod baseline;
 pub mod bisect;
-mod blocks;
+mod block_groups;
 pub mod client_bound;
 mod compare;
 pub mod explain;
@@ -234,11 +234,28 @@ impl Verdict {
         arms.into_iter().chain(need).chain(power).collect()
     }
 
-    /// The exit code of this verdict under its own settings.
+    /// The exit code of this verdict under its own settings: 0 for a regression the check
+    /// let through as intended (`ci --allow-regression`), so that `merge` of a matrix whose
+    /// regressed legs were all accepted exits 0 as each leg did.
     pub fn exit(&self) -> Exit {
-        self.outcome.exit_with(&self.settings)
+        match self.regression_accepted() {
+            true => Exit::Pass,
+            false => self.outcome.exit_with(&self.settings),
+        }
+    }
+
+    /// Whether the verdict is a regression the check let through (`ci --allow-regression`,
+    /// recorded among its overridden settings): its outcome stays regression everywhere.
+    pub fn regression_accepted(&self) -> bool {
+        self.outcome == Outcome::Regression
+            && (self.overridden.iter()).any(|o| o.field == ALLOW_REGRESSION && o.value == "true")
     }
 }
+
+/// The setting `ci --allow-regression` records among the verdict's overrides: printed with
+/// them ("settings overridden: allow_regression true (baseline: false)") and kept in
+/// verdict.json, so that an accepted regression is never mistaken for a failed or passed one.
+pub const ALLOW_REGRESSION: &str = "allow_regression";
 
 /// One level's comparison of one metric.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -203,6 +203,8 @@ fn plan_deadline(
         return None;
     }
     let tail = job.tail_s.unwrap_or(0.0);
+    // The slow end's last request (P10 throughput) must fit as well as the median's.
+    let tail_slowest = job.tail_p90.max(tail);
     match (
         nodes_for(job.tokens, job.tok_s.p50, d, tail),
         nodes_for(job.tokens, job.tok_s.p10, d, job.tail_p90),
@@ -213,7 +215,7 @@ fn plan_deadline(
             nodes_p90: p90,
             tail_s: tail,
         }),
-        _ if d > tail => {
+        _ if d > tail_slowest => {
             warnings.push(format!(
                 "{label}: the deadline {} would need more than {} nodes",
                 human_duration(d),
@@ -229,7 +231,7 @@ fn plan_deadline(
                  --max-concurrency)",
                 human_duration(d),
                 concurrency_per_replica.unwrap_or(0.0),
-                human_duration(tail)
+                human_duration(tail_slowest)
             ));
             None
         }
@@ -408,5 +410,34 @@ fn roofline(
         context_tokens: mean_ctx,
         memory_max_concurrency: memory_max,
         checks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deadline that the median's last request fits but the slow end's does not: no
+    /// number of nodes meets it at the slow end, and the warning says why (Little's law),
+    /// not "more than 4294967295 nodes".
+    #[test]
+    fn a_deadline_the_slow_ends_last_request_misses_says_why() {
+        let job = JobTimes {
+            tokens: 1e9,
+            tok_s: Quantiles {
+                p10: 800.0,
+                p50: 1000.0,
+                p90: 1200.0,
+            },
+            min_request_s: Some(1.0),
+            tail_s: Some(3000.0),
+            tail_p90: 4000.0,
+        };
+        let mut warnings = Vec::new();
+        let plan = plan_deadline(3600.0, "node", &job, Some(64.0), &mut warnings);
+        assert!(plan.is_none());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("Little's law"), "{warnings:?}");
+        assert!(!warnings[0].contains("4294967295"), "{warnings:?}");
     }
 }

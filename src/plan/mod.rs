@@ -11,13 +11,13 @@
 
 pub mod answer;
 pub mod catalog;
-pub mod compare;
 pub mod curve;
 pub mod facts;
 pub mod figures;
 pub mod finish;
 pub mod lengths;
 pub mod mix;
+pub mod own_estimate;
 pub mod prefill;
 pub mod project;
 pub mod query;
@@ -26,10 +26,10 @@ pub mod roofline;
 pub mod rows;
 pub mod seed_runs;
 // Only tests build the seed results (one keeps fixtures/seeds/ equal to them).
+pub mod in_words;
 #[cfg(test)]
 pub mod seeds;
 pub mod slo;
-pub mod summary;
 pub mod toml_error;
 pub mod workload;
 

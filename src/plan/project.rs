@@ -6,14 +6,14 @@ use anyhow::{bail, Result};
 
 use super::answer::{ModelSummary, NodePlan, Plan};
 use super::catalog::Node;
-use super::compare::compare;
 use super::curve::FitReport;
 use super::figures::SECONDS_PER_DAY;
 use super::finish::finish;
+use super::in_words::summarize;
 use super::mix::{cheapest_mix, MixReport, NodeOption};
+use super::own_estimate::compare;
 use super::request::PlanRequest;
 use super::rows::{self, Remarks, Row};
-use super::summary::summarize;
 use super::workload::human_duration;
 
 /// Said when no input length is given: the memory and roofline figures then count prompts as

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use crate::record::RunResult;
 
@@ -44,11 +44,8 @@ pub fn load(arg: &Path) -> Result<RunResult> {
             known.join(", ")
         );
     };
-    let mut run: RunResult =
-        serde_json::from_str(text).with_context(|| format!("the seed run {PREFIX}{name}"))?;
-    // As a loaded file is: derived figures computed here, never read.
-    run.analyse();
-    Ok(run)
+    // Read as a file is: checked, and its derived figures computed here, never read.
+    RunResult::from_text(text, &format!("the seed run {PREFIX}{name}"))
 }
 
 #[cfg(test)]

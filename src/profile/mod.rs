@@ -194,4 +194,5 @@ fn hex(bytes: &[u8]) -> String {
 mod tests;
 
 #[cfg(test)]
+#[path = "profile_props.rs"]
 mod props;

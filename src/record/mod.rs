@@ -39,5 +39,5 @@ pub use text::{drift_warning, figure_text, flag_lines, flag_summary};
 pub mod fake;
 
 #[cfg(test)]
-#[path = "props.rs"]
+#[path = "record_props.rs"]
 mod props;

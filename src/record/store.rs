@@ -22,28 +22,29 @@ impl RunResult {
     pub fn load(path: &Path) -> Result<RunResult> {
         let text = crate::fsutil::read_bounded(path, RESULTS_FILE_BYTES)
             .with_context(|| format!("cannot read results {}", path.display()))?;
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("results {} is not valid JSON", path.display()))?;
+        RunResult::from_text(&text, &path.display().to_string())
+    }
+
+    /// A results file's text, read as [`RunResult::load`] reads a file (schema version,
+    /// figures, accounting, then the analysis computed afresh); `origin` names it in errors.
+    pub fn from_text(text: &str, origin: &str) -> Result<RunResult> {
+        let value: serde_json::Value = serde_json::from_str(text)
+            .with_context(|| format!("results {} is not valid JSON", origin))?;
         match value.get("schema_version").and_then(|v| v.as_u64()) {
             Some(v) if (OLDEST_SCHEMA_VERSION as u64..=SCHEMA_VERSION as u64).contains(&v) => {}
             Some(v) => bail!(
                 "results {}: field `schema_version` is {v}, this build reads versions \
                  {OLDEST_SCHEMA_VERSION} to {SCHEMA_VERSION}; use a matching throughline version",
-                path.display()
+                origin
             ),
             None => bail!(
                 "results {}: field `schema_version` is missing; is this a throughline results file?",
-                path.display()
+                origin
             ),
         }
-        let mut de = serde_json::Deserializer::from_str(&text);
+        let mut de = serde_json::Deserializer::from_str(text);
         let mut result: RunResult = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            anyhow::anyhow!(
-                "results {}: field `{}`: {}",
-                path.display(),
-                e.path(),
-                e.inner()
-            )
+            anyhow::anyhow!("results {}: field `{}`: {}", origin, e.path(), e.inner())
         })?;
         let base_levels = result.base.iter().flat_map(|b| &b.levels);
         for (arm, level) in
@@ -54,7 +55,7 @@ impl RunResult {
                     bail!(
                         "results {}: {arm}level {} trial {}: field `{field}` is {}, not a \
                          number from 0 to {FIGURE_MAX:e}",
-                        path.display(),
+                        origin,
                         level.label(),
                         t.trial,
                         figure_text(v)
@@ -67,7 +68,7 @@ impl RunResult {
                 if !t.is_accounted() {
                     bail!(
                         "results {}: level {} trial {}: {} sent but {} succeeded + {} failed",
-                        path.display(),
+                        origin,
                         level.label(),
                         t.trial,
                         t.requests_sent,

@@ -16,13 +16,18 @@ fn change(m: &Moved) -> String {
     }
 }
 
-/// The heading line, saying how the figures were tested.
+/// The heading line, saying how the figures were tested (the family's size where known:
+/// verdicts written before it was counted say 0).
 fn heading(c: &Changes) -> String {
+    let family = match c.comparisons {
+        0 => String::new(),
+        1 => " over the 1 comparison that varied,".to_string(),
+        n => format!(" over the {n} comparisons that varied,"),
+    };
     format!(
         "what changed besides tok/s (head vs base; {} figures per level, listed only beyond \
-         noise at a 5% family level over the {} comparisons that varied, and beyond their \
-         floor)",
-        c.figures_compared, c.comparisons
+         noise at a 5% family level{family} and beyond their floor)",
+        c.figures_compared
     )
 }
 

@@ -96,10 +96,15 @@ impl RunContext {
 /// step still succeeded.
 pub fn write_outputs(verdict: &Verdict) -> Result<()> {
     write_verdict_outputs(verdict.outcome.word(), verdict.worst_ratio)?;
-    match super::verdict::regression_accepted(verdict) {
-        true => write_output_keys(&[("accepted", "true".into())]),
+    match verdict.regression_accepted() {
+        true => write_accepted_output(),
         false => Ok(()),
     }
+}
+
+/// `accepted=true` to `$GITHUB_OUTPUT`: a regression let through as intended.
+pub fn write_accepted_output() -> Result<()> {
+    write_output_keys(&[("accepted", "true".into())])
 }
 
 /// Writes `verdict=WORD` and, when known, `worst_ratio=` to `$GITHUB_OUTPUT` when it is set:
@@ -171,7 +176,7 @@ pub fn annotations(verdict: &Verdict) -> Vec<String> {
     };
     match verdict.outcome {
         // Let through on purpose: a warning (the step succeeds), the size still said.
-        Outcome::Regression if super::verdict::regression_accepted(verdict) => out.push(format!(
+        Outcome::Regression if verdict.regression_accepted() => out.push(format!(
             "::warning title=Throughput regression accepted::{} regressed against {against}: {}; {}",
             escape_data(&verdict.profile_name),
             failed.join(", "),

@@ -42,16 +42,19 @@ pub struct VerdictFiles {
     pub json: Option<PathBuf>,
     /// `verdict.md`; `ratio.png` and `pr-comment.md` are written beside it.
     pub markdown: Option<PathBuf>,
+    /// Another file of the same command (an export: `gate --junit -`) is standard output.
+    pub stdout_elsewhere: bool,
 }
 
 impl VerdictFiles {
     /// Whether one of the files is standard output (`-`): the console table and annotations
     /// then go to stderr, so that stdout holds that file alone.
     pub fn stdout_taken(&self) -> bool {
-        [&self.json, &self.markdown]
-            .into_iter()
-            .flatten()
-            .any(|p| crate::fsutil::is_stdout(p))
+        self.stdout_elsewhere
+            || [&self.json, &self.markdown]
+                .into_iter()
+                .flatten()
+                .any(|p| crate::fsutil::is_stdout(p))
     }
 }
 

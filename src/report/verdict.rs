@@ -90,7 +90,7 @@ fn headline_with(verdict: &Verdict, markdown: bool) -> String {
         Outcome::Regression => format!(
             "REGRESSION: slower at {} {against}{worst}{}",
             failed.join(", "),
-            match regression_accepted(verdict) {
+            match verdict.regression_accepted() {
                 true => format!("; {ACCEPTED}"),
                 false => String::new(),
             }
@@ -298,11 +298,6 @@ pub fn settings_lines(verdict: &Verdict) -> Vec<String> {
     out
 }
 
-/// The setting `ci --allow-regression` records among the verdict's overrides: printed with
-/// them ("settings overridden: allow_regression true (baseline: false)") and kept in
-/// verdict.json, so that an accepted regression is never mistaken for a failed or passed one.
-pub const ALLOW_REGRESSION: &str = "allow_regression";
-
 /// What a regression accepted as intended says after the headline, in every place the
 /// headline goes (console, verdict.md, job summary, PR comment) and in its annotation.
 pub const ACCEPTED: &str = "accepted as intended (allow-slowdown, --allow-regression): \
@@ -311,17 +306,10 @@ pub const ACCEPTED: &str = "accepted as intended (allow-slowdown, --allow-regres
 /// The record of `ci --allow-regression`, for the verdict's overridden settings.
 pub fn allow_regression() -> SettingOverride {
     SettingOverride {
-        field: ALLOW_REGRESSION.into(),
+        field: crate::gate::ALLOW_REGRESSION.into(),
         value: "true".into(),
         was: "false".into(),
     }
-}
-
-/// Whether the verdict is a regression the check let through (`ci --allow-regression`): its
-/// outcome stays regression, its exit code is 0.
-pub fn regression_accepted(verdict: &Verdict) -> bool {
-    verdict.outcome == Outcome::Regression
-        && (verdict.overridden.iter()).any(|o| o.field == ALLOW_REGRESSION && o.value == "true")
 }
 
 /// A probability in at most 4 significant digits ("0.003333", "0.01").

@@ -199,11 +199,11 @@ async fn run_looks(
     let mut levels: Vec<u32> = template.profile.sweep.concurrency.clone();
     let started = Instant::now();
     let mut runs: Vec<BlockRun> = Vec::new();
-    let mut look_took = Duration::ZERO;
     let why_stopped = loop {
         let n = runs.len() as u32;
         let look_started = Instant::now();
-        for block in n + 1..=n + plan.next_chunk(n) {
+        let chunk = plan.next_chunk(n);
+        for block in n + 1..=n + chunk {
             if let Some(sig) = interrupt.signal() {
                 let what = format!("before block {block} started");
                 return Ok(Looked::stopped(runs, (sig, block, what)));
@@ -218,7 +218,9 @@ async fn run_looks(
                 },
             }
         }
-        look_took = look_took.max(look_started.elapsed());
+        // How long this look took per block (its levels: a later look measures as many or
+        // fewer), for the time the next look would take.
+        let per_block = look_started.elapsed() / chunk.max(1);
         let Some(decide) = decide else {
             break String::from("the planned blocks ran");
         };
@@ -234,9 +236,10 @@ async fn run_looks(
             );
         }
         if let Some(budget) = setup.max_duration {
-            if started.elapsed() + look_took > budget {
+            let next = plan.next_chunk(runs.len() as u32);
+            if started.elapsed() + per_block * next > budget {
                 break format!(
-                    "--max-duration {} would be passed by two more blocks (C={} undecided)",
+                    "--max-duration {} would be passed by {next} more block(s) (C={} undecided)",
                     humantime::format_duration(budget),
                     list(&open)
                 );

@@ -104,7 +104,7 @@ pub fn conclude(outcome: &BenchOutcome, out: &Path) -> Exit {
     }
     println!("results: {}", out.join(RESULTS_FILE).display());
     if let Some(sig) = outcome.interrupted {
-        let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
+        let name = crate::load::run::interrupt::signal_name(sig);
         let t = outcome.result.levels.iter().flat_map(|l| &l.trials);
         let (sent, cancelled): (u64, u64) = t.fold((0, 0), |(s, c), t| {
             let n = t.failed.get(&crate::record::ErrorClass::Cancelled);

@@ -40,26 +40,43 @@ pub async fn stop_recorded(out: &Path, grace: Duration) -> Result<()> {
     let groups = parse(&text, &path)?;
     let procs = tree::table();
     let mut found: Vec<Proc> = Vec::new();
+    let mut left_alone = 0;
     for (pgid, start, token, label) in &groups {
+        let label = crate::untrusted::for_terminal(label);
         let ours = own_group(*pgid, *start, &procs);
         let mut tree = tree::tree_of(&[], ours.then_some(*pgid), &procs);
-        // Only the run's own processes, whatever the record says.
+        // Only the run's own processes, whatever the record says; the others are said, not
+        // passed over in silence (a server started under another user, or with its
+        // environment cleared, holds no readable token and may still hold the GPUs).
+        let before = tree.len();
         tree.retain(|p| tree::has_run_token(p.pid, token));
+        if tree.len() < before {
+            left_alone += before - tree.len();
+            println!(
+                "cleanup: {label}: {} process(es) in group {pgid} do not show this run's token                  (another user's, or started with a cleared environment): left alone; if they                  are this run's server, stop them yourself (kill -- -{pgid})",
+                before - tree.len()
+            );
+        }
         if !tree.is_empty() {
             println!(
-                "cleanup: {} is still running ({} process(es), group {pgid}): stopping it",
-                crate::untrusted::for_terminal(label),
+                "cleanup: {label} is still running ({} process(es), group {pgid}): stopping it",
                 tree.len()
             );
         }
         found.extend(tree);
     }
     if found.is_empty() {
-        println!(
-            "cleanup: none of the {} server(s) {} recorded is still running",
-            groups.len(),
-            out.display()
-        );
+        match left_alone {
+            0 => println!(
+                "cleanup: none of the {} server(s) {} recorded is still running",
+                groups.len(),
+                out.display()
+            ),
+            n => println!(
+                "cleanup: nothing stopped; {n} process(es) in the recorded groups left alone \
+                 (above)"
+            ),
+        }
         return Ok(());
     }
     tree::signal_each(&found, libc::SIGTERM);
@@ -103,7 +120,10 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
         let mut fields = line.splitn(4, ' ');
         let pgid = fields.next().and_then(|f| f.parse::<libc::pid_t>().ok());
         let start = fields.next().and_then(|f| f.parse::<u64>().ok());
-        let token = fields.next().filter(|t| !t.is_empty());
+        // A run token is 16 hex digits (tree::run_token): anything else is not a record
+        // this version wrote (the older `PGID START LABEL` would read its label as a token).
+        let token =
+            (fields.next()).filter(|t| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit()));
         let (Some(pgid), Some(start), Some(token)) = (pgid, start, token) else {
             return Err(anyhow::anyhow!(
                 "{} line {}: expected `PGID START_TICKS TOKEN LABEL` (two whole numbers, a \
@@ -145,7 +165,7 @@ mod tests {
     fn the_record_reads_back_and_a_bad_line_is_named() {
         let p = Path::new("out/servers/processes.txt");
         let got = parse(
-            "123 456 ab12 block 1 head server (slot 1)\n\n1 9 t init\n",
+            "123 456 00000000000000ab block 1 head server (slot 1)\n\n1 9 00000000000000ff init\n",
             p,
         )
         .unwrap();
@@ -154,11 +174,16 @@ mod tests {
             vec![(
                 123,
                 456,
-                "ab12".into(),
+                "00000000000000ab".into(),
                 "block 1 head server (slot 1)".into()
             )]
         );
         assert!(parse("123 456\n", p).is_err(), "no token");
+        // The older record had no token: its label's first word is not one.
+        assert!(
+            parse("123 456 block 1 head server\n", p).is_err(),
+            "old format"
+        );
         let e = parse("123 x y\n", p).unwrap_err().to_string();
         assert!(
             e.contains("line 1") && e.contains("PGID START_TICKS"),

@@ -34,6 +34,7 @@ fn script() -> PathBuf {
 fn action(repo: &Path, step: &str, env: &[(&str, &str)]) -> (Output, String) {
     let outputs = repo.join(format!("../github-output-{step}"));
     let _ = std::fs::remove_file(&outputs);
+    crate::common::share_machine();
     let mut cmd = Command::new("bash");
     cmd.arg(script()).arg(step).current_dir(repo);
     for (k, _) in std::env::vars() {
@@ -63,6 +64,7 @@ fn release_assets(dir: &Path, version: &str, tamper: bool) -> String {
     let rel = dir.join("release").join(version);
     std::fs::create_dir_all(&rel).unwrap();
     let asset = format!("{name}.tar.gz");
+    crate::common::share_machine();
     let pack = Command::new("bash")
         .arg("-c")
         .arg(format!(
@@ -303,6 +305,32 @@ fn the_install_keeps_the_binary_in_the_tool_cache_and_reuses_it() {
         std::fs::read(&cached).unwrap(),
         std::fs::read(bin()).unwrap()
     );
+}
+
+/// An input is data: a version or binary path holding a line break and a workflow command
+/// stays inside the one `::error` annotation (escaped as GitHub reads it), never a command
+/// of its own.
+#[test]
+fn a_hostile_input_stays_inside_its_annotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    for (input, value) in [
+        ("INPUT_VERSION", "v1\n::add-mask::x\r::stop-commands::y%"),
+        ("INPUT_BINARY", "/nowhere\n::set-output name=bin::/bin/sh"),
+    ] {
+        let (o, outputs) = action(&repo, "install", &[(input, value)]);
+        assert_eq!(code(&o), 2, "{input}: {}", text(&o));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let commands: Vec<&str> = stderr.lines().filter(|l| l.starts_with("::")).collect();
+        assert_eq!(commands.len(), 1, "{input}: {stderr}");
+        assert!(
+            commands[0].starts_with("::error title=throughline action::"),
+            "{stderr}"
+        );
+        assert!(commands[0].contains("%0A::"), "{input}: {stderr}");
+        assert!(!outputs.contains("bin="), "{outputs}");
+    }
 }
 
 /// Every `with:` key under a `uses: your-org/throughline@` line in the docs is an input

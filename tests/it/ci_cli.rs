@@ -4,7 +4,7 @@
 //! `gate --out` and `plot --baseline` on the files it left.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common::*;
 
@@ -48,7 +48,7 @@ impl Step {
     fn run_env(&self, args: &[&str], base_ref: Option<&str>, env: &[(&str, &str)]) -> Output {
         let _ = std::fs::remove_file(&self.summary);
         let _ = std::fs::remove_file(&self.outputs);
-        let mut cmd = Command::new(bin());
+        let mut cmd = crate::common::command();
         cmd.args(args).current_dir(&self.repo);
         for (k, _) in std::env::vars() {
             if k.starts_with("THROUGHLINE_") || k.starts_with("GITHUB_") || k == "RUNNER_NAME" {
@@ -355,6 +355,30 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
         verdict["overridden"],
         serde_json::json!([{"field": "allow_regression", "value": "true", "was": "false"}])
     );
+    // A matrix's merge: the accepted leg alone exits 0 and says so in the outputs; beside the
+    // same regression not accepted (the unlabelled leg), the whole still fails.
+    let merge = |verdicts: &[&std::path::Path], out: &str| {
+        let mut args = vec!["merge".to_string(), "-o".into()];
+        args.push(dir.path().join(out).display().to_string());
+        for v in verdicts {
+            args.extend([
+                "--verdict".into(),
+                v.join("verdict.json").display().to_string(),
+            ]);
+        }
+        step.run(&args.iter().map(String::as_str).collect::<Vec<_>>(), None)
+    };
+    let out = merge(&[&accepted_dir], "merged-accepted");
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        step.outputs().contains("accepted=true\n"),
+        "{}",
+        step.outputs()
+    );
+    assert!(stdout(&out).contains("accepted as intended by every regressed check"));
+    let out = merge(&[&accepted_dir, &reg_dir], "merged-mixed");
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    assert!(!step.outputs().contains("accepted="), "{}", step.outputs());
     drop(slow);
 
     // 3. Another engine version: not comparable (exit 3), refused before measuring.

@@ -3,7 +3,6 @@
 //! against a baseline of one session (inconclusive); a baseline read through git at a ref.
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::common::*;
 
@@ -257,7 +256,7 @@ fn github_outputs_summary_and_annotations() {
     let summary = d.join("summary.md");
     let outputs = d.join("outputs.txt");
     let (json, junit) = (d.join("verdict.json"), d.join("junit.xml"));
-    let o = Command::new(bin())
+    let o = crate::common::command()
         .args([
             "gate",
             "--allow-client-bound",
@@ -306,19 +305,37 @@ fn github_outputs_summary_and_annotations() {
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("::warning title=Throughput inconclusive::")
     );
-    // One baseline session: the gate warns that day-to-day variation is unknown. The job
-    // summary always says it; the annotations carry at most 3 warnings, and when the
-    // client's notes (timing-dependent on a busy machine) come first they say how many more
-    // the summary has.
+    // One baseline session: the gate warns that day-to-day variation is unknown, in the job
+    // summary and in the annotations (at most 3 warnings: the decision's own come before the
+    // client's notes, which on a busy machine may be several).
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(
         summary.contains("the baseline holds one session"),
         "{summary}"
     );
     assert!(
-        said.contains("::warning title=throughline::the baseline holds one session")
-            || said.contains("more warnings in the job summary"),
+        said.contains("::warning title=throughline::the baseline holds one session"),
         "{said}"
+    );
+    // `--junit -`: stdout holds the XML alone; the table and annotations go to stderr.
+    let o = crate::common::command()
+        .args(["gate", "--allow-client-bound", "--results"])
+        .arg(&results)
+        .arg("--baseline")
+        .arg(&baseline)
+        .args(["--junit", "-"])
+        .env("GITHUB_ACTIONS", "true")
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let xml = String::from_utf8_lossy(&o.stdout);
+    assert!(xml.trim_start().starts_with("<?xml"), "{}", text(&o));
+    assert!(
+        !xml.contains("::warning") && !xml.contains("INCONCLUSIVE:"),
+        "{xml}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("::warning title=Throughput inconclusive::")
     );
 }
 

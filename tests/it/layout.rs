@@ -661,12 +661,45 @@ fn no_source_file_is_over_800_lines() {
     );
 }
 
-/// Each function in `text` (up to its first `#[cfg(test)]`) with its length in lines: from
-/// a line whose code starts `fn` (after `pub`, `async`, `const`...) to the first line after
-/// it that closes at the same indentation. Declarations without a body are not functions.
-fn function_lengths(text: &str) -> Vec<(String, usize)> {
-    let text = text.split("#[cfg(test)]").next().unwrap_or("");
+/// `text` without the items marked `#[cfg(test)]`: each such item (a `use` or `mod x;` line,
+/// or a block up to its closing brace at the item's indentation) is left out, and the rest
+/// of the file kept (an attribute near the top marks one item, not the file).
+fn without_test_items(text: &str) -> Vec<&str> {
     let lines: Vec<&str> = text.lines().collect();
+    let mut kept = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != "#[cfg(test)]" {
+            kept.push(lines[i]);
+            i += 1;
+            continue;
+        }
+        // The item: past its other attributes, to its `;` or its closing brace.
+        let mut j = i + 1;
+        while j < lines.len() && lines[j].trim_start().starts_with("#[") {
+            j += 1;
+        }
+        let Some(item) = lines.get(j) else { break };
+        let indent = &item[..item.len() - item.trim_start().len()];
+        let close = format!("{indent}}}");
+        let end = match item.trim_end().ends_with(';') {
+            true => j,
+            false => (j..lines.len())
+                .find(|&k| {
+                    lines[k].trim_end() == close || lines[k].trim_end() == format!("{close};")
+                })
+                .unwrap_or(lines.len() - 1),
+        };
+        i = end + 1;
+    }
+    kept
+}
+
+/// Each function in `text` (outside `#[cfg(test)]` items) with its length in lines: from a
+/// line whose code starts `fn` (after `pub`, `async`, `const`...) to the first line after it
+/// that closes at the same indentation. Declarations without a body are not functions.
+fn function_lengths(text: &str) -> Vec<(String, usize)> {
+    let lines = without_test_items(text);
     let mut found = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let indent = &line[..line.len() - line.trim_start().len()];
@@ -724,11 +757,19 @@ fn no_function_is_over_120_lines() {
 
 #[test]
 fn the_length_rule_measures_functions_whole() {
-    let text = "pub async fn a() {\n    let x = {\n        1\n    };\n}\n\
+    let text = "#[cfg(test)]\nuse std::fmt;\n\
+                pub async fn a() {\n    let x = {\n        1\n    };\n}\n\
                 trait T {\n    fn declared(&self);\n    fn given(&self) {\n    }\n}\n\
-                #[cfg(test)]\nfn in_tests() {\n}\n";
+                #[cfg(test)]\nfn in_tests() {\n}\n\
+                fn after_a_test_item() {\n}\n\
+                #[cfg(test)]\n#[path = \"t.rs\"]\nmod tests {\n    fn helper() {\n    }\n}\n";
+    // A `#[cfg(test)]` on one item near the top leaves the rest of the file measured.
     assert_eq!(
         function_lengths(text),
-        [("a".to_string(), 5), ("given".to_string(), 2)]
+        [
+            ("a".to_string(), 5),
+            ("given".to_string(), 2),
+            ("after_a_test_item".to_string(), 2)
+        ]
     );
 }

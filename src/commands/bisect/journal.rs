@@ -26,6 +26,10 @@ pub struct Header {
     /// The commands as written in the log: secrets masked (record/redact.rs).
     pub server_command: String,
     pub build_command: Option<String>,
+    /// The `--baseline` calibration each step's verdict used (its rows' count and hash): a
+    /// log decided under another calibration, or none, is another search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<String>,
 }
 
 /// The log, open for appending.
@@ -152,6 +156,7 @@ mod tests {
             profile_hash: "sha256:1".into(),
             server_command: "serve --port {port}".into(),
             build_command: None,
+            calibration: None,
         }
     }
 
@@ -184,6 +189,16 @@ mod tests {
             ..header()
         };
         let e = Journal::open(dir.path(), &other).err().unwrap().to_string();
+        assert!(e.contains("another search"), "{e}");
+        // Resumed with a --baseline calibration the steps were not decided with.
+        let calibrated = Header {
+            calibration: Some("40 rows, sha256:00".into()),
+            ..header()
+        };
+        let e = Journal::open(dir.path(), &calibrated)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("another search"), "{e}");
     }
 

@@ -186,7 +186,7 @@ impl Bisect {
         setup.max_duration = self.time_left();
         if more_blocks {
             let first = setup.plan.first;
-            setup.plan = BlockPlan::new(Some(first), Some(2 * setup.plan.max), true)?;
+            setup.plan = BlockPlan::new(Some(first), Some(twice(setup.plan.max)), true)?;
         }
         Ok(setup)
     }
@@ -230,10 +230,9 @@ impl Bisect {
         let mut again = String::new();
         if more_blocks {
             let (first, max) = (self.args.blocks.first, self.args.blocks.max);
-            let max = 2 * BlockPlan::new(first, max, true)?.max;
+            let max = twice(BlockPlan::new(first, max, true)?.max);
             again = format!("measured again, up to {max} blocks: ");
         }
-        // A plan past the most blocks (twice a large --max-blocks) skips the step, said.
         let measured = match self.blocks_setup(head_dir, good_dir, more_blocks) {
             Ok(blocks) => crate::runner::run_in_blocks(setup, &blocks, Some(&decide)).await,
             Err(e) => Err(e),
@@ -484,6 +483,7 @@ fn read_back(bisect: &Bisect, walk: &Walk) -> Result<(Journal, Vec<(usize, StepO
         profile_hash: bisect.profile.canonical_hash()?,
         server_command: redact(&args.server_command),
         build_command: args.build_command.as_deref().map(redact),
+        calibration: bisect.baseline.as_ref().map(calibration_id).transpose()?,
     };
     let journal = Journal::open(&bisect.out, &header)?;
     let index_of = |id: &str| walk.commits.iter().position(|c| c.id == id);
@@ -637,4 +637,22 @@ async fn one_step(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
         StepOutcome::Bad => Exit::Regression,
         StepOutcome::Skip => Exit::BisectSkip,
     })
+}
+
+/// A step measured again gets twice the plan's most blocks, within the most any plan may
+/// have (a large --max-blocks is not a reason to skip the commit).
+fn twice(max: u32) -> u32 {
+    max.saturating_mul(2)
+        .min(crate::gate::sequential::MAX_BLOCKS)
+}
+
+/// What a log's steps were decided with from `--baseline`: its calibration rows, counted and
+/// hashed (a bisect resumed under another calibration is another search).
+fn calibration_id(baseline: &Baseline) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let rows = serde_json::to_vec(&baseline.calibration)?;
+    let hex: String = (Sha256::digest(&rows).iter())
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(format!("{} rows, sha256:{hex}", baseline.calibration.len()))
 }

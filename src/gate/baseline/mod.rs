@@ -366,4 +366,5 @@ tok_per_s = [121.0, 122.5, 120.9, 121.8, 122.0]
 }
 
 #[cfg(test)]
+#[path = "baseline_props.rs"]
 mod props;

@@ -11,7 +11,7 @@
 //! rules over the moved figures give ranked readings ("the KV cache fills sooner"), never a
 //! match on text.
 
-mod compare;
+mod bound;
 mod figure;
 mod reading;
 
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{LevelResult, RunResult};
 
-use compare::{can_list, compare, Compared};
+use bound::{can_list, compare, Compared};
 pub use figure::Figure;
 use reading::read;
 pub use reading::{Cause, Reading};
@@ -86,7 +86,7 @@ pub struct LevelChanges {
 pub struct Changes {
     /// Figures compared (per level); the comparisons over all levels that could list a
     /// figure (recorded in both arms, estimable, and varying), and the level of each after
-    /// Bonferroni over those.
+    /// Bonferroni over those (0 in verdicts written before the family was counted so).
     pub figures_compared: usize,
     #[serde(default)]
     pub comparisons: usize,
@@ -130,9 +130,8 @@ pub fn explain(run: &RunResult) -> Option<Changes> {
                 .map(move |&f| can_list(f, &b.trials, &h.trials))
         })
         .filter(|&can| can)
-        .count()
-        .max(1);
-    let per_test_alpha = EXPLAIN_ALPHA / tests as f64;
+        .count();
+    let per_test_alpha = EXPLAIN_ALPHA / tests.max(1) as f64;
     let in_blocks = (run.levels.iter().chain(&base.levels))
         .flat_map(|l| &l.trials)
         .any(|t| t.block.is_some());

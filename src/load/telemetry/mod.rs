@@ -17,16 +17,16 @@
 use std::time::Duration;
 
 mod adapter;
+mod cross_check;
 mod page;
 mod read;
-mod summary;
 mod watch;
 
 pub use crate::record::telemetry::{Counting, EndpointSeries, Sample, TrialTelemetry};
 pub use adapter::{adapter, missing_counter_warning, Adapter, Recognizer};
+pub use cross_check::{attach, summarize};
 pub use page::{Page, Series};
 pub use read::{cut_page_warning, read_lines, MAX_PAGE_BYTES};
-pub use summary::{attach, summarize};
 pub use watch::Watch;
 
 /// How often `/metrics` is read during a trial.

@@ -8,9 +8,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::adapter::{adapter, Adapter};
+use super::cross_check::summarize;
 use super::page::Page;
 use super::read::{read_lines, MAX_PAGE_BYTES};
-use super::summary::summarize;
 use super::{EndpointSeries, Sample, TrialTelemetry, INTERVAL};
 use crate::engine::Engine;
 use crate::load::stream::outcome::Finished;
@@ -36,8 +36,8 @@ pub struct Watch {
 
 impl Watch {
     /// Takes a first sample of every endpoint before the trial's first request (so the
-    /// cross-check window holds the whole trial), then scrapes every [`INTERVAL`] in the
-    /// background. None when the engine has no adapter (an unknown OpenAI-compatible server).
+    /// cross-check window holds the whole trial), then scrapes in the background after the
+    /// gaps of [`FIRST_GAPS`] and every [`INTERVAL`] after them. None when the engine has no adapter (an unknown OpenAI-compatible server).
     /// `client` should not be the one sending the requests: a scrape must not take a
     /// keep-alive connection (and a server thread) the load needs.
     pub async fn start(

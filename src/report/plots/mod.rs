@@ -9,11 +9,11 @@
 
 mod axis;
 mod capacity;
+mod history;
 mod latency;
 mod ratio;
 mod style;
 mod throughput;
-mod trend;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -29,10 +29,10 @@ use crate::stats::is_positive;
 use axis::LogTicks;
 
 pub use capacity::{capacity_chart, CapacityPoint, CapacitySeries, UNKNOWN_INTERVAL};
+pub use history::trend_chart;
 pub use ratio::ratio_chart;
 #[cfg(test)]
 pub(crate) use ratio::tests as ratio_tests;
-pub use trend::trend_chart;
 
 /// Width of every chart, in pixels.
 pub const WIDTH: u32 = 1200;

@@ -47,7 +47,7 @@ pub(super) fn can_list(f: Figure, base: &[TrialResult], head: &[TrialResult]) ->
 }
 
 /// One figure at one level. In a run in blocks, the blocks as the gate groups them
-/// (`gate::blocks::blocks_of`) and its estimator, `crossover_level`: the difference of block
+/// (`gate::block_groups::blocks_of`) and its estimator, `crossover_level`: the difference of block
 /// means paired by slot orientation, so a slot effect cancels, with the blocks' own spread
 /// (start effects) in its se and df. Ratio figures on logs, gauges and rates on their own
 /// scale (the estimator only differences numbers within a block). Else Welch on the trials.
@@ -65,7 +65,7 @@ pub(super) fn compare(
     if bv.len() < 3 || hv.len() < 3 {
         return Compared::Absent;
     }
-    let blocks = crate::gate::blocks::blocks_of(base, head, on_scale);
+    let blocks = crate::gate::block_groups::blocks_of(base, head, on_scale);
     let test = if blocks.is_empty() {
         relative_level(&bv, &hv, &[], &[], 0.0)
     } else {
