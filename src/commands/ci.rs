@@ -507,4 +507,17 @@ mod tests {
         assert!(err.contains("--baseline-ref"), "{err}");
         assert!(resolve_ref(None, None).is_err());
     }
+
+    #[test]
+    fn the_job_summarys_footer_keeps_the_servers_words_inline() {
+        let mut result = crate::record::fake::run(&[(1, &[100.0])]);
+        result.environment.model = Some("m\n::error::forged\n```\n##[group]x".into());
+        result.environment.engine_version = Some("1.0 <img src=x>".into());
+        let text = footer(&result, Path::new("out`\n::warning::x"));
+        // One paragraph: no line of it can be a runner command or close a fence.
+        assert_eq!(text.trim_end().lines().count(), 1, "{text}");
+        assert!(!text.contains("<img"), "{text}");
+        assert!(!text.contains("```"), "{text}");
+        assert!(!text.contains("##["), "{text}");
+    }
 }

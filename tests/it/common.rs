@@ -223,11 +223,28 @@ thread_local! {
 /// Held by a timing-sensitive test while it runs.
 pub struct TimingGuard {
     _alone: std::sync::RwLockWriteGuard<'static, ()>,
+    waited: std::time::Duration,
+    since: std::time::Instant,
 }
 
 impl Drop for TimingGuard {
     fn drop(&mut self) {
         HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
+        // Where the suite's time goes (THROUGHLINE_TEST_LOCK_LOG=FILE): each timing test's
+        // wait for the machine and the time it held it alone, a line each.
+        if let Some(log) = std::env::var_os("THROUGHLINE_TEST_LOCK_LOG") {
+            let line = format!(
+                "{}\twaited {:.1}\theld {:.1}\n",
+                std::thread::current().name().unwrap_or("?"),
+                self.waited.as_secs_f64(),
+                self.since.elapsed().as_secs_f64()
+            );
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log);
+            let _ = file.and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        }
     }
 }
 
@@ -238,9 +255,14 @@ impl Drop for TimingGuard {
 pub fn timing_lock() -> TimingGuard {
     // A share this thread took earlier would wait for itself.
     HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
+    let asked = std::time::Instant::now();
     let alone = MACHINE.write().unwrap_or_else(|e| e.into_inner());
     HOLD.with(|h| *h.borrow_mut() = Hold::Alone);
-    TimingGuard { _alone: alone }
+    TimingGuard {
+        _alone: alone,
+        waited: asked.elapsed(),
+        since: std::time::Instant::now(),
+    }
 }
 
 /// Called before a test starts a process: from then until the test ends (libtest runs each
