@@ -610,6 +610,7 @@ fn a_signal_during_the_build_stops_it_and_removes_its_worktree() {
         .spawn()
         .unwrap();
         let pid = child.id() as i32;
+        crate::common::share_machine();
         let started = std::time::Instant::now();
         while processes_under(&out).len() < 2 {
             assert!(
@@ -619,6 +620,7 @@ fn a_signal_during_the_build_stops_it_and_removes_its_worktree() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
+        crate::common::share_machine();
         let signalled = std::time::Instant::now();
         unsafe { libc::kill(pid, signal) };
         let o = wait_with_deadline(child, std::time::Duration::from_secs(20), "bisect");
@@ -672,6 +674,7 @@ fn a_signal_while_the_servers_start_ends_the_bisect_and_its_servers() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    crate::common::share_machine();
     let started = std::time::Instant::now();
     while processes_under(&out).len() < 2 {
         assert!(
@@ -680,6 +683,7 @@ fn a_signal_while_the_servers_start_ends_the_bisect_and_its_servers() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    crate::common::share_machine();
     let signalled = std::time::Instant::now();
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = wait_with_deadline(child, std::time::Duration::from_secs(40), "bisect");

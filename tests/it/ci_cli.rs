@@ -594,6 +594,7 @@ fn ci_needs_a_ref_and_a_healthy_server() {
         .local_addr()
         .unwrap()
         .port();
+    crate::common::share_machine();
     let started = std::time::Instant::now();
     let out = step.run(
         &[

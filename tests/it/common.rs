@@ -265,10 +265,12 @@ pub fn timing_lock() -> TimingGuard {
     }
 }
 
-/// Called before a test starts a process: from then until the test ends (libtest runs each
-/// test on a thread of its own, whose end drops the share), no timing test runs beside it.
-/// A timing test's own processes need nothing more. Waits while a timing test runs or
-/// waits to run (the lock lets a waiting writer go first).
+/// Called before a test starts a process, a server thread or a clock: from then until the
+/// test ends (libtest runs each test on a thread of its own, whose end drops the share), no
+/// timing test runs beside it. A timing test's own processes need nothing more. Waits while
+/// a timing test runs or waits to run (the lock lets a waiting writer go first): so a test
+/// that times something takes its share before its clock starts, or the wait is timed too
+/// (two tests failed so, at 107 s and 54 s, with 4 test threads).
 pub fn share_machine() {
     HOLD.with(|h| {
         let mut h = h.borrow_mut();

@@ -241,6 +241,7 @@ fn a_server_that_dies_while_starting_is_named_with_its_log() {
     let dir = tempfile::tempdir().unwrap();
     let p = profile(dir.path());
     let out = dir.path().join("dead");
+    crate::common::share_machine();
     let started = Instant::now();
     let o = bench_blocks(
         &p,
@@ -428,6 +429,7 @@ fn spawn_blocks(p: &Path, out: &Path, head: &str, extra: &[&str]) -> std::proces
 
 /// Waits (at most 60 s) until `path` exists and holds `text`.
 fn wait_for_file(path: &Path, text: &str) {
+    crate::common::share_machine();
     let started = Instant::now();
     while !std::fs::read_to_string(path).is_ok_and(|s| s.contains(text)) {
         assert!(
@@ -544,6 +546,7 @@ fn a_second_signal_kills_a_server_that_ignores_the_first() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let pid = child.id() as i32;
+    crate::common::share_machine();
     let asked = Instant::now();
     unsafe { libc::kill(pid, libc::SIGTERM) };
     std::thread::sleep(Duration::from_millis(500));

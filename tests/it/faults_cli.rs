@@ -359,6 +359,7 @@ fn faults_from_a_config_file_are_deterministic() {
 fn server_dies(flags: &[&str]) {
     let sim = Sim::start(1, &[FIXED, flags].concat());
     let body = profile("", "").replace("[1, 3]", "[1, 2, 3, 4]");
+    crate::common::share_machine();
     let started = Instant::now();
     let r = bench(&sim, &body);
     assert_eq!(code(&r.out), 2, "{}", text(&r.out));
@@ -427,6 +428,7 @@ fn sigint_writes_an_incomplete_result_with_every_finished_request() {
     let path = write_profile(tmp.path(), "kill", &sim.urls, &body);
     let dir = tmp.path().join("out");
     let child = spawn_bench(&path, &dir);
+    crate::common::share_machine();
     let started = Instant::now();
     loop {
         let lines = std::fs::read_to_string(dir.join("requests.jsonl"))
@@ -473,6 +475,7 @@ fn sigterm_abandons_stalled_requests_as_cancelled() {
     let path = write_profile(tmp.path(), "term", &sim.urls, &body);
     let dir = tmp.path().join("out");
     let child = spawn_bench(&path, &dir);
+    crate::common::share_machine();
     let started = Instant::now();
     // The engine generates every token even though the streams stall after the first: all
     // 3 x 12 tokens mean all three requests were sent (3 could be the first request's alone).
@@ -480,6 +483,7 @@ fn sigterm_abandons_stalled_requests_as_cancelled() {
         assert!(started.elapsed() < Duration::from_secs(20), "no requests");
         std::thread::sleep(Duration::from_millis(50));
     }
+    crate::common::share_machine();
     let signalled = Instant::now();
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = wait_with_deadline(child, Duration::from_secs(10), "bench after the signal");

@@ -89,6 +89,7 @@ fn a_server_that_dies_while_loading_fails_within_seconds_with_its_log() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("server.log");
     let url = format!("http://127.0.0.1:{}", free_port());
+    crate::common::share_machine();
     let started = Instant::now();
     let out = gate_server(
         &[

@@ -156,6 +156,7 @@ fn start_and_stop_server(dir: &Path, line: &str) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    crate::common::share_machine();
     let started = Instant::now();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     // It says its session speed first, then where each replica serves.
@@ -247,6 +248,7 @@ fn every_help_example_runs_against_the_simulator() {
         let line = example
             .replace("http://127.0.0.1:8000", &a.urls[0])
             .replace("http://127.0.0.1:8001", &b.urls[0]);
+        crate::common::share_machine();
         let started = Instant::now();
         let out = shell(dir.path(), &line);
         let code = out.status.code().unwrap_or(-1);

@@ -48,6 +48,8 @@ struct Hostile {
 
 impl Hostile {
     fn start(behaviour: Behaviour) -> Hostile {
+        // The server's life is timed: the test's wait for the machine comes first.
+        crate::common::share_machine();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
         listener.set_nonblocking(true).unwrap();
@@ -274,6 +276,7 @@ fn bench(endpoint: &str, body: &str, env: &[(&str, &str)]) -> Bench {
     let tmp = tempfile::tempdir().unwrap();
     let profile = write_profile(tmp.path(), "hostile", &[endpoint.to_string()], body);
     let dir = tmp.path().join("out");
+    crate::common::share_machine();
     let started = Instant::now();
     let out = bench_command(&profile, &dir)
         .envs(env.iter().copied())

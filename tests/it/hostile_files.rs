@@ -228,6 +228,7 @@ fn a_killed_rerun_leaves_no_stale_results() {
     let slow = Sim::start(1, &["--preset", "instant", "--token-delay-ms", "100"]);
     let profile = write_profile(tmp.path(), "quick", &slow.urls, QUICK_BODY);
     let child = spawn(&mut bench_command(&profile, &out_dir));
+    crate::common::share_machine();
     let started = Instant::now();
     let journal = out_dir.join("requests.jsonl");
     loop {

@@ -49,6 +49,7 @@ fn pid_exists(pid: u32) -> bool {
 /// substring match returned before the shell had run what comes before the `echo` (a `trap`
 /// that made the server outlive SIGTERM, seen racing in 7 of 18 runs).
 async fn wait_for_log(path: &Path, line: &str) {
+    crate::common::share_machine();
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         if std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l == line)) {
@@ -108,6 +109,7 @@ async fn two_servers_start_healthy_answer_and_stop() {
     }
     let pids: Vec<u32> = servers.iter().map(ManagedServer::pid).collect();
     for server in servers {
+        crate::common::share_machine();
         let t = Instant::now();
         server.stop().await.unwrap();
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
@@ -127,6 +129,7 @@ async fn a_server_that_dies_while_loading_fails_the_wait_at_once_with_its_log() 
     let mut server = ManagedServer::start("head", command, port, &slot(), &log)
         .await
         .unwrap();
+    crate::common::share_machine();
     let t = Instant::now();
     let e = server
         .wait_healthy(Duration::from_secs(60), None)
@@ -156,6 +159,7 @@ async fn a_server_not_healthy_by_the_timeout_fails_with_its_log() {
         ManagedServer::start("base", "echo loading; exec sleep 30", port, &slot(), &log)
             .await
             .unwrap();
+    crate::common::share_machine();
     let t = Instant::now();
     let e = server
         .wait_healthy(Duration::from_millis(800), None)
@@ -185,6 +189,7 @@ async fn a_server_that_ignores_sigterm_is_killed_after_the_grace() {
     server.set_grace(Duration::from_millis(700));
     let pid = server.pid();
     assert!(group_alive(pid));
+    crate::common::share_machine();
     let t = Instant::now();
     server.stop().await.unwrap();
     let took = t.elapsed();
@@ -212,6 +217,7 @@ async fn a_dropped_server_has_its_group_killed() {
     let pid = server.pid();
     assert!(group_alive(pid));
     drop(server);
+    crate::common::share_machine();
     let deadline = Instant::now() + Duration::from_secs(3);
     while group_alive(pid) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -279,6 +285,7 @@ async fn a_chatty_server_that_dies_keeps_a_bounded_log_and_its_last_words() {
         let mut server = ManagedServer::start("head", &command, port, &slot(), &log)
             .await
             .unwrap();
+        crate::common::share_machine();
         let t = Instant::now();
         let e = server
             .wait_healthy(Duration::from_secs(60), None)

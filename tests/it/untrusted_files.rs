@@ -14,6 +14,7 @@ use crate::common::*;
 
 /// Runs `cmd`, killing it past `limit`; returns the output and how long it ran.
 fn timed(cmd: &mut Command, limit: Duration, what: &str) -> (Output, Duration) {
+    crate::common::share_machine();
     let started = Instant::now();
     let child = cmd
         .stdin(Stdio::null())
