@@ -94,13 +94,17 @@ pub fn evaluate(
     // A relative verdict names the overrides too: say each once.
     let mut seen = std::collections::HashSet::new();
     warnings.retain(|w| seen.insert(w.clone()));
-    // The client's notes on the measurement last: where room is short (three GitHub
-    // annotations) the decision's own warnings (what a history needs, how often it misses)
-    // come first. A stable sort keeps each group's order.
-    let client_notes = arm_summaries(candidate);
-    warnings.sort_by_key(|w| client_notes.contains(w));
+    client_notes_last(&mut warnings, candidate);
     verdict.warnings = warnings;
     Ok(verdict)
+}
+
+/// The client's notes on the measurement last: where room is short (three GitHub
+/// annotations) the decision's own warnings (what a history needs, how often it misses,
+/// the sequential plan) come first. A stable sort keeps each group's order.
+fn client_notes_last(warnings: &mut [String], candidate: &RunResult) {
+    let client_notes = arm_summaries(candidate);
+    warnings.sort_by_key(|w| client_notes.contains(w));
 }
 
 /// Gates a relative (A/B) run on its own: the head arm (the run's levels) against the base
@@ -193,6 +197,7 @@ fn relative(
         base_engine: base.engine.clone(),
         base_version: base.engine_version.clone(),
     });
+    client_notes_last(&mut verdict.warnings, candidate);
     Ok(verdict)
 }
 

@@ -130,19 +130,40 @@ fn the_decisions_warnings_come_before_the_clients_notes() {
         }
     }
     let v = evaluate(&baseline(1), &cand, &GateSettings::default()).unwrap();
-    let first_client = (v.warnings.iter())
-        .position(|w| w.starts_with("this run: "))
+    client_notes_come_after(&v.warnings, "one session", "this run: ");
+
+    // A relative verdict alike (gate -r without a baseline, bisect's steps).
+    let mut run = relative(1.0, 1.0);
+    for t in run.levels.iter_mut().flat_map(|l| &mut l.trials) {
+        t.flags.push(crate::record::flags::TrialFlag::new(
+            crate::record::flags::FlagKind::ClientBound,
+            "client-bound: requests were held in the client for 1.2% of their time",
+        ));
+    }
+    run.environment.overridden.push(crate::record::Override {
+        field: "gpu_model".into(),
+        typed: "A".into(),
+        detected: "B".into(),
+    });
+    let v = evaluate_relative(&run, &GateSettings::default()).unwrap();
+    client_notes_come_after(&v.warnings, "FINGERPRINT OVERRIDDEN", "head: ");
+}
+
+/// The warning holding `decision` comes before the client's notes (each starting with
+/// `client`), and only client notes follow the first of them.
+fn client_notes_come_after(warnings: &[String], decision: &str, client: &str) {
+    let first_client = (warnings.iter())
+        .position(|w| w.starts_with(client))
         .expect("the client's note");
-    let one_session = (v.warnings.iter())
-        .position(|w| w.contains("one session"))
-        .expect("the one-session warning");
-    assert!(one_session < first_client, "{:#?}", v.warnings);
+    let own = (warnings.iter())
+        .position(|w| w.contains(decision))
+        .expect("the decision's warning");
+    assert!(own < first_client, "{warnings:#?}");
     assert!(
-        v.warnings[first_client..]
+        warnings[first_client..]
             .iter()
-            .all(|w| w.starts_with("this run: ")),
-        "{:#?}",
-        v.warnings
+            .all(|w| w.starts_with(client)),
+        "{warnings:#?}"
     );
 }
 

@@ -35,9 +35,11 @@ fn severity(o: Outcome) -> u8 {
 
 impl MergedVerdict {
     /// A regression that every regressed check let through as intended
-    /// (`ci --allow-regression`): the whole exits 0, as each of them did.
+    /// (`ci --allow-regression`), and no other check fails the whole (a refused or failing
+    /// inconclusive one is not hidden behind "accepted"): the whole exits 0.
     pub fn regression_accepted(&self) -> bool {
         self.outcome == Outcome::Regression
+            && self.exit() == Exit::Pass
             && (self.checks.iter())
                 .filter(|c| c.verdict.outcome == Outcome::Regression)
                 .all(|c| c.verdict.regression_accepted())
@@ -76,4 +78,56 @@ pub fn combine(checks: Vec<Check>) -> Option<MergedVerdict> {
         worst_ratio,
         checks,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{SettingOverride, ALLOW_REGRESSION};
+
+    fn check(outcome: Outcome, accepted: bool) -> Check {
+        let mut verdict = Verdict::refused("b", "p", None, Default::default(), "why");
+        verdict.outcome = outcome;
+        if accepted {
+            verdict.overridden.push(SettingOverride {
+                field: ALLOW_REGRESSION.into(),
+                value: "true".into(),
+                was: "false".into(),
+            });
+        }
+        Check {
+            file: format!("{outcome:?}.json"),
+            verdict,
+        }
+    }
+
+    #[test]
+    fn a_regression_is_accepted_only_where_nothing_else_fails_the_whole() {
+        let alone = combine(vec![check(Outcome::Regression, true)]).unwrap();
+        assert!(alone.regression_accepted());
+        assert_eq!(alone.exit(), Exit::Pass);
+        let beside_pass = combine(vec![
+            check(Outcome::Regression, true),
+            check(Outcome::Pass, false),
+        ])
+        .unwrap();
+        assert!(beside_pass.regression_accepted());
+        // A leg that regressed without the input fails the whole.
+        let unaccepted = combine(vec![
+            check(Outcome::Regression, true),
+            check(Outcome::Regression, false),
+        ])
+        .unwrap();
+        assert!(!unaccepted.regression_accepted());
+        assert_eq!(unaccepted.exit(), Exit::Regression);
+        // A refused leg is not hidden behind "accepted": the whole exits 3 and says no
+        // acceptance.
+        let refused = combine(vec![
+            check(Outcome::Regression, true),
+            check(Outcome::NotComparable, false),
+        ])
+        .unwrap();
+        assert!(!refused.regression_accepted());
+        assert_eq!(refused.exit(), Exit::NotComparable);
+    }
 }

@@ -69,9 +69,13 @@ pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) ->
             Outcome::NotComparable => "⚠️",
         };
         let worst = super::verdict::worst_ratio_said(m.worst_ratio);
+        let accepted = match m.regression_accepted() {
+            true => format!("; {}", super::verdict::ACCEPTED),
+            false => String::new(),
+        };
         let _ = writeln!(
             out,
-            "## {icon} {} (the worst of {} check(s){worst})\n",
+            "## {icon} {} (the worst of {} check(s){worst}){accepted}\n",
             m.outcome.word().replace('_', " ").to_uppercase(),
             m.checks.len()
         );

@@ -42,6 +42,16 @@ pub async fn stop_recorded(out: &Path, grace: Duration) -> Result<()> {
     let mut found: Vec<Proc> = Vec::new();
     let mut left_alone = 0;
     for (pgid, start, token, label) in &groups {
+        if token.is_empty() {
+            // A record an older throughline wrote: nothing in it tells its processes from
+            // others that took the group id since, so nothing is stopped on its word.
+            left_alone += 1;
+            println!(
+                "cleanup: group {pgid} was recorded by an older throughline (no run token): \
+                 left alone; if it is this run's server, stop it yourself (kill -- -{pgid})"
+            );
+            continue;
+        }
         let label = crate::untrusted::for_terminal(label);
         let ours = own_group(*pgid, *start, &procs);
         let mut tree = tree::tree_of(&[], ours.then_some(*pgid), &procs);
@@ -53,7 +63,9 @@ pub async fn stop_recorded(out: &Path, grace: Duration) -> Result<()> {
         if tree.len() < before {
             left_alone += before - tree.len();
             println!(
-                "cleanup: {label}: {} process(es) in group {pgid} do not show this run's token                  (another user's, or started with a cleared environment): left alone; if they                  are this run's server, stop them yourself (kill -- -{pgid})",
+                "cleanup: {label}: {} process(es) in group {pgid} do not show this run's token \
+                 (another user's, or started with a cleared environment): left alone; if they \
+                 are this run's server, stop them yourself (kill -- -{pgid})",
                 before - tree.len()
             );
         }
@@ -72,10 +84,7 @@ pub async fn stop_recorded(out: &Path, grace: Duration) -> Result<()> {
                 groups.len(),
                 out.display()
             ),
-            n => println!(
-                "cleanup: nothing stopped; {n} process(es) in the recorded groups left alone \
-                 (above)"
-            ),
+            n => println!("cleanup: nothing stopped; {n} left alone (above)"),
         }
         return Ok(());
     }
@@ -122,9 +131,7 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
         let start = fields.next().and_then(|f| f.parse::<u64>().ok());
         // A run token is 16 hex digits (tree::run_token): anything else is not a record
         // this version wrote (the older `PGID START LABEL` would read its label as a token).
-        let token =
-            (fields.next()).filter(|t| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit()));
-        let (Some(pgid), Some(start), Some(token)) = (pgid, start, token) else {
+        let (Some(pgid), Some(start)) = (pgid, start) else {
             return Err(anyhow::anyhow!(
                 "{} line {}: expected `PGID START_TICKS TOKEN LABEL` (two whole numbers, a \
                  token, then text)",
@@ -132,10 +139,18 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
                 n + 1
             ));
         };
+        // A run token is 16 hex digits (tree::run_token). The older `PGID START LABEL`
+        // has none: its token is left empty (its group is said, never stopped).
+        let rest = fields.collect::<Vec<_>>();
+        let (token, label) = match rest.split_first() {
+            Some((t, label)) if t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                (t.to_string(), label.join(" "))
+            }
+            _ => (String::new(), rest.join(" ")),
+        };
         // Group ids below 2 are the kernel's and init's; never a server's.
         if pgid > 1 {
-            let label = fields.next().unwrap_or("").to_string();
-            groups.push((pgid, start, token.to_string(), label));
+            groups.push((pgid, start, token, label));
         }
     }
     Ok(groups)
@@ -178,12 +193,13 @@ mod tests {
                 "block 1 head server (slot 1)".into()
             )]
         );
-        assert!(parse("123 456\n", p).is_err(), "no token");
-        // The older record had no token: its label's first word is not one.
-        assert!(
-            parse("123 456 block 1 head server\n", p).is_err(),
-            "old format"
+        // The older record had no token (its label's first word is not one): read with
+        // an empty token, so that cleanup says it and stops nothing.
+        assert_eq!(
+            parse("123 456 block 1 head server\n", p).unwrap(),
+            vec![(123, 456, String::new(), "block 1 head server".into())]
         );
+        assert_eq!(parse("123 456\n", p).unwrap()[0].2, "");
         let e = parse("123 x y\n", p).unwrap_err().to_string();
         assert!(
             e.contains("line 1") && e.contains("PGID START_TICKS"),

@@ -65,6 +65,8 @@ async fn wait_for_log(path: &Path, line: &str) {
 
 #[tokio::test]
 async fn two_servers_start_healthy_answer_and_stop() {
+    // The servers start beside nothing timed.
+    crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let slots = parse_slots("0;1").unwrap();
     let mut servers = Vec::new();
@@ -122,6 +124,8 @@ async fn two_servers_start_healthy_answer_and_stop() {
 
 #[tokio::test]
 async fn a_server_that_dies_while_loading_fails_the_wait_at_once_with_its_log() {
+    // The servers start beside nothing timed.
+    crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("dies.log");
     let port = free_port().unwrap();
@@ -152,6 +156,8 @@ async fn a_server_that_dies_while_loading_fails_the_wait_at_once_with_its_log() 
 
 #[tokio::test]
 async fn a_server_not_healthy_by_the_timeout_fails_with_its_log() {
+    // The servers start beside nothing timed.
+    crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("slow.log");
     let port = free_port().unwrap();
@@ -178,6 +184,8 @@ async fn a_server_not_healthy_by_the_timeout_fails_with_its_log() {
 
 #[tokio::test]
 async fn a_server_that_ignores_sigterm_is_killed_after_the_grace() {
+    // The servers start beside nothing timed.
+    crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("stubborn.log");
     let port = free_port().unwrap();
@@ -201,6 +209,8 @@ async fn a_server_that_ignores_sigterm_is_killed_after_the_grace() {
 
 #[tokio::test]
 async fn a_dropped_server_has_its_group_killed() {
+    // The servers start beside nothing timed.
+    crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("dropped.log");
     let port = free_port().unwrap();
@@ -228,6 +238,8 @@ async fn a_dropped_server_has_its_group_killed() {
 
 #[tokio::test]
 async fn a_taken_port_is_refused() {
+    // The servers start beside nothing timed.
+    crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("taken.log");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -244,6 +256,8 @@ async fn a_taken_port_is_refused() {
 
 #[tokio::test]
 async fn a_restart_shows_only_its_own_log_lines() {
+    // The servers start beside nothing timed.
+    crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("again.log");
     for (run, code) in [("first", 4), ("second", 5)] {
@@ -274,6 +288,8 @@ async fn a_restart_shows_only_its_own_log_lines() {
 /// log once the output ended.
 #[tokio::test]
 async fn a_chatty_server_that_dies_keeps_a_bounded_log_and_its_last_words() {
+    // The servers start beside nothing timed.
+    crate::common::share_machine();
     for left in ["", "sleep 30 & "] {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("chatty.log");

@@ -73,6 +73,21 @@ impl Journal {
                 path.display()
             )
         })?;
+        let same_but_calibration = Header {
+            calibration: header.calibration.clone(),
+            ..earlier.clone()
+        } == *header;
+        if earlier.calibration != header.calibration && same_but_calibration {
+            let said = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
+            bail!(
+                "{} was decided with another --baseline calibration (the log's: {}; this \
+                 run's: {}): give the same --baseline, use another --out, or delete the log to \
+                 start afresh",
+                path.display(),
+                said(&earlier.calibration),
+                said(&header.calibration)
+            );
+        }
         if &earlier != header {
             bail!(
                 "{} is the log of another search (good {}, bad {}, profile {}, or other \
@@ -199,7 +214,12 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("another search"), "{e}");
+        assert!(
+            e.contains("another --baseline calibration")
+                && e.contains("the log's: none")
+                && e.contains("40 rows"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -483,7 +483,11 @@ fn read_back(bisect: &Bisect, walk: &Walk) -> Result<(Journal, Vec<(usize, StepO
         profile_hash: bisect.profile.canonical_hash()?,
         server_command: redact(&args.server_command),
         build_command: args.build_command.as_deref().map(redact),
-        calibration: bisect.baseline.as_ref().map(calibration_id).transpose()?,
+        // A baseline without calibration rows decides as no baseline does.
+        calibration: (bisect.baseline.as_ref())
+            .filter(|b| !b.calibration.is_empty())
+            .map(calibration_id)
+            .transpose()?,
     };
     let journal = Journal::open(&bisect.out, &header)?;
     let index_of = |id: &str| walk.commits.iter().position(|c| c.id == id);
