@@ -322,7 +322,7 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     if args.allow_regression {
         verdict
             .overridden
-            .push(crate::report::verdict::allow_regression());
+            .push(crate::gate::SettingOverride::allow_regression());
     }
     verdict.settings_from = Some(format!("baseline {} at {reference}", baseline.name));
     verdict.baseline_ref = Some(reference);

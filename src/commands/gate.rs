@@ -65,8 +65,7 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
     let exports: Vec<(String, &std::path::PathBuf)> = args.export.files().collect();
     let mut outputs: Vec<(&str, Option<&std::path::Path>)> = vec![("--json", args.json.as_deref())];
     outputs.extend(exports.iter().map(|(f, p)| (f.as_str(), Some(p.as_path()))));
-    let export_on_stdout = crate::fsutil::check_one_stdout(&outputs)?
-        && !args.json.as_deref().is_some_and(crate::fsutil::is_stdout);
+    let stdout_taken = crate::fsutil::check_one_stdout(&outputs)?;
     if args
         .markdown
         .as_deref()
@@ -132,7 +131,7 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
     let files = VerdictFiles {
         json: args.json.clone(),
         markdown: args.markdown.clone(),
-        stdout_elsewhere: export_on_stdout,
+        stdout_elsewhere: stdout_taken,
     };
     publish_verdict(&verdict, &files, &charts)?;
     args.export.write(&candidate, Some(&verdict))?;

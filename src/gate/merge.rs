@@ -83,50 +83,38 @@ pub fn combine(checks: Vec<Check>) -> Option<MergedVerdict> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::{SettingOverride, ALLOW_REGRESSION};
+    use crate::gate::SettingOverride;
 
-    fn check(outcome: Outcome, accepted: bool) -> Check {
-        let mut verdict = Verdict::refused("b", "p", None, Default::default(), "why");
-        verdict.outcome = outcome;
-        if accepted {
-            verdict.overridden.push(SettingOverride {
-                field: ALLOW_REGRESSION.into(),
-                value: "true".into(),
-                was: "false".into(),
-            });
-        }
-        Check {
-            file: format!("{outcome:?}.json"),
-            verdict,
-        }
+    /// The checks' outcomes merged, each accepted (`ci --allow-regression`) where said.
+    fn merged(legs: &[(Outcome, bool)]) -> MergedVerdict {
+        let checks = (legs.iter()).map(|&(outcome, accepted)| {
+            let mut verdict = Verdict::refused("b", "p", None, Default::default(), "why");
+            verdict.outcome = outcome;
+            if accepted {
+                verdict.overridden.push(SettingOverride::allow_regression());
+            }
+            Check {
+                file: format!("{outcome:?}.json"),
+                verdict,
+            }
+        });
+        combine(checks.collect()).unwrap()
     }
 
     #[test]
     fn a_regression_is_accepted_only_where_nothing_else_fails_the_whole() {
-        let alone = combine(vec![check(Outcome::Regression, true)]).unwrap();
+        let alone = merged(&[(Outcome::Regression, true)]);
         assert!(alone.regression_accepted());
         assert_eq!(alone.exit(), Exit::Pass);
-        let beside_pass = combine(vec![
-            check(Outcome::Regression, true),
-            check(Outcome::Pass, false),
-        ])
-        .unwrap();
+        let beside_pass = merged(&[(Outcome::Regression, true), (Outcome::Pass, false)]);
         assert!(beside_pass.regression_accepted());
         // A leg that regressed without the input fails the whole.
-        let unaccepted = combine(vec![
-            check(Outcome::Regression, true),
-            check(Outcome::Regression, false),
-        ])
-        .unwrap();
+        let unaccepted = merged(&[(Outcome::Regression, true), (Outcome::Regression, false)]);
         assert!(!unaccepted.regression_accepted());
         assert_eq!(unaccepted.exit(), Exit::Regression);
         // A refused leg is not hidden behind "accepted": the whole exits 3 and says no
         // acceptance.
-        let refused = combine(vec![
-            check(Outcome::Regression, true),
-            check(Outcome::NotComparable, false),
-        ])
-        .unwrap();
+        let refused = merged(&[(Outcome::Regression, true), (Outcome::NotComparable, false)]);
         assert!(!refused.regression_accepted());
         assert_eq!(refused.exit(), Exit::NotComparable);
     }

@@ -136,6 +136,17 @@ pub struct SettingOverride {
     pub was: String,
 }
 
+impl SettingOverride {
+    /// The record of `ci --allow-regression` among a verdict's overridden settings.
+    pub fn allow_regression() -> SettingOverride {
+        SettingOverride {
+            field: ALLOW_REGRESSION.into(),
+            value: "true".into(),
+            was: "false".into(),
+        }
+    }
+}
+
 impl Verdict {
     /// A verdict that gated no level: not comparable, `why` its one warning, nothing else
     /// said (no design, drift, changes or notices; `refusal` stays for a verdict refused

@@ -15,6 +15,7 @@ pub mod curve;
 pub mod facts;
 pub mod figures;
 pub mod finish;
+pub mod in_words;
 pub mod lengths;
 pub mod mix;
 pub mod own_estimate;
@@ -26,7 +27,6 @@ pub mod roofline;
 pub mod rows;
 pub mod seed_runs;
 // Only tests build the seed results (one keeps fixtures/seeds/ equal to them).
-pub mod in_words;
 #[cfg(test)]
 pub mod seeds;
 pub mod slo;

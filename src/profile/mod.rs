@@ -143,7 +143,7 @@ impl Profile {
         // serde_json's Map is ordered by key (no preserve_order feature), so this text is
         // canonical: the same profile always gives the same bytes.
         let text = serde_json::to_string(&canonical)?;
-        Ok(format!("sha256:{}", hex(&Sha256::digest(text.as_bytes()))))
+        Ok(sha256_id(text.as_bytes()))
     }
 }
 
@@ -188,6 +188,12 @@ fn field_line(text: &str, message: &str) -> Option<usize> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `sha256:HEX` of `bytes`: how throughline names the content it checks a file or log
+/// against (a profile's hash, a calibration's rows).
+pub fn sha256_id(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex(&Sha256::digest(bytes)))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::console::{paint, use_color, Tone};
 use super::tables;
-use crate::gate::{LevelStatus, Outcome, SettingOverride, Verdict};
+use crate::gate::{LevelStatus, Outcome, Verdict};
 use crate::stats::decision::{DecisionSettings, Design};
 use crate::untrusted::code_span;
 
@@ -302,15 +302,6 @@ pub fn settings_lines(verdict: &Verdict) -> Vec<String> {
 /// headline goes (console, verdict.md, job summary, PR comment) and in its annotation.
 pub const ACCEPTED: &str = "accepted as intended (allow-slowdown, --allow-regression): \
     not failed; bless the target branch's baseline after merging";
-
-/// The record of `ci --allow-regression`, for the verdict's overridden settings.
-pub fn allow_regression() -> SettingOverride {
-    SettingOverride {
-        field: crate::gate::ALLOW_REGRESSION.into(),
-        value: "true".into(),
-        was: "false".into(),
-    }
-}
 
 /// A probability in at most 4 significant digits ("0.003333", "0.01").
 fn short(x: f64) -> String {

@@ -42,7 +42,7 @@ pub async fn stop_recorded(out: &Path, grace: Duration) -> Result<()> {
     let mut found: Vec<Proc> = Vec::new();
     let mut left_alone = 0;
     for (pgid, start, token, label) in &groups {
-        if token.is_empty() {
+        let Some(token) = token else {
             // A record an older throughline wrote: nothing in it tells its processes from
             // others that took the group id since, so nothing is stopped on its word.
             left_alone += 1;
@@ -51,7 +51,7 @@ pub async fn stop_recorded(out: &Path, grace: Duration) -> Result<()> {
                  left alone; if it is this run's server, stop it yourself (kill -- -{pgid})"
             );
             continue;
-        }
+        };
         let label = crate::untrusted::for_terminal(label);
         let ours = own_group(*pgid, *start, &procs);
         let mut tree = tree::tree_of(&[], ours.then_some(*pgid), &procs);
@@ -116,8 +116,8 @@ fn own_group(pgid: libc::pid_t, start: u64, procs: &[Proc]) -> bool {
     }
 }
 
-/// One recorded start: group, leader start ticks, run token, label.
-type Recorded = (libc::pid_t, u64, String, String);
+/// One recorded start: group, leader start ticks, run token (none in an older record), label.
+type Recorded = (libc::pid_t, u64, Option<String>, String);
 
 /// The record's lines; a line that is not `PGID START_TICKS TOKEN LABEL` is an error naming it.
 fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
@@ -129,8 +129,6 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
         let mut fields = line.splitn(4, ' ');
         let pgid = fields.next().and_then(|f| f.parse::<libc::pid_t>().ok());
         let start = fields.next().and_then(|f| f.parse::<u64>().ok());
-        // A run token is 16 hex digits (tree::run_token): anything else is not a record
-        // this version wrote (the older `PGID START LABEL` would read its label as a token).
         let (Some(pgid), Some(start)) = (pgid, start) else {
             return Err(anyhow::anyhow!(
                 "{} line {}: expected `PGID START_TICKS TOKEN LABEL` (two whole numbers, a \
@@ -139,14 +137,11 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
                 n + 1
             ));
         };
-        // A run token is 16 hex digits (tree::run_token). The older `PGID START LABEL`
-        // has none: its token is left empty (its group is said, never stopped).
+        // The older `PGID START LABEL` has no run token (its group is said, never stopped).
         let rest = fields.collect::<Vec<_>>();
         let (token, label) = match rest.split_first() {
-            Some((t, label)) if t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit()) => {
-                (t.to_string(), label.join(" "))
-            }
-            _ => (String::new(), rest.join(" ")),
+            Some((t, label)) if tree::is_run_token(t) => (Some(t.to_string()), label.join(" ")),
+            _ => (None, rest.join(" ")),
         };
         // Group ids below 2 are the kernel's and init's; never a server's.
         if pgid > 1 {
@@ -189,17 +184,17 @@ mod tests {
             vec![(
                 123,
                 456,
-                "00000000000000ab".into(),
+                Some("00000000000000ab".into()),
                 "block 1 head server (slot 1)".into()
             )]
         );
-        // The older record had no token (its label's first word is not one): read with
-        // an empty token, so that cleanup says it and stops nothing.
+        // The older record had no token (its label's first word is not one): read without
+        // one, so that cleanup says it and stops nothing.
         assert_eq!(
             parse("123 456 block 1 head server\n", p).unwrap(),
-            vec![(123, 456, String::new(), "block 1 head server".into())]
+            vec![(123, 456, None, "block 1 head server".into())]
         );
-        assert_eq!(parse("123 456\n", p).unwrap()[0].2, "");
+        assert_eq!(parse("123 456\n", p).unwrap()[0].2, None);
         let e = parse("123 x y\n", p).unwrap_err().to_string();
         assert!(
             e.contains("line 1") && e.contains("PGID START_TICKS"),

@@ -223,8 +223,8 @@ thread_local! {
 /// Held by a timing-sensitive test while it runs.
 pub struct TimingGuard {
     _alone: std::sync::RwLockWriteGuard<'static, ()>,
-    waited: std::time::Duration,
-    since: std::time::Instant,
+    waited: Duration,
+    since: Instant,
 }
 
 impl Drop for TimingGuard {
@@ -255,13 +255,13 @@ impl Drop for TimingGuard {
 pub fn timing_lock() -> TimingGuard {
     // A share this thread took earlier would wait for itself.
     HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
-    let asked = std::time::Instant::now();
+    let asked = Instant::now();
     let alone = MACHINE.write().unwrap_or_else(|e| e.into_inner());
     HOLD.with(|h| *h.borrow_mut() = Hold::Alone);
     TimingGuard {
         _alone: alone,
         waited: asked.elapsed(),
-        since: std::time::Instant::now(),
+        since: Instant::now(),
     }
 }
 

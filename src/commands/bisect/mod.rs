@@ -653,10 +653,10 @@ fn twice(max: u32) -> u32 {
 /// What a log's steps were decided with from `--baseline`: its calibration rows, counted and
 /// hashed (a bisect resumed under another calibration is another search).
 fn calibration_id(baseline: &Baseline) -> Result<String> {
-    use sha2::{Digest, Sha256};
     let rows = serde_json::to_vec(&baseline.calibration)?;
-    let hex: String = (Sha256::digest(&rows).iter())
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok(format!("{} rows, sha256:{hex}", baseline.calibration.len()))
+    Ok(format!(
+        "{} rows, {}",
+        baseline.calibration.len(),
+        crate::profile::sha256_id(&rows)
+    ))
 }

@@ -88,6 +88,11 @@ pub fn run_token() -> &'static str {
     TOKEN.get_or_init(|| format!("{:016x}", rand::random::<u64>()))
 }
 
+/// Whether `text` has the shape of a run token (16 hex digits, as [`run_token`] makes).
+pub fn is_run_token(text: &str) -> bool {
+    text.len() == 16 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Whether process `pid`'s environment holds `RUN_TOKEN_VAR=token` (read from
 /// /proc/PID/environ, at most 1 MiB; false where it cannot be read).
 pub fn has_run_token(pid: libc::pid_t, token: &str) -> bool {

@@ -37,7 +37,8 @@ pub struct Watch {
 impl Watch {
     /// Takes a first sample of every endpoint before the trial's first request (so the
     /// cross-check window holds the whole trial), then scrapes in the background after the
-    /// gaps of [`FIRST_GAPS`] and every [`INTERVAL`] after them. None when the engine has no adapter (an unknown OpenAI-compatible server).
+    /// gaps of [`FIRST_GAPS`] and every [`INTERVAL`] after them. None when the engine has no
+    /// adapter (an unknown OpenAI-compatible server).
     /// `client` should not be the one sending the requests: a scrape must not take a
     /// keep-alive connection (and a server thread) the load needs.
     pub async fn start(
