@@ -8,10 +8,10 @@ use std::process::Output;
 
 use crate::common::*;
 
-/// Small and fast: 2 levels x 5 trials, 16-token outputs at a fixed 10 ms per step (about
-/// 4 s a run). 10 ms rather than 5: the sleep's overshoot on a loaded machine (a timer tick
-/// or more) is then a smaller share of each step. The gate's minimum effect is 8% so that a
-/// busy test machine does not fail the same-speed run, while the 15% slowdown still must.
+/// Small and fast: 2 levels x 5 trials, 16-token outputs at a fixed 5 ms per step (about
+/// 4 s a run). The simulator's steps end on absolute deadlines, so a late timer does not add
+/// up, and the timed test runs alone (`timing_lock`). The gate's minimum effect is 8% so that
+/// a busy test machine does not fail the same-speed run, while the 15% slowdown still must.
 const BODY: &str = r#"
 [workload]
 input_tokens = 16
@@ -30,7 +30,7 @@ min_effect = 0.08
 min_trials = 5
 "#;
 
-const SIM: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "10"];
+const SIM: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "5"];
 
 /// A CI step: the binary in `repo` with a clean environment plus the Actions variables.
 struct Step {

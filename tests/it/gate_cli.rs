@@ -25,9 +25,11 @@ fn profile_relative() -> String {
     PROFILE.replace("trials = 5", "trials = 8")
 }
 
-/// A simulator whose every decode step lasts 10 ms: throughput independent of the batch, and
-/// long enough steps that timer jitter on a busy machine stays far below the 3% minimum effect.
-const FIXED_10MS: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "10"];
+/// A simulator whose every decode step lasts 5 ms: throughput independent of the batch. Its
+/// steps end on absolute deadlines, so a late timer does not add up; the timed tests here run
+/// alone (`timing_lock`), where trials of 5 ms steps spread by 0.5% (10 ms ones did not spread
+/// less), far below the 3% minimum effect.
+const FIXED_5MS: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "5"];
 
 fn bench(sim: &Sim, dir: &Path, name: &str) -> std::path::PathBuf {
     let profile = write_profile(dir, "gated", &sim.urls, PROFILE);
@@ -62,11 +64,11 @@ fn same_speed_passes_and_ten_percent_slower_fails() {
     let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let base = Sim::start(1, &FIXED_10MS);
+    let base = Sim::start(1, &FIXED_5MS);
 
     // Relative mode: an unchanged head passes (twice: no flakes).
     for attempt in ["same1", "same2"] {
-        let head = Sim::start(1, &FIXED_10MS);
+        let head = Sim::start(1, &FIXED_5MS);
         let results = bench_relative(&head, &base, d, attempt);
         let o = gate_relative(&results, &[]);
         assert_eq!(code(&o), 0, "{attempt}: {}", text(&o));
@@ -78,7 +80,7 @@ fn same_speed_passes_and_ten_percent_slower_fails() {
     }
 
     let slow = {
-        let head = Sim::start(1, &[&FIXED_10MS[..], &["--slowdown", "1.10"]].concat());
+        let head = Sim::start(1, &[&FIXED_5MS[..], &["--slowdown", "1.10"]].concat());
         bench_relative(&head, &base, d, "slow")
     };
     let verdict_json = d.join("verdict.json");
@@ -115,7 +117,7 @@ fn same_speed_passes_and_ten_percent_slower_fails() {
     let one = bench(&base, d, "blessed");
     let o = bless(&without_client_flags(&one), &baseline, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
-    let head = Sim::start(1, &[&FIXED_10MS[..], &["--slowdown", "1.10"]].concat());
+    let head = Sim::start(1, &[&FIXED_5MS[..], &["--slowdown", "1.10"]].concat());
     let alone = bench(&head, d, "alone");
     let o = gate(&alone, &baseline, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
@@ -141,7 +143,7 @@ fn baseline_edited_in_the_working_tree_is_ignored_at_a_ref() {
     // tests.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let sim = Sim::start(1, &FIXED_10MS);
+    let sim = Sim::start(1, &FIXED_5MS);
     let first = bench(&sim, d, "first");
     let baseline = d.join("baselines").join("gated.toml");
     let o = bless(&without_client_flags(&first), &baseline, &[]);
@@ -189,7 +191,7 @@ fn bad_baselines_give_their_exit_code_and_name_the_problem() {
     // tests.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let sim = Sim::start(1, &FIXED_10MS);
+    let sim = Sim::start(1, &FIXED_5MS);
     let results = bench(&sim, d, "run");
     let good = d.join("good.toml");
     let o = bless(&without_client_flags(&results), &good, &[]);
@@ -248,7 +250,7 @@ fn github_outputs_summary_and_annotations() {
     // tests.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let sim = Sim::start(1, &FIXED_10MS);
+    let sim = Sim::start(1, &FIXED_5MS);
     let results = bench(&sim, d, "run");
     let baseline = d.join("b.toml");
     let o = bless(&without_client_flags(&results), &baseline, &[]);
@@ -350,7 +352,7 @@ fn an_engine_upgrade_is_gated_in_relative_mode_and_a_short_history_says_what_it_
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let with = |v: &str| {
-        let mut args = FIXED_10MS.to_vec();
+        let mut args = FIXED_5MS.to_vec();
         args.extend(["--engine-version", v]);
         Sim::start(1, &args)
     };
@@ -506,8 +508,8 @@ fn the_client_refuses_a_verdict_only_where_it_could_move_it() {
     let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let base = Sim::start(1, &FIXED_10MS);
-    let head = Sim::start(1, &FIXED_10MS);
+    let base = Sim::start(1, &FIXED_5MS);
+    let head = Sim::start(1, &FIXED_5MS);
     let results = bench_relative(&head, &base, d, "same");
     let gate = |results: &Path, out: &str, extra: &[&str]| {
         let json = d.join(out).join("verdict.json");

@@ -17,9 +17,9 @@ const CLOSED: &str = "[workload]\ninput_tokens = 16\nmax_tokens = 16\nignore_eos
                       [sweep]\nconcurrency = [2]\nrequests_per_level = 8\nwarmup_requests = 2\n\
                       trials = 5\nrequest_timeout = \"20s\"\n";
 
-/// Every decode step lasts 10 ms: figures that do not depend on the batch or the machine's
-/// load to within far less than the effects gated below.
-const FIXED_10MS: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "10"];
+/// Every decode step lasts 5 ms, on absolute deadlines: figures that do not depend on the
+/// batch or the machine's load to within far less than the effects gated below.
+const FIXED_5MS: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "5"];
 
 /// Runs `body` (a profile without its name and endpoints) against `sim` into `dir/name`;
 /// returns the results file and the bench's exit code.
@@ -50,14 +50,14 @@ fn the_gate_settings_come_from_the_baseline_not_the_pull_requests_profile() {
     let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let base = Sim::start(1, &FIXED_10MS);
+    let base = Sim::start(1, &FIXED_5MS);
     let (blessed, rc) = bench(&base, d, "gated", CLOSED);
     assert_eq!(rc, 0);
     let baseline = d.join("gated.toml");
     let o = bless(&without_client_flags(&blessed), &baseline, &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
 
-    let slow = Sim::start(1, &[&FIXED_10MS[..], &["--slowdown", "1.67"]].concat());
+    let slow = Sim::start(1, &[&FIXED_5MS[..], &["--slowdown", "1.67"]].concat());
     let loose = format!(
         "{CLOSED}[gate]\nalpha = 0.4\nmin_effect = 0.5\nguard = 0.9\nfail_on_inconclusive = false\n"
     );
@@ -99,7 +99,7 @@ fn incomplete_results_and_bless_refusals_with_their_exit_codes() {
     let _turn = timing_lock();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let sim = Sim::start(1, &FIXED_10MS);
+    let sim = Sim::start(1, &FIXED_5MS);
     let (good, rc) = bench(&sim, d, "refusals", CLOSED);
     assert_eq!(rc, 0);
     let good = without_client_flags(&good);
@@ -146,7 +146,7 @@ fn incomplete_results_and_bless_refusals_with_their_exit_codes() {
     let failing = Sim::start(
         1,
         &[
-            &FIXED_10MS[..],
+            &FIXED_5MS[..],
             &["--fault-http-error-rate", "0.5", "--seed", "3"],
         ]
         .concat(),
