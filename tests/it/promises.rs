@@ -17,8 +17,9 @@ const CLOSED: &str = "[workload]\ninput_tokens = 16\nmax_tokens = 16\nignore_eos
                       [sweep]\nconcurrency = [2]\nrequests_per_level = 8\nwarmup_requests = 2\n\
                       trials = 5\nrequest_timeout = \"20s\"\n";
 
-/// Every decode step lasts 5 ms, on absolute deadlines: figures that do not depend on the
-/// batch or the machine's load to within far less than the effects gated below.
+/// Every decode step lasts 5 ms, on deadlines counted from the first while the simulator is
+/// busy: figures that do not depend on the batch or the machine's load to within far less than
+/// the effects gated below.
 const FIXED_5MS: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "5"];
 
 /// Runs `body` (a profile without its name and endpoints) against `sim` into `dir/name`;

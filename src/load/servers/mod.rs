@@ -9,7 +9,8 @@
 //!   that throughline drains: each start keeps its first 8 MiB and its last 2 MiB, the cut
 //!   said in the log and on stderr (capture.rs); the log is never written through a link;
 //! - healthy is `GET /health` answering 2xx (else, where there is no `/health`, the probe's
-//!   fallbacks up to `GET /v1/models`), polled at once and then ever less often, up to every 250 ms;
+//!   fallbacks up to `GET /v1/models`), asked at once, then ever less often up to every
+//!   250 ms;
 //! - a server that dies while it loads fails the wait at once, naming it, its exit status,
 //!   its command and the end of its log; so does one not healthy by the timeout;
 //! - stopping is SIGTERM to the group and to every process of its tree (a child that called
@@ -49,11 +50,12 @@ use group::{group_has_live_members, port_taken, signal_group};
 /// How long a stopped server has between SIGTERM and SIGKILL (vLLM frees GPU memory and
 /// shuts its workers down in a few seconds; 30 s is the workflow script's bound).
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
-/// How often the health wait asks, and watches the process: at first after 20 ms, each pause
-/// twice the last, up to 250 ms. A server that is up in a moment (a restart, a simulator, a
-/// run in blocks starting two servers a block) is not left waiting a whole 250 ms; a model
-/// that loads for minutes is asked four times a second, as before.
+/// The health wait's first pause between asks (and looks at the process); each next pause
+/// is twice the last, up to [`POLL`]. A server that is up in a moment (a restart, a simulator,
+/// a run in blocks starting two servers a block) is not left waiting a whole 250 ms.
 const FIRST_POLL: Duration = Duration::from_millis(20);
+/// The health wait's longest pause: a model that loads for minutes is asked four times a
+/// second.
 const POLL: Duration = Duration::from_millis(250);
 /// How long one health request may take (a loading server that accepts the connection
 /// and answers nothing must not stall the wait).
@@ -250,12 +252,11 @@ impl ManagedServer {
         self.child.try_wait().ok().flatten()
     }
 
-    /// Polls the server until it is healthy (20 ms, 40 ms, ... then every 250 ms; 2 s per
-    /// request; `api_key` goes
-    /// with every request). Fails at once when the process exits first (a server that
-    /// dies while loading the model), and at `timeout`; both errors name the server, its
-    /// command and its log, with the log's last 40 lines. Says on stderr what it waits for
-    /// every 15 s (a model can take minutes to load).
+    /// Polls the server until it is healthy (pauses of 20 ms, 40 ms, ... then 250 ms; 2 s per
+    /// request; `api_key` goes with every request). Fails at once when the process exits
+    /// first (a server that dies while loading the model), and at `timeout`; both errors name
+    /// the server, its command and its log, with the log's last 40 lines. Says on stderr what
+    /// it waits for every 15 s (a model can take minutes to load).
     pub async fn wait_healthy(
         &mut self,
         timeout: Duration,
