@@ -21,8 +21,8 @@ use throughline::sim::{SimCluster, SimConfig};
 const RUNS: u64 = 20;
 const JITTER: f64 = 0.05;
 
-/// One level, 6 trials a side of 8 short requests at concurrency 4 (~0.05 s a trial at 2 ms steps,
-/// ~0.1 s at 4 ms).
+/// One level, 6 trials a side of 8 short requests at concurrency 4 (~0.05 s a trial at 2 ms
+/// steps, ~0.1 s at 4 ms).
 const PROFILE: &str = "name = \"honest\"\n[target]\nendpoints = [\"http://127.0.0.1:1\"]\n\
     [workload]\ninput_tokens = 8\nmax_tokens = 12\nignore_eos = true\n\
     [sweep]\nconcurrency = [4]\nrequests_per_level = 8\ntrials = 6\n\
@@ -133,7 +133,7 @@ async fn relative_mode_passes_unchanged_and_catches_a_slowdown() {
         "A/A runs that failed: {same_failed}: {outcomes:?}"
     );
     // Not failing is not enough: an unchanged server that is mostly "cannot tell" would mean
-    // the trials got too noisy to decide (2 ms steps passed 39 and 40 of 20 + 20 here).
+    // the trials got too noisy to decide (at 2 ms steps 19 and 20 of 20 passed in two runs).
     assert!(
         same_passed >= 15,
         "A/A runs that passed: {same_passed} of {RUNS}: {outcomes:?}"
