@@ -78,7 +78,12 @@ fn causes(v: &serde_json::Value) -> Vec<String> {
 }
 
 fn first_reading_is(base: &[&str], head: &[&str], cause: &str, said: &str) {
-    let (v, console) = relative(cause, base, head);
+    first_reading_in(PROFILE, base, head, cause, said);
+}
+
+/// [`first_reading_is`] with the profile's text given.
+fn first_reading_in(profile: &str, base: &[&str], head: &[&str], cause: &str, said: &str) {
+    let (v, console) = relative_with(profile, cause, base, head);
     let found = causes(&v);
     assert_eq!(
         found.first().map(String::as_str),
@@ -114,22 +119,13 @@ fn a_smaller_kv_cache_reads_as_the_kv_cache_filling() {
 /// full runs over two sessions).
 #[test]
 fn a_lower_max_batch_reads_as_fewer_running_at_once() {
-    let (v, console) = relative_with(
+    first_reading_in(
         &PROFILE.replace("trials = 3", "trials = 5"),
-        "fewer_run_at_once",
         &FIXED,
         &with(&["--max-running", "4"]),
+        "fewer_run_at_once",
+        "requests queue for a slot: fewer run at once",
     );
-    assert_eq!(
-        causes(&v).first().map(String::as_str),
-        Some("fewer_run_at_once"),
-        "{v:#}\n{console}"
-    );
-    assert!(
-        console.contains("requests queue for a slot: fewer run at once"),
-        "{console}"
-    );
-    assert_eq!(v["outcome"], "regression", "a slowdown: {console}");
 }
 
 /// The issue 37 walkthrough: `--max-running 3` on trials shorter than a second named only
