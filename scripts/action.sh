@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The composite action's logic (action.yml at the repository root), kept here so that a test
-# can run it (tests/it/action_recipe.rs) and a job can run it by hand. Two steps, each reading
+# can run it (tests/it/alone/action_recipe.rs) and a job can run it by hand. Two steps, each reading
 # the action's inputs from INPUT_* variables:
 #
 #   action.sh install

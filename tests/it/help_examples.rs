@@ -58,11 +58,11 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     (
         "throughline bisect --good v0.4.0 --bad main -p bench.toml --build-command 'python -m venv .venv && .venv/bin/pip install -e .' --server-command '.venv/bin/vllm serve MODEL --port {port}' --slots '0;1'",
-        "needs a git repository whose commits build a server; tests/it/bisect_cli.rs bisects one",
+        "needs a git repository whose commits build a server; tests/it/alone/bisect_cli.rs bisects one",
     ),
     (
         "throughline bisect --good v0.4.0 -p bench.toml --server-command './serve.sh {port}' --max-duration 6h -o bisect-out",
-        "as above; tests/it/bisect_cli.rs runs a bisect and continues one from its log",
+        "as above; tests/it/alone/bisect_cli.rs runs a bisect and continues one from its log",
     ),
     (
         "throughline selfbench",

@@ -773,3 +773,56 @@ fn the_length_rule_measures_functions_whole() {
         ]
     );
 }
+
+/// The end-to-end test files (tests/it/, not its folders) that call the timing lock.
+fn files_calling_the_timing_lock(dir: &Path) -> Vec<String> {
+    let mut found: Vec<String> = (std::fs::read_dir(dir).unwrap())
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .filter(|path| {
+            std::fs::read_to_string(path)
+                .unwrap()
+                .contains("timing_lock()")
+        })
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    found
+}
+
+/// A timed test outside tests/it/alone/ would start among the tests that share the machine,
+/// and every test thread would wait while it waits for them to end (alone/mod.rs).
+#[test]
+fn timed_tests_are_under_alone() {
+    let it = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let stray: Vec<String> = files_calling_the_timing_lock(&it)
+        .into_iter()
+        .filter(|name| !["common.rs", "layout.rs"].contains(&name.as_str()))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "move the timed tests of these files to tests/it/alone/: {stray:?}"
+    );
+    // The search finds the calls it looks for.
+    assert!(files_calling_the_timing_lock(&it.join("alone")).contains(&"gate_cli.rs".to_string()));
+}
+
+/// The tests under tests/it/alone/ all start at once (libtest starts them first), and the
+/// timed ones wait for their turns, a test thread each: the binary's test threads
+/// (`TEST_THREADS`, main.rs) must outnumber them by the 6 that run the other tests beside
+/// them, or those would wait for the timed tests' turns.
+#[test]
+fn the_test_threads_outnumber_the_tests_that_start_first() {
+    let alone = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/alone");
+    let first: usize = (std::fs::read_dir(&alone).unwrap())
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
+        .map(|text| text.matches("#[test]").count())
+        .sum();
+    assert!(first >= 57, "{first} tests found under {}", alone.display());
+    assert!(
+        first + 6 <= crate::TEST_THREADS,
+        "{first} tests under alone/ and 6 others need at least {} test threads, not {}",
+        first + 6,
+        crate::TEST_THREADS
+    );
+}

@@ -119,3 +119,36 @@ fn duration_windows_are_recorded_but_not_counted() {
         assert!(measure > warm && measure > cool, "{warm} {measure} {cool}");
     }
 }
+
+/// Item 10: an open-loop trial that cannot keep its rate (one slot, slow requests) is flagged
+/// `schedule-missed` and the run warns.
+#[test]
+fn a_missed_open_loop_schedule_is_flagged() {
+    let _turn = timing_lock();
+    let sim = Sim::start(1, &["--preset", "instant", "--token-delay-ms", "20"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "[workload]\ninput_tokens = 4\nmax_tokens = 10\nignore_eos = true\n[sweep]\n\
+                rates = [50.0]\nmax_concurrency = 1\narrival = \"constant\"\n\
+                requests_per_level = 12\ntrials = 1\n";
+    let profile = write_profile(tmp.path(), "open", &sim.urls, body);
+    let out_dir = tmp.path().join("out");
+    let out = run_bench_cli(&profile, &out_dir, &[]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let result = read_json(&out_dir.join("results.json"));
+    let trial = &result["levels"][0]["trials"][0];
+    let achieved = trial["open_loop"]["achieved_rate"].as_f64().unwrap();
+    assert!(
+        achieved < 40.0,
+        "the cap did not slow the sends: {achieved}"
+    );
+    let flags = trial["flags"].as_array().unwrap();
+    assert!(
+        flags.iter().any(|f| f["kind"] == "schedule-missed"),
+        "{flags:?}"
+    );
+    assert!(
+        text(&out).contains("schedule missed"),
+        "no warning: {}",
+        text(&out)
+    );
+}
