@@ -1,5 +1,5 @@
 //! `throughline gate` end to end against serve-sim: relative runs (base and head in one job)
-//! at the same speed (pass, twice: no flakes) and 10% slower (regression); history mode
+//! at the same speed (pass) and 10% slower (regression); history mode
 //! against a baseline of one session (inconclusive); a baseline read through git at a ref.
 
 use std::path::Path;
@@ -67,12 +67,13 @@ fn same_speed_passes_and_ten_percent_slower_fails() {
     let d = dir.path();
     let base = Sim::start(1, &FIXED_5MS);
 
-    // Relative mode: an unchanged head passes (twice: no flakes).
-    for attempt in ["same1", "same2"] {
+    // Relative mode: an unchanged head passes. Once: how often it does over many fresh
+    // starts (at least 15 of 20 pass, at most 1 fails) is honest_gate's relative test.
+    {
         let head = Sim::start(1, &FIXED_5MS);
-        let results = bench_relative(&head, &base, d, attempt);
+        let results = bench_relative(&head, &base, d, "same");
         let o = gate_relative(&results, &[]);
-        assert_eq!(code(&o), 0, "{attempt}: {}", text(&o));
+        assert_eq!(code(&o), 0, "{}", text(&o));
         assert!(
             String::from_utf8_lossy(&o.stdout).contains("PASS"),
             "{}",
