@@ -425,11 +425,15 @@ fn cleanup_stops_what_a_killed_run_left_by_its_record() {
     // A record committed by a pull request names a process that is not the run's (here a
     // sleep of the test's own, its group and start time copied right): it is left alone.
     crate::common::share_machine();
-    let mut bystander = std::process::Command::new("sh")
-        .args(["-c", &format!("sleep 300; : {t}-bystander")])
-        .process_group(0)
-        .spawn()
-        .unwrap();
+    // Started through the list of started children that a server's stop reads, as a server
+    // is: this test binary's managed_servers tests stop servers in-process, and a child in a
+    // group of its own that the list lacks would be a stray of theirs, to stop.
+    let mut bystander = throughline::load::servers::tree::spawn_started(
+        std::process::Command::new("sh")
+            .args(["-c", &format!("sleep 300; : {t}-bystander")])
+            .process_group(0),
+    )
+    .unwrap();
     let pid = bystander.id();
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let start = stat
@@ -452,6 +456,7 @@ fn cleanup_stops_what_a_killed_run_left_by_its_record() {
     let alive = bystander.try_wait().unwrap().is_none();
     let _ = bystander.kill();
     let _ = bystander.wait();
+    throughline::load::servers::tree::forget_started(pid as libc::pid_t);
     assert!(
         alive,
         "cleanup signalled a process the run did not start: {}",

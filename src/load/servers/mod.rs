@@ -172,7 +172,7 @@ impl ManagedServer {
                 Ok(())
             });
         }
-        let spawned = sh.spawn();
+        let spawned = tree::spawn_started(&mut sh);
         // The Command holds the parent's copies of the pipe's writing end: dropped now, so
         // that the output ends when the server's processes are gone.
         drop(sh);
@@ -183,7 +183,6 @@ impl ManagedServer {
             )
         })?;
         let pgid = child.id() as libc::pid_t;
-        tree::register_started(pgid);
         Ok(ManagedServer {
             label: label.to_string(),
             command: command.to_string(),

@@ -114,11 +114,15 @@ pub fn has_run_token(pid: libc::pid_t, token: &str) -> bool {
 /// children in another process group are strays it adopted.
 static STARTED: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
 
-/// Notes a child throughline started in its own process group.
-pub fn register_started(pid: libc::pid_t) {
-    if let Ok(mut started) = STARTED.lock() {
-        started.push(pid);
-    }
+/// Starts `cmd` (a child in a process group of its own) and notes it as started, in one step
+/// under the list's lock: a stop looking for strays meanwhile finds the child either not yet
+/// there or started, never as a stray to signal (a server started while another stopped was
+/// once stopped with it, 14 ms old).
+pub fn spawn_started(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
+    let mut started = STARTED.lock().unwrap_or_else(|e| e.into_inner());
+    let child = cmd.spawn()?;
+    started.push(child.id() as libc::pid_t);
+    Ok(child)
 }
 
 /// Forgets a started child once it is reaped.
