@@ -46,6 +46,12 @@ mod tests {
     /// answers (each request a head without body, answered with `{}`).
     fn counting_server() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        // A backlog for 300 connects at once (std listens with 128): past it the kernel
+        // drops a handshake's last step and retries it after 1, 2, 4 s, and the test below,
+        // which waits 5 s for 300 accepts, failed now and then on a busy machine.
+        // SAFETY: listen on a socket this function owns, already listening; it only
+        // changes the length of its queue.
+        unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 1024) };
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (connections, requests) =
             (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
