@@ -240,18 +240,15 @@ thread_local! {
 }
 
 /// Puts the calling thread, and every thread and process it starts from then on, in Linux's
-/// idle scheduling class (`idle`), or back in the normal one. A thread in the idle class runs
-/// only on CPU time no normal thread wants: beside a timed test, it is not measured with it.
-/// A failure (a kernel without the class) leaves the thread as it was.
-fn idle_class(idle: bool) {
-    let policy = if idle {
-        libc::SCHED_IDLE
-    } else {
-        libc::SCHED_OTHER
-    };
+/// idle scheduling class: they run only on CPU time no thread of the normal class wants, so a
+/// timed test beside them keeps the cores it asks for (not the disk, the caches or the
+/// kernel's work on their behalf). There is no way back without privilege: a test thread
+/// enters it once, and the thread ends with the test. A failure (a kernel without the class)
+/// leaves the thread as it was.
+fn enter_idle_class() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: pid 0 is the calling thread; `param` lives across the call.
-    unsafe { libc::sched_setscheduler(0, policy, &param) };
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
 }
 
 /// Held by a timing-sensitive test while it runs.
@@ -282,15 +279,22 @@ impl Drop for TimingGuard {
     }
 }
 
-/// Timing-sensitive tests take turns, at normal priority, while every other test's processes
-/// run in the idle class ([`share_machine`]): a bench beside another test's processes on a
-/// 2-core machine, competing for the cores, measured them too (an in-process client was
-/// refused as saturated, explain read a neighbour as a change). Timed tests live under
-/// tests/it/alone/, whose name libtest starts first: the turns begin at once, and the test
-/// threads (many: `TEST_THREADS`, main.rs) that wait for a turn leave others for the rest.
+/// Timing-sensitive tests take turns, in the normal scheduling class, while every other
+/// test's processes run in the idle class ([`share_machine`]): a bench beside another test's
+/// processes on a 2-core machine, competing for the cores, measured them too (an in-process
+/// client was refused as saturated, explain read a neighbour as a change). Timed tests live
+/// under tests/it/alone/, whose name libtest starts first: the turns begin at once, and the
+/// test threads (many: `TEST_THREADS`, main.rs) that wait for a turn leave others for the
+/// rest. Taken before the test's first process (its thread must still be in the normal class).
 pub fn timing_lock() -> TimingGuard {
-    HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
-    idle_class(false);
+    HOLD.with(|h| {
+        // In the idle class since its first process, the thread could not leave it.
+        assert!(
+            !matches!(*h.borrow(), Hold::Shared(_)),
+            "a timed test takes timing_lock() before it starts any process"
+        );
+        *h.borrow_mut() = Hold::Nothing;
+    });
     let asked = Instant::now();
     let alone = TIMED.lock().unwrap_or_else(|e| e.into_inner());
     HOLD.with(|h| *h.borrow_mut() = Hold::Alone);
@@ -318,7 +322,7 @@ pub fn share_machine() {
             }
             *n += 1;
             drop(n);
-            idle_class(true);
+            enter_idle_class();
             *h = Hold::Shared(SharedPlace);
         }
     });
@@ -326,6 +330,7 @@ pub fn share_machine() {
 
 /// Runs git in `dir` with a throwaway identity (tests make their own repositories).
 pub fn git(dir: &Path, args: &[&str]) {
+    share_machine();
     let out = Command::new("git")
         .args([
             "-c",

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use crate::common::*;
 
 /// QUICK_BODY's run (one level, 5 trials of 8 requests), with the same generous minimum
-/// effect as tests/it/ci_cli.rs so that a busy test machine does not fail the same-speed run.
+/// effect as tests/it/alone/ci_cli.rs so that a busy test machine does not fail the same-speed run.
 fn profile_body() -> String {
     format!("{QUICK_BODY}[gate]\nmin_effect = 0.08\nmin_trials = 5\n")
 }

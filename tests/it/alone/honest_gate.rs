@@ -28,9 +28,9 @@ const PROFILE: &str = "name = \"honest\"\n[target]\nendpoints = [\"http://127.0.
     [sweep]\nconcurrency = [4]\nrequests_per_level = 8\ntrials = 6\n\
     request_timeout = \"20s\"\n[gate]\nmin_trials = 5\n";
 
-/// The relative runs' decode step. These tests run alone (`in_turn`), and there 2 ms steps
-/// caught 40 of 40 slowed heads and passed 39 of 40 unchanged ones, the other inconclusive,
-/// in half the time of 4 ms steps.
+/// The relative runs' decode step. These tests take their turn in a process of their own
+/// (`in_turn`); measured alone on the machine, 2 ms steps caught 40 of 40 slowed heads and
+/// passed 39 of 40 unchanged ones, the other inconclusive, in half the time of 4 ms steps.
 const RELATIVE_STEP_MS: f64 = 2.0;
 /// The history test's decode step. The session factor scales the steps, not the request's
 /// fixed costs (HTTP, the client): at 2 ms steps those diluted it until a third start passed
@@ -88,23 +88,46 @@ async fn relative_run(seed: u64, slowdown: f64) -> Outcome {
     verdict.outcome
 }
 
-/// Runs `test` on a runtime of its own while holding the binary's timing lock: these tests
-/// count false failures over many runs, and beside another timing test on 2 cores each is
-/// the other's noise (one full suite in three failed here before they took turns with all
-/// the timing tests, not only with each other).
-fn in_turn(test: impl std::future::Future<Output = ()>) {
+/// Set in the process [`in_turn`] starts for one test.
+const CHILD: &str = "THROUGHLINE_HONEST_GATE_CHILD";
+
+/// Runs `test` (the test function `name` of this module) on a runtime of its own, in a
+/// process of its own that runs only it, while holding the binary's timing lock. These tests
+/// count false failures over many runs of 2 to 4 ms steps, measured in-process: in this
+/// process the other tests' threads (idle-class, but sharing its memory) fork servers, and a
+/// fork holds the memory map that a step's allocations wait for. The child is this test
+/// binary, run with `--exact` and [`CHILD`] set.
+fn in_turn(name: &str, test: impl std::future::Future<Output = ()>) {
+    if std::env::var_os(CHILD).is_some() {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(test);
+        return;
+    }
     let _turn = crate::common::timing_lock();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(test);
+    let (_, module) = module_path!().split_once("::").unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &format!("{module}::{name}"), "--nocapture"])
+        .args(["--test-threads", "1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let said = crate::common::text(&out);
+    assert!(out.status.success(), "{said}");
+    // libtest's line for a test that ran: a name that matched nothing would pass too.
+    assert!(said.contains("1 passed"), "{said}");
+    eprintln!("{said}");
 }
 
 #[test]
 fn relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdown() {
-    in_turn(relative_mode_passes_unchanged_and_catches_a_slowdown());
+    in_turn(
+        "relative_mode_passes_unchanged_servers_and_catches_a_ten_percent_slowdown",
+        relative_mode_passes_unchanged_and_catches_a_slowdown(),
+    );
 }
 
 async fn relative_mode_passes_unchanged_and_catches_a_slowdown() {
@@ -146,7 +169,10 @@ async fn relative_mode_passes_unchanged_and_catches_a_slowdown() {
 
 #[test]
 fn history_of_two_sessions_says_inconclusive_for_an_unchanged_server() {
-    in_turn(history_of_two_sessions_is_inconclusive());
+    in_turn(
+        "history_of_two_sessions_says_inconclusive_for_an_unchanged_server",
+        history_of_two_sessions_is_inconclusive(),
+    );
 }
 
 async fn history_of_two_sessions_is_inconclusive() {

@@ -2,8 +2,8 @@
 //! while the other tests' processes run beside them in Linux's idle scheduling class, on CPU
 //! time the timed test leaves. libtest starts tests in the order of their names: with these
 //! under one name that comes first, each waits for its turn on a test thread of its own from
-//! the start, and the turns never pause for want of a started timed test. A timed test
-//! elsewhere would start late and could leave the machine's turns idle before it;
+//! the start, and the turns follow one another from the first. A timed test elsewhere would
+//! start only when libtest reached its name and take its turn after the others;
 //! tests/it/layout.rs keeps `timing_lock` here. A few tests here share the machine: they run
 //! as soon as they start, like the rest.
 
