@@ -73,13 +73,20 @@ fn measuring() -> crate::common::TimingGuard {
 const BUILD: &str = "cp slowdown.txt built.txt";
 
 fn profile(dir: &Path) -> std::path::PathBuf {
+    profile_with_gate(dir, "")
+}
+
+/// [`profile`] with more lines in its `[gate]` section.
+fn profile_with_gate(dir: &Path, gate: &str) -> std::path::PathBuf {
     write_profile(
         dir,
         "bisect",
         &["http://127.0.0.1:1".to_string()],
-        "[workload]\ninput_tokens = 4\nmax_tokens = 12\nignore_eos = true\n[sweep]\n\
-         concurrency = [2]\nrequests_per_level = 6\nwarmup_requests = 1\ntrials = 3\n\
-         [gate]\nmin_trials = 3\n",
+        &format!(
+            "[workload]\ninput_tokens = 4\nmax_tokens = 12\nignore_eos = true\n[sweep]\n\
+             concurrency = [2]\nrequests_per_level = 6\nwarmup_requests = 1\ntrials = 3\n\
+             [gate]\nmin_trials = 3\n{gate}"
+        ),
     )
 }
 
@@ -252,7 +259,10 @@ fn an_undecided_step_is_measured_again_with_more_blocks() {
     // 15% slower: 2 blocks never decide without a calibration (no degrees of freedom), and 4
     // must decide the bad ref; at 8% its bound reached 0.952 once (undecided, skipped).
     let ids = small_repository(&repo, &["1.00", "1.15"]);
-    let profile = profile(tmp.path());
+    // A pass rules out drops past 8%, not 5%: the unchanged commit's 4 blocks read 0.991
+    // [0.936, 1.050] once (undecided, skipped), their starts spread by the other tests'
+    // processes beside this one in the idle class. The slower commit reads about 0.87.
+    let profile = profile_with_gate(tmp.path(), "tolerance = 0.08\n");
     let out = tmp.path().join("out");
     let flags = [
         "--good",
