@@ -48,7 +48,7 @@ struct Hostile {
 
 impl Hostile {
     fn start(behaviour: Behaviour) -> Hostile {
-        // The server's life is timed: the test's wait for its place comes first.
+        // The server's life is timed: the test's wait for the machine comes first.
         crate::common::share_machine();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());

@@ -790,8 +790,8 @@ fn files_calling_the_timing_lock(dir: &Path) -> Vec<String> {
     found
 }
 
-/// A timed test outside tests/it/alone/ would start only when libtest reached its name, and
-/// take its turn after the other timed tests' instead of among them (alone/mod.rs).
+/// A timed test outside tests/it/alone/ would start among the tests that share the machine,
+/// and every test thread would wait while it waits for them to end (alone/mod.rs).
 #[test]
 fn timed_tests_are_under_alone() {
     let it = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
@@ -805,24 +805,4 @@ fn timed_tests_are_under_alone() {
     );
     // The search finds the calls it looks for.
     assert!(files_calling_the_timing_lock(&it.join("alone")).contains(&"gate_cli.rs".to_string()));
-}
-
-/// The tests under tests/it/alone/ all start at once (libtest starts them first), and the
-/// timed ones wait for their turns, a test thread each: the binary's test threads
-/// (`TEST_THREADS`, main.rs) must outnumber them by the 6 that run the other tests beside
-/// them, or those would wait for the timed tests' turns.
-#[test]
-fn the_test_threads_outnumber_the_tests_that_start_first() {
-    let alone = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/alone");
-    let first: usize = (std::fs::read_dir(&alone).unwrap())
-        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
-        .map(|text| text.matches("#[test]").count() + text.matches("#[tokio::test]").count())
-        .sum();
-    assert!(first > 0, "no test found under {}", alone.display());
-    assert!(
-        first + 6 <= crate::TEST_THREADS,
-        "{first} tests under alone/ and 6 others need at least {} test threads, not {}",
-        first + 6,
-        crate::TEST_THREADS
-    );
 }

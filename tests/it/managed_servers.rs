@@ -65,7 +65,7 @@ async fn wait_for_log(path: &Path, line: &str) {
 
 #[tokio::test]
 async fn two_servers_start_healthy_answer_and_stop() {
-    // The servers start in the idle class, beside the timed tests (common::share_machine).
+    // The servers start beside nothing timed.
     crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let slots = parse_slots("0;1").unwrap();
@@ -124,7 +124,7 @@ async fn two_servers_start_healthy_answer_and_stop() {
 
 #[tokio::test]
 async fn a_server_that_dies_while_loading_fails_the_wait_at_once_with_its_log() {
-    // The servers start in the idle class, beside the timed tests (common::share_machine).
+    // The servers start beside nothing timed.
     crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("dies.log");
@@ -156,7 +156,7 @@ async fn a_server_that_dies_while_loading_fails_the_wait_at_once_with_its_log() 
 
 #[tokio::test]
 async fn a_server_not_healthy_by_the_timeout_fails_with_its_log() {
-    // The servers start in the idle class, beside the timed tests (common::share_machine).
+    // The servers start beside nothing timed.
     crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("slow.log");
@@ -184,7 +184,7 @@ async fn a_server_not_healthy_by_the_timeout_fails_with_its_log() {
 
 #[tokio::test]
 async fn a_server_that_ignores_sigterm_is_killed_after_the_grace() {
-    // The servers start in the idle class, beside the timed tests (common::share_machine).
+    // The servers start beside nothing timed.
     crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("stubborn.log");
@@ -209,7 +209,7 @@ async fn a_server_that_ignores_sigterm_is_killed_after_the_grace() {
 
 #[tokio::test]
 async fn a_dropped_server_has_its_group_killed() {
-    // The servers start in the idle class, beside the timed tests (common::share_machine).
+    // The servers start beside nothing timed.
     crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("dropped.log");
@@ -238,7 +238,7 @@ async fn a_dropped_server_has_its_group_killed() {
 
 #[tokio::test]
 async fn a_taken_port_is_refused() {
-    // The servers start in the idle class, beside the timed tests (common::share_machine).
+    // The servers start beside nothing timed.
     crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("taken.log");
@@ -256,7 +256,7 @@ async fn a_taken_port_is_refused() {
 
 #[tokio::test]
 async fn a_restart_shows_only_its_own_log_lines() {
-    // The servers start in the idle class, beside the timed tests (common::share_machine).
+    // The servers start beside nothing timed.
     crate::common::share_machine();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("again.log");
@@ -288,7 +288,7 @@ async fn a_restart_shows_only_its_own_log_lines() {
 /// log once the output ended.
 #[tokio::test]
 async fn a_chatty_server_that_dies_keeps_a_bounded_log_and_its_last_words() {
-    // The servers start in the idle class, beside the timed tests (common::share_machine).
+    // The servers start beside nothing timed.
     crate::common::share_machine();
     for left in ["", "sleep 30 & "] {
         let dir = tempfile::tempdir().unwrap();

@@ -82,7 +82,7 @@ impl Drop for Server {
 
 impl Server {
     fn start(answers: Answers) -> Server {
-        // The server's life is timed: the test's wait for its place comes first.
+        // The server's life is timed: the test's wait for the machine comes first.
         crate::common::share_machine();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());

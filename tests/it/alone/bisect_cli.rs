@@ -260,8 +260,9 @@ fn an_undecided_step_is_measured_again_with_more_blocks() {
     // must decide the bad ref; at 8% its bound reached 0.952 once (undecided, skipped).
     let ids = small_repository(&repo, &["1.00", "1.15"]);
     // A pass rules out drops past 8%, not 5%: the unchanged commit's 4 blocks read 0.991
-    // [0.936, 1.050] once (undecided, skipped), their starts spread by the other tests'
-    // processes beside this one in the idle class. The slower commit reads about 0.87.
+    // [0.936, 1.050] once (undecided, skipped), with other tests' processes running beside
+    // this one (in the idle class, in a layout of the suite since undone). The slower
+    // commit reads about 0.87.
     let profile = profile_with_gate(tmp.path(), "tolerance = 0.08\n");
     let out = tmp.path().join("out");
     let flags = [

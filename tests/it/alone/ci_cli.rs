@@ -8,9 +8,9 @@ use std::process::Output;
 
 use crate::common::*;
 
-/// Small and fast: 2 levels x 3 trials, 16-token outputs at a fixed 5 ms per step. While
+/// Small and fast: 2 levels x 5 trials, 16-token outputs at a fixed 5 ms per step. While
 /// busy, the simulator's steps end on deadlines counted from the first, so late wake-ups do
-/// not add up, and the timed test takes its turn (`timing_lock`). The gate's minimum effect
+/// not add up, and the timed test runs alone (`timing_lock`). The gate's minimum effect
 /// is 8% so that a busy test machine does not fail the same-speed run, while the 15%
 /// slowdown still must.
 const BODY: &str = r#"
@@ -22,13 +22,13 @@ ignore_eos = true
 concurrency = [1, 4]
 requests_per_level = 8
 warmup_requests = 1
-trials = 3
+trials = 5
 request_timeout = "20s"
 max_error_rate = 0.0
 [gate]
 alpha = 0.01
 min_effect = 0.08
-min_trials = 3
+min_trials = 5
 "#;
 
 const SIM: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "5"];

@@ -28,8 +28,8 @@ const PROFILE: &str = "name = \"honest\"\n[target]\nendpoints = [\"http://127.0.
     [sweep]\nconcurrency = [4]\nrequests_per_level = 8\ntrials = 6\n\
     request_timeout = \"20s\"\n[gate]\nmin_trials = 5\n";
 
-/// The relative runs' decode step. These tests take their turn in a process of their own
-/// (`in_turn`); measured alone on the machine, 2 ms steps caught 40 of 40 slowed heads and
+/// The relative runs' decode step. These tests run alone, in a process of their own
+/// (`in_turn`); there 2 ms steps caught 40 of 40 slowed heads and
 /// passed 39 of 40 unchanged ones, the other inconclusive, in half the time of 4 ms steps.
 const RELATIVE_STEP_MS: f64 = 2.0;
 /// The history test's decode step. The session factor scales the steps, not the request's
@@ -93,10 +93,10 @@ const CHILD: &str = "THROUGHLINE_HONEST_GATE_CHILD";
 
 /// Runs `test` (the test function `name` of this module) on a runtime of its own, in a
 /// process of its own that runs only it, while holding the binary's timing lock. These tests
-/// count false failures over many runs of 2 to 4 ms steps, measured in-process: in this
-/// process the other tests' threads (idle-class, but sharing its memory) fork servers, and a
-/// fork holds the memory map that a step's allocations wait for. The child is this test
-/// binary, run with `--exact` and [`CHILD`] set.
+/// count false failures over many runs of 2 to 4 ms steps, measured in-process, and in the
+/// test binary the tests that start no process (which take no lock) run beside them, in the
+/// same memory and allocator. The child is this test binary, run with `--exact` and [`CHILD`]
+/// set.
 fn in_turn(name: &str, test: impl std::future::Future<Output = ()>) {
     if std::env::var_os(CHILD).is_some() {
         tokio::runtime::Builder::new_multi_thread()

@@ -1,11 +1,9 @@
-//! The tests that measure time (`common::timing_lock`): they take turns, one at a time,
-//! while the other tests' processes run beside them in Linux's idle scheduling class, on CPU
-//! time the timed test leaves. libtest starts tests in the order of their names: with these
-//! under one name that comes first, each waits for its turn on a test thread of its own from
-//! the start, and the turns follow one another from the first. A timed test elsewhere would
-//! start only when libtest reached its name and take its turn after the others;
-//! tests/it/layout.rs keeps `timing_lock` here. A few tests here share the machine: they run
-//! as soon as they start, like the rest.
+//! The tests that measure time (`common::timing_lock`): each runs alone on the machine, one
+//! after another. libtest starts tests in the order of their names: with these under one name
+//! that comes first, they all run at the start, and every other test runs after them, several
+//! at a time (`TEST_THREADS`, main.rs). A timed test elsewhere would start among those, and
+//! every test thread would wait while it waited for them to end; tests/it/layout.rs keeps
+//! `timing_lock` here. A few tests here share the machine: they wait out the timed ones.
 
 mod action_recipe;
 mod bench_cli;
