@@ -284,6 +284,17 @@ pub fn share_machine() {
     });
 }
 
+/// This test binary, to run its test `name` of `module` (as `module_path!()` gives it) alone
+/// in a process of its own: `--exact` on the path libtest knows, the crate's name left out.
+pub fn own_test(module: &str, name: &str) -> Command {
+    let (_, module) = module
+        .split_once("::")
+        .expect("a module inside the test crate");
+    let mut cmd = Command::new(std::env::current_exe().expect("the test binary's path"));
+    cmd.args(["--exact", &format!("{module}::{name}"), "--nocapture"]);
+    cmd
+}
+
 /// Runs git in `dir` with a throwaway identity (tests make their own repositories).
 pub fn git(dir: &Path, args: &[&str]) {
     share_machine();

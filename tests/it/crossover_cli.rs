@@ -455,7 +455,8 @@ fn cleanup_stops_what_a_killed_run_left_by_its_record() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     let alive = bystander.try_wait().unwrap().is_none();
     // Its whole group: the `sh` and its `sleep`, which would otherwise outlive the test
-    // holding the test binary's output open (`.ci/run`'s tee waited 5 minutes for one).
+    // holding the test binary's output open (`.ci/run`'s tee waited for one until it was
+    // killed by hand).
     // SAFETY: killpg only sends a signal, to the group this test made.
     unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
     let _ = bystander.wait();

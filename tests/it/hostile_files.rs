@@ -1,8 +1,9 @@
 //! Hostile files and killed runs, end to end through the real binary (issue 15, items 4, 6,
-//! 7, 8, 9, 10, 12): profile values past the limits, a profile that never ends, too few file
-//! descriptors, bad gate settings in a baseline, a killed re-run, outputs that are links or
-//! FIFOs, a bless killed while it holds its lock, a collapsed open-loop schedule. Traffic
-//! stays on 127.0.0.1.
+//! 7, 8, 9, 12; item 10, a collapsed open-loop schedule, is timed and lives in
+//! tests/it/alone/openloop_cli.rs): profile values past the limits, a profile that never
+//! ends, too few file descriptors, bad gate settings in a baseline, a killed re-run, outputs
+//! that are links or FIFOs, a bless killed while it holds its lock. Traffic stays on
+//! 127.0.0.1.
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::process::CommandExt;

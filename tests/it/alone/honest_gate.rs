@@ -29,8 +29,8 @@ const PROFILE: &str = "name = \"honest\"\n[target]\nendpoints = [\"http://127.0.
     request_timeout = \"20s\"\n[gate]\nmin_trials = 5\n";
 
 /// The relative runs' decode step. These tests run alone, in a process of their own
-/// (`in_turn`); there 2 ms steps caught 40 of 40 slowed heads and
-/// passed 39 of 40 unchanged ones, the other inconclusive, in half the time of 4 ms steps.
+/// (`in_turn`); there 2 ms steps caught 40 of 40 slowed heads and passed 39 of 40 unchanged
+/// ones, the other inconclusive, in half the time of 4 ms steps.
 const RELATIVE_STEP_MS: f64 = 2.0;
 /// The history test's decode step. The session factor scales the steps, not the request's
 /// fixed costs (HTTP, the client): at 2 ms steps those diluted it until a third start passed
@@ -108,9 +108,7 @@ fn in_turn(name: &str, test: impl std::future::Future<Output = ()>) {
         return;
     }
     let _turn = crate::common::timing_lock();
-    let (_, module) = module_path!().split_once("::").unwrap();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", &format!("{module}::{name}"), "--nocapture"])
+    let out = crate::common::own_test(module_path!(), name)
         .args(["--test-threads", "1"])
         .env(CHILD, "1")
         .output()

@@ -6,7 +6,6 @@
 //! hash ignores the key variable and the gate settings.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
@@ -439,15 +438,12 @@ fn an_atomic_write_killed_midway_leaves_the_earlier_file_whole() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("results.json");
     throughline::fsutil::write_atomic(&path, &vec![b'a'; ATOMIC_BYTES]).unwrap();
-    // The child test's name as libtest knows it: this module's path without the crate's.
-    let (_, module) = module_path!().split_once("::").unwrap();
-    let child_test = format!("{module}::atomic_writer_child");
     for (i, delay_ms) in [40, 75, 110, 150, 190, 230, 280, 330, 390, 450]
         .iter()
         .enumerate()
     {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", &child_test, "--nocapture"])
+        let mut child = own_test(module_path!(), "atomic_writer_child")
+            .arg("--ignored")
             .env("THROUGHLINE_ATOMIC_CHILD", &path)
             .stdout(std::process::Stdio::null())
             .spawn()
