@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod machine;
+pub use machine::{share_machine, timing_lock, timing_lock_alone, TimingGuard};
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_throughline")
 }
@@ -203,85 +206,6 @@ pub fn without_client_flags(results: &Path) -> PathBuf {
     let path = results.with_file_name("unflagged.json");
     std::fs::write(&path, serde_json::to_string(&clean).unwrap()).unwrap();
     path
-}
-
-/// The machine, as the tests share it: a timing-sensitive test holds it alone, every other
-/// test shares it from its first process on.
-static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
-/// What the current test thread holds of [`MACHINE`].
-enum Hold {
-    Nothing,
-    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
-    Alone,
-}
-
-thread_local! {
-    static HOLD: std::cell::RefCell<Hold> = const { std::cell::RefCell::new(Hold::Nothing) };
-}
-
-/// Held by a timing-sensitive test while it runs.
-pub struct TimingGuard {
-    _alone: std::sync::RwLockWriteGuard<'static, ()>,
-    waited: Duration,
-    since: Instant,
-}
-
-impl Drop for TimingGuard {
-    fn drop(&mut self) {
-        HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
-        // Where the suite's time goes (THROUGHLINE_TEST_LOCK_LOG=FILE): each timing test's
-        // wait for the machine and the time it held it alone, a line each.
-        if let Some(log) = std::env::var_os("THROUGHLINE_TEST_LOCK_LOG") {
-            let line = format!(
-                "{}\twaited {:.1}\theld {:.1}\n",
-                std::thread::current().name().unwrap_or("?"),
-                self.waited.as_secs_f64(),
-                self.since.elapsed().as_secs_f64()
-            );
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log);
-            let _ = file.and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-        }
-    }
-}
-
-/// Timing-sensitive tests run alone: a bench beside another test's processes on a 2-core
-/// machine measures them too (an in-process client was refused as saturated, explain read a
-/// neighbour as a change; beside other tests in Linux's idle scheduling class, which leaves
-/// a timed test its cores, a bisect step and a same-speed check still came out undecided).
-/// Waits until no other test has a process running and keeps every other test from starting
-/// one until the guard drops; timing tests take turns. They live under tests/it/alone/,
-/// whose name libtest starts first: they run one after another from the start, and the rest
-/// after them, `TEST_THREADS` (main.rs) at a time.
-pub fn timing_lock() -> TimingGuard {
-    // A share this thread took earlier would wait for itself.
-    HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
-    let asked = Instant::now();
-    let alone = MACHINE.write().unwrap_or_else(|e| e.into_inner());
-    HOLD.with(|h| *h.borrow_mut() = Hold::Alone);
-    TimingGuard {
-        _alone: alone,
-        waited: asked.elapsed(),
-        since: Instant::now(),
-    }
-}
-
-/// Called before a test starts a process, a server thread or a clock: from then until the
-/// test ends (libtest runs each test on a thread of its own, whose end drops the share), no
-/// timing test runs beside it. A timing test's own processes need nothing more. Waits while
-/// a timing test runs or waits to run (the lock lets a waiting writer go first): so a test
-/// that times something takes its share before its clock starts, or the wait is timed too
-/// (two tests failed so, at 107 s and 54 s, with 4 test threads).
-pub fn share_machine() {
-    HOLD.with(|h| {
-        let mut h = h.borrow_mut();
-        if matches!(*h, Hold::Nothing) {
-            *h = Hold::Shared(MACHINE.read().unwrap_or_else(|e| e.into_inner()));
-        }
-    });
 }
 
 /// This test binary, to run its test `name` of `module` (as `module_path!()` gives it) alone

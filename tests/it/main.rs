@@ -1,12 +1,12 @@
 //! The end-to-end tests: the real binary, real simulator processes, real git repositories,
 //! all on 127.0.0.1. One test binary (one link of the dependency tree, not one per file);
 //! each module is one behaviour. Tests that measure time are under `alone`: they run first,
-//! one at a time and alone on the machine, and the rest after them (alone/mod.rs).
+//! two at a time and without other tests' processes, and the rest after them (alone/mod.rs).
 //!
 //! `cargo test --test it NAME` runs the tests whose path holds NAME (e.g. `bisect_cli`).
 
 /// This binary's test threads, where neither `RUST_TEST_THREADS` nor `--test-threads` says.
-/// The timed tests (under `alone`, which libtest starts first) run one at a time while the
+/// The timed tests (under `alone`, which libtest starts first) run two at a time while the
 /// other threads wait; then the rest run 6 at a time: they mostly wait on simulated servers,
 /// and on 2 cores 6 at a time took 82 s, one at a time 277 s. The library's unit tests keep
 /// libtest's default: a few of them time sockets and threads.

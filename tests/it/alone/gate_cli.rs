@@ -27,9 +27,9 @@ fn profile_relative() -> String {
 
 /// A simulator whose every decode step lasts 5 ms: throughput independent of the batch. While
 /// it is busy its steps end on deadlines counted from the first, so late wake-ups do not add
-/// up (one per idle start stays); the timed tests here run alone (`timing_lock`), where trials
-/// of 5 ms steps spread by 0.5% (10 ms ones did not spread less), far below the 3% minimum
-/// effect.
+/// up (one per idle start stays); the timed tests here run without other tests' processes
+/// beside them (`timing_lock`), where trials of 5 ms steps spread by 0.5% (measured alone;
+/// 10 ms ones did not spread less), far below the 3% minimum effect.
 const FIXED_5MS: [&str; 4] = ["--preset", "fixed", "--token-delay-ms", "5"];
 
 fn bench(sim: &Sim, dir: &Path, name: &str) -> std::path::PathBuf {

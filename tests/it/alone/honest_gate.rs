@@ -92,7 +92,8 @@ async fn relative_run(seed: u64, slowdown: f64) -> Outcome {
 const CHILD: &str = "THROUGHLINE_HONEST_GATE_CHILD";
 
 /// Runs `test` (the test function `name` of this module) on a runtime of its own, in a
-/// process of its own that runs only it, while holding the binary's timing lock. These tests
+/// process of its own that runs only it, while holding the machine alone (no other timed test
+/// beside it either: the rates asserted here were calibrated so). These tests
 /// count false failures over many runs of 2 to 4 ms steps, measured in-process, and in the
 /// test binary the tests that start no process (which take no lock) run beside them, in the
 /// same memory and allocator. The child is this test binary, run with `--exact` and [`CHILD`]
@@ -107,7 +108,7 @@ fn in_turn(name: &str, test: impl std::future::Future<Output = ()>) {
             .block_on(test);
         return;
     }
-    let _turn = crate::common::timing_lock();
+    let _turn = crate::common::timing_lock_alone();
     let out = crate::common::own_test(module_path!(), name)
         .args(["--test-threads", "1"])
         .env(CHILD, "1")
