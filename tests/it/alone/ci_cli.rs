@@ -11,9 +11,8 @@ use crate::common::*;
 /// Small and fast: 2 levels x 5 trials, 16-token outputs at a fixed 5 ms per step (about
 /// 4 s an arm). While busy, the simulator's steps end on deadlines counted from the first, so
 /// late wake-ups do not add up, and the timed test runs without other tests' processes beside
-/// it (`timing_lock`). The gate's
-/// minimum effect is 8% so that a busy test machine does not fail the same-speed run, while
-/// the 15% slowdown still must.
+/// it (`timing_lock`). The gate's minimum effect is 8% so that a busy test machine does not
+/// fail the same-speed run, while the 15% slowdown still must.
 const BODY: &str = r#"
 [workload]
 input_tokens = 16

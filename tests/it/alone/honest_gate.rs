@@ -93,11 +93,10 @@ const CHILD: &str = "THROUGHLINE_HONEST_GATE_CHILD";
 
 /// Runs `test` (the test function `name` of this module) on a runtime of its own, in a
 /// process of its own that runs only it, while holding the machine alone (no other timed test
-/// beside it either: the rates asserted here were calibrated so). These tests
-/// count false failures over many runs of 2 to 4 ms steps, measured in-process, and in the
-/// test binary the tests that start no process (which take no lock) run beside them, in the
-/// same memory and allocator. The child is this test binary, run with `--exact` and [`CHILD`]
-/// set.
+/// beside it either: the rates asserted here were calibrated so). These tests count false
+/// failures over many runs of 2 to 4 ms steps, measured in-process, and in the test binary
+/// the tests that start no process (which take no lock) run beside them, in the same memory
+/// and allocator. The child is this test binary, run with `--exact` and [`CHILD`] set.
 fn in_turn(name: &str, test: impl std::future::Future<Output = ()>) {
     if std::env::var_os(CHILD).is_some() {
         tokio::runtime::Builder::new_multi_thread()

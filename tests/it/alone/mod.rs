@@ -1,8 +1,8 @@
 //! The tests that measure time (`common::timing_lock`): each runs with no other test's
 //! processes beside it, two at a time (one with the machine to itself, `timing_lock_alone`;
-//! common/machine.rs). libtest starts tests in the order of their names: with these under one name
-//! that comes first, they all run at the start, and every other test runs after them, several
-//! at a time (`TEST_THREADS`, main.rs). A timed test elsewhere would start among those, and
+//! common/machine.rs). libtest starts tests in the order of their names: with these under one
+//! name that comes first, they all run at the start, and every other test runs after them,
+//! several at a time (`TEST_THREADS`, main.rs). A timed test elsewhere would start among those, and
 //! every test thread would wait while it waited for them to end; tests/it/layout.rs keeps
 //! `timing_lock` here. A few tests here share the machine: they wait out the timed ones.
 

@@ -120,8 +120,8 @@ fn duration_windows_are_recorded_but_not_counted() {
     }
 }
 
-/// Issue 15, item 10: an open-loop trial that cannot keep its rate (one slot, slow requests) is flagged
-/// `schedule-missed` and the run warns.
+/// Issue 15, item 10: an open-loop trial that cannot keep its rate (one slot, slow requests) is
+/// flagged `schedule-missed` and the run warns.
 #[test]
 fn a_missed_open_loop_schedule_is_flagged() {
     let _turn = timing_lock();

@@ -4,7 +4,7 @@
 //! machine's load was about 0.5 while they ran one at a time). Every other test shares the
 //! machine (`share_machine`) from its first process on, as many at once as libtest runs.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Timed tests that may run at once, where `THROUGHLINE_TEST_TIMED_AT_ONCE` does not say
@@ -14,22 +14,21 @@ const TIMED_AT_ONCE: usize = 2;
 struct State {
     /// Tests running beside each other that started a process (they took a share).
     sharing: usize,
-    /// Timed tests running.
-    timed: usize,
+    /// Of the [`timed_slots`], those the running timed tests hold: one each, all for one
+    /// that wants the machine to itself.
+    slots_held: usize,
     /// Timed tests waiting for their turn: while one waits no share is given, so the timed
     /// tests go first (otherwise one waits until no test at all wants the machine).
     timed_waiting: usize,
-    /// A timed test runs that wants the machine to itself (`timing_lock_alone`).
-    alone: bool,
-    /// Such tests waiting: no other timed test starts meanwhile.
+    /// Timed tests waiting for the machine to themselves: no other timed test starts
+    /// meanwhile.
     alone_waiting: usize,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
     sharing: 0,
-    timed: 0,
+    slots_held: 0,
     timed_waiting: 0,
-    alone: false,
     alone_waiting: 0,
 });
 static CHANGED: Condvar = Condvar::new();
@@ -42,13 +41,17 @@ fn wait(guard: MutexGuard<'static, State>) -> MutexGuard<'static, State> {
     CHANGED.wait(guard).unwrap_or_else(|e| e.into_inner())
 }
 
-fn timed_at_once() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    std::env::var("THROUGHLINE_TEST_TIMED_AT_ONCE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(TIMED_AT_ONCE)
-        .clamp(1, cores.max(1))
+/// How many timed tests may run at once, read once for the whole binary.
+fn timed_slots() -> usize {
+    static SLOTS: OnceLock<usize> = OnceLock::new();
+    *SLOTS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::env::var("THROUGHLINE_TEST_TIMED_AT_ONCE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(TIMED_AT_ONCE)
+            .clamp(1, cores)
+    })
 }
 
 /// A share of the machine, given back when the test's thread ends.
@@ -74,7 +77,8 @@ thread_local! {
 
 /// Held by a timing-sensitive test while it runs.
 pub struct TimingGuard {
-    alone: bool,
+    /// The slots it holds (`State::slots_held`).
+    slots: usize,
     waited: Duration,
     since: Instant,
 }
@@ -82,12 +86,7 @@ pub struct TimingGuard {
 impl Drop for TimingGuard {
     fn drop(&mut self) {
         HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
-        let mut s = state();
-        s.timed -= 1;
-        if self.alone {
-            s.alone = false;
-        }
-        drop(s);
+        state().slots_held -= self.slots;
         CHANGED.notify_all();
         // Where the suite's time goes (THROUGHLINE_TEST_LOCK_LOG=FILE): each timing test's
         // wait for the machine and how long it held it, a line each.
@@ -129,25 +128,20 @@ fn take_turn(alone: bool) -> TimingGuard {
     // A share this thread took earlier would wait for itself.
     HOLD.with(|h| *h.borrow_mut() = Hold::Nothing);
     let asked = Instant::now();
-    let at_once = if alone { 1 } else { timed_at_once() };
+    let slots = if alone { timed_slots() } else { 1 };
     let mut s = state();
     s.timed_waiting += 1;
-    if alone {
-        s.alone_waiting += 1;
-    }
-    while s.sharing > 0 || s.timed >= at_once || s.alone || (!alone && s.alone_waiting > 0) {
+    s.alone_waiting += usize::from(alone);
+    while s.sharing > 0 || s.slots_held + slots > timed_slots() || (!alone && s.alone_waiting > 0) {
         s = wait(s);
     }
     s.timed_waiting -= 1;
-    s.timed += 1;
-    if alone {
-        s.alone_waiting -= 1;
-        s.alone = true;
-    }
+    s.alone_waiting -= usize::from(alone);
+    s.slots_held += slots;
     drop(s);
     HOLD.with(|h| *h.borrow_mut() = Hold::Timed);
     TimingGuard {
-        alone,
+        slots,
         waited: asked.elapsed(),
         since: Instant::now(),
     }
@@ -164,7 +158,7 @@ pub fn share_machine() {
         let mut h = h.borrow_mut();
         if matches!(*h, Hold::Nothing) {
             let mut s = state();
-            while s.timed > 0 || s.timed_waiting > 0 {
+            while s.slots_held > 0 || s.timed_waiting > 0 {
                 s = wait(s);
             }
             s.sharing += 1;
