@@ -1,11 +1,11 @@
 //! A trial's requests stream to `requests.jsonl` as they finish and are not held: the tally
-//! folds each request in and drops it (measured with a counting allocator, live heap bytes,
-//! not a clock, so the test is fast and steady), and a journal that cannot be written fails
-//! the run.
+//! folds each request in and drops it (measured with a counting allocator, live heap bytes
+//! of the measuring thread, not a clock, so the test is fast and steady), and a journal that
+//! cannot be written fails the run.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::os::unix::process::CommandExt;
-use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 
 use crate::common::*;
 
@@ -13,29 +13,44 @@ use throughline::load::run::trial::{Asked, TrialTally};
 use throughline::load::stream::outcome::Finished;
 use throughline::record::{ErrorClass, RequestRecord, TokenSource};
 
-/// The system allocator, counting the bytes live.
+/// The system allocator, counting the bytes each thread allocated and freed.
 struct Counting;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
+thread_local! {
+    /// Bytes this thread allocated minus those it freed. Per thread, because every test of
+    /// the `it` binary shares this allocator: a global count also saw the other tests'
+    /// buffers come and go, and CI once read 189 bytes a request here (stop 44).
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+
+/// Adds `bytes` to this thread's count. `try_with`: an allocation while the thread's
+/// locals are torn down is not counted, and never panics inside the allocator.
+fn count(bytes: isize) {
+    let _ = LIVE.try_with(|live| live.set(live.get() + bytes));
+}
+
+fn live() -> isize {
+    LIVE.with(Cell::get)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Relaxed);
+            count(layout.size() as isize);
         }
         p
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
         unsafe { System.dealloc(p, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Relaxed);
+        count(-(layout.size() as isize));
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
         let q = unsafe { System.realloc(p, layout, size) };
         if !q.is_null() {
-            LIVE.fetch_add(size as isize - layout.size() as isize, Relaxed);
+            count(size as isize - layout.size() as isize);
         }
         q
     }
@@ -88,13 +103,14 @@ fn request(i: u32) -> Finished {
     }
 }
 
-/// Live heap bytes per request added to `tally` over `n` more requests.
+/// Live heap bytes per request added to `tally` over `n` more requests. The tally runs on
+/// this thread alone, so this thread's count is its memory.
 fn growth_per_request(tally: &mut TrialTally, from: u32, n: u32) -> f64 {
-    let before = LIVE.load(Relaxed);
+    let before = live();
     for i in from..from + n {
         tally.add(request(i), Asked::default());
     }
-    (LIVE.load(Relaxed) - before) as f64 / f64::from(n)
+    (live() - before) as f64 / f64::from(n)
 }
 
 /// What a trial may keep per request while its sketches are exact: TTFT, TPOT, E2E and the
@@ -102,8 +118,35 @@ fn growth_per_request(tally: &mut TrialTally, from: u32, n: u32) -> f64 {
 /// A record held to the end of the trial costs its struct and its strings on top.
 const KEPT_PER_REQUEST: f64 = 2.0 * (4.0 * 8.0 + 8.0 * 4.0);
 
+/// Bytes this thread's count moved while another thread allocated 16 MiB and held them.
+fn counted_of_a_neighbours_allocation() -> isize {
+    use std::sync::{Arc, Barrier};
+    let step = Arc::new(Barrier::new(2));
+    let theirs = Arc::clone(&step);
+    let neighbour = std::thread::spawn(move || {
+        theirs.wait();
+        let held = vec![1u8; 16 << 20];
+        theirs.wait();
+        theirs.wait();
+        drop(held);
+    });
+    let before = live();
+    step.wait();
+    step.wait();
+    let counted = live() - before;
+    step.wait();
+    neighbour.join().unwrap();
+    counted
+}
+
 #[test]
 fn a_trial_keeps_no_request_records() {
+    // The other tests of this binary allocate beside this one: the measure must not see them.
+    let counted = counted_of_a_neighbours_allocation();
+    assert!(
+        counted.abs() < 1024,
+        "a neighbour's 16 MiB moved this count by {counted} bytes"
+    );
     let record = std::mem::size_of::<Finished>() as f64;
     assert!(record > KEPT_PER_REQUEST, "a record is {record} bytes");
     // Streaming: only the sketches' values grow.

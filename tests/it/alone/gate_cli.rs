@@ -382,12 +382,15 @@ fn an_engine_upgrade_is_gated_in_relative_mode_and_a_short_history_says_what_it_
         .unwrap_or_else(|e| panic!("stdout is the JSON alone: {e}\n{}", text(&o)));
     assert_eq!(v["outcome"], "inconclusive");
     assert_eq!(v["history_need"]["sessions"], 1, "{v}");
+    // More than the one it holds. How many depends on the trials' spread: 2 when they
+    // spread by 0.14-0.21% (1 run in 12 here, alone), 3 or more when they spread more.
     let needed = v["history_need"]["needed"].as_u64().expect("a count");
-    assert!(needed >= 3, "{v}");
-    let said = format!(
-        "history mode needs about {needed} sessions ({} more nightly blesses)",
-        needed - 1
-    );
+    assert!(needed >= 2, "{v}");
+    let more = match needed - 1 {
+        1 => "1 more nightly bless".to_string(),
+        n => format!("{n} more nightly blesses"),
+    };
+    let said = format!("history mode needs about {needed} sessions ({more})");
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         stderr.contains(&said) && stderr.contains("C |"),
