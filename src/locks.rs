@@ -40,7 +40,7 @@ pub fn hold_output(dir: &Path) -> Result<()> {
     // Created if missing, refused if a link (a pull request can commit one).
     crate::fsutil::ensure_output_dir(dir)?;
     let path = dir.join(OUTPUT_LOCK);
-    match try_hold(&path)? {
+    match try_hold(&path, Users::One)? {
         None => Ok(()),
         Some(holder) => bail!(
             "{} is in use by another throughline run ({holder}): two runs into one folder would \
@@ -65,7 +65,7 @@ pub async fn hold_gpus(slots: &[Slot], limit: Duration, interrupt: &Interrupt) -
         {
             let path = dir.join(format!("gpu-{}.lock", file_safe(gpu)));
             loop {
-                let Some(holder) = try_hold(&path)? else {
+                let Some(holder) = try_hold(&path, Users::All)? else {
                     break;
                 };
                 if started.elapsed() >= limit {
@@ -115,14 +115,22 @@ fn gpu_lock_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Who takes a lock: this user alone (an output folder's) or every user of the machine (a
+/// GPU's, in the shared lock folder).
+#[derive(Clone, Copy, PartialEq)]
+enum Users {
+    One,
+    All,
+}
+
 /// Takes the lock at `path` for the process: None when taken (or already held here), else
 /// the holder's description.
-fn try_hold(path: &Path) -> Result<Option<String>> {
+fn try_hold(path: &Path, users: Users) -> Result<Option<String>> {
     let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
     if held.iter().any(|(p, _)| p == path) {
         return Ok(None);
     }
-    let mut file = open_lock(path)?;
+    let mut file = open_lock(path, users)?;
     // SAFETY: flock on a descriptor this function owns; LOCK_NB never blocks.
     if unsafe {
         libc::flock(
@@ -146,22 +154,45 @@ fn try_hold(path: &Path) -> Result<Option<String>> {
 }
 
 /// Opens (creating) a lock file: never through a link (a pull request could commit one in
-/// the output folder), never a FIFO or a device.
-fn open_lock(path: &Path) -> Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o666)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .with_context(|| {
-            format!(
-                "cannot open the lock file {} (a link or a special file there is refused)",
-                path.display()
-            )
-        })?;
+/// the output folder), never a FIFO or a device. A lock every user takes is made writable
+/// by all (the umask would make it 0644: another user's run was refused at its GPU lock) and
+/// an existing one is opened without O_CREAT (which Linux refuses on another user's file in
+/// a sticky folder under fs.protected_regular); one they still cannot write (left by an
+/// older version) is locked read-only: flock needs no write access, only the holder line.
+fn open_lock(path: &Path, users: Users) -> Result<File> {
+    let open = |create: bool, write: bool| {
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .write(write)
+            .create_new(create)
+            .mode(0o666)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+        options.open(path)
+    };
+    let opened = match open(false, true) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match open(true, true) {
+            Ok(file) => {
+                if users == Users::All {
+                    let _ = file.set_permissions(std::fs::Permissions::from_mode(0o666));
+                }
+                Ok(file)
+            }
+            // Another run made it in between.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => open(false, true),
+            Err(e) => Err(e),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && users == Users::All => {
+            open(false, false)
+        }
+        other => other,
+    };
+    let file = opened.with_context(|| {
+        format!(
+            "cannot open the lock file {} (a link or a special file there is refused)",
+            path.display()
+        )
+    })?;
     let meta = file
         .metadata()
         .with_context(|| format!("cannot read {}", path.display()))?;
@@ -231,7 +262,7 @@ mod tests {
             "{text}"
         );
         // Another descriptor (as another process would have) is refused while it is held.
-        let other = open_lock(&dir.path().join(OUTPUT_LOCK)).unwrap();
+        let other = open_lock(&dir.path().join(OUTPUT_LOCK), Users::One).unwrap();
         let refused = unsafe {
             libc::flock(
                 std::os::fd::AsRawFd::as_raw_fd(&other),
@@ -239,6 +270,32 @@ mod tests {
             )
         };
         assert_ne!(refused, 0);
+    }
+
+    #[test]
+    fn a_gpu_lock_is_writable_by_every_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gpu-x.lock");
+        assert_eq!(try_hold(&path, Users::All).unwrap(), None);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666, "{mode:o}");
+    }
+
+    #[test]
+    fn a_lock_file_this_user_cannot_write_is_locked_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gpu-old.lock");
+        std::fs::write(&path, "pid 1, an older run\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let file = open_lock(&path, Users::All).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        let locked = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
+        assert_eq!(locked, 0);
     }
 
     #[test]

@@ -85,7 +85,22 @@ impl Sim {
 
     /// Like [`Sim::start`], with extra environment variables for the simulator process.
     pub fn start_env(replicas: usize, extra: &[&str], env: &[(&str, &str)]) -> Sim {
-        let mut child = command()
+        use std::os::unix::process::CommandExt;
+        let mut cmd = command();
+        // Killed with this test binary too, where no drop runs (a SIGKILL, a cancel after a
+        // library run took the signals): a cancelled run left its simulators serving. Linux
+        // sends it when the thread that started the child ends: the test's own thread, which
+        // drops the Sim before it ends anyway.
+        // SAFETY: prctl is async-signal-safe and touches only the child being started.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd
             .args([
                 "serve-sim",
                 "--port",
@@ -217,6 +232,36 @@ pub fn own_test(module: &str, name: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().expect("the test binary's path"));
     cmd.args(["--exact", &format!("{module}::{name}"), "--nocapture"]);
     cmd
+}
+
+/// Set in the process [`in_own_process`] starts for one test.
+const OWN_PROCESS: &str = "THROUGHLINE_TEST_OWN_PROCESS";
+
+/// Whether this is the process [`in_own_process`] started.
+pub fn is_own_process() -> bool {
+    std::env::var_os(OWN_PROCESS).is_some()
+}
+
+/// Runs `body` (the test `name` of `module`) in a process of its own: this binary again,
+/// with `--exact`. For tests that change what is one per process: a library run installs
+/// the SIGINT/SIGTERM handlers for good (after it this binary would ignore a cancel), and
+/// in-process timing would share threads and allocator with the tests beside it.
+pub fn in_own_process(module: &str, name: &str, body: impl FnOnce()) {
+    if is_own_process() {
+        body();
+        return;
+    }
+    // The child's processes are this test's: a timing test waits for them as for any.
+    share_machine();
+    let out = own_test(module, name)
+        .env(OWN_PROCESS, "1")
+        .output()
+        .expect("start this test binary again");
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    // libtest's line for a test that ran: a name that matched nothing would pass too.
+    assert!(said.contains("1 passed"), "{said}");
+    eprintln!("{said}");
 }
 
 /// Runs git in `dir` with a throwaway identity (tests make their own repositories).

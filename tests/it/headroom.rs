@@ -15,6 +15,15 @@ const BODY: &str = "[workload]\ninput_tokens = 16\nmax_tokens = 16\nignore_eos =
 
 #[test]
 fn a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed() {
+    // In a process of its own: the library run installs the signal handlers for good.
+    in_own_process(
+        module_path!(),
+        "a_starved_client_marks_its_trials_client_bound_and_cannot_be_blessed",
+        starved_client,
+    );
+}
+
+fn starved_client() {
     let sim = Sim::start(1, &["--preset", "fast"]);
     let dir = tempfile::tempdir().unwrap();
     let profile_path = write_profile(dir.path(), "starved", &sim.urls, BODY);

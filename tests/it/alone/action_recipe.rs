@@ -49,6 +49,8 @@ fn action(repo: &Path, step: &str, env: &[(&str, &str)]) -> (Output, String) {
         .env("RUNNER_TEMP", repo.join(".."))
         // Never the machine's own tool cache (a CI runner has one): a test's own folder.
         .env("RUNNER_TOOL_CACHE", repo.join("../tool-cache"))
+        // Nor the machine's GPU locks: another suite or a real run may hold GPU 0.
+        .env("THROUGHLINE_LOCK_DIR", repo.join("../gpu-locks"))
         .envs(env.iter().copied());
     let out = cmd.output().expect("run scripts/action.sh");
     (out, std::fs::read_to_string(&outputs).unwrap_or_default())

@@ -88,36 +88,26 @@ async fn relative_run(seed: u64, slowdown: f64) -> Outcome {
     verdict.outcome
 }
 
-/// Set in the process [`in_turn`] starts for one test.
-const CHILD: &str = "THROUGHLINE_HONEST_GATE_CHILD";
-
 /// Runs `test` (the test function `name` of this module) on a runtime of its own, in a
 /// process of its own that runs only it, while holding the machine alone (no other timed test
 /// beside it either: the rates asserted here were calibrated so). These tests count false
 /// failures over many runs of 2 to 4 ms steps, measured in-process, and in the test binary
 /// the tests that start no process (which take no lock) run beside them, in the same memory
-/// and allocator. The child is this test binary, run with `--exact` and [`CHILD`] set.
+/// and allocator.
 fn in_turn(name: &str, test: impl std::future::Future<Output = ()>) {
-    if std::env::var_os(CHILD).is_some() {
+    // Held by the test binary that starts the child, not again in the child.
+    let _turn = match crate::common::is_own_process() {
+        true => None,
+        false => Some(crate::common::timing_lock_alone()),
+    };
+    crate::common::in_own_process(module_path!(), name, || {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap()
-            .block_on(test);
-        return;
-    }
-    let _turn = crate::common::timing_lock_alone();
-    let out = crate::common::own_test(module_path!(), name)
-        .args(["--test-threads", "1"])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
-    let said = crate::common::text(&out);
-    assert!(out.status.success(), "{said}");
-    // libtest's line for a test that ran: a name that matched nothing would pass too.
-    assert!(said.contains("1 passed"), "{said}");
-    eprintln!("{said}");
+            .block_on(test)
+    });
 }
 
 #[test]
