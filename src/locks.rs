@@ -10,7 +10,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -199,6 +199,12 @@ fn open_lock(path: &Path, users: Users) -> Result<File> {
     if !meta.is_file() {
         bail!("the lock file {} is not a regular file", path.display());
     }
+    // One of ours that an older version left 0644: opened to every user from now on.
+    // SAFETY: geteuid only reads the process's credentials.
+    let own = meta.uid() == unsafe { libc::geteuid() };
+    if users == Users::All && own && meta.mode() & 0o666 != 0o666 {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o666));
+    }
     Ok(file)
 }
 
@@ -276,6 +282,17 @@ mod tests {
     fn a_gpu_lock_is_writable_by_every_user() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gpu-x.lock");
+        assert_eq!(try_hold(&path, Users::All).unwrap(), None);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666, "{mode:o}");
+    }
+
+    #[test]
+    fn a_gpu_lock_left_0644_by_this_user_is_opened_to_every_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gpu-y.lock");
+        std::fs::write(&path, "pid 1, an older run\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(try_hold(&path, Users::All).unwrap(), None);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666, "{mode:o}");
