@@ -1,7 +1,8 @@
 //! How many sessions a history baseline needs before it can fail a drop just under the
 //! guard. With k sessions the spread of the session means has k - 1 degrees of freedom: at
 //! one session it is unknown and only the guard (25%) can fail; at two the t quantile is so
-//! wide that hardly anything can. A team with a one-session baseline sees "inconclusive" on a
+//! wide that only a very quiet server can (trials spread 0.2%: the gate says 2 sessions
+//! then, more with more noise). A team with a one-session baseline sees "inconclusive" on a
 //! 10% slowdown and must be told why and what to do: the number comes from the gate's own
 //! test (`history_level`, `decide`) run on sessions shaped like the noise it observed.
 
