@@ -97,6 +97,8 @@ pub struct BenchArgs {
 pub async fn run(args: BenchArgs) -> Result<Exit> {
     args.export
         .refuse_stdout("bench prints its tables on standard output")?;
+    // The folder then holds only what this run writes.
+    crate::runner::earlier::start_fresh(&args.out)?;
     let (profile, saved_text) = match &args.profile {
         Some(path) => {
             let mut profile = Profile::load(path)?;

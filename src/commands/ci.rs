@@ -245,6 +245,9 @@ fn read_at_ref(args: &CiArgs) -> Result<AtRef> {
 }
 
 async fn check(args: &CiArgs) -> Result<Exit> {
+    // Before anything that can refuse: the folder then holds only what this check writes
+    // (a pull request can commit OUT/verdict.json saying "pass").
+    crate::runner::earlier::start_fresh(&args.out)?;
     let AtRef {
         reference,
         baseline,
@@ -455,13 +458,16 @@ fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
     let block = crate::untrusted::fenced_block("text", &message);
     let markdown = format!("## {heading}\n\n{block}\n{advice}\n\n");
     github::append_step_summary(&markdown)?;
-    github::write_verdict_outputs(word, None)?;
+    let marker = crate::record::run_id::marker_line(crate::record::run_id::run_id());
+    let file_text = format!("{markdown}{marker}\n");
+    let run_id = crate::record::run_id::run_id();
+    github::write_verdict_outputs(word, None, false, Some(run_id))?;
     if github::in_actions() {
         println!("{}", github::error_annotation(title, &message));
     }
     // An output folder that is a link gets nothing (the refusal above says why).
     if crate::fsutil::ensure_output_dir(&args.out).is_ok() {
-        write_atomic(&args.out.join(VERDICT_MD), markdown.as_bytes())?;
+        write_atomic(&args.out.join(VERDICT_MD), file_text.as_bytes())?;
         if !unmeasured {
             let verdict = refused_verdict(args, &message);
             write_atomic(
@@ -492,7 +498,10 @@ fn refused_verdict(args: &CiArgs, message: &str) -> Verdict {
         |b| b.name.clone(),
     );
     let settings = baseline.map(|b| b.gate).unwrap_or_default();
-    Verdict::refused(&name, &name, reference, settings, message)
+    Verdict {
+        run_id: Some(crate::record::run_id::run_id().to_string()),
+        ..Verdict::refused(&name, &name, reference, settings, message)
+    }
 }
 
 #[cfg(test)]

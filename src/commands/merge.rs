@@ -3,16 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
-use crate::gate::merge::{combine, Check};
-use crate::gate::Verdict;
-use crate::record::checks::level_problems;
+use crate::gate::legs::{self, Inputs, Legs};
+use crate::gate::merge::combine;
 use crate::record::files::{REPORT_MD, RESULTS_FILE, VERDICT_JSON, VERDICT_MD};
-use crate::record::RunResult;
 use crate::report::combined::{markdown, run_label};
 use crate::report::github;
 use crate::report::verdict::shown_ratio;
@@ -42,6 +40,10 @@ pub struct MergeArgs {
     /// Folder for the combined report.md and verdict.json.
     #[arg(long, short = 'o', value_name = "DIR")]
     pub out: PathBuf,
+    /// How many legs the workflow ran (the matrix's size): a leg missing (its artifact never
+    /// uploaded) or one too many fails the merge (exit 2), naming what was found.
+    #[arg(long, value_name = "N")]
+    pub expect: Option<usize>,
 }
 
 /// The most a verdict.json read may hold (a verdict is kilobytes; this is a bound).
@@ -49,22 +51,19 @@ const VERDICT_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 pub fn run(args: MergeArgs) -> Result<Exit> {
     refuse_output_in_an_input(&args)?;
-    let (results, verdicts) = inputs(&args)?;
-
-    let mut runs = Vec::new();
-    for path in &results {
-        runs.push((path.display().to_string(), RunResult::load(path)?));
-    }
-    // A leg that did not measure must not disappear into a passing whole.
-    let mut failed_legs: Vec<String> = runs
-        .iter()
-        .filter_map(|(file, run)| leg_failure(run).map(|why| format!("{file}: {why}")))
-        .collect();
-    for dir in &args.from {
-        failed_legs.extend(unmeasured_checks(dir)?);
-    }
+    let Legs {
+        mut runs,
+        checks,
+        failed: failed_legs,
+    } = legs::read(&Inputs {
+        results: &args.results,
+        verdicts: &args.verdict,
+        from: &args.from,
+        out: &args.out,
+        expect: args.expect,
+    })?;
     runs.sort_by_key(|(file, run)| (run_label(run), file.clone()));
-    let merged = combine(read_checks(&verdicts)?);
+    let merged = combine(checks);
 
     let mut text = markdown(&runs, merged.as_ref());
     if !failed_legs.is_empty() {
@@ -107,87 +106,30 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
                 m.outcome.word(),
                 m.checks.len()
             );
-            // A leg that did not measure makes the whole an error (below): that is the word.
-            let word = match failed_legs.is_empty() {
-                true => m.outcome.word(),
-                false => "error",
-            };
-            github::write_verdict_outputs(word, m.worst_ratio)?;
-            if failed_legs.is_empty() && m.regression_accepted() {
-                github::write_accepted_output()?;
-            }
             m.exit()
         }
         None => Exit::Pass,
     };
+    // Every output key once, at the end: a leg that did not measure makes the whole an
+    // error (below), and then nothing is accepted.
+    let word = match (failed_legs.is_empty(), &merged) {
+        (false, _) => Some("error"),
+        (true, Some(m)) => Some(m.outcome.word()),
+        (true, None) => None,
+    };
+    if let Some(word) = word {
+        let accepted = failed_legs.is_empty() && merged.as_ref().is_some_and(|m| m.regression_accepted());
+        github::write_verdict_outputs(word, merged.as_ref().and_then(|m| m.worst_ratio), accepted, None)?;
+    }
     println!("report: {}", args.out.join(REPORT_MD).display());
     if !failed_legs.is_empty() {
         eprintln!("error: {} leg(s) did not measure:", failed_legs.len());
         for leg in &failed_legs {
             eprintln!("  {}", crate::untrusted::for_terminal(leg));
         }
-        if merged.is_none() {
-            github::write_verdict_outputs("error", None)?;
-        }
         return Ok(Exit::Failure);
     }
     Ok(exit)
-}
-
-/// The results and verdicts to merge: those named, and those found in each --from folder
-/// (two levels down), but never an earlier merge's own output.
-fn inputs(args: &MergeArgs) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-    let mut results = args.results.clone();
-    let mut verdicts = args.verdict.clone();
-    let out = args.out.canonicalize().ok();
-    for dir in &args.from {
-        // Not our own output from an earlier merge into a folder under `dir`.
-        let found: Vec<PathBuf> = find(dir, 2)?
-            .into_iter()
-            .filter(|p| {
-                let parent = p.parent().and_then(|d| d.canonicalize().ok());
-                out.is_none() || parent != out
-            })
-            .collect();
-        let before = (results.len(), verdicts.len());
-        for path in found {
-            match path.file_name().and_then(|n| n.to_str()) {
-                Some(RESULTS_FILE) => results.push(path),
-                Some(VERDICT_JSON) => verdicts.push(path),
-                _ => {}
-            }
-        }
-        if (results.len(), verdicts.len()) == before {
-            bail!(
-                "--from {}: no results.json or verdict.json in it or its subfolders",
-                dir.display()
-            );
-        }
-    }
-    if results.is_empty() && verdicts.is_empty() {
-        bail!("nothing to merge: pass --results FILE, --verdict FILE or --from DIR");
-    }
-    Ok((results, verdicts))
-}
-
-/// Each verdict file, read and parsed (a file that is not a verdict is named).
-fn read_checks(verdicts: &[PathBuf]) -> Result<Vec<Check>> {
-    let mut checks = Vec::new();
-    for path in verdicts {
-        let text = crate::fsutil::read_bounded(path, VERDICT_FILE_BYTES)
-            .with_context(|| format!("--verdict: cannot read verdict {}", path.display()))?;
-        let verdict: Verdict = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "verdict {} is not a throughline verdict (from `throughline ci` or `gate --json`)",
-                path.display()
-            )
-        })?;
-        checks.push(Check {
-            file: path.display().to_string(),
-            verdict,
-        });
-    }
-    Ok(checks)
 }
 
 /// The output folder must not be where an input lives: its files would be taken for an
@@ -240,102 +182,101 @@ fn refuse_output_in_an_input(args: &MergeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Why a leg's run cannot count: stopped, a level that did not measure, or nothing measured.
-fn leg_failure(run: &RunResult) -> Option<String> {
-    if !run.complete {
-        return Some("the run is marked incomplete (it was stopped)".into());
-    }
-    let problems = level_problems(&run.levels, run.profile.sweep.max_error_rate);
-    if !problems.is_empty() {
-        return Some(format!("did not measure: {}", problems.join("; ")));
-    }
-    if run.levels.iter().all(|l| l.throughputs().is_empty()) {
-        return Some("measured nothing".into());
-    }
-    None
-}
-
-/// Check folders under `dir` where `throughline ci` could not measure: it leaves its
-/// verdict.md there but no verdict.json.
-fn unmeasured_checks(dir: &Path) -> Result<Vec<String>> {
-    Ok(find(dir, 2)?
-        .into_iter()
-        .filter(|p| p.file_name().and_then(|n| n.to_str()) == Some(VERDICT_MD))
-        .filter(|p| !p.with_file_name(VERDICT_JSON).exists())
-        .map(|p| {
-            format!(
-                "{}: the check could not measure (verdict.md without verdict.json)",
-                p.parent().unwrap_or(dir).display()
-            )
-        })
-        .collect())
-}
-
-/// Files under `dir`, at most `depth` folders down, sorted (so the report's order is stable).
-fn find(dir: &Path, depth: usize) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let entries =
-        std::fs::read_dir(dir).with_context(|| format!("cannot read folder {}", dir.display()))?;
-    for entry in entries {
-        let path = entry?.path();
-        if path.is_dir() {
-            if depth > 0 {
-                out.extend(find(&path, depth - 1)?);
-            }
-        } else {
-            out.push(path);
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::fake;
+    use crate::gate::Verdict;
+    use crate::record::{fake, RunResult};
 
-    fn merge_from(dir: &Path) -> Exit {
+    fn merge_from(dir: &Path, expect: Option<usize>) -> Exit {
         run(MergeArgs {
             results: vec![],
             verdict: vec![],
             from: vec![dir.to_path_buf()],
             out: dir.join("merged"),
+            expect,
         })
         .unwrap()
+    }
+
+    const ID: &str = "00112233445566aa";
+
+    /// A leg folder: `run` as results.json, and a pass verdict with run id `id` when given.
+    fn leg(dir: &Path, name: &str, run: RunResult, verdict_id: Option<Option<&str>>) {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        run.save(&d.join(RESULTS_FILE)).unwrap();
+        if let Some(id) = verdict_id {
+            let mut v = Verdict::refused("b", "p", None, Default::default(), "");
+            v.outcome = crate::gate::Outcome::Pass;
+            v.run_id = id.map(str::to_string);
+            std::fs::write(d.join(VERDICT_JSON), serde_json::to_string(&v).unwrap()).unwrap();
+        }
+    }
+
+    fn with_id(mut run: RunResult) -> RunResult {
+        run.run_id = Some(ID.into());
+        run
     }
 
     #[test]
     fn a_failed_leg_fails_the_merge() {
         let dir = tempfile::tempdir().unwrap();
-        let leg = |name: &str, run: RunResult| {
-            let d = dir.path().join(name);
-            std::fs::create_dir_all(&d).unwrap();
-            run.save(&d.join(RESULTS_FILE)).unwrap();
-        };
-        std::fs::create_dir_all(dir.path().join("merged")).unwrap();
-        leg("good", fake::run(&[(1, &[100.0, 101.0])]));
-        assert_eq!(merge_from(dir.path()), Exit::Pass);
+        let dir = dir.path();
+        std::fs::create_dir_all(dir.join("merged")).unwrap();
+        leg(dir, "good", fake::run(&[(1, &[100.0, 101.0])]), None);
+        assert_eq!(merge_from(dir, None), Exit::Pass);
 
         let mut stopped = fake::run(&[(1, &[100.0, 101.0])]);
         stopped.complete = false;
-        leg("stopped", stopped);
-        assert_eq!(merge_from(dir.path()), Exit::Failure);
-        std::fs::remove_dir_all(dir.path().join("stopped")).unwrap();
+        leg(dir, "stopped", stopped, None);
+        assert_eq!(merge_from(dir, None), Exit::Failure);
+        std::fs::remove_dir_all(dir.join("stopped")).unwrap();
 
         let mut empty = fake::run(&[(1, &[100.0])]);
         empty.levels[0].trials[0].succeeded = 0;
         empty.levels[0].trials[0].requests_sent = 0;
-        leg("empty", empty);
-        assert_eq!(merge_from(dir.path()), Exit::Failure);
-        std::fs::remove_dir_all(dir.path().join("empty")).unwrap();
+        leg(dir, "empty", empty, None);
+        assert_eq!(merge_from(dir, None), Exit::Failure);
+        std::fs::remove_dir_all(dir.join("empty")).unwrap();
 
         // A ci leg that could not measure: its verdict.md, no verdict.json.
-        let refused = dir.path().join("refused");
+        let refused = dir.join("refused");
         std::fs::create_dir_all(&refused).unwrap();
         std::fs::write(refused.join(VERDICT_MD), "could not measure").unwrap();
-        assert_eq!(merge_from(dir.path()), Exit::Failure);
-        let report = std::fs::read_to_string(dir.path().join("merged").join(REPORT_MD)).unwrap();
+        assert_eq!(merge_from(dir, None), Exit::Failure);
+        let report = std::fs::read_to_string(dir.join("merged").join(REPORT_MD)).unwrap();
         assert!(report.contains("Legs that did not measure") && report.contains("refused"));
+    }
+
+    #[test]
+    fn only_a_verdict_beside_its_own_run_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let run = || with_id(fake::run(&[(1, &[100.0, 101.0])]));
+        leg(dir, "a", run(), Some(Some(ID)));
+        leg(dir, "b", run(), Some(Some(ID)));
+        assert_eq!(merge_from(dir, None), Exit::Pass);
+        assert_eq!(merge_from(dir, Some(2)), Exit::Pass);
+        // The workflow ran three legs: one is missing.
+        assert_eq!(merge_from(dir, Some(3)), Exit::Failure);
+        // A leg whose artifact holds only logs.
+        std::fs::create_dir_all(dir.join("c")).unwrap();
+        std::fs::write(dir.join("c/server.log"), "loading").unwrap();
+        assert_eq!(merge_from(dir, None), Exit::Failure);
+        assert_eq!(merge_from(dir, Some(3)), Exit::Failure);
+        std::fs::remove_dir_all(dir.join("c")).unwrap();
+        // A committed "pass" with no run id; one beside another run's results.
+        leg(dir, "forged", run(), Some(None));
+        assert_eq!(merge_from(dir, None), Exit::Failure);
+        std::fs::remove_dir_all(dir.join("forged")).unwrap();
+        leg(dir, "mixed", run(), Some(Some("ffffffffffffffff")));
+        assert_eq!(merge_from(dir, None), Exit::Failure);
+        std::fs::remove_dir_all(dir.join("mixed")).unwrap();
+        // A verdict.md of another run beside the verdict.
+        std::fs::write(dir.join("a").join(VERDICT_MD), "<!-- throughline-run: ffffffffffffffff -->").unwrap();
+        assert_eq!(merge_from(dir, None), Exit::Failure);
+        let report = std::fs::read_to_string(dir.join("merged").join(REPORT_MD)).unwrap();
+        assert!(report.contains("not the verdict's run's"), "{report}");
     }
 }

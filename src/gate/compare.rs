@@ -445,6 +445,7 @@ fn gate(
         worst_ratio,
         drift,
         warnings,
+        run_id: candidate.run_id.clone(),
         ..Verdict::refused("", &candidate.profile_name, None, settings.clone(), "")
     }
 }

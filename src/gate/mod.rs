@@ -19,6 +19,7 @@ mod compare;
 pub mod explain;
 pub mod gitref;
 pub mod history_need;
+pub mod legs;
 pub mod merge;
 pub mod sequential;
 pub mod trend;
@@ -82,6 +83,11 @@ pub struct Verdict {
     /// was refused after measuring: the headline says it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
+    /// The id of the run this verdict judged (its results.json carries the same), or of the
+    /// `ci` that refused before measuring: `merge` and the comment step read only files
+    /// whose ids agree (`record::run_id`). Absent from verdicts of older builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// The engine and version each arm of a relative run reported (None: it did not say).
@@ -179,6 +185,7 @@ impl Verdict {
             history_power: None,
             client: None,
             refusal: None,
+            run_id: None,
         }
     }
 

@@ -76,6 +76,7 @@ fn transcribed(
         servers: None,
         // The seed files hold the transcription only; a reader computes the rest on load.
         analysis: None,
+        run_id: None,
     }
 }
 

@@ -102,6 +102,7 @@ pub fn combine(blocks: Vec<BlockRun>, setup: ServerSetup) -> Option<RunResult> {
         notes: Vec::new(),
         servers: Some(setup),
         analysis: None,
+        run_id: Some(super::run_id::run_id().to_string()),
         ..first
     };
     for block in &blocks {

@@ -53,6 +53,7 @@ pub fn run(levels: &[(u32, &[f64])]) -> RunResult {
         notes: Vec::new(),
         servers: None,
         analysis: None,
+        run_id: None,
     };
     run.analyse();
     run

@@ -22,6 +22,7 @@ pub mod flags;
 mod model;
 pub mod redact;
 mod request;
+pub mod run_id;
 mod store;
 pub mod telemetry;
 mod text;

@@ -49,6 +49,10 @@ pub struct RunResult {
     /// read by every report; absent from files written before it existed (recomputed on load).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<analysis::Analysis>,
+    /// The id of the run that wrote this file (`run_id.rs`): the verdict and the comment
+    /// derived from it carry the same id. Absent from files of older builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// Where the numbers were measured: the fingerprint a baseline is compared on.

@@ -90,34 +90,39 @@ impl RunContext {
     }
 }
 
-/// Writes `verdict=` and `worst_ratio=` to `$GITHUB_OUTPUT` when it is set, and
-/// `accepted=true` beside `verdict=regression` when the check let the regression through
-/// (`ci --allow-regression`): the verdict output keeps the truth, the new key says why the
-/// step still succeeded.
+/// Writes the verdict's outputs to `$GITHUB_OUTPUT` when it is set: `verdict=`,
+/// `worst_ratio=`, `accepted=` (`true` beside `verdict=regression` when the check let the
+/// regression through, `ci --allow-regression`: the verdict output keeps the truth, this key
+/// says why the step still succeeded) and `run_id=`.
 pub fn write_outputs(verdict: &Verdict) -> Result<()> {
-    write_verdict_outputs(verdict.outcome.word(), verdict.worst_ratio)?;
-    match verdict.regression_accepted() {
-        true => write_accepted_output(),
-        false => Ok(()),
-    }
+    write_verdict_outputs(
+        verdict.outcome.word(),
+        verdict.worst_ratio,
+        verdict.regression_accepted(),
+        verdict.run_id.as_deref(),
+    )
 }
 
-/// `accepted=true` to `$GITHUB_OUTPUT`: a regression let through as intended.
-pub fn write_accepted_output() -> Result<()> {
-    write_output_keys(&[("accepted", "true".into())])
-}
-
-/// Writes `verdict=WORD` and, when known, `worst_ratio=` to `$GITHUB_OUTPUT` when it is set:
-/// the one writer of step outputs (`gate`, `ci` and `merge` all come here). The ratio is
-/// written rounded to 4 decimals, and only when it is one a measurement can give (finite,
-/// within [`super::verdict::shown_ratio`]'s bounds): a hand-edited 1e308 is left out, not
-/// written as 309 digits.
-pub fn write_verdict_outputs(word: &str, worst_ratio: Option<f64>) -> Result<()> {
-    let mut keys = vec![("verdict", word.to_string())];
-    if let Some(r) = worst_ratio.and_then(super::verdict::shown_ratio) {
-        keys.push(("worst_ratio", format!("{r:.4}")));
-    }
-    write_output_keys(&keys)
+/// Writes every output key at once, each with a value (empty where there is none): a key
+/// left unwritten would keep whatever another process of the step put in the file first
+/// (a server that inherited `$GITHUB_OUTPUT` once wrote `accepted=true`), and the runner
+/// takes a key's last line. The one writer of step outputs (`gate`, `ci` and `merge` all
+/// come here). The ratio is written rounded to 4 decimals, and only when it is one a
+/// measurement can give (finite, within [`super::verdict::shown_ratio`]'s bounds): a
+/// hand-edited 1e308 is left out, not written as 309 digits.
+pub fn write_verdict_outputs(
+    word: &str,
+    worst_ratio: Option<f64>,
+    accepted: bool,
+    run_id: Option<&str>,
+) -> Result<()> {
+    let ratio = worst_ratio.and_then(super::verdict::shown_ratio);
+    write_output_keys(&[
+        ("verdict", word.to_string()),
+        ("worst_ratio", ratio.map(|r| format!("{r:.4}")).unwrap_or_default()),
+        ("accepted", if accepted { "true" } else { "" }.to_string()),
+        ("run_id", run_id.unwrap_or_default().to_string()),
+    ])
 }
 
 /// The `$GITHUB_OUTPUT` keys this process wrote: each is written once, the first value

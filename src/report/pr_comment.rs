@@ -18,6 +18,11 @@ use super::{mermaid, tables};
 pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{PR_COMMENT_MARKER}");
+    // The run's id on the second line: the comment step posts a body only when its id is
+    // the one the gate job's run said (scripts/gate-server.sh comment).
+    if let Some(id) = &verdict.run_id {
+        let _ = writeln!(out, "{}", crate::record::run_id::marker_line(id));
+    }
     let _ = writeln!(
         out,
         "### {} throughline: {}\n",

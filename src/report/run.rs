@@ -156,7 +156,13 @@ pub fn write_verdict_markdown(
     let dir = links::folder_of(markdown);
     let charts = with_ratio(verdict, &dir, charts)?;
     let images: Vec<String> = charts.pngs.iter().map(|p| charts.link(&dir, p)).collect();
-    write_atomic(markdown, text::markdown(verdict, &images).as_bytes())?;
+    let mut text = text::markdown(verdict, &images);
+    // The run's id, hidden: merge and the comment step match it with verdict.json's.
+    if let Some(id) = &verdict.run_id {
+        text.push_str(&crate::record::run_id::marker_line(id));
+        text.push('\n');
+    }
+    write_atomic(markdown, text.as_bytes())?;
     let names: Vec<String> = charts.pngs.iter().map(|p| file_name(p)).collect();
     write_atomic(
         &dir.join(PR_COMMENT_MD),

@@ -15,6 +15,55 @@ use crate::record::files::{DERIVED_FILES, REQUESTS_FILE, RESULTS_FILE};
 /// The subfolder of an output folder where earlier runs are kept.
 pub const EARLIER_DIR: &str = "earlier";
 
+/// The record of the servers a run started (`runner::processes`), relative to the folder.
+const PROCESS_RECORD: &str = super::processes::PROCESSES_FILE;
+
+/// Makes `out` hold nothing this run did not write, before the run does anything else (also
+/// when it is then refused): takes the folder's lock, keeps an earlier run's files in
+/// `earlier/` (as [`keep_earlier_run`]), and removes what is left that a run derives
+/// (`DERIVED_FILES`: a verdict.json, pr-comment.md or report.md without a run beside it,
+/// such as a pull request can commit) and the process record (a stale or planted one would
+/// be appended to). `merge` and the comment step read only what the run then writes.
+/// Returns the names removed, for the caller to say.
+pub fn start_fresh(out: &Path) -> Result<Vec<String>> {
+    crate::locks::hold_output(out)?;
+    if let Some((kept, names)) = keep_earlier_run(out)? {
+        println!(
+            "the earlier run's files in {} ({}) are kept: moved to {}",
+            out.display(),
+            names.join(", "),
+            kept.display()
+        );
+    }
+    // Never through a linked servers/ (a checkout can commit `servers -> ~/`).
+    crate::fsutil::refuse_linked_dir(&out.join("servers"))?;
+    let mut removed = Vec::new();
+    for name in DERIVED_FILES.iter().chain([&PROCESS_RECORD]) {
+        let path = out.join(name);
+        if std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        crate::fsutil::remove_output(&path)?;
+        if std::fs::symlink_metadata(&path).is_ok() {
+            anyhow::bail!(
+                "{} is not a file (a folder or a special file): a run cannot write its {name} \
+                 there; remove it, or give the run another output folder",
+                path.display()
+            );
+        }
+        removed.push(name.to_string());
+    }
+    if !removed.is_empty() {
+        println!(
+            "removed from {} before the run: {} (files no run of this folder left beside \
+             a result; only this run's files are read)",
+            out.display(),
+            removed.join(", ")
+        );
+    }
+    Ok(removed)
+}
+
 /// The most of an earlier results.json read to find its start time.
 const RESULTS_READ_LIMIT: u64 = 512 << 20;
 

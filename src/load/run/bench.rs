@@ -136,6 +136,7 @@ pub async fn run_bench(
         notes: run.notes.clone(),
         servers: None,
         analysis: None,
+        run_id: Some(crate::record::run_id::run_id().to_string()),
     };
     result.analyse();
     if let Some(d) = result.drift.as_ref().filter(|d| d.flagged) {

@@ -371,6 +371,7 @@ concurrency = [1]
             notes: Vec::new(),
             servers: None,
             analysis: None,
+            run_id: None,
         };
         run.analyse();
         run
