@@ -10,8 +10,14 @@ use std::time::{Duration, Instant};
 mod machine;
 pub use machine::{share_machine, timing_lock, timing_lock_alone, TimingGuard};
 
+/// The binary under test: this build's, or `THROUGHLINE_TEST_BIN` where set (to see a new
+/// test fail on an older build: `THROUGHLINE_TEST_BIN=old/throughline cargo test --test it X`).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_throughline")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("THROUGHLINE_TEST_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_throughline").to_string())
+    })
 }
 
 /// Runs the binary with `args` and returns its output.

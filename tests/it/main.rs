@@ -57,4 +57,5 @@ mod telemetry_cli;
 mod trend_cli;
 mod untrusted_files;
 mod untrusted_text;
+mod verdict_integrity;
 mod workflow_docs;

@@ -89,6 +89,7 @@ trials = 3
         servers: None,
         // Computed when `plot` loads the file.
         analysis: None,
+        run_id: None,
     }
 }
 

@@ -1,0 +1,153 @@
+//! Issue 47: only the measurement writes the verdict. A pull request controls every file it
+//! commits: an output folder in the checkout holding a `verdict.json` that says "pass" (or
+//! "regression, accepted"), a `pr-comment.md`, a process record. `ci` clears them before
+//! anything else, also when it is then refused, and `merge` counts a verdict only beside the
+//! run that measured it (the run id), failing a leg that left no verdict (logs only).
+//! Traffic stays on 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::common::*;
+
+/// A git repository with a profile and a baseline blessed from one quick run, the target
+/// branch at origin/main.
+struct Repo {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Repo {
+    fn new(sim: &Sim) -> Repo {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir_all(root.join("baselines")).unwrap();
+        git(&root, &["init", "-q"]);
+        let profile = write_profile(&root.join("baselines"), "gate", &sim.urls, QUICK_BODY);
+        let first = dir.path().join("first");
+        bench_ok(&profile, &first);
+        let o = bless(
+            &without_client_flags(&first.join("results.json")),
+            &root.join("baselines/gate.toml"),
+            &["--profile", "gate.profile.toml"],
+        );
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "profile and baseline"]);
+        git(&root, &["update-ref", "refs/remotes/origin/main", "HEAD"]);
+        Repo { _dir: dir, root }
+    }
+
+    /// `throughline ci` in the checkout, as the workflow's step runs it, into `out`.
+    fn ci(&self, out: &Path, endpoint: &str, outputs: &Path) -> Output {
+        let mut cmd = command();
+        cmd.current_dir(&self.root)
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_OUTPUT", outputs)
+            .env_remove("GITHUB_STEP_SUMMARY")
+            .args(["ci", "-b", "baselines/gate.toml", "--baseline-ref", "origin/main"])
+            .args(["--allow-client-bound", "--no-progress", "--wait-healthy", "0s"])
+            .args(["-e", endpoint, "-o"])
+            .arg(out);
+        cmd.output().unwrap()
+    }
+}
+
+/// `throughline merge --from FROM -o OUT [extra]`, with its step outputs in `outputs`.
+fn merge(from: &Path, out: &Path, outputs: &Path, extra: &[&str]) -> Output {
+    let mut cmd = command();
+    cmd.env("GITHUB_OUTPUT", outputs)
+        .args(["merge", "--from"])
+        .arg(from)
+        .arg("-o")
+        .arg(out)
+        .args(extra);
+    cmd.output().unwrap()
+}
+
+/// A verdict file as a pull request would commit it: a real verdict's shape, edited.
+fn forged_verdict(outcome: &str, accepted: bool) -> String {
+    let mut v = serde_json::json!({
+        "outcome": outcome,
+        "baseline_name": "gate",
+        "profile_name": "gate",
+        "baseline_ref": "origin/main",
+        "settings": {},
+        "levels": [],
+        "worst_ratio": 1.0,
+        "warnings": [],
+    });
+    if accepted {
+        v["overridden"] =
+            serde_json::json!([{"field": "allow_regression", "value": "true", "was": "false"}]);
+    }
+    v.to_string()
+}
+
+/// 1a, 1b, 2: the output folder sits in the checkout and holds a committed verdict.json
+/// (pass; regression accepted) and pr-comment.md; the server never answers, so `ci` exits 2.
+/// Once `merge` read the committed file: exit 0, `verdict=pass` (or `accepted=true`), and the
+/// comment job posted the pull request's "pass". Now `ci` removes them first and `merge`
+/// fails the leg.
+#[test]
+fn a_committed_verdict_never_passes_a_check_that_did_not_measure() {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let repo = Repo::new(&sim);
+    let dead = "http://127.0.0.1:9";
+    for (outcome, accepted) in [("pass", false), ("regression", true)] {
+        let legs = repo.root.join(format!(".throughline-{outcome}"));
+        let out = legs.join("leg");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("verdict.json"), forged_verdict(outcome, accepted)).unwrap();
+        std::fs::write(
+            out.join("pr-comment.md"),
+            "<!-- throughline-verdict -->\n### ✅ throughline: PASS\n",
+        )
+        .unwrap();
+        let outputs = legs.join("outputs.txt");
+        let o = repo.ci(&out, dead, &outputs);
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(
+            !out.join("pr-comment.md").exists(),
+            "the committed comment survived a refused ci"
+        );
+        let merged = legs.join("merged");
+        let o = merge(&legs, &merged, &outputs, &[]);
+        let said = std::fs::read_to_string(&outputs).unwrap_or_default();
+        assert_eq!(code(&o), 2, "{outcome}: {}\n{said}", text(&o));
+        assert!(said.contains("verdict=error\n"), "{said}");
+        assert!(!said.contains("accepted=true"), "{said}");
+        assert!(text(&o).contains("could not measure"), "{}", text(&o));
+    }
+}
+
+/// 1c: one leg measured and passed; the other's artifact holds only logs (its wait step
+/// failed and `ci` was skipped, or the job hit its time limit). Once `merge` dropped it and
+/// passed on the other leg; now that leg fails the merge, named, and `--expect` counts legs.
+#[test]
+fn a_leg_with_only_logs_fails_the_merge() {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let repo = Repo::new(&sim);
+    let legs = repo.root.join("legs");
+    let outputs = legs.join("outputs.txt");
+    let o = repo.ci(&legs.join("a"), &sim.urls[0], &outputs);
+    assert!([0, 1].contains(&code(&o)), "{}", text(&o));
+    let verdict = read_json(&legs.join("a/verdict.json"));
+    let results = read_json(&legs.join("a/results.json"));
+    assert!(verdict["run_id"].is_string(), "{verdict}");
+    assert_eq!(verdict["run_id"], results["run_id"]);
+    let ok = code(&o);
+    let o = merge(&legs, &legs.join("merged"), &outputs, &["--expect", "1"]);
+    assert_eq!(code(&o), ok, "{}", text(&o));
+    // The second leg: logs only.
+    std::fs::create_dir_all(legs.join("b/servers")).unwrap();
+    std::fs::write(legs.join("b/server.log"), "loading model\n").unwrap();
+    let o = merge(&legs, &legs.join("merged"), &outputs, &[]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("b: holds no verdict.json"), "{}", text(&o));
+    // A leg whose artifact never arrived: only --expect can tell.
+    std::fs::remove_dir_all(legs.join("b")).unwrap();
+    let o = merge(&legs, &legs.join("merged"), &outputs, &["--expect", "2"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("--expect 2: 1 leg(s) found"), "{}", text(&o));
+}
