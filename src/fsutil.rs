@@ -204,8 +204,11 @@ pub fn ensure_output_dir(path: &Path) -> Result<()> {
     refuse_linked_dir(path)
 }
 
-/// Fails when the folder `path` (absent is fine), or for a relative path any of the folders
-/// it lies under, is a symbolic link.
+/// Fails when the folder `path` (absent is fine), or any of the folders it lies under inside
+/// the checkout, is a symbolic link: for a relative path every folder it names, for an
+/// absolute one those below the working directory or `$GITHUB_WORKSPACE` (the reusable
+/// workflow's `OUT=$GITHUB_WORKSPACE/.throughline/results` with a committed `.throughline`
+/// link once sent the results outside the checkout).
 pub fn refuse_linked_dir(path: &Path) -> Result<()> {
     use std::path::Component;
     let mut checked: Vec<&Path> = vec![path];
@@ -215,6 +218,18 @@ pub fn refuse_linked_dir(path: &Path) -> Result<()> {
                 .skip(1)
                 .filter(|a| matches!(a.components().next_back(), Some(Component::Normal(_)))),
         );
+    } else {
+        let workspaces = std::env::current_dir()
+            .ok()
+            .into_iter()
+            .chain(std::env::var_os("GITHUB_WORKSPACE").map(std::path::PathBuf::from))
+            .filter(|w| w.is_absolute());
+        for root in workspaces.collect::<Vec<_>>() {
+            let below = path.ancestors().skip(1).take_while(|a| *a != root);
+            if path.starts_with(&root) {
+                checked.extend(below.filter(|a| !checked.contains(a)).collect::<Vec<_>>());
+            }
+        }
     }
     for p in checked {
         if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {

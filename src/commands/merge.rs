@@ -118,8 +118,14 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         (true, None) => None,
     };
     if let Some(word) = word {
-        let accepted = failed_legs.is_empty() && merged.as_ref().is_some_and(|m| m.regression_accepted());
-        github::write_verdict_outputs(word, merged.as_ref().and_then(|m| m.worst_ratio), accepted, None)?;
+        let accepted =
+            failed_legs.is_empty() && merged.as_ref().is_some_and(|m| m.regression_accepted());
+        github::write_verdict_outputs(
+            word,
+            merged.as_ref().and_then(|m| m.worst_ratio),
+            accepted,
+            None,
+        )?;
     }
     println!("report: {}", args.out.join(REPORT_MD).display());
     if !failed_legs.is_empty() {
@@ -274,7 +280,11 @@ mod tests {
         assert_eq!(merge_from(dir, None), Exit::Failure);
         std::fs::remove_dir_all(dir.join("mixed")).unwrap();
         // A verdict.md of another run beside the verdict.
-        std::fs::write(dir.join("a").join(VERDICT_MD), "<!-- throughline-run: ffffffffffffffff -->").unwrap();
+        std::fs::write(
+            dir.join("a").join(VERDICT_MD),
+            "<!-- throughline-run: ffffffffffffffff -->",
+        )
+        .unwrap();
         assert_eq!(merge_from(dir, None), Exit::Failure);
         let report = std::fs::read_to_string(dir.join("merged").join(REPORT_MD)).unwrap();
         assert!(report.contains("not the verdict's run's"), "{report}");

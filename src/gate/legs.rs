@@ -91,7 +91,10 @@ pub fn read(inputs: &Inputs) -> Result<Legs> {
         _ => a == b,
     };
     for r in &named_results {
-        if !legs.iter().any(|l| l.results.as_deref().is_some_and(|x| same(x, r))) {
+        if !legs
+            .iter()
+            .any(|l| l.results.as_deref().is_some_and(|x| same(x, r)))
+        {
             legs.push(Leg {
                 name: r.display().to_string(),
                 results: Some(r.clone()),
@@ -104,7 +107,10 @@ pub fn read(inputs: &Inputs) -> Result<Legs> {
     }
     let gated = inputs.expect.is_some() || legs.iter().any(|l| l.verdict.is_some());
     let mut loaded: Vec<(PathBuf, RunResult)> = Vec::new();
-    for r in named_results.iter().chain(legs.iter().filter_map(|l| l.results.as_ref())) {
+    for r in named_results
+        .iter()
+        .chain(legs.iter().filter_map(|l| l.results.as_ref()))
+    {
         if loaded.iter().any(|(p, _)| same(p, r)) {
             continue;
         }
@@ -114,7 +120,10 @@ pub fn read(inputs: &Inputs) -> Result<Legs> {
         }
     }
     for leg in &legs {
-        let results = leg.results.as_ref().and_then(|r| loaded.iter().find(|(p, _)| same(p, r)));
+        let results = leg
+            .results
+            .as_ref()
+            .and_then(|r| loaded.iter().find(|(p, _)| same(p, r)));
         match (&leg.verdict, results) {
             (Some(v), _) => match vouch(leg, v, results, &loaded) {
                 Ok(check) => out_legs.checks.push(check),
@@ -132,12 +141,10 @@ pub fn read(inputs: &Inputs) -> Result<Legs> {
                 }
             }
             (None, None) => match &leg.folder {
-                Some(folder) if folder.join(VERDICT_MD).is_file() => out_legs.failed.push(
-                    format!(
-                        "{}: the check could not measure (verdict.md without verdict.json)",
-                        leg.name
-                    ),
-                ),
+                Some(folder) if folder.join(VERDICT_MD).is_file() => out_legs.failed.push(format!(
+                    "{}: the check could not measure (verdict.md without verdict.json)",
+                    leg.name
+                )),
                 _ => {} // an unreadable results file, said above
             },
         }

@@ -45,7 +45,10 @@ mod tests {
         // Two markers (one planted in a server's text, say) name no run.
         let two = format!("{text}{}\n", marker_line("0123456789abcdef"));
         assert_eq!(from_markdown(&two), None);
-        assert_eq!(from_markdown("<!-- throughline-run: NOTHEX0000000000 -->"), None);
+        assert_eq!(
+            from_markdown("<!-- throughline-run: NOTHEX0000000000 -->"),
+            None
+        );
         assert!(!is_run_id("0123456789ABCDEF"));
     }
 }

@@ -119,7 +119,10 @@ pub fn write_verdict_outputs(
     let ratio = worst_ratio.and_then(super::verdict::shown_ratio);
     write_output_keys(&[
         ("verdict", word.to_string()),
-        ("worst_ratio", ratio.map(|r| format!("{r:.4}")).unwrap_or_default()),
+        (
+            "worst_ratio",
+            ratio.map(|r| format!("{r:.4}")).unwrap_or_default(),
+        ),
         ("accepted", if accepted { "true" } else { "" }.to_string()),
         ("run_id", run_id.unwrap_or_default().to_string()),
     ])

@@ -176,6 +176,17 @@ async fn take_the_folder_and_slots(out: &Path, setup: &BlocksSetup) -> Result<In
             kept.display()
         );
     }
+    // A fresh record of this run's servers: a planted or stale one (with a bad line, or
+    // over the size `cleanup` reads) must not be appended to.
+    let record = out.join(super::processes::PROCESSES_FILE);
+    if std::fs::symlink_metadata(&record).is_ok() {
+        crate::fsutil::remove_output(&record)?;
+        println!(
+            "removed {}: a record no run of this folder left beside a result (this run \
+             writes its own)",
+            record.display()
+        );
+    }
     Ok(interrupt)
 }
 

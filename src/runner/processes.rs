@@ -37,7 +37,10 @@ pub async fn stop_recorded(out: &Path, grace: Duration) -> Result<()> {
         }
         Err(e) => return Err(e),
     };
-    let groups = parse(&text, &path)?;
+    let (groups, skipped) = parse(&text, &path);
+    for line in &skipped {
+        println!("cleanup: {}", crate::untrusted::for_terminal(line));
+    }
     let procs = tree::table();
     let mut found: Vec<Proc> = Vec::new();
     let mut left_alone = 0;
@@ -76,6 +79,29 @@ pub async fn stop_recorded(out: &Path, grace: Duration) -> Result<()> {
             );
         }
         found.extend(tree);
+    }
+    // The run's processes outside its recorded groups: a helper that called setsid and was
+    // reparented to init after throughline was killed keeps the run's token in its
+    // environment, and only that finds it.
+    let tokens: Vec<&str> = {
+        let mut t: Vec<&str> = groups.iter().filter_map(|g| g.2.as_deref()).collect();
+        t.sort_unstable();
+        t.dedup();
+        t
+    };
+    let me = std::process::id() as libc::pid_t;
+    let strays: Vec<Proc> = (procs.iter())
+        .filter(|p| !p.zombie && p.pid != me && !found.iter().any(|f| f.pid == p.pid))
+        .filter(|p| tokens.iter().any(|t| tree::has_run_token(p.pid, t)))
+        .copied()
+        .collect();
+    if !strays.is_empty() {
+        println!(
+            "cleanup: {} process(es) of the run outside its recorded groups (a daemon that left \
+             its group): stopping them",
+            strays.len()
+        );
+        found.extend(strays);
     }
     if found.is_empty() {
         match left_alone {
@@ -119,9 +145,12 @@ fn own_group(pgid: libc::pid_t, start: u64, procs: &[Proc]) -> bool {
 /// One recorded start: group, leader start ticks, run token (none in an older record), label.
 type Recorded = (libc::pid_t, u64, Option<String>, String);
 
-/// The record's lines; a line that is not `PGID START_TICKS TOKEN LABEL` is an error naming it.
-fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
+/// The record's lines, and a message for each line that is not `PGID START_TICKS TOKEN
+/// LABEL` (skipped: one bad line, planted or torn by a kill mid-write, must not keep cleanup
+/// from stopping the groups on the other lines).
+fn parse(text: &str, path: &Path) -> (Vec<Recorded>, Vec<String>) {
     let mut groups = Vec::new();
+    let mut skipped = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -130,12 +159,13 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
         let pgid = fields.next().and_then(|f| f.parse::<libc::pid_t>().ok());
         let start = fields.next().and_then(|f| f.parse::<u64>().ok());
         let (Some(pgid), Some(start)) = (pgid, start) else {
-            return Err(anyhow::anyhow!(
+            skipped.push(format!(
                 "{} line {}: expected `PGID START_TICKS TOKEN LABEL` (two whole numbers, a \
-                 token, then text)",
+                 token, then text): skipped",
                 path.display(),
                 n + 1
             ));
+            continue;
         };
         // The older `PGID START LABEL` has no run token (its group is said, never stopped).
         let rest = fields.collect::<Vec<_>>();
@@ -148,7 +178,7 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Recorded>> {
             groups.push((pgid, start, token, label));
         }
     }
-    Ok(groups)
+    (groups, skipped)
 }
 
 /// Appends `pgid`'s line to OUT/servers/processes.txt as the server starts (before it is
@@ -174,11 +204,11 @@ mod tests {
     #[test]
     fn the_record_reads_back_and_a_bad_line_is_named() {
         let p = Path::new("out/servers/processes.txt");
-        let got = parse(
+        let (got, skipped) = parse(
             "123 456 00000000000000ab block 1 head server (slot 1)\n\n1 9 00000000000000ff init\n",
             p,
-        )
-        .unwrap();
+        );
+        assert!(skipped.is_empty());
         assert_eq!(
             got,
             vec![(
@@ -191,14 +221,17 @@ mod tests {
         // The older record had no token (its label's first word is not one): read without
         // one, so that cleanup says it and stops nothing.
         assert_eq!(
-            parse("123 456 block 1 head server\n", p).unwrap(),
+            parse("123 456 block 1 head server\n", p).0,
             vec![(123, 456, None, "block 1 head server".into())]
         );
-        assert_eq!(parse("123 456\n", p).unwrap()[0].2, None);
-        let e = parse("123 x y\n", p).unwrap_err().to_string();
+        assert_eq!(parse("123 456\n", p).0[0].2, None);
+        // A bad line is named and skipped; the lines after it still count.
+        let (got, skipped) = parse("123 x y\n77 5 00000000000000ab block 2\n", p);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(skipped.len(), 1);
         assert!(
-            e.contains("line 1") && e.contains("PGID START_TICKS"),
-            "{e}"
+            skipped[0].contains("line 1") && skipped[0].contains("PGID START_TICKS"),
+            "{skipped:?}"
         );
     }
 

@@ -471,6 +471,44 @@ fn cleanup_stops_what_a_killed_run_left_by_its_record() {
     assert!(!text(&o).contains("none of the"), "{}", text(&o));
 }
 
+/// Issue 47 items 5 and 6: a process record planted in the output folder with a bad line
+/// first (the run once appended to it, and `cleanup` stopped at that line with exit 2,
+/// stopping nothing), and a server helper that daemonised (double fork, setsid: reparented to
+/// throughline, then to init once throughline was killed), outside every recorded group
+/// (`cleanup` once said nothing was running). Now the run writes a fresh record and cleanup
+/// finds the daemon by the run's token.
+#[test]
+fn cleanup_stops_a_daemon_that_left_its_group_despite_a_planted_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("servers")).unwrap();
+    std::fs::write(out.join("servers/processes.txt"), "not a record line\n").unwrap();
+    let t = tag("daemon");
+    let started = dir.path().join("started");
+    let head = format!(
+        "(setsid sh -c 'sleep 300; : {t}-daemon' &); echo up > {}; \
+         exec {} serve-sim --port {{port}}",
+        started.display(),
+        bin()
+    );
+    let child = spawn_blocks(&p, &out, &head, &[]);
+    wait_for_file(&started, "up");
+    while tagged(&t).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    wait_for_file(&out.join("servers/processes.txt"), "block 1 head server");
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = wait_with_deadline(child, Duration::from_secs(10), "the killed run");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(tagged(&t).len(), 1, "the daemon: {:?}", tagged(&t));
+    let o = run(&["cleanup", out.to_str().unwrap(), "--grace", "2s"]);
+    let said = text(&o);
+    assert_eq!(code(&o), 0, "{said}");
+    none_left(&t, &said);
+    assert!(said.contains("outside its recorded groups"), "{said}");
+}
+
 #[test]
 fn a_signal_while_a_block_measures_stops_its_servers_and_exits_143() {
     let dir = tempfile::tempdir().unwrap();

@@ -45,8 +45,19 @@ impl Repo {
             .env("GITHUB_ACTIONS", "true")
             .env("GITHUB_OUTPUT", outputs)
             .env_remove("GITHUB_STEP_SUMMARY")
-            .args(["ci", "-b", "baselines/gate.toml", "--baseline-ref", "origin/main"])
-            .args(["--allow-client-bound", "--no-progress", "--wait-healthy", "0s"])
+            .args([
+                "ci",
+                "-b",
+                "baselines/gate.toml",
+                "--baseline-ref",
+                "origin/main",
+            ])
+            .args([
+                "--allow-client-bound",
+                "--no-progress",
+                "--wait-healthy",
+                "0s",
+            ])
             .args(["-e", endpoint, "-o"])
             .arg(out);
         cmd.output().unwrap()
@@ -144,10 +155,60 @@ fn a_leg_with_only_logs_fails_the_merge() {
     std::fs::write(legs.join("b/server.log"), "loading model\n").unwrap();
     let o = merge(&legs, &legs.join("merged"), &outputs, &[]);
     assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(text(&o).contains("b: holds no verdict.json"), "{}", text(&o));
+    assert!(
+        text(&o).contains("b: holds no verdict.json"),
+        "{}",
+        text(&o)
+    );
     // A leg whose artifact never arrived: only --expect can tell.
     std::fs::remove_dir_all(legs.join("b")).unwrap();
     let o = merge(&legs, &legs.join("merged"), &outputs, &["--expect", "2"]);
     assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(text(&o).contains("--expect 2: 1 leg(s) found"), "{}", text(&o));
+    assert!(
+        text(&o).contains("--expect 2: 1 leg(s) found"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// Item 4: the reusable workflow's `OUT=$GITHUB_WORKSPACE/.throughline/results`, with a
+/// committed `.throughline` link: an absolute `-o` was checked for links at its last folder
+/// only, and the results, server logs and process record went outside the checkout. Now
+/// every folder below the workspace is checked: refused, nothing written there.
+#[test]
+fn an_absolute_output_under_a_linked_folder_of_the_checkout_is_refused() {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let repo = Repo::new(&sim);
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), repo.root.join(".throughline")).unwrap();
+    let out = repo.root.join(".throughline/results");
+    let outputs = repo.root.join("outputs.txt");
+    for workspace in [None, Some(&repo.root)] {
+        let mut cmd = command();
+        cmd.current_dir(if workspace.is_some() {
+            Path::new("/")
+        } else {
+            repo.root.as_path()
+        });
+        if let Some(w) = workspace {
+            cmd.env("GITHUB_WORKSPACE", w);
+        }
+        let o = cmd
+            .env("GITHUB_OUTPUT", &outputs)
+            .args([
+                "bench",
+                "--no-progress",
+                "--no-plots",
+                "-e",
+                &sim.urls[0],
+                "-o",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(text(&o).contains("symbolic link"), "{}", text(&o));
+        let left: Vec<_> = std::fs::read_dir(elsewhere.path()).unwrap().collect();
+        assert!(left.is_empty(), "written through the link: {left:?}");
+    }
 }

@@ -277,7 +277,11 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     let reg_dir = dir.path().join("regression");
     let out = slow_job(&reg_dir, "false");
     assert_eq!(code(&out), 1, "15% slower must fail: {}", text(&out));
-    assert!(!step.outputs().contains("accepted=true"), "{}", step.outputs());
+    assert!(
+        !step.outputs().contains("accepted=true"),
+        "{}",
+        step.outputs()
+    );
     assert!(!step.summary().contains("accepted as intended"));
     assert!(
         stdout(&out).contains("::error title=Throughput regression::"),
@@ -379,7 +383,11 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     assert!(stdout(&out).contains("accepted as intended by every regressed check"));
     let out = merge(&[&accepted_dir, &reg_dir], "merged-mixed");
     assert_eq!(code(&out), 1, "{}", text(&out));
-    assert!(!step.outputs().contains("accepted=true"), "{}", step.outputs());
+    assert!(
+        !step.outputs().contains("accepted=true"),
+        "{}",
+        step.outputs()
+    );
     drop(slow);
 
     // 3. Another engine version: not comparable (exit 3), refused before measuring.
