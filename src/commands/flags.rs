@@ -78,7 +78,10 @@ pub struct ServerArgs {
     pub base_server_command: Option<String>,
     #[command(flatten)]
     pub blocks: BlockArgs,
-    /// No block is added once this much time has passed (e.g. 45m).
+    /// One deadline for the whole job, e.g. 45m: the wait for the GPUs, every server's
+    /// start, the trials and the added blocks. No block starts that would pass it, a block
+    /// still running at it is stopped and left out, and the run concludes (with its verdict)
+    /// from the blocks it finished.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub max_duration: Option<Duration>,
 }

@@ -95,9 +95,11 @@ pub async fn run_in_blocks(
     decide: Option<&Decide<'_>>,
 ) -> Result<BenchOutcome> {
     let out = template.out_dir.clone();
+    // The job's one clock: --max-duration counts from here, the GPUs' wait included.
+    let started = Instant::now();
     let interrupt = take_the_folder_and_slots(&out, setup).await?;
     print_plan(&template, setup);
-    let looked = run_looks(&template, setup, decide, &interrupt).await?;
+    let looked = run_looks(&template, setup, decide, &interrupt, started).await?;
     let Looked {
         runs,
         mut why_stopped,
@@ -120,6 +122,10 @@ pub async fn run_in_blocks(
             "interrupted by {name} in block {block}, whose servers were stopped (what it \
              measured is in blocks/block-{block}/, outside these results)"
         );
+    }
+    if runs.is_empty() {
+        // Only the deadline ends a run before its first block without an error.
+        bail!("{why_stopped}: no block finished, so nothing can be judged");
     }
     let mut result = combined(&runs, setup)?;
     if let Some(servers) = result.servers.as_mut() {
@@ -160,7 +166,12 @@ async fn take_the_folder_and_slots(out: &Path, setup: &BlocksSetup) -> Result<In
     // process's child rather than init's: it can be found and stopped with its server.
     crate::load::servers::tree::become_subreaper();
     crate::locks::hold_output(out)?;
-    crate::locks::hold_gpus(&setup.slots, setup.server_timeout, &interrupt).await?;
+    // The wait for the GPUs counts against the job's time budget too.
+    let wait = match setup.max_duration {
+        Some(budget) => budget.min(setup.server_timeout),
+        None => setup.server_timeout,
+    };
+    crate::locks::hold_gpus(&setup.slots, wait, &interrupt).await?;
     if let Some((kept, names)) = super::earlier::keep_earlier_run(out)? {
         for dir in ["blocks", "servers"] {
             if out.join(dir).is_dir() {
@@ -199,18 +210,23 @@ struct Looked {
 }
 
 /// The planned blocks, then while the gate leaves a level undecided (and the block and time
-/// budgets allow) a pair more for those levels, until a signal stops them.
+/// budgets allow) a pair more for those levels, until a signal stops them. `--max-duration`
+/// is one deadline for the whole job, counted from `started`: no block starts that the last
+/// one's time says would pass it, and a block still running at it (a slow server's start or
+/// answers) is stopped there and left out: the run concludes from the blocks it finished.
 async fn run_looks(
     template: &BenchSetup,
     setup: &BlocksSetup,
     decide: Option<&Decide<'_>>,
     interrupt: &Interrupt,
+    started: Instant,
 ) -> Result<Looked> {
     let plan = setup.plan;
     let mut levels: Vec<u32> = template.profile.sweep.concurrency.clone();
-    let started = Instant::now();
+    let deadline = setup.max_duration.map(|budget| (started + budget, budget));
     let mut runs: Vec<BlockRun> = Vec::new();
-    let why_stopped = loop {
+    let mut last_block: Option<Duration> = None;
+    let why_stopped = 'looks: loop {
         let n = runs.len() as u32;
         let look_started = Instant::now();
         let chunk = plan.next_chunk(n);
@@ -219,7 +235,36 @@ async fn run_looks(
                 let what = format!("before block {block} started");
                 return Ok(Looked::stopped(runs, (sig, block, what)));
             }
-            match run_block(template, setup, block, &levels).await {
+            if let (Some((at, budget)), Some(took)) = (deadline, last_block) {
+                if Instant::now() + took > at {
+                    break 'looks format!(
+                        "--max-duration {} would be passed by block {block} (the last took {})",
+                        humantime::format_duration(budget),
+                        humantime::format_duration(round_secs(took))
+                    );
+                }
+            }
+            let block_started = Instant::now();
+            let measured = match deadline {
+                Some((at, budget)) => {
+                    let running = run_block(template, setup, block, &levels);
+                    match tokio::time::timeout_at(at.into(), running).await {
+                        Ok(measured) => measured,
+                        // Dropped at the deadline: its servers are killed with it.
+                        Err(_) => {
+                            break 'looks format!(
+                                "--max-duration {} reached during block {block}, stopped there \
+                                 after {} (its trials are left out)",
+                                humantime::format_duration(budget),
+                                humantime::format_duration(round_secs(block_started.elapsed()))
+                            )
+                        }
+                    }
+                }
+                None => run_block(template, setup, block, &levels).await,
+            };
+            last_block = Some(block_started.elapsed());
+            match measured {
                 Ok(run) => runs.push(run),
                 // Stopped by a signal, whatever the block said about it (a server the
                 // signal reached first may have failed the block before the run saw it).
@@ -246,7 +291,7 @@ async fn run_looks(
                 list(&open)
             );
         }
-        if let Some(budget) = setup.max_duration {
+        if let Some((_, budget)) = deadline {
             let next = plan.next_chunk(runs.len() as u32);
             if started.elapsed() + per_block * next > budget {
                 break format!(
@@ -294,6 +339,11 @@ fn stopped_in(sig: i32, block: u32, e: &anyhow::Error) -> (i32, u32, String) {
         crate::untrusted::for_terminal_lines(&said)
     );
     (sig, block, format!("in block {block}"))
+}
+
+/// A duration to whole seconds, for messages.
+fn round_secs(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs_f64().round() as u64)
 }
 
 /// "1,8": levels for messages.

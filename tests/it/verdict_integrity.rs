@@ -212,3 +212,75 @@ fn an_absolute_output_under_a_linked_folder_of_the_checkout_is_refused() {
         assert!(left.is_empty(), "written through the link: {left:?}");
     }
 }
+
+/// Item 7: `--max-duration` bounded only the blocks added after the first look: with a 20 s
+/// budget, runs took 97 s (slow answers within the request timeout) and 51 s (a slow start),
+/// outliving a job's `timeout-minutes` with no verdict. Now it is one deadline for the whole
+/// job: a slow start or a slow first block ends at it (exit 2, said in verdict.md), and a run
+/// whose blocks are quick enough concludes from the blocks it finished, with its verdict.
+#[test]
+fn max_duration_is_one_deadline_for_the_whole_job() {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let repo = Repo::new(&sim);
+    let serve = |before: &str, delay: u32| {
+        format!(
+            "{before}exec {} serve-sim --port {{port}} --preset fixed --token-delay-ms {delay}",
+            bin()
+        )
+    };
+    let cases = [
+        ("slow-start", serve("sleep 120; ", 1), 2),
+        ("slow-answers", serve("", 60), 2),
+        ("quick-blocks", serve("", 8), 0),
+    ];
+    let started = std::time::Instant::now();
+    let children: Vec<_> = cases
+        .iter()
+        .map(|(name, server, _)| {
+            let out = repo.root.join(format!("out-{name}"));
+            let mut cmd = command();
+            cmd.current_dir(&repo.root)
+                .env_remove("GITHUB_OUTPUT")
+                .env_remove("GITHUB_STEP_SUMMARY")
+                .args([
+                    "ci",
+                    "-b",
+                    "baselines/gate.toml",
+                    "--baseline-ref",
+                    "origin/main",
+                ])
+                .args(["--allow-client-bound", "--no-progress", "--slots", "0"])
+                .args(["--server-command", server, "--base-server-command", server])
+                .args(["--server-timeout", "5m", "--max-duration", "20s", "-o"])
+                .arg(&out)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            (out, cmd.spawn().unwrap())
+        })
+        .collect();
+    for ((name, _, exit), (out, child)) in cases.iter().zip(children) {
+        let o = wait_with_deadline(child, std::time::Duration::from_secs(90), name);
+        let took = started.elapsed();
+        // 20 s and the stop, the gate and the files; before, 51 s and 97 s.
+        assert!(took.as_secs() < 45, "{name}: {took:?}\n{}", text(&o));
+        let said = text(&o);
+        let verdict_md = std::fs::read_to_string(out.join("verdict.md")).unwrap_or_default();
+        match exit {
+            2 => {
+                assert_eq!(code(&o), 2, "{name}: {said}");
+                assert!(said.contains("--max-duration 20s"), "{name}: {said}");
+                assert!(
+                    verdict_md.contains("could not measure"),
+                    "{name}: {verdict_md}"
+                );
+            }
+            _ => {
+                assert!([0, 1].contains(&code(&o)), "{name}: {said}");
+                let results = read_json(&out.join("results.json"));
+                let stopped = results["servers"]["stopped"].as_str().unwrap_or_default();
+                assert!(stopped.contains("--max-duration 20s"), "{name}: {stopped}");
+                assert!(out.join("verdict.json").is_file(), "{name}: {said}");
+            }
+        }
+    }
+}

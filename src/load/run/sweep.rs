@@ -198,12 +198,12 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<()> {
         None => (batch.requests, batch.concurrency.min(batch.requests.max(1))),
     };
     let start = Instant::now();
-    let mut handles = Vec::with_capacity(workers as usize);
+    let mut handles = Workers(Vec::with_capacity(workers as usize));
     for _ in 0..workers {
         let shared = Arc::clone(shared);
         let next = Arc::clone(&next);
         let next_conversation = Arc::clone(&next_conversation);
-        handles.push(tokio::spawn(async move {
+        handles.0.push(tokio::spawn(async move {
             // When this worker's previous response ended (seconds on the run's clock).
             let mut previous_end: Option<f64> = None;
             // Multi-turn runs: this worker's conversation in progress.
@@ -252,10 +252,23 @@ pub async fn run_batch(shared: &Arc<Shared>, batch: Batch) -> Result<()> {
             anyhow::Ok(())
         }));
     }
-    for handle in handles {
+    for handle in handles.0.iter_mut() {
         handle.await.context("a request worker panicked")??;
     }
     Ok(())
+}
+
+/// A batch's request workers, aborted when the batch is dropped before they end (a job's
+/// deadline drops the block it was measuring): none goes on sending to a server that is
+/// stopped, or writing into a block that was left out.
+struct Workers(Vec<tokio::task::JoinHandle<Result<()>>>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for handle in &self.0 {
+            handle.abort();
+        }
+    }
 }
 
 /// Sends the next turn of `chat` as request `index` of the batch, to the conversation's
