@@ -34,7 +34,7 @@
 #         INPUT_BASELINE    the baseline file (required)
 #         INPUT_BASELINE_REF, INPUT_ENDPOINTS, INPUT_BASE_ENDPOINTS (comma-separated URLs),
 #         INPUT_SERVER_COMMAND, INPUT_BASE_SERVER_COMMAND, INPUT_SLOTS, INPUT_WAIT_HEALTHY,
-#         INPUT_OUT (default throughline-results), INPUT_ARGS (more `ci` flags, split by
+#         INPUT_OUT (default $RUNNER_TEMP/throughline-results, else throughline-results), INPUT_ARGS (more `ci` flags, split by
 #         scripts/gate-server.sh's rule: never evaluated by a shell)
 #       Writes `out=` to $GITHUB_OUTPUT; `ci` itself writes `verdict=` and `worst_ratio=`.
 set -euo pipefail
@@ -167,7 +167,9 @@ finish_install() {
 run_ci() {
     local bin="${THROUGHLINE_BIN:-throughline}"
     [ -n "${INPUT_BASELINE:-}" ] || fail "baseline: empty; name the baseline file, e.g. baselines/qwen27b.toml"
-    local out="${INPUT_OUT:-throughline-results}"
+    # Default: outside the checkout (RUNNER_TEMP), where nothing a pull request commits is.
+    local out="${INPUT_OUT:-${RUNNER_TEMP:+$RUNNER_TEMP/throughline-results}}"
+    out="${out:-throughline-results}"
     local args=(ci --baseline "$INPUT_BASELINE" --out "$out" --no-progress)
     [ -z "${INPUT_BASELINE_REF:-}" ] || args+=(--baseline-ref "$INPUT_BASELINE_REF")
     [ -z "${INPUT_WAIT_HEALTHY:-}" ] || args+=(--wait-healthy "$INPUT_WAIT_HEALTHY")

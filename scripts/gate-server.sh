@@ -30,8 +30,12 @@
 #
 #   gate-server.sh comment FILE
 #       Posts FILE as the pull request's sticky comment, or updates the one posted before
-#       (found by its first line, the marker `<!-- throughline-verdict -->`), with `gh api`.
-#       Needs GH_TOKEN, GITHUB_REPOSITORY and PR_NUMBER.
+#       (found by its first line, the marker `<!-- throughline-verdict -->`, among the
+#       comments of COMMENT_AUTHOR, default `github-actions[bot]`: a comment anyone else
+#       wrote with the marker is never edited), with `gh api`. FILE must name, on its second
+#       line, the run THROUGHLINE_RUN_ID says (the gate step's `run_id` output): a
+#       pr-comment.md that the check did not write (a pull request can commit one) is
+#       refused. Needs GH_TOKEN, GITHUB_REPOSITORY, PR_NUMBER and THROUGHLINE_RUN_ID.
 set -euo pipefail
 
 MARKER='<!-- throughline-verdict -->'
@@ -218,15 +222,26 @@ stop() {
 }
 
 comment() {
-    local file="$1" id
+    local file="$1" id run author
     [[ -f "$file" ]] || fail "No comment" "$file does not exist"
     if [[ "$(head -n 1 "$file")" != "$MARKER" ]]; then
         fail "Bad comment" "$file does not start with the line $MARKER"
     fi
+    run="${THROUGHLINE_RUN_ID:-}"
+    case "$run" in
+        '' | *[!0-9a-f]*) fail "No run id" "THROUGHLINE_RUN_ID must be the gate step's run_id output (16 hex digits); without it no comment is posted" ;;
+    esac
+    if [[ "$(sed -n 2p "$file")" != "<!-- throughline-run: $run -->" ]]; then
+        fail "Not this run's comment" "$file does not name run $run on its second line: it was not written by the check that ran (a committed file?); no comment is posted"
+    fi
+    author="${COMMENT_AUTHOR:-github-actions[bot]}"
+    case "$author" in
+        *[!A-Za-z0-9_.\[\]-]*) fail "Bad author" "COMMENT_AUTHOR must be a GitHub login, got '$author'" ;;
+    esac
     : "${GITHUB_REPOSITORY:?}" "${PR_NUMBER:?}"
     case "$PR_NUMBER" in '' | *[!0-9]*) fail "Bad pull request" "PR_NUMBER must be a number, got '$PR_NUMBER'" ;; esac
     id="$(gh api --paginate "repos/$GITHUB_REPOSITORY/issues/$PR_NUMBER/comments" \
-        --jq ".[] | select(.body | startswith(\"$MARKER\")) | .id" | head -n 1)"
+        --jq ".[] | select(.user.login == \"$author\" and (.body | startswith(\"$MARKER\"))) | .id" | head -n 1)"
     if [[ -n "$id" ]]; then
         gh api --method PATCH "repos/$GITHUB_REPOSITORY/issues/comments/$id" -F "body=@$file" >/dev/null
         echo "updated comment $id"

@@ -162,7 +162,8 @@ fn a_real_server_is_waited_for_and_stopped() {
     assert!(gone, "the server {pid} still runs");
 }
 
-/// A fake `gh` on PATH: the listing answers `$FAKE_GH_ID`; every other call is logged.
+/// A fake `gh` on PATH: the listing applies its `--jq` filter (with the real jq) to the
+/// comments in `$FAKE_GH_COMMENTS` (JSON); every call is logged.
 fn fake_gh(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -170,12 +171,11 @@ fn fake_gh(dir: &Path) -> PathBuf {
     std::fs::write(
         &gh,
         "#!/usr/bin/env bash\n\
+         printf '%s\\n' \"$*\" >> \"$FAKE_GH_LOG\"\n\
          if [[ \" $* \" == *\" --paginate \"* ]]; then\n\
-           printf '%s\\n' \"$*\" >> \"$FAKE_GH_LOG\"\n\
-           [[ -n \"$FAKE_GH_ID\" ]] && echo \"$FAKE_GH_ID\"\n\
-           exit 0\n\
-         fi\n\
-         printf '%s\\n' \"$*\" >> \"$FAKE_GH_LOG\"\n",
+           while [[ $# -gt 0 && $1 != --jq ]]; do shift; done\n\
+           printf '%s' \"$FAKE_GH_COMMENTS\" | jq -r \"$2\"\n\
+         fi\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -183,30 +183,47 @@ fn fake_gh(dir: &Path) -> PathBuf {
     bin
 }
 
+/// The sticky comment: the bot's own earlier comment is updated, a new one posted when it has
+/// none; a comment someone else wrote starting with the marker is never edited (issue 47 item
+/// 11), and a body that does not name the gate's run is never posted (item 2).
 #[test]
 fn the_sticky_comment_is_updated_in_place_or_posted_once() {
     let dir = tempfile::tempdir().unwrap();
     let bin = fake_gh(dir.path());
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let body = dir.path().join("pr-comment.md");
-    std::fs::write(&body, "<!-- throughline-verdict -->\n## pass\n").unwrap();
+    let run_id = "0123456789abcdef";
+    std::fs::write(
+        &body,
+        format!("<!-- throughline-verdict -->\n<!-- throughline-run: {run_id} -->\n## pass\n"),
+    )
+    .unwrap();
     let log = dir.path().join("gh.log");
-    let run = |id: &str| {
+    let comment = |user: &str, id: u64| {
+        serde_json::json!({"id": id, "user": {"login": user},
+            "body": "<!-- throughline-verdict -->\n## FAIL"})
+    };
+    let run = |comments: serde_json::Value, run: &str| {
         let _ = std::fs::remove_file(&log);
         let out = gate_server(
             &["comment", body.to_str().unwrap()],
             &[
                 ("PATH", &path),
                 ("FAKE_GH_LOG", log.to_str().unwrap()),
-                ("FAKE_GH_ID", id),
+                ("FAKE_GH_COMMENTS", &comments.to_string()),
                 ("GITHUB_REPOSITORY", "org/repo"),
                 ("PR_NUMBER", "42"),
+                ("THROUGHLINE_RUN_ID", run),
             ],
         );
-        assert!(out.status.success(), "{}", common::text(&out));
-        std::fs::read_to_string(&log).unwrap()
+        (out, std::fs::read_to_string(&log).unwrap_or_default())
     };
-    let calls = run("9001");
+    let bot = "github-actions[bot]";
+    let (out, calls) = run(
+        serde_json::json!([comment("someone", 7), comment(bot, 9001)]),
+        run_id,
+    );
+    assert!(out.status.success(), "{}", common::text(&out));
     assert!(
         calls.contains("--paginate repos/org/repo/issues/42/comments"),
         "{calls}"
@@ -216,21 +233,22 @@ fn the_sticky_comment_is_updated_in_place_or_posted_once() {
         "{calls}"
     );
     assert!(!calls.contains("POST"), "{calls}");
-    let calls = run("");
+    // Only another user's comment with the marker: a new one, theirs left alone.
+    let (out, calls) = run(serde_json::json!([comment("someone", 7)]), run_id);
+    assert!(out.status.success(), "{}", common::text(&out));
     assert!(
         calls.contains("--method POST repos/org/repo/issues/42/comments -F body=@"),
         "{calls}"
     );
     assert!(!calls.contains("PATCH"), "{calls}");
+    // A body of another run (a committed pr-comment.md), or no run id: nothing posted.
+    for other in ["ffffffffffffffff", ""] {
+        let (out, calls) = run(serde_json::json!([]), other);
+        assert_eq!(common::code(&out), 2, "{}", common::text(&out));
+        assert!(calls.is_empty(), "{calls}");
+    }
     // A body without the marker would never be found again: refused.
     std::fs::write(&body, "## pass\n").unwrap();
-    let out = gate_server(
-        &["comment", body.to_str().unwrap()],
-        &[
-            ("PATH", &path),
-            ("GITHUB_REPOSITORY", "o/r"),
-            ("PR_NUMBER", "1"),
-        ],
-    );
+    let (out, _) = run(serde_json::json!([]), run_id);
     assert_eq!(common::code(&out), 2, "{}", common::text(&out));
 }
