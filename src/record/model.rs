@@ -118,6 +118,15 @@ pub struct LevelResult {
 }
 
 impl LevelResult {
+    /// A level with no trial yet.
+    pub fn empty(concurrency: u32, rate: Option<f64>) -> LevelResult {
+        LevelResult {
+            concurrency,
+            rate,
+            trials: Vec::new(),
+        }
+    }
+
     /// How reports name the level: "C=16" (closed loop) or "rate=50/s" (open loop).
     pub fn label(&self) -> String {
         match self.rate {

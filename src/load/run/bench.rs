@@ -41,11 +41,7 @@ pub async fn run_bench(
     run.shared.progress.start();
     // Each arm's levels, in the profile's order, filled as their trials run.
     let empty: Vec<LevelResult> = (run.levels.iter())
-        .map(|&(concurrency, rate)| LevelResult {
-            concurrency,
-            rate,
-            trials: Vec::new(),
-        })
+        .map(|&(concurrency, rate)| LevelResult::empty(concurrency, rate))
         .collect();
     let mut measured = vec![empty; arms.len()];
     let mut warmed = vec![vec![false; run.levels.len()]; arms.len()];
