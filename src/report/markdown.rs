@@ -66,6 +66,9 @@ fn facts(result: &RunResult) -> Vec<(&'static str, String)> {
         ("started", cell(&result.started_at)),
         ("finished", cell(&result.finished_at)),
     ];
+    if let Some(id) = &result.run_id {
+        facts.push(("run id", code_span_in_table(id)));
+    }
     let opt = |v: &Option<String>| v.as_deref().map(cell);
     if let Some(m) = opt(&env.model) {
         facts.push(("model", m));

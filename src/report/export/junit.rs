@@ -71,6 +71,14 @@ fn junit(verdict: &Verdict) -> String {
         escape(&verdict.baseline_name),
         verdict.levels.len()
     );
+    // The run it judged (record::run_id): the same id as its verdict.json and results.json.
+    if let Some(id) = &verdict.run_id {
+        let _ = writeln!(
+            out,
+            "  <properties><property name=\"throughline.run_id\" value=\"{}\"/></properties>",
+            escape(id)
+        );
+    }
     for v in &verdict.levels {
         let name = format!("throughput at concurrency {}", v.concurrency);
         let detail = format!(
