@@ -72,3 +72,242 @@ fn a_lock_folder_that_is_a_link_is_refused() {
     let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o700, "{mode:o}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// A fake vLLM on 127.0.0.1: a few std threads that answer `/health`, `/v1/models`,
+// `/metrics` (the page given) and the completions (the stream given). It serves at most
+// [`FAKE_CONNECTIONS`] connections and stops after [`FAKE_LIFE`] or when dropped.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const FAKE_CONNECTIONS: u64 = 400;
+const FAKE_LIFE: Duration = Duration::from_secs(60);
+
+/// What the fake answers a completion with: `chunks` content chunks of one character (each
+/// written as it is made, so a client that hangs up stops the server's writing), then a
+/// usage chunk when `usage` is given, then `[DONE]`.
+#[derive(Clone, Copy)]
+struct Stream {
+    chunks: u64,
+    usage: Option<u64>,
+}
+
+struct Fake {
+    url: String,
+    stop: Arc<AtomicBool>,
+    /// Content chunks written, over all completions.
+    chunks_written: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Fake {
+    fn start(metrics: &str, stream: Stream) -> Fake {
+        share_machine();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let chunks_written = Arc::new(AtomicU64::new(0));
+        let metrics = Arc::new(metrics.to_string());
+        let thread = {
+            let (stop, written) = (stop.clone(), chunks_written.clone());
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let mut served = 0;
+                while served < FAKE_CONNECTIONS
+                    && started.elapsed() < FAKE_LIFE
+                    && !stop.load(Ordering::Relaxed)
+                {
+                    let Ok((s, _)) = listener.accept() else {
+                        std::thread::sleep(Duration::from_millis(2));
+                        continue;
+                    };
+                    served += 1;
+                    let (metrics, written, stop) = (metrics.clone(), written.clone(), stop.clone());
+                    std::thread::spawn(move || serve(s, &metrics, stream, &written, &stop));
+                }
+            })
+        };
+        Fake {
+            url,
+            stop,
+            chunks_written,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Reads one request's head and body (bounded); the path, or None when it closed first.
+fn read_request(s: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut piece = [0u8; 4096];
+    let head_end = loop {
+        match s.read(&mut piece) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&piece[..n]),
+        }
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > 1 << 20 {
+            return None;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let length: usize = (head.lines())
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0usize)
+        .min(1 << 20);
+    while buf.len() < head_end + length {
+        match s.read(&mut piece) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&piece[..n]),
+        }
+    }
+    head.split_whitespace().nth(1).map(str::to_string)
+}
+
+fn reply(s: &mut TcpStream, status: &str, content_type: &str, body: &str) {
+    let _ = write!(
+        s,
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+fn serve(mut s: TcpStream, metrics: &str, stream: Stream, written: &AtomicU64, stop: &AtomicBool) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
+    let Some(path) = read_request(&mut s) else {
+        return;
+    };
+    match path.as_str() {
+        "/health" => return reply(&mut s, "200 OK", "text/plain", "ok"),
+        "/metrics" => return reply(&mut s, "200 OK", "text/plain", metrics),
+        "/v1/models" => {
+            return reply(
+                &mut s,
+                "200 OK",
+                "application/json",
+                r#"{"object":"list","data":[{"id":"fake","object":"model"}]}"#,
+            )
+        }
+        p if !p.starts_with("/v1/") => return reply(&mut s, "404 Not Found", "text/plain", ""),
+        _ => {}
+    }
+    if s.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+    )
+    .is_err()
+    {
+        return;
+    }
+    // Written in pieces of up to 256 chunks: a client that stops reading makes a write fail.
+    let chunk = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n";
+    let mut left = stream.chunks;
+    while left > 0 && !stop.load(Ordering::Relaxed) {
+        let n = left.min(256);
+        if s.write_all(chunk.repeat(n as usize).as_bytes()).is_err() {
+            return;
+        }
+        written.fetch_add(n, Ordering::Relaxed);
+        left -= n;
+    }
+    let mut tail = String::new();
+    if let Some(usage) = stream.usage {
+        tail.push_str(&format!(
+            "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":4,\"completion_tokens\":{usage}}}}}\n\n"
+        ));
+    }
+    tail.push_str("data: [DONE]\n\n");
+    let _ = s.write_all(tail.as_bytes());
+}
+
+/// A vLLM `/metrics` page with the gauges given (the counter moves with nothing: the
+/// cross-check is not under test).
+fn vllm_page(running: &str, waiting: &str, cache: &str) -> String {
+    format!(
+        "# TYPE vllm:num_requests_running gauge\n\
+         vllm:num_requests_running{{engine=\"0\",model_name=\"fake\"}} {running}\n\
+         vllm:num_requests_waiting{{engine=\"0\",model_name=\"fake\"}} {waiting}\n\
+         vllm:kv_cache_usage_perc{{engine=\"0\",model_name=\"fake\"}} {cache}\n"
+    )
+}
+
+/// One level of `requests` requests asking for `max_tokens`, no warmup, one trial.
+fn fake_profile(dir: &Path, url: &str, max_tokens: u32, requests: u32) -> std::path::PathBuf {
+    write_profile(
+        dir,
+        "fake",
+        &[url.to_string()],
+        &format!(
+            "model = \"fake\"\n[workload]\ninput_tokens = 4\nmax_tokens = {max_tokens}\n\
+             degenerate_below = 1\n[sweep]\nconcurrency = [1]\nrequests_per_level = \
+             {requests}\nwarmup_requests = 0\ntrials = 1\nrequest_timeout = \"20s\"\n\
+             stall_timeout = \"15s\"\n"
+        ),
+    )
+}
+
+/// Telemetry gauges a server could not have had (a KV cache 500% full, -3 requests
+/// waiting) were kept in the samples and said: "KV cache near full (500%)" in the run's
+/// summary. They are dropped where the page is read now, counted, and the run says so.
+#[test]
+fn impossible_gauges_are_dropped_counted_and_never_shown() {
+    let fake = Fake::start(
+        &vllm_page("-7", "-3", "5.0"),
+        Stream {
+            chunks: 4,
+            usage: Some(4),
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let p = fake_profile(dir.path(), &fake.url, 4, 3);
+    let out = dir.path().join("out");
+    let o = run_bench_cli(&p, &out, &["--no-progress", "--no-plots"]);
+    let said = text(&o);
+    assert_eq!(code(&o), 0, "{said}");
+    assert!(
+        !said.contains("500%") && !said.contains("-3 waiting"),
+        "{said}"
+    );
+    let results = read_json(&out.join("results.json"));
+    let telemetry = &results["levels"][0]["trials"][0]["telemetry"];
+    let series = &telemetry["endpoints"][0];
+    let samples = series["samples"].as_array().unwrap();
+    assert!(!samples.is_empty(), "{telemetry}");
+    for s in samples {
+        assert!(
+            s["cache_usage"].is_null() && s["waiting"].is_null() && s["running"].is_null(),
+            "{s}"
+        );
+    }
+    // Three values per scrape dropped, and the run says so once.
+    assert_eq!(
+        series["invalid_values"].as_u64(),
+        Some(3 * samples.len() as u64),
+        "{series}"
+    );
+    assert!(said.contains("could not be true"), "{said}");
+    // The requests themselves were answered whole.
+    assert_eq!(fake.chunks_written.load(Ordering::Relaxed), 3 * 4);
+}

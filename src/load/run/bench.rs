@@ -617,9 +617,13 @@ impl<'a> Prepared<'a> {
         }
         warnings.extend(dialect::length_miss_warning(results));
         warnings.extend(telemetry::cut_page_warning(results));
+        warnings.extend(telemetry::impossible_values_warning(results));
         warnings.extend(flag_summary(results, None));
         if let Some(base) = base {
             warnings.extend(dialect::length_miss_warning(base).map(|w| format!("base arm: {w}")));
+            warnings.extend(
+                telemetry::impossible_values_warning(base).map(|w| format!("base arm: {w}")),
+            );
             warnings.extend(
                 flag_summary(base, None)
                     .into_iter()
