@@ -311,3 +311,42 @@ fn impossible_gauges_are_dropped_counted_and_never_shown() {
     // The requests themselves were answered whole.
     assert_eq!(fake.chunks_written.load(Ordering::Relaxed), 3 * 4);
 }
+
+/// The most content chunks the over-long server streams per request: enough that reading
+/// them all is plain in the test's time (the fix stops at the 9th), few enough that the
+/// test stays quick without the fix.
+const ENDLESS_CHUNKS: u64 = 200_000;
+
+/// A server that streams more content chunks than `max_tokens` allowed, without usage, was
+/// credited with every one (5 million chunks gave 10,000,000 output tokens for 2 requests
+/// of max_tokens 8, exit 0). Each such request fails now as `over_length`, its stream cut
+/// off at the first chunk too many (the server's writes stop far short of its 200,000).
+#[test]
+fn a_stream_longer_than_max_tokens_fails_as_over_length_and_is_cut_off() {
+    let fake = Fake::start(
+        &vllm_page("1", "0", "0.1"),
+        Stream {
+            chunks: ENDLESS_CHUNKS,
+            usage: None,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let p = fake_profile(dir.path(), &fake.url, 8, 2);
+    let out = dir.path().join("out");
+    let o = run_bench_cli(&p, &out, &["--no-progress", "--no-plots"]);
+    let said = text(&o);
+    let results = read_json(&out.join("results.json"));
+    let trial = &results["levels"][0]["trials"][0];
+    assert_eq!(trial["failed"]["over_length"], 2, "{trial}\n{said}");
+    assert_eq!(trial["output_tokens"], 0, "{trial}");
+    assert_eq!(code(&o), 2, "{said}");
+    let msg = trial["error_examples"]["over_length"].as_str().unwrap();
+    assert!(msg.contains("max_tokens = 8"), "{msg}");
+    for r in read_journal(&out) {
+        assert_eq!(r["error"], "over_length", "{r}");
+        assert!(r["chunks"].as_u64().unwrap() <= 9, "{r}");
+    }
+    // Cut off: the client stopped reading (the socket's buffers hold some more).
+    let written = fake.chunks_written.load(Ordering::Relaxed);
+    assert!(written < ENDLESS_CHUNKS, "{written} chunks written");
+}

@@ -409,6 +409,7 @@ impl<'a> Prepared<'a> {
                 request_timeout: profile.sweep.request_timeout,
                 stall_timeout: profile.sweep.stall_timeout,
                 answer_bytes: (source.conversations.as_ref()).map_or(0, |c| c.answer_bytes()),
+                max_tokens: Some(profile.workload.max_tokens),
             },
             conversations: source.conversations,
             clock: Instant::now(),
