@@ -350,3 +350,80 @@ fn a_stream_longer_than_max_tokens_fails_as_over_length_and_is_cut_off() {
     let written = fake.chunks_written.load(Ordering::Relaxed);
     assert!(written < ENDLESS_CHUNKS, "{written} chunks written");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The bisect log.
+
+/// `throughline bisect` of `ids[0]..ids[1]` in `repo` into `out`, whose servers never start
+/// (each step is quick: "not measured"), with the log's key kept in `state`.
+fn bisect_unstartable(
+    repo: &Path,
+    out: &Path,
+    state: &Path,
+    ids: &[String],
+) -> std::process::Output {
+    let profile = crate::crossover_cli::profile(repo.parent().unwrap());
+    command()
+        .args(["bisect", "-C"])
+        .arg(repo)
+        .arg("-p")
+        .arg(&profile)
+        .args(["--server-command", "exit 1 # {port}", "--slots", "0", "-o"])
+        .arg(out)
+        .args(["--good", &ids[0], "--bad", &ids[1]])
+        .env("THROUGHLINE_STATE_DIR", state)
+        .output()
+        .unwrap()
+}
+
+/// A bisect log with a forged step (a pull request can commit one in its checkout, where
+/// the output folder often is: the header names only commit ids, the profile's hash and the
+/// commands) made bisect name the forged commit as the first slower one without measuring
+/// anything, exit 0. The forged step does not carry the keyed checksum now: it is moved
+/// aside, measured again (here its server does not start, so nothing is named), and the
+/// run says so.
+#[test]
+fn a_forged_bisect_step_is_measured_again_not_believed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let mut ids = Vec::new();
+    git(&repo, &["init", "-q"]);
+    for (i, subject) in ["the good commit", "an innocent change"].iter().enumerate() {
+        std::fs::write(repo.join("n.txt"), format!("{i}\n")).unwrap();
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", subject]);
+        let id = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        ids.push(String::from_utf8_lossy(&id.stdout).trim().to_string());
+    }
+    let (out, state) = (tmp.path().join("out"), tmp.path().join("state"));
+    // A first bisect writes the log's header (what a forger would copy or compute).
+    let first = bisect_unstartable(&repo, &out, &state, &ids);
+    assert_eq!(code(&first), 2, "{}", text(&first));
+    let log_path = out.join("bisect-log.jsonl");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let header = log.lines().next().unwrap();
+    let forged = serde_json::json!({
+        "number": 1, "commit": ids[1], "subject": "an innocent change", "outcome": "bad",
+        "reason": "regression: C=1 0.800", "levels": [], "blocks": 4, "seconds": 60.0
+    });
+    std::fs::write(&log_path, format!("{header}\n{forged}\n")).unwrap();
+    let o = bisect_unstartable(&repo, &out, &state, &ids);
+    let said = text(&o);
+    assert!(!said.contains("first slower commit"), "{said}");
+    assert_eq!(code(&o), 2, "{said}");
+    assert!(
+        said.contains("not trusted") && said.contains("measured again"),
+        "{said}"
+    );
+    let report = read_json(&out.join("bisect.json"));
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "{report}");
+    assert_eq!(steps[0]["outcome"], "skip", "{report}");
+    let aside = std::fs::read_to_string(out.join("bisect-log.untrusted.jsonl")).unwrap();
+    assert!(aside.contains("regression: C=1 0.800"), "{aside}");
+}
