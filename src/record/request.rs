@@ -25,13 +25,17 @@ pub enum ErrorClass {
     Degenerate,
     /// The server gave no token counts where the profile requires them.
     MissingUsage,
+    /// More output than the request's `max_tokens` allowed: more content chunks streamed
+    /// (each carries at least one token), or a usage count over it. The stream is cut off
+    /// at the first chunk too many; none of its tokens is credited.
+    OverLength,
     /// In flight when the run was interrupted (SIGINT/SIGTERM) and abandoned after the grace
     /// period: sent, never finished, so counted here to keep sent == succeeded + failed.
     Cancelled,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 9] = [
+    pub const ALL: [ErrorClass; 10] = [
         ErrorClass::Connect,
         ErrorClass::Timeout,
         ErrorClass::Stall,
@@ -40,6 +44,7 @@ impl ErrorClass {
         ErrorClass::Protocol,
         ErrorClass::Degenerate,
         ErrorClass::MissingUsage,
+        ErrorClass::OverLength,
         ErrorClass::Cancelled,
     ];
 
@@ -53,6 +58,7 @@ impl ErrorClass {
             ErrorClass::Protocol => "protocol",
             ErrorClass::Degenerate => "degenerate",
             ErrorClass::MissingUsage => "missing_usage",
+            ErrorClass::OverLength => "over_length",
             ErrorClass::Cancelled => "cancelled",
         }
     }

@@ -63,6 +63,16 @@ impl RunResult {
                 }
             }
         }
+        // Telemetry values no server could have had (a negative gauge, a cache over 100%)
+        // are dropped and counted, as they are when scraped: never shown from a file.
+        let base_levels = result.base.iter_mut().flat_map(|b| b.levels.iter_mut());
+        for level in result.levels.iter_mut().chain(base_levels) {
+            for t in &mut level.trials {
+                for e in t.telemetry.iter_mut().flat_map(|t| t.endpoints.iter_mut()) {
+                    e.drop_impossible();
+                }
+            }
+        }
         for level in &result.levels {
             for t in &level.trials {
                 if !t.is_accounted() {
@@ -156,5 +166,54 @@ impl RunResult {
             }
         }
         w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::telemetry::{Counting, EndpointSeries, Sample, TrialTelemetry};
+
+    /// A results file whose telemetry holds a cache 200% full below zero is read with that
+    /// value dropped and counted, not refused (the figures the gate reads are elsewhere).
+    #[test]
+    fn impossible_telemetry_in_a_file_is_dropped_and_counted() {
+        let mut run = crate::record::fake::run(&[(1, &[100.0, 101.0])]);
+        let sample = |cache: f64| Sample {
+            t: 1.0,
+            running: Some(2.0),
+            waiting: Some(-4.0),
+            cache_usage: Some(cache),
+            cache_usage_ranks: None,
+            generated_tokens_total: None,
+            preemptions_total: None,
+        };
+        run.levels[0].trials[0].telemetry = Some(TrialTelemetry {
+            engine: "vllm".into(),
+            counting: Counting::PerToken,
+            endpoints: vec![EndpointSeries {
+                endpoint: 0,
+                samples: vec![sample(-2.0), sample(0.5)],
+                failed_scrapes: 0,
+                cut_scrapes: 0,
+                invalid_values: 0,
+            }],
+            server_tokens: None,
+            client_tokens: None,
+            window_s: None,
+            disagreement: None,
+            saturation: Vec::new(),
+        });
+        let text = serde_json::to_string(&run).unwrap();
+        let read = RunResult::from_text(&text, "test").unwrap();
+        let e = &read.levels[0].trials[0]
+            .telemetry
+            .as_ref()
+            .unwrap()
+            .endpoints[0];
+        assert_eq!(e.invalid_values, 3, "two waiting, one cache");
+        assert_eq!(e.samples[0].cache_usage, None);
+        assert_eq!(e.samples[1].cache_usage, Some(0.5));
+        assert_eq!(e.samples[1].running, Some(2.0));
     }
 }

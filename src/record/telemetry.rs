@@ -62,8 +62,101 @@ pub struct EndpointSeries {
     /// their samples hold only the series in the part read.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cut_scrapes: u32,
+    /// Gauge and counter values dropped from the samples because no server could have had
+    /// them ([`Sample::drop_impossible`]): a server's text, not a measurement.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub invalid_values: u32,
+}
+
+impl Sample {
+    /// Drops the values no server could have had, and returns how many it dropped: a count
+    /// of requests or tokens below zero, a KV cache usage outside 0..1 (every engine's gauge
+    /// is a fraction: vLLM's `_perc` too), anything not finite. The page is the server's
+    /// text: kept, `-2` became "KV cache -200%" in a verdict's explanation and `5` "KV cache
+    /// near full (500%)" in a run's summary. Dropped, the figure reads as not reported
+    /// (`None`), as an absent metric does; the count says that it was there.
+    pub fn drop_impossible(&mut self) -> u32 {
+        let mut dropped = 0;
+        let mut check = |v: &mut Option<f64>, possible: fn(f64) -> bool| {
+            if v.is_some_and(|x| !(x.is_finite() && possible(x))) {
+                *v = None;
+                dropped += 1;
+            }
+        };
+        let counted = |x: f64| x >= 0.0;
+        check(&mut self.running, counted);
+        check(&mut self.waiting, counted);
+        check(&mut self.generated_tokens_total, counted);
+        check(&mut self.preemptions_total, counted);
+        check(&mut self.cache_usage, |x| (0.0..=1.0).contains(&x));
+        if self.cache_usage.is_none() {
+            self.cache_usage_ranks = None;
+        }
+        dropped
+    }
+}
+
+impl EndpointSeries {
+    /// Drops the impossible values of every sample (a results file read back may have been
+    /// written by hand or by an older version), counting them in `invalid_values`.
+    pub fn drop_impossible(&mut self) {
+        let dropped: u32 = self.samples.iter_mut().map(Sample::drop_impossible).sum();
+        self.invalid_values = self.invalid_values.saturating_add(dropped);
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(running: f64, waiting: f64, cache: f64, tokens: f64, preempted: f64) -> Sample {
+        Sample {
+            t: 1.0,
+            running: Some(running),
+            waiting: Some(waiting),
+            cache_usage: Some(cache),
+            cache_usage_ranks: Some(2),
+            generated_tokens_total: Some(tokens),
+            preemptions_total: Some(preempted),
+        }
+    }
+
+    #[test]
+    fn impossible_gauges_are_dropped_and_counted() {
+        let mut s = sample(3.0, 0.0, 1.0, 0.0, 2.0);
+        let kept = s;
+        assert_eq!(s.drop_impossible(), 0);
+        assert_eq!(s, kept, "possible values, the edges included, are kept");
+        let mut s = sample(-1.0, f64::NAN, -2.0, f64::INFINITY, -0.5);
+        assert_eq!(s.drop_impossible(), 5);
+        assert_eq!(
+            (s.running, s.waiting, s.cache_usage, s.cache_usage_ranks),
+            (None, None, None, None)
+        );
+        assert_eq!(
+            (s.generated_tokens_total, s.preemptions_total),
+            (None, None)
+        );
+        // A fraction over 1 (a percent where a fraction is meant) is not a usage either.
+        let mut s = sample(1.0, 1.0, 1.5, 1.0, 0.0);
+        assert_eq!(s.drop_impossible(), 1);
+        assert_eq!((s.cache_usage, s.running), (None, Some(1.0)));
+        let mut e = EndpointSeries {
+            endpoint: 0,
+            samples: vec![
+                sample(-1.0, 0.0, 5.0, 1.0, 0.0),
+                sample(1.0, 0.0, 0.5, 1.0, 0.0),
+            ],
+            failed_scrapes: 0,
+            cut_scrapes: 0,
+            invalid_values: 1,
+        };
+        e.drop_impossible();
+        assert_eq!(e.invalid_values, 3);
+        assert_eq!(e.samples[1].cache_usage, Some(0.5));
+    }
 }

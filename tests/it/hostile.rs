@@ -299,27 +299,39 @@ impl Bench {
     }
 }
 
-/// A count the server could not have produced is a `protocol` failure naming the field and
-/// the numbers: over max_tokens (1e15 used to abort the run, u64::MAX to wrap into 4.65e21
-/// tok/s with exit 0), or far more tokens than chunks received.
+/// A count the server could not have produced fails the request naming the field and the
+/// numbers: over max_tokens as `over_length` (1e15 used to abort the run, u64::MAX to wrap
+/// into 4.65e21 tok/s with exit 0), far more tokens than chunks received as `protocol`.
 #[test]
-fn impossible_token_counts_fail_as_protocol() {
-    let cases: [(u64, usize, u32, &str); 4] = [
-        (1_000_000_000_000_000, 3, 16, "max_tokens = 16"),
-        (u64::MAX, 3, 16, "max_tokens = 16"),
-        (17, 3, 16, "max_tokens = 16"),
-        (1000, 2, 4096, "per content chunk received (2 chunks)"),
+fn impossible_token_counts_fail_as_over_length_or_protocol() {
+    let cases: [(u64, usize, u32, &str, &str); 4] = [
+        (
+            1_000_000_000_000_000,
+            3,
+            16,
+            "over_length",
+            "max_tokens = 16",
+        ),
+        (u64::MAX, 3, 16, "over_length", "max_tokens = 16"),
+        (17, 3, 16, "over_length", "max_tokens = 16"),
+        (
+            1000,
+            2,
+            4096,
+            "protocol",
+            "per content chunk received (2 chunks)",
+        ),
     ];
-    for (usage, chunks, max_tokens, says) in cases {
+    for (usage, chunks, max_tokens, class, says) in cases {
         let server = Hostile::start(Behaviour::Usage { chunks, usage });
         let run = bench(&server.url, &profile_body(max_tokens, None), &[]);
         let trial = run.trial();
         assert_eq!(code(&run.out), 2, "usage {usage}: {}", text(&run.out));
         assert_eq!(trial["requests_sent"], 3, "usage {usage}");
-        assert_eq!(trial["failed"]["protocol"], 3, "usage {usage}: {trial}");
+        assert_eq!(trial["failed"][class], 3, "usage {usage}: {trial}");
         assert_eq!(trial["output_tokens"], 0);
         assert_eq!(trial["output_tok_per_s"], 0.0);
-        let msg = trial["error_examples"]["protocol"].as_str().unwrap();
+        let msg = trial["error_examples"][class].as_str().unwrap();
         assert!(
             msg.contains(&format!("usage.completion_tokens = {usage}")) && msg.contains(says),
             "{msg}"

@@ -11,6 +11,7 @@
 //! With `--step` it is the command `git bisect run` calls: the checkout as it is against
 //! the good commit, exit 0 good, 1 bad, 125 skip.
 
+mod chain;
 mod checkout;
 mod journal;
 
@@ -489,7 +490,9 @@ fn read_back(bisect: &Bisect, walk: &Walk) -> Result<(Journal, Vec<(usize, StepO
             .map(calibration_id)
             .transpose()?,
     };
-    let journal = Journal::open(&bisect.out, &header)?;
+    // The key lives outside what the commits bisected could write (chain.rs).
+    let key = chain::LogKey::load(&[&bisect.out, &walk.repo_dir]);
+    let journal = Journal::open(&bisect.out, &header, key)?;
     let index_of = |id: &str| walk.commits.iter().position(|c| c.id == id);
     let mut said: Vec<(usize, StepOutcome)> = Vec::new();
     for step in &journal.steps {

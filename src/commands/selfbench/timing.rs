@@ -86,6 +86,8 @@ pub async fn measure_timing(
         request_timeout: Duration::from_secs(600),
         stall_timeout: Duration::from_secs(60),
         answer_bytes: 0,
+        // The client's own benchmark against its own simulator: not held to a length.
+        max_tokens: None,
     };
     let rss = PeakRss::start();
     if !cold {

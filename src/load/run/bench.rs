@@ -406,6 +406,7 @@ impl<'a> Prepared<'a> {
                 request_timeout: profile.sweep.request_timeout,
                 stall_timeout: profile.sweep.stall_timeout,
                 answer_bytes: (source.conversations.as_ref()).map_or(0, |c| c.answer_bytes()),
+                max_tokens: Some(profile.workload.max_tokens),
             },
             conversations: source.conversations,
             clock: Instant::now(),
@@ -614,9 +615,13 @@ impl<'a> Prepared<'a> {
         }
         warnings.extend(dialect::length_miss_warning(results));
         warnings.extend(telemetry::cut_page_warning(results));
+        warnings.extend(telemetry::impossible_values_warning(results));
         warnings.extend(flag_summary(results, None));
         if let Some(base) = base {
             warnings.extend(dialect::length_miss_warning(base).map(|w| format!("base arm: {w}")));
+            warnings.extend(
+                telemetry::impossible_values_warning(base).map(|w| format!("base arm: {w}")),
+            );
             warnings.extend(
                 flag_summary(base, None)
                     .into_iter()

@@ -97,18 +97,19 @@ async fn next_data(body: &mut Incoming) -> Result<Option<bytes::Bytes>, hyper::E
     Ok(None)
 }
 
-/// Reads the SSE stream into `obs`. Returns true when it stopped at `[DONE]` (or a failure)
-/// before the body's end.
+/// Reads the SSE stream into `obs`, held to `max_tokens` (StreamReader::with_max_tokens).
+/// Returns true when it stopped at `[DONE]` (or a failure) before the body's end.
 pub(super) async fn read_stream(
     body: &mut Incoming,
     obs: &mut Observed,
     deadline: tokio::time::Instant,
     stall: Duration,
+    max_tokens: Option<u32>,
     clock: Instant,
     arrivals: &mut Arrivals,
 ) -> bool {
     let since = |t: Instant| t.duration_since(clock).as_secs_f64();
-    let mut reader = StreamReader::new();
+    let mut reader = StreamReader::with_max_tokens(max_tokens);
     let mut merges = LateMerges::default();
     // The stall clock restarts only when an SSE data event arrives: keep-alive comments
     // (`: ping`) are bytes, not progress, and must not hide a server that stopped generating.

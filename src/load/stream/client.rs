@@ -74,6 +74,7 @@ pub async fn send(
             &mut obs,
             deadline,
             limits.stall_timeout,
+            limits.max_tokens,
             clock,
             &mut arrivals,
         )
@@ -236,6 +237,7 @@ mod tests {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(10),
             answer_bytes: 0,
+            max_tokens: None,
         }
     }
 
@@ -438,6 +440,7 @@ mod tests {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(400),
             answer_bytes: 0,
+            max_tokens: None,
         };
         let started = Instant::now();
         let obs = send_with(port, limits).await;
@@ -485,6 +488,7 @@ mod tests {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_millis(600),
             answer_bytes: 0,
+            max_tokens: None,
         };
         let obs = send_with(port, limits).await;
         assert!(obs.failure.is_none(), "{:?}", obs.failure);
@@ -500,6 +504,7 @@ mod tests {
             request_timeout: Duration::from_millis(550),
             stall_timeout: Duration::from_millis(500),
             answer_bytes: 0,
+            max_tokens: None,
         };
         let started = Instant::now();
         let obs = send_with(port, limits).await;

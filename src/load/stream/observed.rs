@@ -17,6 +17,11 @@ pub struct RequestLimits {
     /// Keep up to this many bytes of the answer's text in [`Observed::answer`] (0: none):
     /// multi-turn runs carry it into the next turn (`Conversations::answer_bytes`).
     pub answer_bytes: usize,
+    /// The most output tokens any request of the run asks for (`workload.max_tokens`: drawn
+    /// lengths and turns are capped at it). A stream that goes past it fails as
+    /// `over_length` and is read no further, so an endless stream neither earns tokens nor
+    /// grows the request's memory. None: no bound (the client's own benchmark).
+    pub max_tokens: Option<u32>,
 }
 
 /// What the client observed for one request, before classification.

@@ -38,10 +38,10 @@ pub struct Finished {
 /// without usage the length is only an estimate), one shorter than `degenerate_below` fails as
 /// `degenerate`.
 ///
-/// A token count the server could not have produced (over the request's `max_tokens`, or
-/// more than [`MAX_TOKENS_PER_CHUNK`] per content chunk received) fails the request as
-/// `protocol`, and its tokens are then counted one per chunk: a server number never sizes an
-/// allocation or a sum. Texts that came from the server or an error chain are redacted of
+/// A token count over the request's `max_tokens` fails the request as `over_length` (the
+/// stream reader has usually stopped it already), one of more than
+/// [`MAX_TOKENS_PER_CHUNK`] per content chunk received as `protocol`; its tokens are then
+/// counted one per chunk: a server number never sizes an allocation or a sum. Texts that came from the server or an error chain are redacted of
 /// the API key and endpoint credentials here, where they enter the record.
 pub fn finish(mut obs: Observed, slot: Slot, workload: &Workload) -> Finished {
     let (degenerate_below, streamed) = (workload.degenerate_below, workload.stream);
@@ -67,7 +67,7 @@ pub fn finish(mut obs: Observed, slot: Slot, workload: &Workload) -> Finished {
     });
     if let Some(why) = impossible {
         if failure.is_none() {
-            failure = Some((ErrorClass::Protocol, why));
+            failure = Some(why);
         }
         obs.usage = None;
         attribution = one_per_chunk(&obs.chunks);
@@ -153,21 +153,32 @@ pub fn finish(mut obs: Observed, slot: Slot, workload: &Workload) -> Finished {
 /// the chunks received is plainly wrong.
 pub const MAX_TOKENS_PER_CHUNK: u64 = 64;
 
-/// Why a server's `usage.completion_tokens` cannot be true, if it cannot: more than the
-/// request's `max_tokens` (no slack: the server was asked for at most that many), or, for a
-/// streamed response, more than [`MAX_TOKENS_PER_CHUNK`] per content chunk received.
-fn impossible_count(tokens: u64, chunks: usize, workload: &Workload) -> Option<String> {
+/// Why a server's `usage.completion_tokens` cannot be credited, if it cannot, and the class
+/// the request fails in: more than the request's `max_tokens` (no slack: the server was
+/// asked for at most that many) is `over_length`; for a streamed response, more than
+/// [`MAX_TOKENS_PER_CHUNK`] per content chunk received is `protocol`.
+fn impossible_count(
+    tokens: u64,
+    chunks: usize,
+    workload: &Workload,
+) -> Option<(ErrorClass, String)> {
     let max = u64::from(workload.max_tokens);
     if tokens > max {
-        return Some(format!(
-            "usage.completion_tokens = {tokens} is more than the request's max_tokens = {max}"
+        return Some((
+            ErrorClass::OverLength,
+            format!(
+                "usage.completion_tokens = {tokens} is more than the request's max_tokens = {max}"
+            ),
         ));
     }
     let bound = (chunks as u64).saturating_mul(MAX_TOKENS_PER_CHUNK);
     if workload.stream && tokens > bound {
-        return Some(format!(
-            "usage.completion_tokens = {tokens} is more than {MAX_TOKENS_PER_CHUNK} per content \
-             chunk received ({chunks} chunks)"
+        return Some((
+            ErrorClass::Protocol,
+            format!(
+                "usage.completion_tokens = {tokens} is more than {MAX_TOKENS_PER_CHUNK} per \
+                 content chunk received ({chunks} chunks)"
+            ),
         ));
     }
     None
@@ -336,9 +347,10 @@ mod tests {
     }
 
     /// Running counts on every chunk (no final usage) that add up past max_tokens are as
-    /// impossible as a final count would be; the tokens are then counted one per chunk.
+    /// much over the length as a final count would be; the tokens are then counted one per
+    /// chunk.
     #[test]
-    fn impossible_running_counts_fail_as_protocol() {
+    fn running_counts_past_max_tokens_fail_as_over_length() {
         let mut obs = observed(10);
         obs.usage = None;
         let mut log = ChunkLog::new();
@@ -347,7 +359,7 @@ mod tests {
         }
         obs.chunks = log;
         let f = finish(obs, slot(), &workload(false));
-        assert_eq!(f.record.error, Some(ErrorClass::Protocol));
+        assert_eq!(f.record.error, Some(ErrorClass::OverLength));
         let msg = f.record.error_message.unwrap();
         assert!(msg.contains("max_tokens = 64"), "{msg}");
         assert_eq!(f.record.output_tokens, 10);

@@ -51,6 +51,23 @@ pub fn missing_counter_warning(engine: Option<Engine>, present: &[&str]) -> Opti
     ))
 }
 
+/// The run's one warning for gauge values dropped as impossible, if any were.
+pub fn impossible_values_warning(levels: &[crate::record::LevelResult]) -> Option<String> {
+    let dropped: u64 = (levels.iter())
+        .flat_map(|l| &l.trials)
+        .filter_map(|t| t.telemetry.as_ref())
+        .flat_map(|t| &t.endpoints)
+        .map(|e| u64::from(e.invalid_values))
+        .sum();
+    (dropped > 0).then(|| {
+        format!(
+            "server telemetry: {dropped} value(s) on the /metrics pages could not be true (a \
+             count below zero, a KV cache usage outside 0-100%, not a number); they were \
+             dropped, and those figures read as not reported"
+        )
+    })
+}
+
 impl Adapter {
     /// Every selector this adapter reads.
     fn selectors(&self) -> impl Iterator<Item = &'static str> {
@@ -81,8 +98,21 @@ impl Adapter {
         self.sample_of(t, &Page::parse_only(text, |n| wanted.contains(&n)))
     }
 
-    /// The sample of a page parsed already.
+    /// The sample of a page parsed already, without the values no server could have had.
     pub fn sample_of(&self, t: f64, page: &Page) -> Sample {
+        self.checked_sample_of(t, page).0
+    }
+
+    /// [`Adapter::sample_of`], and how many of the page's values it dropped as impossible
+    /// ([`Sample::drop_impossible`]): checked here, where the server's text becomes figures.
+    pub fn checked_sample_of(&self, t: f64, page: &Page) -> (Sample, u32) {
+        let mut sample = self.raw_sample_of(t, page);
+        let dropped = sample.drop_impossible();
+        (sample, dropped)
+    }
+
+    /// The figures as the page gives them.
+    fn raw_sample_of(&self, t: f64, page: &Page) -> Sample {
         let sum = |names: &[&str]| names.iter().find_map(|n| page.sum(n));
         let names = self.names;
         let cache = names.cache_usage.iter().find_map(|n| page.max(n));
@@ -238,6 +268,7 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
             samples: vec![adapter(Engine::Vllm).unwrap().sample(0.0, &full)],
             failed_scrapes: 0,
             cut_scrapes: 0,
+            invalid_values: 0,
         }];
         let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &[]);
         assert_eq!(
@@ -314,5 +345,23 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
         assert_eq!(r.engine("/metrics"), Some(Engine::Vllm));
         assert_eq!(r.page().series.values().map(Vec::len).sum::<usize>(), 7);
         assert_eq!(a.present_in(r.page()), a.present(&page));
+    }
+
+    /// A page's impossible values are dropped where the page becomes a sample, and counted.
+    #[test]
+    fn impossible_values_are_dropped_where_the_page_is_read() {
+        let page = "vllm:num_requests_running{engine=\"0\"} -7\n\
+                    vllm:num_requests_waiting{engine=\"0\"} 2\n\
+                    vllm:kv_cache_usage_perc{engine=\"0\"} -2\n";
+        let a = adapter(Engine::Vllm).unwrap();
+        let wanted = a.wanted();
+        let (s, dropped) =
+            a.checked_sample_of(0.0, &Page::parse_only(page, |n| wanted.contains(&n)));
+        assert_eq!(dropped, 2);
+        assert_eq!(
+            (s.running, s.waiting, s.cache_usage),
+            (None, Some(2.0), None)
+        );
+        assert_eq!(a.sample(0.0, page).cache_usage, None);
     }
 }

@@ -201,6 +201,7 @@ mod tests {
             samples: vec![sample(1.0, 1.0, 0.0), sample(3.0, 3.0, 2.0)],
             failed_scrapes: 0,
             cut_scrapes: 0,
+            invalid_values: 0,
         }];
         let t = summarize(&adapter(Engine::Sim).unwrap(), series.clone(), &f);
         assert_eq!(t.server_tokens, Some(2.0));
@@ -226,6 +227,7 @@ mod tests {
             samples: vec![sample(1.0, 1.0, 0.0)],
             failed_scrapes: 3,
             cut_scrapes: 0,
+            invalid_values: 0,
         }];
         let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &[]);
         assert_eq!(t.disagreement, None);

@@ -23,7 +23,9 @@ mod read;
 mod watch;
 
 pub use crate::record::telemetry::{Counting, EndpointSeries, Sample, TrialTelemetry};
-pub use adapter::{adapter, missing_counter_warning, Adapter, Recognizer};
+pub use adapter::{
+    adapter, impossible_values_warning, missing_counter_warning, Adapter, Recognizer,
+};
 pub use cross_check::{attach, summarize};
 pub use page::{Page, Series};
 pub use read::{cut_page_warning, read_lines, MAX_PAGE_BYTES};

@@ -16,13 +16,14 @@ use crate::engine::Engine;
 use crate::load::stream::outcome::Finished;
 use crate::load::wire::body::base_url;
 
-/// What one endpoint's scrapes gave: the samples, the scrapes that failed and those that
-/// read only the first [`MAX_PAGE_BYTES`] of the page.
+/// What one endpoint's scrapes gave: the samples, the scrapes that failed, those that
+/// read only the first [`MAX_PAGE_BYTES`] of the page, and the values dropped as impossible.
 #[derive(Debug, Default)]
 struct Scraped {
     samples: Vec<Sample>,
     failed: u32,
     cut: u32,
+    invalid: u32,
 }
 
 /// One endpoint's scraper: the stop signal and the task that returns what it scraped.
@@ -86,6 +87,7 @@ impl Watch {
                 samples: scraped.samples,
                 failed_scrapes: scraped.failed,
                 cut_scrapes: scraped.cut,
+                invalid_values: scraped.invalid,
             });
         }
         Some(summarize(&self.adapter, endpoints, finished))
@@ -97,14 +99,19 @@ async fn scrape_loop(
     url: String,
     adapter: Adapter,
     clock: Instant,
-    first: Option<(Sample, bool)>,
+    first: Option<Scrape>,
     mut stop: oneshot::Receiver<()>,
 ) -> Scraped {
     let mut scraped = Scraped::default();
-    let mut keep = |got: Option<(Sample, bool)>| match got {
-        Some((sample, cut)) => {
+    let mut keep = |got: Option<Scrape>| match got {
+        Some(Scrape {
+            sample,
+            cut,
+            invalid,
+        }) => {
             scraped.samples.push(sample);
             scraped.cut += u32::from(cut);
+            scraped.invalid = scraped.invalid.saturating_add(invalid);
         }
         None => scraped.failed += 1,
     };
@@ -137,14 +144,21 @@ pub const FIRST_GAPS: [Duration; 4] = [
     Duration::from_millis(400),
 ];
 
-/// One scrape: the sample, and whether the page was cut at [`MAX_PAGE_BYTES`]. Only the
-/// adapter's series are kept as the page is read.
+/// One scrape's sample, whether the page was cut at [`MAX_PAGE_BYTES`], and how many of its
+/// values were dropped as impossible.
+struct Scrape {
+    sample: Sample,
+    cut: bool,
+    invalid: u32,
+}
+
+/// One scrape. Only the adapter's series are kept as the page is read.
 async fn scrape(
     client: &reqwest::Client,
     url: &str,
     adapter: &Adapter,
     clock: Instant,
-) -> Option<(Sample, bool)> {
+) -> Option<Scrape> {
     let before = clock.elapsed().as_secs_f64();
     let response = client
         .get(url)
@@ -163,5 +177,10 @@ async fn scrape(
     .await
     .ok()?;
     let after = clock.elapsed().as_secs_f64();
-    Some((adapter.sample_of((before + after) / 2.0, &page), cut))
+    let (sample, invalid) = adapter.checked_sample_of((before + after) / 2.0, &page);
+    Some(Scrape {
+        sample,
+        cut,
+        invalid,
+    })
 }
