@@ -20,10 +20,8 @@ use anyhow::{bail, Context, Result};
 use crate::load::run::interrupt::Interrupt;
 use crate::load::servers::Slot;
 
-/// The lock file in an output folder.
-pub const OUTPUT_LOCK: &str = ".throughline.lock";
-/// Where the GPU locks live unless `THROUGHLINE_LOCK_DIR` says (one folder per machine,
-/// shared by every user's runs: made writable by all, sticky like /tmp).
+/// Where the GPU and output-folder locks live unless `THROUGHLINE_LOCK_DIR` says (one folder
+/// per machine, shared by every user's runs: made writable by all, sticky like /tmp).
 const GPU_LOCK_DIR: &str = "throughline-locks";
 /// How often a run waiting for a GPU tries again, and says who holds it.
 const RETRY: Duration = Duration::from_millis(500);
@@ -35,12 +33,20 @@ const HOLDER_BYTES: u64 = 1024;
 static HELD: Mutex<Vec<(PathBuf, File)>> = Mutex::new(Vec::new());
 
 /// Takes the lock on output folder `dir` (created if missing) for the rest of the process;
-/// refused, naming the holder, while another run holds it.
+/// refused, naming the holder, while another run holds it. The lock file lives beside the
+/// GPU locks, named by the folder's real path, not in the folder: `-o .` in a checkout once
+/// left a `.throughline.lock` there.
 pub fn hold_output(dir: &Path) -> Result<()> {
+    hold_output_in(&gpu_lock_dir()?, dir)
+}
+
+/// [`hold_output`] with the lock in `locks`.
+fn hold_output_in(locks: &Path, dir: &Path) -> Result<()> {
     // Created if missing, refused if a link (a pull request can commit one).
     crate::fsutil::ensure_output_dir(dir)?;
-    let folder = open_folder(dir)?;
-    match try_hold(&folder, dir, OUTPUT_LOCK, Users::One)? {
+    let name = output_lock_name(dir)?;
+    let folder = open_folder(locks)?;
+    match try_hold(&folder, locks, &name)? {
         None => Ok(()),
         Some(holder) => bail!(
             "{} is in use by another throughline run ({holder}): two runs into one folder would \
@@ -49,6 +55,18 @@ pub fn hold_output(dir: &Path) -> Result<()> {
             HOW_TO_CLEAR
         ),
     }
+}
+
+/// The name of output folder `dir`'s lock file: `out-` and the start of the SHA-256 of its
+/// real path (one name however the folder is spelled).
+fn output_lock_name(dir: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let real = dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve the output folder {}", dir.display()))?;
+    let digest = Sha256::digest(real.as_os_str().as_encoded_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("out-{hex}.lock"))
 }
 
 /// Takes the machine-wide lock of every GPU of `slots`, waiting while another run holds one
@@ -77,7 +95,7 @@ async fn hold_gpus_in(
             let name = format!("gpu-{}.lock", file_safe(gpu));
             let path = dir.join(&name);
             loop {
-                let Some(holder) = try_hold(&folder, dir, &name, Users::All)? else {
+                let Some(holder) = try_hold(&folder, dir, &name)? else {
                     break;
                 };
                 if started.elapsed() >= limit {
@@ -193,23 +211,15 @@ fn open_folder(dir: &Path) -> Result<File> {
         })
 }
 
-/// Who takes a lock: this user alone (an output folder's) or every user of the machine (a
-/// GPU's, in the shared lock folder).
-#[derive(Clone, Copy, PartialEq)]
-enum Users {
-    One,
-    All,
-}
-
 /// Takes the lock `name` in `folder` (a handle on `dir`) for the process: None when taken
 /// (or already held here), else the holder's description.
-fn try_hold(folder: &File, dir: &Path, name: &str, users: Users) -> Result<Option<String>> {
+fn try_hold(folder: &File, dir: &Path, name: &str) -> Result<Option<String>> {
     let path = dir.join(name);
     let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
     if held.iter().any(|(p, _)| *p == path) {
         return Ok(None);
     }
-    let mut file = open_lock(folder, &path, users)?;
+    let mut file = open_lock(folder, &path)?;
     // SAFETY: flock on a descriptor this function owns; LOCK_NB never blocks.
     if unsafe {
         libc::flock(
@@ -245,7 +255,7 @@ fn try_hold(folder: &File, dir: &Path, name: &str, users: Users) -> Result<Optio
 /// version left 0644). An existing one is opened without O_CREAT (which Linux refuses on
 /// another user's file in a sticky folder under fs.protected_regular); one this user cannot
 /// write is locked read-only: flock needs no write access, only the holder line does.
-fn open_lock(folder: &File, path: &Path, users: Users) -> Result<File> {
+fn open_lock(folder: &File, path: &Path) -> Result<File> {
     let name = path.file_name().unwrap_or_default();
     let open = |create: bool, write: bool| -> std::io::Result<File> {
         let c_name = std::ffi::CString::new(name.as_encoded_bytes())
@@ -282,9 +292,7 @@ fn open_lock(folder: &File, path: &Path, users: Users) -> Result<File> {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => open(false, true),
             Err(e) => Err(e),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && users == Users::All => {
-            open(false, false)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => open(false, false),
         other => other,
     };
     let file = opened.with_context(|| {
@@ -315,7 +323,7 @@ fn open_lock(folder: &File, path: &Path, users: Users) -> Result<File> {
     // SAFETY: geteuid only reads the process's credentials.
     let own = meta.uid() == unsafe { libc::geteuid() };
     // Made here, or one of ours that an older version left 0644: opened to every user.
-    if users == Users::All && (created || own) && meta.mode() & 0o666 != 0o666 {
+    if (created || own) && meta.mode() & 0o666 != 0o666 {
         let _ = file.set_permissions(std::fs::Permissions::from_mode(0o666));
     }
     Ok(file)
@@ -365,7 +373,7 @@ mod tests {
 
     /// Takes GPU lock `name` in `dir`, as [`hold_gpus`] does.
     fn gpu_lock(dir: &Path, name: &str) -> Result<Option<String>> {
-        try_hold(&open_folder(dir)?, dir, name, Users::All)
+        try_hold(&open_folder(dir)?, dir, name)
     }
 
     #[test]
@@ -378,16 +386,21 @@ mod tests {
     #[test]
     fn a_folder_locked_here_is_taken_once_and_its_holder_named() {
         let dir = tempfile::tempdir().unwrap();
-        hold_output(dir.path()).unwrap();
-        hold_output(dir.path()).unwrap();
-        let text = std::fs::read_to_string(dir.path().join(OUTPUT_LOCK)).unwrap();
+        let (out, locks) = (dir.path().join("out"), dir.path().join("locks"));
+        std::fs::create_dir_all(&locks).unwrap();
+        hold_output_in(&locks, &out).unwrap();
+        hold_output_in(&locks, &dir.path().join("./out")).unwrap();
+        // Nothing left in the output folder (`-o .` in a checkout once left a lock file).
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+        let lock = locks.join(output_lock_name(&out).unwrap());
+        let text = std::fs::read_to_string(&lock).unwrap();
         assert!(
             text.starts_with(&format!("pid {}", std::process::id())),
             "{text}"
         );
         // Another descriptor (as another process would have) is refused while it is held.
-        let folder = open_folder(dir.path()).unwrap();
-        let other = open_lock(&folder, &dir.path().join(OUTPUT_LOCK), Users::One).unwrap();
+        let folder = open_folder(&locks).unwrap();
+        let other = open_lock(&folder, &lock).unwrap();
         let refused = unsafe {
             libc::flock(
                 std::os::fd::AsRawFd::as_raw_fd(&other),
@@ -424,7 +437,7 @@ mod tests {
         std::fs::write(&path, "pid 1, an older run\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
         let folder = open_folder(dir.path()).unwrap();
-        let file = open_lock(&folder, &path, Users::All).unwrap();
+        let file = open_lock(&folder, &path).unwrap();
         // SAFETY: flock on a descriptor this test owns.
         let locked = unsafe {
             libc::flock(
@@ -440,8 +453,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("elsewhere");
         std::fs::write(&target, "keep").unwrap();
-        std::os::unix::fs::symlink(&target, dir.path().join(OUTPUT_LOCK)).unwrap();
-        assert!(hold_output(dir.path()).is_err());
+        std::os::unix::fs::symlink(&target, dir.path().join("gpu-l.lock")).unwrap();
+        assert!(gpu_lock(dir.path(), "gpu-l.lock").is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
     }
 
@@ -459,8 +472,6 @@ mod tests {
             e.contains("gpu-0.lock") && e.contains("2 hard links"),
             "{e}"
         );
-        std::fs::hard_link(&other, dir.path().join(OUTPUT_LOCK)).unwrap();
-        assert!(hold_output(dir.path()).is_err());
         assert_eq!(std::fs::read_to_string(&other).unwrap(), "keep");
         let mode = std::fs::metadata(&other).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o600, "{mode:o}");

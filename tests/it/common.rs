@@ -36,6 +36,11 @@ pub fn command() -> Command {
         std::env::temp_dir().join(format!("throughline-test-locks/{}-{n}", std::process::id()));
     let mut cmd = Command::new(bin());
     cmd.env("THROUGHLINE_LOCK_DIR", dir);
+    // The bisect log's key in a folder of the tests' own, not the user's real state folder.
+    cmd.env(
+        "THROUGHLINE_STATE_DIR",
+        std::env::temp_dir().join("throughline-test-state"),
+    );
     cmd
 }
 

@@ -284,3 +284,22 @@ fn max_duration_is_one_deadline_for_the_whole_job() {
         }
     }
 }
+
+/// Item 13: `-o .` in a checkout left `.throughline.lock` in the repository's root. The
+/// output folder's lock now lives beside the GPU locks: the folder gets only the run's files.
+#[test]
+fn an_output_folder_gets_no_lock_file() {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let dir = tempfile::tempdir().unwrap();
+    let profile = write_profile(dir.path(), "quick", &sim.urls, QUICK_BODY);
+    let o = command()
+        .current_dir(dir.path())
+        .args(["bench", "--no-progress", "--no-plots", "--profile"])
+        .arg(&profile)
+        .args(["-o", "."])
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(dir.path().join("results.json").is_file());
+    assert!(!dir.path().join(".throughline.lock").exists());
+}

@@ -151,6 +151,11 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
     let mut stop = Stop::from_signals();
     crate::fsutil::ensure_output_dir(&args.out)?;
     crate::locks::hold_output(&args.out)?;
+    // Its report is written anew at the end: one left in the folder (or committed there)
+    // must not stand for this bisect's meanwhile. The log is the bisect's own journal.
+    for report in ["bisect.json", "bisect.md"] {
+        crate::fsutil::remove_output(&args.out.join(report))?;
+    }
     let out = args
         .out
         .canonicalize()
