@@ -38,6 +38,7 @@ mod headroom;
 mod help_examples;
 mod hostile;
 mod hostile_files;
+mod hostile_servers;
 mod https_cli;
 mod init_gate;
 mod layout;

@@ -19,18 +19,22 @@
 //!   SIGINT/SIGTERM to throughline skips the wait; a server dropped without being stopped
 //!   (an error, a panic) has its tree SIGKILLed;
 //! - a server outlives a throughline that was killed outright (SIGKILL) only until its `sh`
-//!   sees it: the `sh` is started with a parent-death signal (SIGTERM).
+//!   sees it: the `sh` is started with a parent-death signal (SIGTERM);
+//! - the command starts without the step's GitHub file commands (`$GITHUB_OUTPUT`, ...) and
+//!   the runner's tokens in its environment (env.rs).
 //!
 //! The command must keep the server in the foreground (`exec vllm serve ...`, or plain
 //! `vllm serve ...`): the `sh` exiting is read as the server exiting.
 
 mod capture;
+mod env;
 mod group;
 mod slots;
 mod tail;
 pub mod tree;
 
 pub use capture::{LOG_HEAD_BYTES, LOG_TAIL_BYTES};
+pub use env::{withhold as withhold_env, WITHHELD_ENV};
 
 pub use slots::{free_port, parse_slots, render, shell_quoted, Slot, MAX_SLOTS};
 pub use tail::{escape_controls, log_tail, TAIL_BYTES};
@@ -162,6 +166,8 @@ impl ManagedServer {
             .env(tree::RUN_TOKEN_VAR, tree::run_token())
             // Its own process group, so that stopping it stops everything it started.
             .process_group(0);
+        // Not the step's GitHub file commands nor the runner's tokens (env.rs).
+        env::withhold(&mut sh);
         // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
         // which is async-signal-safe. The parent-death signal is tied to the thread that
         // forks: a tokio worker, which lives as long as the runtime (the process).
