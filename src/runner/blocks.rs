@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::gate::{BlockPlan, Verdict};
 use crate::load::run::interrupt::Interrupt;
-use crate::load::servers::{free_port, parse_slots, render, ManagedServer, Slot, Stopped};
+use crate::load::servers::{parse_slots, render, Launch, ManagedServer, Slot, Stopped};
 use crate::load::{BenchOutcome, BenchSetup};
 use crate::record::blocks::{combine, BlockRecord, BlockRun, ServerSetup};
 use crate::record::files::REQUESTS_FILE;
@@ -424,6 +424,8 @@ async fn run_block(
                 "the {arm} server exited during block {n} ({status}); the end of its log:\n{}",
                 server.log_tail(40)
             ));
+        } else if let Err(e) = server.check_port() {
+            died.push(format!("block {n}'s trials do not count: {e:#}"));
         }
     }
     let (mut head_cut, mut base_cut) = (None, None);
@@ -511,8 +513,6 @@ async fn start_servers<'a>(
     let interrupt = Interrupt::from_signals();
     let mut servers: Vec<(&str, ManagedServer)> = Vec::new();
     for (arm, command, i) in arms {
-        let port = free_port()?;
-        let line = render(command, port, &slot(i))?;
         let label = match setup.slots.len() {
             // One slot: both arms share its GPUs, and the swap is of which starts first.
             1 => format!(
@@ -522,21 +522,26 @@ async fn start_servers<'a>(
             _ => format!("block {n} {arm} server (slot {i})"),
         };
         let log = out.join(log_name(n, arm));
-        let mut server = ManagedServer::start(&label, &line, port, &slot(i), &log)
-            .await
-            .with_context(|| format!("cannot start the {label}"))?;
-        super::processes::record_start(out, server.pid(), &label)?;
-        let up = tokio::select! {
-            up = server.wait_healthy(setup.server_timeout, None) => Some(up),
-            () = interrupt.stopping() => None,
-        };
-        servers.push((arm, server));
-        let failed = match up {
-            Some(Ok(())) => continue,
-            Some(Err(e)) => e.context(format!("block {n}: the {arm} server did not come up")),
-            None => interrupt
-                .error(format_args!("block {n}'s {arm} server was loading"))
-                .unwrap_or_else(|| anyhow::anyhow!("interrupted")),
+        let record = |s: &ManagedServer| super::processes::record_start(out, s.pid(), &label);
+        let (timeout, place) = (setup.server_timeout, slot(i));
+        let up = ManagedServer::launch_checked(
+            &label, command, &place, &log, timeout, &interrupt, record,
+        );
+        let failed = match up.await {
+            Launch::Up(server) => {
+                servers.push((arm, server));
+                continue;
+            }
+            Launch::Failed(server, e) => {
+                servers.extend(server.map(|s| (arm, s)));
+                e.context(format!("block {n}: the {arm} server did not come up"))
+            }
+            Launch::Interrupted(server) => {
+                servers.extend(server.map(|s| (arm, s)));
+                interrupt
+                    .error(format_args!("block {n}'s {arm} server was loading"))
+                    .unwrap_or_else(|| anyhow::anyhow!("interrupted"))
+            }
         };
         // The servers started so far are stopped, not merely dropped (SIGTERM first).
         let _ = stop_all(servers).await;

@@ -39,6 +39,7 @@ mod help_examples;
 mod hostile;
 mod hostile_files;
 mod hostile_integrity_a;
+mod hostile_servers;
 mod https_cli;
 mod init_gate;
 mod layout;

@@ -297,7 +297,8 @@ pub(super) async fn run_build(
     stop.check()?;
     let file = crate::fsutil::create_output(log)
         .with_context(|| format!("cannot write the build log {}", log.display()))?;
-    let mut child = tokio::process::Command::new("sh")
+    let mut build = tokio::process::Command::new("sh");
+    build
         .arg("-c")
         .arg(command)
         .current_dir(dir)
@@ -305,7 +306,10 @@ pub(super) async fn run_build(
         .stdout(file.try_clone()?)
         .stderr(file)
         .process_group(0)
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    // A commit's build: not the step's GitHub file commands nor the runner's tokens.
+    crate::load::servers::withhold_env(build.as_std_mut());
+    let mut child = build
         .spawn()
         .context("cannot run the build command with sh")?;
     let pid = child.id().map(|p| p as libc::pid_t);

@@ -19,18 +19,29 @@
 //!   SIGINT/SIGTERM to throughline skips the wait; a server dropped without being stopped
 //!   (an error, a panic) has its tree SIGKILLed;
 //! - a server outlives a throughline that was killed outright (SIGKILL) only until its `sh`
-//!   sees it: the `sh` is started with a parent-death signal (SIGTERM).
+//!   sees it: the `sh` is started with a parent-death signal (SIGTERM);
+//! - what answers on the port must be the server: once it is healthy (and again at each
+//!   block's end, before its trials count), every socket listening on its port must be held
+//!   by a process descended from its `sh` (listener.rs). A port another process answers on
+//!   is a port lost between the pick and the server's bind: the server is stopped and
+//!   started again on another port, [`PORT_TRIES`] starts in all, then the run stops naming
+//!   who holds the port;
+//! - the command starts without the step's GitHub file commands (`$GITHUB_OUTPUT`, ...) and
+//!   the runner's tokens in its environment (env.rs).
 //!
 //! The command must keep the server in the foreground (`exec vllm serve ...`, or plain
 //! `vllm serve ...`): the `sh` exiting is read as the server exiting.
 
 mod capture;
+mod env;
 mod group;
+mod listener;
 mod slots;
 mod tail;
 pub mod tree;
 
 pub use capture::{LOG_HEAD_BYTES, LOG_TAIL_BYTES};
+pub use env::{withhold as withhold_env, WITHHELD_ENV};
 
 pub use slots::{free_port, parse_slots, render, shell_quoted, Slot, MAX_SLOTS};
 pub use tail::{escape_controls, log_tail, TAIL_BYTES};
@@ -68,6 +79,25 @@ const KILL_WAIT: Duration = Duration::from_secs(10);
 /// How long stopping waits for the last of a server's output to reach its log (its
 /// processes are gone: the pipe is read to its end in moments; more is a slow disk).
 const LOG_FINISH_WAIT: Duration = Duration::from_secs(5);
+/// How many times [`ManagedServer::launch_checked`] starts a server, each on a port of its
+/// own, while another process answers on its port. A port taken between the pick and the
+/// server's bind is a race that the next port ends; a process that follows the server from
+/// port to port (one that reads the port from the server's command line) is still there
+/// after three, and the run stops naming it.
+pub const PORT_TRIES: u32 = 3;
+
+/// What [`ManagedServer::launch_checked`] came to.
+#[derive(Debug)]
+pub enum Launch {
+    /// Healthy, on a port whose listening sockets are its own.
+    Up(ManagedServer),
+    /// Not started, or started and failed (not healthy, its port another's after
+    /// [`PORT_TRIES`] starts): the caller stops it, with any others, so that their grace
+    /// periods run together.
+    Failed(Option<ManagedServer>, anyhow::Error),
+    /// A signal came while it loaded (or before a start again on another port: none then).
+    Interrupted(Option<ManagedServer>),
+}
 
 /// A server process (group) throughline started. Stop it with [`ManagedServer::stop`];
 /// dropping it SIGKILLs its group.
@@ -88,6 +118,13 @@ pub struct ManagedServer {
     stopped: bool,
     /// The copy of its output into the log.
     capture: capture::Capture,
+}
+
+/// One start of [`ManagedServer::launch_checked`]: done (whatever it came to), or lost to
+/// another process on the port (why, and the server started, to be stopped).
+enum Try {
+    Done(Launch),
+    Lost(Option<ManagedServer>, String),
 }
 
 /// What a stopped server left: how much of its output its log keeps.
@@ -162,6 +199,8 @@ impl ManagedServer {
             .env(tree::RUN_TOKEN_VAR, tree::run_token())
             // Its own process group, so that stopping it stops everything it started.
             .process_group(0);
+        // Not the step's GitHub file commands nor the runner's tokens (env.rs).
+        env::withhold(&mut sh);
         // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
         // which is async-signal-safe. The parent-death signal is tied to the thread that
         // forks: a tokio worker, which lives as long as the runtime (the process).
@@ -211,6 +250,143 @@ impl ManagedServer {
         let port = free_port()?;
         let command = render(template, port, slot)?;
         Self::start(label, &command, port, slot, log_path).await
+    }
+
+    /// [`launch`](Self::launch), waited for until healthy, and checked that what answers on
+    /// the port is this server ([`check_port`](Self::check_port)). Where another process
+    /// answers there (it bound the port before the server did, whose own bind then failed
+    /// or will), the server is stopped and started again on another free port, at most
+    /// [`PORT_TRIES`] starts, each said on stderr; after the last, the error names who holds
+    /// the port. `started` is told of each start before it is waited for (to record it for
+    /// `cleanup`); its error fails the launch. Health requests carry no API key.
+    pub async fn launch_checked(
+        label: &str,
+        template: &str,
+        slot: &Slot,
+        log_path: &Path,
+        timeout: Duration,
+        interrupt: &crate::load::run::interrupt::Interrupt,
+        mut started: impl FnMut(&ManagedServer) -> Result<()>,
+    ) -> Launch {
+        let mut n = 1;
+        loop {
+            let tried = Self::start_once(
+                label,
+                template,
+                slot,
+                log_path,
+                timeout,
+                interrupt,
+                &mut started,
+            );
+            match tried.await {
+                Try::Done(launch) => return launch,
+                Try::Lost(server, why) if n < PORT_TRIES => {
+                    n += 1;
+                    eprintln!(
+                        "warning: server {label}: {why}; it is started again on another port \
+                         (start {n} of {PORT_TRIES})"
+                    );
+                    if let Some(server) = server {
+                        if let Err(e) = server.stop().await {
+                            return Launch::Failed(None, e);
+                        }
+                    }
+                    if interrupt.is_stopping() {
+                        return Launch::Interrupted(None);
+                    }
+                }
+                Try::Lost(server, why) => {
+                    let error = anyhow!(
+                        "server {label}: {why} (start {n} of {PORT_TRIES}, each on a port of \
+                         its own: another process answered on every one, and what answers on \
+                         a server's port would be measured in its place)"
+                    );
+                    return Launch::Failed(server, error);
+                }
+            }
+        }
+    }
+
+    /// One start of [`launch_checked`](Self::launch_checked): a free port, the command for
+    /// it, the start, the wait; lost where another process answers on the port.
+    async fn start_once(
+        label: &str,
+        template: &str,
+        slot: &Slot,
+        log_path: &Path,
+        timeout: Duration,
+        interrupt: &crate::load::run::interrupt::Interrupt,
+        started: &mut impl FnMut(&ManagedServer) -> Result<()>,
+    ) -> Try {
+        let picked = free_port().and_then(|port| Ok((port, render(template, port, slot)?)));
+        let (port, command) = match picked {
+            Ok(picked) => picked,
+            Err(e) => return Try::Done(Launch::Failed(None, e)),
+        };
+        if port_taken(port) {
+            // Taken between the pick and now; nothing is started on it.
+            let why = format!("port {port} was taken by another process once it was picked");
+            return Try::Lost(None, why);
+        }
+        let mut server = match Self::start(label, &command, port, slot, log_path).await {
+            Ok(server) => server,
+            Err(e) => return Try::Done(Launch::Failed(None, e)),
+        };
+        if let Err(e) = started(&server) {
+            return Try::Done(Launch::Failed(Some(server), e));
+        }
+        let up = tokio::select! {
+            up = server.wait_healthy(timeout, None) => Some(up),
+            () = interrupt.stopping() => None,
+        };
+        match up {
+            None => Try::Done(Launch::Interrupted(Some(server))),
+            Some(Ok(())) => match server.port_owner() {
+                Ok(()) => Try::Done(Launch::Up(server)),
+                Err(why) => Try::Lost(Some(server), format!("port {port} {why}")),
+            },
+            Some(Err(e)) => {
+                // Dead before it was healthy, another process listening on its port: its
+                // own bind failed (the port was taken between the pick and the bind).
+                if server.exited().is_some() {
+                    if let Err(listener::NotOurs::Held(who)) = listener::owned_by(port, &[]) {
+                        let why = format!(
+                            "port {port} {who} (the server exited before it was healthy: \
+                             its own bind failed?)"
+                        );
+                        return Try::Lost(Some(server), why);
+                    }
+                }
+                Try::Done(Launch::Failed(Some(server), e))
+            }
+        }
+    }
+
+    /// Whether what listens on the server's port is the server's own: every socket listening
+    /// on it held by a process descended from its `sh` (listener.rs). The error names who
+    /// holds it (pid and command line, escaped). Checked once the server is healthy and
+    /// again at a block's end: what answered may have changed since.
+    pub fn check_port(&mut self) -> Result<()> {
+        let (label, port) = (self.label.clone(), self.port);
+        self.port_owner()
+            .map_err(|why| anyhow!("server {label}: port {port} {why}"))
+    }
+
+    /// [`check_port`](Self::check_port)'s reason, after "port N ". Linux only: elsewhere
+    /// there is no /proc to tell who listens, and nothing is refused.
+    fn port_owner(&mut self) -> std::result::Result<(), String> {
+        if !cfg!(target_os = "linux") {
+            return Ok(());
+        }
+        if let Some(status) = self.exited() {
+            return Err(format!(
+                "is not the server's any more: the server exited ({status})"
+            ));
+        }
+        // The `sh` is not reaped (just seen running): its pid is still its own.
+        let tree = tree::tree_of(&[self.pgid], None, &tree::table());
+        listener::owned_by(self.port, &tree).map_err(|e| e.reason())
     }
 
     /// How long [`stop`](Self::stop) waits between SIGTERM and SIGKILL ([`DEFAULT_GRACE`]
