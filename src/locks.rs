@@ -33,40 +33,75 @@ const HOLDER_BYTES: u64 = 1024;
 static HELD: Mutex<Vec<(PathBuf, File)>> = Mutex::new(Vec::new());
 
 /// Takes the lock on output folder `dir` (created if missing) for the rest of the process;
-/// refused, naming the holder, while another run holds it. The lock file lives beside the
-/// GPU locks, named by the folder's real path, not in the folder: `-o .` in a checkout once
-/// left a `.throughline.lock` there.
+/// refused, naming the holder, while another run holds it. The lock is on the folder itself
+/// (an flock on its descriptor): no lock file is left in it (`-o .` in a checkout once left a
+/// `.throughline.lock` there), and the holder is found by the kernel's own record of it.
 pub fn hold_output(dir: &Path) -> Result<()> {
-    hold_output_in(&gpu_lock_dir()?, dir)
-}
-
-/// [`hold_output`] with the lock in `locks`.
-fn hold_output_in(locks: &Path, dir: &Path) -> Result<()> {
     // Created if missing, refused if a link (a pull request can commit one).
     crate::fsutil::ensure_output_dir(dir)?;
-    let name = output_lock_name(dir)?;
-    let folder = open_folder(locks)?;
-    match try_hold(&folder, locks, &name)? {
-        None => Ok(()),
-        Some(holder) => bail!(
-            "{} is in use by another throughline run ({holder}): two runs into one folder would \
-             mix their files. Wait for it to end, or give this run another --out{}",
-            dir.display(),
-            HOW_TO_CLEAR
-        ),
-    }
-}
-
-/// The name of output folder `dir`'s lock file: `out-` and the start of the SHA-256 of its
-/// real path (one name however the folder is spelled).
-fn output_lock_name(dir: &Path) -> Result<String> {
-    use sha2::{Digest, Sha256};
     let real = dir
         .canonicalize()
         .with_context(|| format!("cannot resolve the output folder {}", dir.display()))?;
-    let digest = Sha256::digest(real.as_os_str().as_encoded_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!("out-{hex}.lock"))
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    if held.iter().any(|(p, _)| *p == real) {
+        return Ok(());
+    }
+    let folder = open_folder(dir)?;
+    // SAFETY: flock on a descriptor this function owns; LOCK_NB never blocks.
+    let taken = unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&folder),
+            libc::LOCK_EX | libc::LOCK_NB,
+        )
+    } == 0;
+    if !taken {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(err).with_context(|| format!("cannot lock {}", dir.display()));
+        }
+        bail!(
+            "{} is in use by another throughline run ({}): two runs into one folder would \
+             mix their files. Wait for it to end, or give this run another --out{}",
+            dir.display(),
+            folder_holder(&folder),
+            HOW_TO_CLEAR
+        );
+    }
+    held.push((real, folder));
+    Ok(())
+}
+
+/// Who holds the flock on `folder`, from /proc/locks ("pid 123, command: throughline bench
+/// ..."): the command line is another process's text, bounded, redacted and made safe.
+fn folder_holder(folder: &File) -> String {
+    let Ok(meta) = folder.metadata() else {
+        return "holder unknown".into();
+    };
+    let dev = meta.dev();
+    let key = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let locks = crate::fsutil::read_bounded(Path::new("/proc/locks"), 1 << 20).unwrap_or_default();
+    let pid = locks
+        .lines()
+        .filter(|l| !l.contains("->"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&key.as_str()))
+        .and_then(|f| f.get(4).and_then(|p| p.parse::<u32>().ok()));
+    let Some(pid) = pid else {
+        return "holder unknown".into();
+    };
+    let mut bytes = Vec::new();
+    if let Ok(file) = File::open(format!("/proc/{pid}/cmdline")) {
+        let _ = file.take(HOLDER_BYTES).read_to_end(&mut bytes);
+    }
+    let command = String::from_utf8_lossy(&bytes).replace('\0', " ");
+    let command = crate::record::redact::redact(command.trim()).into_owned();
+    let command: String = command.chars().take(300).collect();
+    crate::untrusted::for_terminal(&format!("pid {pid}, command: {command}")).into_owned()
 }
 
 /// Takes the machine-wide lock of every GPU of `slots`, waiting while another run holds one
@@ -386,21 +421,14 @@ mod tests {
     #[test]
     fn a_folder_locked_here_is_taken_once_and_its_holder_named() {
         let dir = tempfile::tempdir().unwrap();
-        let (out, locks) = (dir.path().join("out"), dir.path().join("locks"));
-        std::fs::create_dir_all(&locks).unwrap();
-        hold_output_in(&locks, &out).unwrap();
-        hold_output_in(&locks, &dir.path().join("./out")).unwrap();
-        // Nothing left in the output folder (`-o .` in a checkout once left a lock file).
+        let out = dir.path().join("out");
+        hold_output(&out).unwrap();
+        hold_output(&dir.path().join("./out")).unwrap();
+        // Nothing in the output folder (`-o .` in a checkout once left a lock file).
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
-        let lock = locks.join(output_lock_name(&out).unwrap());
-        let text = std::fs::read_to_string(&lock).unwrap();
-        assert!(
-            text.starts_with(&format!("pid {}", std::process::id())),
-            "{text}"
-        );
-        // Another descriptor (as another process would have) is refused while it is held.
-        let folder = open_folder(&locks).unwrap();
-        let other = open_lock(&folder, &lock).unwrap();
+        // Another descriptor (as another process would have) is refused while it is held,
+        // and the kernel's record names this process as the holder.
+        let other = open_folder(&out).unwrap();
         let refused = unsafe {
             libc::flock(
                 std::os::fd::AsRawFd::as_raw_fd(&other),
@@ -408,6 +436,11 @@ mod tests {
             )
         };
         assert_ne!(refused, 0);
+        let holder = folder_holder(&other);
+        assert!(
+            holder.starts_with(&format!("pid {}, command: ", std::process::id())),
+            "{holder}"
+        );
     }
 
     #[test]

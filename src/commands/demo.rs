@@ -203,7 +203,13 @@ async fn unchanged_in_blocks(out: &Path, verbose: bool) -> Result<()> {
         base_endpoints: Vec::new(),
     };
     let timeout = std::time::Duration::from_secs(30);
-    let mut blocks = BlocksSetup::new(&server, Some(&server), "0;1", (Some(4), Some(4)), timeout)?;
+    let mut blocks = BlocksSetup::new(
+        &server,
+        Some(&server),
+        &["0;1".into()],
+        (Some(4), Some(4)),
+        timeout,
+    )?;
     blocks.print_table = verbose;
     let outcome = crate::runner::run_in_blocks(setup, &blocks, None).await?;
     let stopped = crate::load::run::interrupt::Interrupt::installed()

@@ -91,10 +91,12 @@ pub struct ServerArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct BlockArgs {
     /// The slots the servers run on, `;` between slots, e.g. "0;1" (GPU 0 and GPU 1) or
-    /// "0,1;2,3" (two tensor-parallel pairs). With one slot ("0") both servers share it and
-    /// the swap is of which starts first.
+    /// "0,1;2,3" (tensor-parallel pairs). With one slot ("0") both servers share it and
+    /// the swap is of which starts first. Repeat it for every pair of the node, e.g.
+    /// --slots "0;1" --slots "2;3" --slots "4;5" --slots "6;7": a round runs one block on
+    /// each pair at once (the first look's 4 blocks in one round on 4 pairs).
     #[arg(long, value_name = "GPUS;GPUS", default_value = "0;1")]
-    pub slots: String,
+    pub slots: Vec<String>,
     /// Blocks to run before the gate looks [default: 4 in a relative run, else 1].
     #[arg(long = "blocks", value_name = "N")]
     pub first: Option<u32>,

@@ -183,6 +183,9 @@ fn relative(
         verdict.warnings.push(format!("blocks: {stopped}"));
     }
     if let Some(servers) = &candidate.servers {
+        verdict
+            .warnings
+            .extend(servers.dropped.iter().map(|d| format!("blocks: {d}")));
         verdict.warnings.extend(servers.log_cuts());
     }
     let overrides = candidate.environment.overridden.iter();

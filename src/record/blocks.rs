@@ -13,8 +13,12 @@ use super::{BaseArm, LevelResult, RunResult};
 pub struct ServerSetup {
     pub head_command: String,
     pub base_command: Option<String>,
-    /// Each slot's GPUs as given to `{gpus}` (e.g. "0", "2,3").
+    /// Each slot's GPUs as given to `{gpus}` (e.g. "0", "2,3"): the first pair's.
     pub slots: Vec<String>,
+    /// Every pair's slots, where blocks ran on several pairs at once (`--slots` once per
+    /// pair); empty with one pair.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pairs: Vec<Vec<String>>,
     pub blocks: Vec<BlockRecord>,
     /// How many times the gate could look (1 + the pairs of blocks the plan could add): the
     /// gate splits the fail side's alpha over them.
@@ -23,6 +27,10 @@ pub struct ServerSetup {
     /// Why no further block ran ("decided after 6 block(s)", "--max-blocks 8 reached ...").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// Blocks left out, each with why (a pair whose server did not start, and the partner
+    /// of the other orientation dropped with it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
 }
 
 fn one() -> u32 {
@@ -73,6 +81,13 @@ pub struct BlockRecord {
     pub base_log_cut_bytes: Option<u64>,
     /// The levels this block measured (a later block may measure only undecided ones).
     pub levels: Vec<u32>,
+    /// The pair of slots it ran on (0-based, in the order of `--slots`), where blocks ran on
+    /// several pairs at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<u32>,
+    /// How long the block held its slots: its first server's start to its last one's stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
 }
 
 /// One block's finished run and its slots.
@@ -190,6 +205,8 @@ mod tests {
                 head_log_cut_bytes: None,
                 base_log_cut_bytes: None,
                 levels: vec![1, 8],
+                pair: None,
+                seconds: None,
             },
             result,
         }
@@ -202,6 +219,8 @@ mod tests {
         let text = serde_json::to_string(&record).unwrap();
         assert!(!text.contains("head_log_cut_bytes"), "{text}");
         let setup = ServerSetup {
+            pairs: Vec::new(),
+            dropped: Vec::new(),
             head_command: "s".into(),
             base_command: None,
             slots: vec!["0".into()],
@@ -225,6 +244,8 @@ mod tests {
     #[test]
     fn blocks_become_one_run_with_labelled_trials() {
         let setup = ServerSetup {
+            pairs: Vec::new(),
+            dropped: Vec::new(),
             head_command: "serve {port}".into(),
             base_command: Some("serve {port}".into()),
             slots: vec!["0".into(), "1".into()],
@@ -266,6 +287,8 @@ mod tests {
         assert!(combine(
             Vec::new(),
             ServerSetup {
+                pairs: Vec::new(),
+                dropped: Vec::new(),
                 head_command: String::new(),
                 base_command: None,
                 slots: Vec::new(),

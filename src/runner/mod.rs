@@ -4,10 +4,13 @@
 //! groups a run started (`processes`, read by `cleanup`). Commands build its typed setup
 //! from their flags once, call it, and print.
 
+mod block;
 pub mod blocks;
 pub mod earlier;
+mod looks;
 pub mod measure;
 pub mod processes;
+mod setup;
 
 pub use blocks::{run_in_blocks, BlocksSetup, Decide};
 pub use measure::{check_base_endpoints, conclude, measure, write_plots, wrote_line};

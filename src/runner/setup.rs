@@ -1,0 +1,207 @@
+//! A run in blocks, typed and checked once from the flags: which servers to start, on which
+//! pairs of slots, how many blocks, within what time; and the blocks so far read as one run.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::gate::{BlockPlan, Verdict};
+use crate::load::servers::{parse_slots, render, Slot};
+use crate::record::blocks::{combine, BlockRun, ServerSetup};
+use crate::record::RunResult;
+
+/// A run in blocks, typed and checked once from the flags (`commands::flags::ServerArgs`,
+/// or bisect's and demo's own): which servers to start, on which slots, how many blocks.
+#[derive(Debug, Clone)]
+pub struct BlocksSetup {
+    /// The head's server command template ({port}, {slot}, {gpus}).
+    pub head_command: String,
+    /// The base's, for a relative run.
+    pub base_command: Option<String>,
+    /// The slots as given (`--slots`, once per pair), for messages.
+    pub slots_text: String,
+    /// Each pair's slots, parsed (one `--slots` each): a round runs one block on every pair
+    /// at once. A pair is two slots (its arms swap between them) or one shared slot.
+    pub pairs: Vec<Vec<Slot>>,
+    /// Blocks before the first look, and at most.
+    pub plan: BlockPlan,
+    /// How long a started server may take to answer.
+    pub server_timeout: Duration,
+    /// One deadline for the whole job (`--max-duration`).
+    pub max_duration: Option<Duration>,
+    /// Print every block's trials together at the end (the demo leaves them to its files).
+    pub print_table: bool,
+}
+
+impl BlocksSetup {
+    /// Checks the templates, slots and plan before anything starts (a typo fails at once);
+    /// `slots`: one `--slots` value per pair; `blocks`: `--blocks` and `--max-blocks` (None:
+    /// the defaults).
+    pub fn new(
+        head: &str,
+        base: Option<&str>,
+        slots: &[String],
+        blocks: (Option<u32>, Option<u32>),
+        server_timeout: Duration,
+    ) -> Result<BlocksSetup> {
+        let pairs = parse_pairs(slots)?;
+        for (flag, command) in [
+            ("--server-command", Some(head)),
+            ("--base-server-command", base),
+        ] {
+            if let Some(c) = command {
+                render(c, 1, &pairs[0][0]).with_context(|| flag.to_string())?;
+            }
+        }
+        let quoted: Vec<String> = slots.iter().map(|s| format!("{s:?}")).collect();
+        Ok(BlocksSetup {
+            head_command: head.to_string(),
+            base_command: base.map(str::to_string),
+            slots_text: quoted.join(" "),
+            pairs,
+            plan: BlockPlan::new(blocks.0, blocks.1, base.is_some())?,
+            server_timeout,
+            max_duration: None,
+            print_table: true,
+        })
+    }
+
+    /// Whether both arms are started (a relative run).
+    pub fn relative(&self) -> bool {
+        self.base_command.is_some()
+    }
+
+    /// Every slot of every pair (their GPUs are locked for the run).
+    pub fn all_slots(&self) -> Vec<Slot> {
+        self.pairs.iter().flatten().cloned().collect()
+    }
+
+    /// Pair `pair`'s GPUs as given, for messages ("0;1").
+    pub fn pair_text(&self, pair: usize) -> String {
+        let gpus: Vec<&str> = self.pairs[pair].iter().map(|s| s.gpus.as_str()).collect();
+        gpus.join(";")
+    }
+}
+
+/// The pairs of slots, one per `--slots`, checked: all of one shape (two slots each, or one
+/// shared slot each), and no GPU in two of them (two blocks at once on one GPU would
+/// measure each other).
+fn parse_pairs(slots: &[String]) -> Result<Vec<Vec<Slot>>> {
+    if slots.is_empty() {
+        bail!("--slots: give at least one, e.g. --slots \"0;1\"");
+    }
+    let mut pairs = Vec::new();
+    for text in slots {
+        pairs.push(parse_slots(text).with_context(|| format!("--slots {text:?}"))?);
+    }
+    let shape = pairs[0].len();
+    if let Some(odd) = pairs.iter().position(|p| p.len() != shape) {
+        bail!(
+            "--slots {:?} has {} slot(s) and --slots {:?} {shape}: every pair is two slots \
+             (\"0;1\") or every pair one shared slot (\"0\")",
+            slots[odd],
+            pairs[odd].len(),
+            slots[0]
+        );
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for gpu in pairs.iter().flatten().flat_map(|s| s.gpus.split(',')) {
+        let gpu = gpu.trim();
+        if !gpu.is_empty() && seen.contains(&gpu) {
+            bail!(
+                "--slots: GPU {gpu} is in two slots: blocks run on every pair at once, and \
+                 two servers on one GPU would measure each other"
+            );
+        }
+        seen.push(gpu);
+    }
+    Ok(pairs)
+}
+
+/// The gate's verdict on the run so far, at each look: the levels it leaves undecided are
+/// measured again (`gate::undecided_levels`); its `servers.looks` tells the gate how many
+/// looks to split alpha over.
+pub type Decide<'a> = dyn Fn(&RunResult) -> Result<Verdict> + 'a;
+
+/// The blocks so far as one run.
+pub fn combined(runs: &[BlockRun], setup: &BlocksSetup) -> Result<RunResult> {
+    let redact = |c: &str| crate::record::redact::redact(c).into_owned();
+    let gpus = |pair: &Vec<Slot>| pair.iter().map(|s| s.gpus.clone()).collect::<Vec<_>>();
+    let servers = ServerSetup {
+        head_command: redact(&setup.head_command),
+        base_command: setup.base_command.as_deref().map(redact),
+        slots: gpus(&setup.pairs[0]),
+        pairs: match setup.pairs.len() {
+            1 => Vec::new(),
+            _ => setup.pairs.iter().map(gpus).collect(),
+        },
+        blocks: runs.iter().map(|r| r.record.clone()).collect(),
+        looks: setup.plan.looks(),
+        stopped: None,
+        dropped: Vec::new(),
+    };
+    let copies = runs
+        .iter()
+        .map(|r| BlockRun {
+            record: r.record.clone(),
+            result: r.result.clone(),
+        })
+        .collect();
+    combine(copies, servers).context("no block ran")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_setup_checks_templates_slots_and_plan_before_anything_starts() {
+        let timeout = Duration::from_secs(1);
+        let slots = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ab = BlocksSetup::new(
+            "s {port}",
+            Some("s {port}"),
+            &slots(&["0;1"]),
+            (None, None),
+            timeout,
+        );
+        let ab = ab.unwrap();
+        assert_eq!((ab.plan.first, ab.plan.max, ab.pairs[0].len()), (4, 12, 2));
+        assert!(ab.relative());
+        let one =
+            BlocksSetup::new("s {port}", None, &slots(&["0"]), (None, None), timeout).unwrap();
+        assert_eq!((one.plan.looks(), one.relative()), (1, false));
+        let bad =
+            BlocksSetup::new("s {prot}", None, &slots(&["0"]), (None, None), timeout).unwrap_err();
+        assert!(format!("{bad:#}").contains("--server-command"), "{bad:#}");
+        let bad = BlocksSetup::new(
+            "s {port}",
+            Some("s {port}"),
+            &slots(&["0;1"]),
+            (None, Some(2)),
+            timeout,
+        );
+        assert!(bad.unwrap_err().to_string().contains("--max-blocks"));
+        assert!(BlocksSetup::new("s {port}", None, &slots(&[""]), (None, None), timeout).is_err());
+        // Pairs: one shape, no GPU twice.
+        let four = slots(&["0;1", "2;3", "4;5", "6;7"]);
+        let node = BlocksSetup::new("s {port}", Some("s {port}"), &four, (None, None), timeout);
+        assert_eq!(node.unwrap().all_slots().len(), 8);
+        let mixed = BlocksSetup::new(
+            "s {port}",
+            None,
+            &slots(&["0;1", "2"]),
+            (None, None),
+            timeout,
+        );
+        assert!(format!("{:#}", mixed.unwrap_err()).contains("every pair"));
+        let twice = BlocksSetup::new(
+            "s {port}",
+            None,
+            &slots(&["0;1", "1;2"]),
+            (None, None),
+            timeout,
+        );
+        assert!(format!("{:#}", twice.unwrap_err()).contains("GPU 1 is in two slots"));
+    }
+}

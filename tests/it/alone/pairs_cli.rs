@@ -1,0 +1,137 @@
+//! Issue 46: every slot pair of the node at once. `--slots` once per pair: a round runs one
+//! block on each pair at the same time, orientations balanced over the look; each block
+//! records its pair, and a pair whose server does not start loses its block and the
+//! opposite-order partner, named, while the run goes on with the other pairs.
+
+use std::path::Path;
+
+use crate::common::*;
+use crate::crossover_cli::profile;
+
+/// A simulator whose slot 1 of each pair is faster by its own amount (GPU 1 by 2%, 3 by 4%,
+/// 5 by 5%, 7 by 6%), times `slowdown`; `broken`: a GPU on which the server never starts.
+fn server(slowdown: f64, broken: Option<&str>) -> String {
+    let fail = broken.map_or(String::new(), |g| {
+        format!("if [ {{gpus}} = {g} ]; then echo no GPU >&2; exit 1; fi; ")
+    });
+    format!(
+        "{fail}exec {} serve-sim --port {{port}} --preset fast --slowdown \
+         $(case {{gpus}} in 1) echo {};; 3) echo {};; 5) echo {};; 7) echo {};; *) echo {};; esac)",
+        bin(),
+        slowdown * 0.98,
+        slowdown * 0.96,
+        slowdown * 0.95,
+        slowdown * 0.94,
+        slowdown
+    )
+}
+
+fn bench_pairs(p: &Path, out: &Path, head: &str, base: &str, pairs: &[&str], extra: &[&str]) {
+    let mut args = vec![
+        "--no-progress",
+        "--no-plots",
+        "--server-command",
+        head,
+        "--base-server-command",
+        base,
+    ];
+    for pair in pairs {
+        args.extend(["--slots", pair]);
+    }
+    args.extend_from_slice(extra);
+    let o = run_bench_cli(p, out, &args);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+}
+
+fn gate_exit(out: &Path) -> (i32, serde_json::Value) {
+    let o = run(&[
+        "gate",
+        "--allow-client-bound",
+        "--results",
+        out.join("results.json").to_str().unwrap(),
+        "--json",
+        out.join("verdict.json").to_str().unwrap(),
+    ]);
+    (code(&o), read_json(&out.join("verdict.json")))
+}
+
+const NODE: [&str; 4] = ["0;1", "2;3", "4;5", "6;7"];
+
+#[test]
+fn four_pairs_run_the_first_look_in_one_round_and_catch_a_slower_head() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    // Unchanged: the first look's 4 blocks, one on each pair, each way round twice.
+    let same = dir.path().join("same");
+    let s = server(1.0, None);
+    bench_pairs(
+        &p,
+        &same,
+        &s,
+        &s,
+        &NODE,
+        &["--blocks", "4", "--max-blocks", "4"],
+    );
+    let results = read_json(&same.join("results.json"));
+    let blocks = results["servers"]["blocks"].as_array().unwrap();
+    let pairs: Vec<u64> = blocks.iter().map(|b| b["pair"].as_u64().unwrap()).collect();
+    assert_eq!(pairs, [0, 1, 2, 3]);
+    let head_on_1 = blocks.iter().filter(|b| b["head_slot"] == 1).count();
+    assert_eq!(
+        head_on_1, 2,
+        "orientations balanced over the look: {blocks:?}"
+    );
+    assert_eq!(results["servers"]["pairs"].as_array().unwrap().len(), 4);
+    let (exit, verdict) = gate_exit(&same);
+    assert_eq!(exit, 0, "{verdict}");
+    // 10% slower head: a regression, whatever each pair's own slot effect.
+    let slow = dir.path().join("slow");
+    let head = server(1.0 / 0.9, None);
+    bench_pairs(
+        &p,
+        &slow,
+        &head,
+        &s,
+        &NODE,
+        &["--blocks", "4", "--max-blocks", "8"],
+    );
+    let (exit, verdict) = gate_exit(&slow);
+    assert_eq!(exit, 1, "{verdict}");
+    assert_eq!(verdict["outcome"], "regression");
+}
+
+#[test]
+fn a_pair_whose_server_does_not_start_is_left_out_and_named() {
+    let _turn = timing_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    let s = server(1.0, Some("3"));
+    bench_pairs(
+        &p,
+        &out,
+        &s,
+        &s,
+        &["0;1", "2;3"],
+        &["--blocks", "2", "--max-blocks", "2"],
+    );
+    let results = read_json(&out.join("results.json"));
+    let dropped: Vec<&str> = (results["servers"]["dropped"].as_array().unwrap().iter())
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert_eq!(dropped.len(), 2, "{dropped:?}");
+    assert!(dropped[0].contains("on pair 1 (2;3) failed"), "{dropped:?}");
+    assert!(dropped[0].contains("opposite-order partner"), "{dropped:?}");
+    assert!(
+        dropped[1].contains("left out for the rest of the run"),
+        "{dropped:?}"
+    );
+    // The blocks that count ran on pair 0, one each way round.
+    let blocks = results["servers"]["blocks"].as_array().unwrap();
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    assert!(blocks.iter().all(|b| b["pair"] == 0), "{blocks:?}");
+    let (_, verdict) = gate_exit(&out);
+    let warnings = verdict["warnings"].to_string();
+    assert!(warnings.contains("pair 1 (2;3) failed"), "{warnings}");
+}
