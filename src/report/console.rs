@@ -202,11 +202,33 @@ pub fn planned(profile: &Profile, arms: usize) -> String {
             rough(total)
         );
     }
+    let (requests, scheduled_s, stream_tokens) = work(profile, arms);
+    let at = |speed: f64| {
+        rough(Duration::from_secs_f64(
+            scheduled_s + stream_tokens as f64 / speed,
+        ))
+    };
+    let [slow, fast] = ASSUMED_STREAM_TOK_PER_S;
+    format!(
+        "{head} = {} requests (+{warmup} warmup) of up to {max_tokens} output tokens; estimate: \
+         about {} if every stream decodes at {slow:.0} tok/s, {} at {fast:.0} tok/s (an \
+         estimate, not a measurement: the server's speed decides)",
+        group(requests as f64),
+        at(slow),
+        at(fast),
+    )
+}
+
+/// The requests a run of `profile` sends (`arms` in turn), the seconds of sending at a fixed
+/// rate (open loop) and the tokens each stream decodes in turn (closed loop): the two parts
+/// of the estimate.
+fn work(profile: &Profile, arms: u64) -> (u64, f64, u64) {
+    let sweep = &profile.sweep;
+    let trials = u64::from(sweep.trials) * arms;
+    let max_tokens = u64::from(profile.workload.max_tokens);
     let mut requests = 0u64;
-    // Seconds of sending at a fixed rate (open loop), and tokens each stream decodes in turn
-    // (closed loop): the two parts of the estimate.
     let (mut scheduled_s, mut stream_tokens) = (0.0f64, 0u64);
-    for &(c, rate) in &levels {
+    for &(c, rate) in &sweep.levels() {
         let c_eff = if c == 0 { 1 } else { c };
         let per_trial = u64::from(sweep.requests_at(c_eff));
         requests += per_trial * trials;
@@ -222,20 +244,23 @@ pub fn planned(profile: &Profile, arms: usize) -> String {
             }
         }
     }
-    let at = |speed: f64| {
-        rough(Duration::from_secs_f64(
-            scheduled_s + stream_tokens as f64 / speed,
-        ))
-    };
-    let [slow, fast] = ASSUMED_STREAM_TOK_PER_S;
-    format!(
-        "{head} = {} requests (+{warmup} warmup) of up to {max_tokens} output tokens; estimate: \
-         about {} if every stream decodes at {slow:.0} tok/s, {} at {fast:.0} tok/s (an \
-         estimate, not a measurement: the server's speed decides)",
-        group(requests as f64),
-        at(slow),
-        at(fast),
-    )
+    (requests, scheduled_s, stream_tokens)
+}
+
+/// The seconds [`planned`] estimates for a run of `profile` (`arms` in turn) at the slower
+/// assumed stream speed; None for a trace replay (its length is the trace's).
+pub fn estimate_seconds(profile: &Profile, arms: usize) -> Option<f64> {
+    let sweep = &profile.sweep;
+    if sweep.trace.is_some() {
+        return None;
+    }
+    let arms = arms.max(1) as u64;
+    if let Some(span) = sweep.trial_span() {
+        let trials = sweep.levels().len() as f64 * f64::from(sweep.trials) * arms as f64;
+        return Some(span.as_secs_f64() * trials);
+    }
+    let (_, scheduled_s, stream_tokens) = work(profile, arms);
+    Some(scheduled_s + stream_tokens as f64 / ASSUMED_STREAM_TOK_PER_S[0])
 }
 
 /// A duration rounded for an estimate: whole seconds under two minutes, whole minutes under

@@ -197,6 +197,9 @@ pub fn print_plan(template: &BenchSetup, setup: &BlocksSetup) {
         "{} (each block)",
         crate::report::console::planned(p, if relative { 2 } else { 1 })
     );
+    for line in super::cost::plan_lines(template, setup) {
+        println!("{}", crate::untrusted::for_terminal(&line));
+    }
 }
 
 /// The combined table of a run in blocks, both arms.

@@ -6,6 +6,7 @@
 
 mod block;
 pub mod blocks;
+mod cost;
 pub mod earlier;
 mod looks;
 pub mod measure;

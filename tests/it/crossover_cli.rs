@@ -531,3 +531,55 @@ fn a_signal_while_a_block_measures_stops_its_servers_and_exits_143() {
     let block = read_json(&out.join("blocks/block-1/results.json"));
     assert_eq!(block["complete"], false, "{}", text(&o));
 }
+
+/// Issue 46 item 4: before a run in blocks, its cost: blocks and rounds over the pairs, server
+/// starts, wall time and GPU-hours, said as a guess the first time and measured from the
+/// earlier run's blocks the next; checked against --max-duration; and after it, what it cost.
+#[test]
+fn the_cost_is_said_before_the_run_and_measured_the_second_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    let s = server(1.0);
+    // bench_blocks gives --slots "0;1"; a second pair beside it.
+    let args = [
+        "--blocks",
+        "2",
+        "--max-blocks",
+        "2",
+        "--slots",
+        "2;3",
+        "--max-duration",
+        "10m",
+    ];
+    let first = bench_blocks(&p, &out, &s, &s, &args);
+    assert_eq!(code(&first), 0, "{}", text(&first));
+    let said = text(&first);
+    assert!(
+        said.contains(
+            "cost: 2 block(s) to the first look in 1 round(s) on 2 pair(s) (4 server starts)"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("a guess"), "{said}");
+    assert!(
+        said.contains("cost: --max-duration 10m: the whole plan fits"),
+        "{said}"
+    );
+    let stopped = read_json(&out.join("results.json"))["servers"]["stopped"].clone();
+    assert!(
+        stopped
+            .as_str()
+            .unwrap()
+            .contains("on 2 pairs (blocks per pair 1, 1)"),
+        "{stopped}"
+    );
+    assert!(stopped.as_str().unwrap().contains("GPU-hours"), "{stopped}");
+    let second = bench_blocks(&p, &out, &s, &s, &args);
+    assert_eq!(code(&second), 0, "{}", text(&second));
+    let said = text(&second);
+    assert!(
+        said.contains("measured: the median of 2 block(s)"),
+        "{said}"
+    );
+}
