@@ -458,9 +458,9 @@ fn report_refusal(args: &CiArgs, error: &anyhow::Error) -> Result<()> {
     let block = crate::untrusted::fenced_block("text", &message);
     let markdown = format!("## {heading}\n\n{block}\n{advice}\n\n");
     github::append_step_summary(&markdown)?;
-    let marker = crate::record::run_id::marker_line(crate::record::run_id::run_id());
-    let file_text = format!("{markdown}{marker}\n");
+    // verdict.md names the run, as every file a run derives does (record::run_id).
     let run_id = crate::record::run_id::run_id();
+    let file_text = format!("{markdown}{}\n", crate::record::run_id::marker_line(run_id));
     github::write_verdict_outputs(word, None, false, Some(run_id))?;
     if github::in_actions() {
         println!("{}", github::error_annotation(title, &message));

@@ -132,8 +132,8 @@ async fn take_the_folder_and_slots(out: &Path, setup: &BlocksSetup) -> Result<In
     if std::fs::symlink_metadata(&record).is_ok() {
         crate::fsutil::remove_output(&record)?;
         println!(
-            "removed {}: a record no run of this folder left beside a result (this run \
-             writes its own)",
+            "removed {}: a process record without a run of its own (this run writes its \
+             own)",
             record.display()
         );
     }

@@ -55,8 +55,8 @@ pub fn start_fresh(out: &Path) -> Result<Vec<String>> {
     }
     if !removed.is_empty() {
         println!(
-            "removed from {} before the run: {} (files no run of this folder left beside \
-             a result; only this run's files are read)",
+            "removed from {} before the run: {} (left there without a run of their own; \
+             only what this run writes is read)",
             out.display(),
             removed.join(", ")
         );

@@ -127,10 +127,26 @@ pub async fn stop_recorded(out: &Path, grace: Duration) -> Result<()> {
             humantime::format_duration(grace)
         );
         tree::signal_each(&found, libc::SIGKILL);
+        // A killed process is gone only once the kernel has torn it down: "stopped" is said
+        // when it is (a check right after the signal still saw one, under load).
+        let killed = Instant::now() + KILL_WAIT;
+        while Instant::now() < killed && found.iter().any(tree::still_there) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let left = found.iter().filter(|p| tree::still_there(p)).count();
+        if left > 0 {
+            println!(
+                "cleanup: {left} process(es) still there {} after SIGKILL (stuck in the kernel?)",
+                humantime::format_duration(KILL_WAIT)
+            );
+        }
     }
     println!("cleanup: stopped {} process(es)", found.len());
     Ok(())
 }
+
+/// How long cleanup waits for SIGKILLed processes to be gone before it says so.
+const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// Whether group `pgid` recorded with leader start `start` can only be the run's: its
 /// leader is there and the same process, or gone (then the id stays reserved while any
