@@ -818,7 +818,9 @@ fn calibration_and_pass_side(report: &mut Report, base: &Cell) {
 /// A pair's own speed (the same for both arms of its block) cancels in the block and is not
 /// drawn.
 fn pairs_of_slots(report: &mut Report, base: &Cell) {
-    println!("\n### 8. Several pairs of slots at once (sequential 4..12 blocks, AR 0.5, uncalibrated)\n");
+    println!(
+        "\n### 8. Several pairs of slots at once (sequential 4..12 blocks, AR 0.5, uncalibrated)\n"
+    );
     println!("Slot effects per pair (slot 1 over slot 0). The one-pair rows are the reference.\n");
     println!("| pairs | slot effects | start spread | A/A fail | A/A pass | 5% one caught | 10% all caught | blocks A/A mean / p95 |");
     println!("|---|---|---|---|---|---|---|---|");

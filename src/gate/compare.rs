@@ -186,6 +186,9 @@ fn relative(
         verdict
             .warnings
             .extend(servers.dropped.iter().map(|d| format!("blocks: {d}")));
+        verdict
+            .warnings
+            .extend(super::pairs::disagreeing(candidate));
         verdict.warnings.extend(servers.log_cuts());
     }
     let overrides = candidate.environment.overridden.iter();

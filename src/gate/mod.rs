@@ -21,6 +21,7 @@ pub mod gitref;
 pub mod history_need;
 pub mod legs;
 pub mod merge;
+mod pairs;
 pub mod sequential;
 pub mod trend;
 
