@@ -114,10 +114,9 @@ pub fn beside_work_tree(dir: &Path) -> Result<PathBuf> {
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", work_dir.display()))?;
     match (work_dir.parent(), work_dir.file_name()) {
-        (Some(parent), Some(name)) => Ok(parent.join(format!(
-            "throughline-bisect-{}",
-            name.to_string_lossy()
-        ))),
+        (Some(parent), Some(name)) => {
+            Ok(parent.join(format!("throughline-bisect-{}", name.to_string_lossy())))
+        }
         _ => bail!(
             "the work tree {} has no folder beside it for bisect's files: give one with -o DIR \
              (outside the work tree)",

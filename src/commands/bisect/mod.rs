@@ -176,7 +176,8 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
     };
     // The template as written, checked before anything is checked out or built.
     let command = &bisect.args.server_command;
-    bisect.args.blocks.to_setup(command, Some(command))?;
+    let checked = bisect.args.blocks.to_setup(command, Some(command))?;
+    super::flags::BlockArgs::say_gpu_locks(&checked);
     if bisect.args.step {
         one_step(&bisect, &mut stop).await
     } else {
