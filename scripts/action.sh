@@ -36,7 +36,12 @@
 #         INPUT_SERVER_COMMAND, INPUT_BASE_SERVER_COMMAND, INPUT_SLOTS, INPUT_WAIT_HEALTHY,
 #         INPUT_OUT (default $RUNNER_TEMP/throughline-results, else throughline-results), INPUT_ARGS (more `ci` flags, split by
 #         scripts/gate-server.sh's rule: never evaluated by a shell)
-#       Writes `out=` to $GITHUB_OUTPUT; `ci` itself writes `verdict=` and `worst_ratio=`.
+#         INPUT_ALLOW_SLOWDOWN  'true' passes --allow-regression (a regression is reported as
+#                           one but exits 0); 'false' or empty does not. The input alone
+#                           decides: a THROUGHLINE_ALLOW_REGRESSION in the job's environment
+#                           is not passed on. Anything else is refused (exit 2).
+#       Writes `out=` to $GITHUB_OUTPUT; `ci` itself writes `verdict=`, `worst_ratio=`,
+#       `accepted=` and `run_id=`.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -185,6 +190,11 @@ run_ci() {
     [ -z "${INPUT_SERVER_COMMAND:-}" ] || args+=(--server-command "$INPUT_SERVER_COMMAND")
     [ -z "${INPUT_BASE_SERVER_COMMAND:-}" ] || args+=(--base-server-command "$INPUT_BASE_SERVER_COMMAND")
     [ -z "${INPUT_SLOTS:-}" ] || args+=(--slots "$INPUT_SLOTS")
+    case "${INPUT_ALLOW_SLOWDOWN:-false}" in
+        [Tt][Rr][Uu][Ee]) args+=(--allow-regression) ;;
+        [Ff][Aa][Ll][Ss][Ee]) ;;
+        *) fail "allow-slowdown: '${INPUT_ALLOW_SLOWDOWN}' is neither 'true' nor 'false'" ;;
+    esac
     local split extra=()
     split="$(mktemp)"
     if ! "$HERE/gate-server.sh" split-args "${INPUT_ARGS:-}" > "$split" 2> "$split.err"; then
@@ -197,7 +207,8 @@ run_ci() {
     rm -f "$split" "$split.err"
     output out "$out"
     local code=0
-    "$bin" "${args[@]}" "${extra[@]}" || code=$?
+    # `ci` reads THROUGHLINE_ALLOW_REGRESSION too: unset, so that the input alone decides.
+    env -u THROUGHLINE_ALLOW_REGRESSION "$bin" "${args[@]}" "${extra[@]}" || code=$?
     return "$code"
 }
 

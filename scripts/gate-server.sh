@@ -35,7 +35,9 @@
 #       wrote with the marker is never edited), with `gh api`. FILE must name, on its second
 #       line, the run THROUGHLINE_RUN_ID says (the gate step's `run_id` output): a
 #       pr-comment.md that the check did not write (a pull request can commit one) is
-#       refused. Needs GH_TOKEN, GITHUB_REPOSITORY, PR_NUMBER and THROUGHLINE_RUN_ID.
+#       refused. Needs GH_TOKEN, GITHUB_REPOSITORY, PR_NUMBER and THROUGHLINE_RUN_ID, and the
+#       GitHub CLI: installed on GitHub's hosted runners (the comment jobs run on
+#       ubuntu-latest), refused with that advice where it is missing.
 set -euo pipefail
 
 MARKER='<!-- throughline-verdict -->'
@@ -239,6 +241,8 @@ comment() {
         *[!A-Za-z0-9_.\[\]-]*) fail "Bad author" "COMMENT_AUTHOR must be a GitHub login, got '$author'" ;;
     esac
     : "${GITHUB_REPOSITORY:?}" "${PR_NUMBER:?}"
+    command -v gh >/dev/null 2>&1 ||
+        fail "No GitHub CLI" "the comment is posted with the GitHub CLI (gh), which this runner lacks: run the comment job on GitHub's ubuntu-latest, where it is installed"
     case "$PR_NUMBER" in '' | *[!0-9]*) fail "Bad pull request" "PR_NUMBER must be a number, got '$PR_NUMBER'" ;; esac
     id="$(gh api --paginate "repos/$GITHUB_REPOSITORY/issues/$PR_NUMBER/comments" \
         --jq ".[] | select(.user.login == \"$author\" and (.body | startswith(\"$MARKER\"))) | .id" | head -n 1)"

@@ -211,6 +211,8 @@ async fn unchanged_in_blocks(out: &Path, verbose: bool) -> Result<()> {
         timeout,
     )?;
     blocks.print_table = verbose;
+    // Simulators on no GPU: the slots only play GPUs, so no machine-wide GPU lock.
+    blocks.lock_gpus = false;
     let outcome = crate::runner::run_in_blocks(setup, &blocks, None).await?;
     let stopped = crate::load::run::interrupt::Interrupt::installed()
         .and_then(|i| i.error("the demo's servers are stopped"));

@@ -94,8 +94,11 @@ pub struct BlockArgs {
     /// "0,1;2,3" (tensor-parallel pairs). With one slot ("0") both servers share it and
     /// the swap is of which starts first. Repeat it for every pair of the node, e.g.
     /// --slots "0;1" --slots "2;3" --slots "4;5" --slots "6;7": a round runs one block on
-    /// each pair at once (the first look's 4 blocks in one round on 4 pairs).
-    #[arg(long, value_name = "GPUS;GPUS", default_value = "0;1")]
+    /// each pair at once (the first look's 4 blocks in one round on 4 pairs). The GPUs
+    /// named are locked machine-wide for the run (a second run waits for them) [default:
+    /// "0;1"; then the GPUs are locked only when a server command uses {gpus}: otherwise no
+    /// GPU is named, and no GPU lock is taken].
+    #[arg(long, value_name = "GPUS;GPUS")]
     pub slots: Vec<String>,
     /// Blocks to run before the gate looks [default: 4 in a relative run, else 1].
     #[arg(long = "blocks", value_name = "N")]
@@ -126,6 +129,7 @@ impl ServerArgs {
         let setup = self
             .blocks
             .to_setup(head, self.base_server_command.as_deref())?;
+        BlockArgs::say_gpu_locks(&setup);
         Ok(Some(BlocksSetup {
             max_duration: self.max_duration,
             ..setup
@@ -133,16 +137,48 @@ impl ServerArgs {
     }
 }
 
+/// The slots when `--slots` is not given: GPU 0 and GPU 1.
+const DEFAULT_SLOTS: &str = "0;1";
+
 impl BlockArgs {
-    /// A run in blocks of these servers on these slots (no time budget).
+    /// A run in blocks of these servers on these slots (no time budget). The GPU locks are
+    /// machine-wide, so they are taken only for GPUs the run named: by `--slots`, or by
+    /// `{gpus}` in a server command (which puts the default slots' GPUs 0 and 1 in it).
+    /// With neither, which GPUs the servers use is not known here (a CPU server, the
+    /// simulator, a command that picks its own), and locking GPUs 0 and 1 would make every
+    /// other run on the machine wait for GPUs this one may not use: none is locked.
     pub fn to_setup(&self, head: &str, base: Option<&str>) -> Result<BlocksSetup> {
-        BlocksSetup::new(
+        let named = !self.slots.is_empty()
+            || [Some(head), base]
+                .into_iter()
+                .flatten()
+                .any(|c| c.contains("{gpus}"));
+        let slots = match self.slots.is_empty() {
+            true => vec![DEFAULT_SLOTS.to_string()],
+            false => self.slots.clone(),
+        };
+        let setup = BlocksSetup::new(
             head,
             base,
-            &self.slots,
+            &slots,
             (self.first, self.max),
             self.server_timeout,
-        )
+        )?;
+        Ok(BlocksSetup {
+            lock_gpus: named,
+            ..setup
+        })
+    }
+
+    /// Says, once before the run, that no GPU lock is taken and why.
+    pub fn say_gpu_locks(setup: &BlocksSetup) {
+        if !setup.lock_gpus {
+            eprintln!(
+                "note: no GPU lock taken: no --slots given and no server command uses {{gpus}}, \
+                 so this run names no GPU (slots {DEFAULT_SLOTS} stand for the servers' places \
+                 only); name them (--slots, {{gpus}} in the command) to hold them machine-wide"
+            );
+        }
     }
 }
 

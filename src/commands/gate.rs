@@ -45,6 +45,12 @@ pub struct GateArgs {
     /// verdict is not comparable (exit 3), its table still written.
     #[arg(long)]
     pub allow_client_bound: bool,
+    /// A slowdown on purpose, as `ci --allow-regression`: a regression is reported as one
+    /// (the verdict, its files, the job summary, `verdict=regression` with `accepted=true`)
+    /// but exits 0. Refusals (exit 2, 3) stay. For re-gating a saved `ci` run that was let
+    /// through so.
+    #[arg(long)]
+    pub allow_regression: bool,
     /// Write the verdict as JSON (`-`: standard output, the table then goes to stderr).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -106,6 +112,11 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         &decide,
     )?;
     verdict.overridden = args.overrides.listed(given);
+    if args.allow_regression {
+        verdict
+            .overridden
+            .push(crate::gate::SettingOverride::allow_regression());
+    }
     verdict.settings_from = Some(match (&baseline, &args.baseline_ref) {
         (Some(b), Some(r)) => format!("baseline {} at {r}", b.name),
         (Some(b), None) => format!("baseline {} (working tree)", b.name),
@@ -135,5 +146,7 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
     };
     publish_verdict(&verdict, &files, &charts)?;
     args.export.write(&candidate, Some(&verdict))?;
+    // Accepted as intended (--allow-regression): 0, and the headline, outputs and annotation
+    // say so.
     Ok(verdict.exit())
 }

@@ -314,9 +314,15 @@ pub fn review(
         verdict.warnings.insert(0, refusal.clone());
         verdict.refusal = Some(refusal);
         verdict.outcome = Outcome::NotComparable;
-    } else {
+    } else if review.accepted {
+        // Decided on although the client could have moved it: the reviewer must know.
         verdict
             .warnings
+            .insert(0, review.standing_line(verdict.outcome));
+    } else {
+        // The client did not decide it: information.
+        verdict
+            .notes
             .insert(0, review.standing_line(verdict.outcome));
     }
     verdict.client = Some(review);

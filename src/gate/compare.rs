@@ -84,7 +84,7 @@ pub fn evaluate(
                 v.warnings.push(power.line());
             }
             if let Some(servers) = &candidate.servers {
-                v.warnings.extend(servers.log_cuts());
+                v.notes.extend(servers.log_cuts());
             }
             v
         }
@@ -94,17 +94,8 @@ pub fn evaluate(
     // A relative verdict names the overrides too: say each once.
     let mut seen = std::collections::HashSet::new();
     warnings.retain(|w| seen.insert(w.clone()));
-    client_notes_last(&mut warnings, candidate);
     verdict.warnings = warnings;
     Ok(verdict)
-}
-
-/// The client's notes on the measurement last: where room is short (three GitHub
-/// annotations) the decision's own warnings (what a history needs, how often it misses,
-/// the sequential plan) come first. A stable sort keeps each group's order.
-fn client_notes_last(warnings: &mut [String], candidate: &RunResult) {
-    let client_notes = arm_summaries(candidate);
-    warnings.sort_by_key(|w| client_notes.contains(w));
 }
 
 /// Gates a relative (A/B) run on its own: the head arm (the run's levels) against the base
@@ -169,8 +160,9 @@ fn relative(
     let looks = candidate.servers.as_ref().map_or(1, |s| s.looks.max(1));
     let per_look = per_look(settings, looks);
     let mut verdict = gate(candidate, &per_look, Design::Relative, levels, &sources);
+    // How the run was planned and why it stopped: information, not something to act on.
     if looks > 1 {
-        verdict.warnings.push(format!(
+        verdict.notes.push(format!(
             "sequential: up to {looks} looks, each side split over them: fail alpha {:.4} a \
              look (Bonferroni, {} over the plan), pass bounds at {:.1}% a look (a level at the \
              tolerance passes at most about 7% over the plan; docs/gate-calibration.md table 7)",
@@ -180,16 +172,17 @@ fn relative(
         ));
     }
     if let Some(stopped) = candidate.servers.as_ref().and_then(|s| s.stopped.as_ref()) {
-        verdict.warnings.push(format!("blocks: {stopped}"));
+        verdict.notes.push(format!("blocks: {stopped}"));
     }
     if let Some(servers) = &candidate.servers {
+        // A pair whose server did not start cost blocks: the reviewer should know.
         verdict
             .warnings
             .extend(servers.dropped.iter().map(|d| format!("blocks: {d}")));
         verdict
             .warnings
             .extend(super::pairs::disagreeing(candidate));
-        verdict.warnings.extend(servers.log_cuts());
+        verdict.notes.extend(servers.log_cuts());
     }
     let overrides = candidate.environment.overridden.iter();
     verdict
@@ -203,7 +196,6 @@ fn relative(
         base_engine: base.engine.clone(),
         base_version: base.engine_version.clone(),
     });
-    client_notes_last(&mut verdict.warnings, candidate);
     Ok(verdict)
 }
 
@@ -419,7 +411,10 @@ fn gate(
 ) -> Verdict {
     concurrencies.sort_unstable();
     concurrencies.dedup();
-    let mut warnings = arm_summaries(candidate);
+    // The client's flagged trials are information: where the client could have moved the
+    // verdict, client_bound::review refuses it (a warning) or says it was let through.
+    let notes = arm_summaries(candidate);
+    let mut warnings = Vec::new();
     let mut levels = Vec::new();
     for (metric, min_effect, tolerance) in metrics(settings) {
         let decision = decision_settings(settings, min_effect, tolerance);
@@ -451,6 +446,7 @@ fn gate(
         worst_ratio,
         drift,
         warnings,
+        notes,
         run_id: candidate.run_id.clone(),
         ..Verdict::refused("", &candidate.profile_name, None, settings.clone(), "")
     }
@@ -459,7 +455,7 @@ fn gate(
 /// One line per arm: how many trials were flagged, which, and the worst
 /// (record::flag_summary).
 fn arm_summaries(candidate: &RunResult) -> Vec<String> {
-    let mut warnings: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     let summary =
         |levels: &[LevelResult]| crate::record::flag_summary(levels, Some(FlagKind::ClientBound));
     let head = if candidate.base.is_some() {
@@ -467,19 +463,19 @@ fn arm_summaries(candidate: &RunResult) -> Vec<String> {
     } else {
         "this run"
     };
-    warnings.extend(
+    notes.extend(
         summary(&candidate.levels)
             .into_iter()
             .map(|l| format!("{head}: {l}")),
     );
     if let Some(base) = &candidate.base {
-        warnings.extend(
+        notes.extend(
             summary(&base.levels)
                 .into_iter()
                 .map(|l| format!("base arm: {l}")),
         );
     }
-    warnings
+    notes
 }
 
 /// One gated metric: what it is compared with and how its family decides.

@@ -55,7 +55,16 @@ pub struct Verdict {
     /// The trend across the run's interleaved rounds, when it could be measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
+    /// What a reviewer must act on or know before trusting the verdict (annotations in
+    /// GitHub Actions, `warning:` on the console, **Warnings** in the Markdown).
     pub warnings: Vec<String>,
+    /// Information beside the verdict that asks nothing of the reader: the sequential plan,
+    /// why the blocks stopped, the client's flagged trials where they could not have moved
+    /// the verdict, server logs cut short. Shown on the console, in verdict.md and the job
+    /// summary; never an annotation. Absent from verdicts of older builds (theirs are all
+    /// in `warnings`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Where the settings came from ("baseline demo at origin/main", "the run's own
     /// profile"), said in every verdict so that nobody gates with settings they did not see.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,7 +153,8 @@ pub struct SettingOverride {
 }
 
 impl SettingOverride {
-    /// The record of `ci --allow-regression` among a verdict's overridden settings.
+    /// The record of `ci --allow-regression` (or `gate --allow-regression`) among a
+    /// verdict's overridden settings.
     pub fn allow_regression() -> SettingOverride {
         SettingOverride {
             field: ALLOW_REGRESSION.into(),
@@ -178,6 +188,7 @@ impl Verdict {
             worst_ratio: None,
             drift: None,
             warnings: vec![why.to_string()],
+            notes: Vec::new(),
             settings_from: None,
             overridden: Vec::new(),
             changes: None,

@@ -159,8 +159,12 @@ pub fn error_annotation(title: &str, message: &str) -> String {
     format!("::error title={title}::{}", escape_data(message))
 }
 
-/// `::error` / `::warning` workflow commands, aggregated: one per outcome and at most a few
-/// warnings, so the pull request page is not flooded.
+/// `::error` / `::warning` workflow commands, aggregated: one for the outcome and at most a
+/// few warnings, so the pull request page is not flooded. Only what a reviewer must act on
+/// is annotated: the verdict's `notes` (the plan, why the blocks stopped, the client's
+/// notes) never are, and a pass with no warning annotates nothing. An inconclusive verdict
+/// (exit 0) says in its title that it is not a pass, and a history that cannot be trusted to
+/// catch a 10% drop says so in the title of the outcome's annotation (a pass's too).
 pub fn annotations(verdict: &Verdict) -> Vec<String> {
     const MAX_WARNINGS: usize = 3;
     let mut out = Vec::new();
@@ -182,6 +186,15 @@ pub fn annotations(verdict: &Verdict) -> Vec<String> {
         Some(crate::stats::decision::Design::Relative) => "the base server".to_string(),
         _ => format!("baseline {}", escape_data(&verdict.baseline_name)),
     };
+    // A weak history, in the outcome's title; its whole sentence (what to do) the message.
+    let weak = super::verdict::weak_history(verdict);
+    let weak_line = (verdict.history_need.as_ref().map(|n| n.line()))
+        .or_else(|| verdict.history_power.as_ref().map(|p| p.line()));
+    let titled = |title: &str| match &weak {
+        Some(w) => escape_property(&format!("{title} - {w}")),
+        None => escape_property(title),
+    };
+    let mut said_weak = false;
     match verdict.outcome {
         // Let through on purpose: a warning (the step succeeds), the size still said.
         Outcome::Regression if verdict.regression_accepted() => out.push(format!(
@@ -200,20 +213,42 @@ pub fn annotations(verdict: &Verdict) -> Vec<String> {
             escape_data(&verdict.profile_name),
             escape_data(&verdict.baseline_name)
         )),
-        Outcome::Inconclusive => out.push(format!(
-            "::warning title=Throughput inconclusive::the data cannot tell whether {} is slower than {}: see the job summary for the smallest drop it could see",
-            escape_data(&verdict.profile_name),
-            escape_data(&verdict.baseline_name)
-        )),
-        Outcome::Pass => {}
+        Outcome::Inconclusive => {
+            let mut message = format!(
+                "the data cannot tell whether this change is slower than {against}: the check \
+                 is not failed, and it is not a pass; the job summary gives the smallest drop \
+                 each level could see"
+            );
+            if let Some(line) = &weak_line {
+                message = format!("{}. {message}", escape_data(line));
+                said_weak = true;
+            }
+            out.push(format!(
+                "::warning title={}::{message}",
+                titled("Throughput inconclusive (not a pass)")
+            ));
+        }
+        Outcome::Pass => {
+            if let Some(line) = weak.as_ref().and(weak_line.as_ref()) {
+                out.push(format!(
+                    "::warning title={}::{}",
+                    titled("Throughput pass"),
+                    escape_data(line)
+                ));
+                said_weak = true;
+            }
+        }
     }
-    for w in verdict.warnings.iter().take(MAX_WARNINGS) {
+    let warnings: Vec<&String> = (verdict.warnings.iter())
+        .filter(|w| !(said_weak && weak_line.as_ref() == Some(*w)))
+        .collect();
+    for w in warnings.iter().take(MAX_WARNINGS) {
         out.push(format!("::warning title=throughline::{}", escape_data(w)));
     }
-    if verdict.warnings.len() > MAX_WARNINGS {
+    if warnings.len() > MAX_WARNINGS {
         out.push(format!(
             "::warning title=throughline::{} more warnings in the job summary",
-            verdict.warnings.len() - MAX_WARNINGS
+            warnings.len() - MAX_WARNINGS
         ));
     }
     out
@@ -235,6 +270,12 @@ fn escape_data(text: &str) -> String {
     untrusted::for_terminal(&text).into_owned()
 }
 
+/// Escapes a workflow-command property (an annotation's `title`): as data, and `:` and `,`,
+/// which would end the property.
+fn escape_property(text: &str) -> String {
+    escape_data(text).replace(':', "%3A").replace(',', "%2C")
+}
+
 fn append_to_env_file(var: &str, text: &str) -> Result<()> {
     let Some(path) = std::env::var_os(var) else {
         return Ok(());
@@ -246,4 +287,64 @@ fn append_to_env_file(var: &str, text: &str) -> Result<()> {
         .with_context(|| format!("cannot open ${var} ({})", path.to_string_lossy()))?;
     file.write_all(text.as_bytes())
         .with_context(|| format!("cannot write ${var}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::plots::ratio_tests::mixed;
+    use crate::report::verdict::tests::{one_session, weak_power};
+
+    /// Issue 50 item 3: the annotation of an inconclusive verdict says in its title that it
+    /// is not a pass and that this history cannot catch a 10% drop (the need's sentence its
+    /// message, not a second annotation); a pass against such a history says so too.
+    #[test]
+    fn an_inconclusive_title_is_not_a_pass_and_names_a_weak_history() {
+        let said = annotations(&one_session(Outcome::Inconclusive));
+        assert_eq!(said.len(), 1, "{said:#?}");
+        assert!(
+            said[0].starts_with(
+                "::warning title=Throughput inconclusive (not a pass) - this baseline cannot \
+                 catch a 10%25 drop (1 session)::"
+            ),
+            "{}",
+            said[0]
+        );
+        assert!(
+            said[0].contains("the baseline holds one session"),
+            "{}",
+            said[0]
+        );
+        let said = annotations(&weak_power(Outcome::Pass));
+        assert_eq!(said.len(), 1, "{said:#?}");
+        assert!(
+            said[0].starts_with(
+                "::warning title=Throughput pass - this baseline catches a 10%25 drop only 35%25 \
+                 of the time::history mode is weak here"
+            ),
+            "{}",
+            said[0]
+        );
+    }
+
+    /// Issue 50 item 5: notes are information, never annotations: a pass with notes and no
+    /// warning annotates nothing.
+    #[test]
+    fn notes_are_never_annotations() {
+        let mut v = mixed();
+        v.outcome = Outcome::Pass;
+        v.warnings.clear();
+        v.notes = vec![
+            "sequential: up to 5 looks".into(),
+            "blocks: 4 block(s) run; stopped: decided after 4 block(s)".into(),
+            "base arm: 2 of 20 trials client-bound".into(),
+        ];
+        assert_eq!(annotations(&v), Vec::<String>::new());
+    }
+
+    /// A title is a property: `:` and `,` would end it, `%` starts an escape.
+    #[test]
+    fn a_title_escapes_what_would_end_it() {
+        assert_eq!(escape_property("a: b, 10% c"), "a%3A b%2C 10%25 c");
+    }
 }

@@ -52,12 +52,12 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
             verdict.warnings.len()
         );
     }
-    if verdict.outcome == crate::gate::Outcome::Regression {
-        let _ = writeln!(
-            out,
-            "If this slowdown is intended, merge it and run the bless workflow on the target \
-             branch so that the baseline follows (docs/github-actions.md, \"New baselines\").\n"
-        );
+    // A failed required check cannot be merged: the way through is the label, which the
+    // recipes read as the action's allow-slowdown input.
+    if verdict.regression_accepted() {
+        let _ = writeln!(out, "{ACCEPTED_NEXT}\n");
+    } else if verdict.outcome == crate::gate::Outcome::Regression {
+        let _ = writeln!(out, "{INTENDED}\n");
     }
     out.push_str(&artifact_line(pngs));
     if let Some(line) = context_line(context) {
@@ -67,6 +67,18 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
     // saying so (src/untrusted.rs).
     crate::untrusted::bound_summary(&out, COMMENT_LIMIT, "in verdict.md in the artifact")
 }
+
+/// What a regression's comment says to the author of an intended slowdown.
+pub const INTENDED: &str = "If this slowdown is intended, add the label \
+    `throughput: intended-slowdown` to the pull request and push again (a re-run does not see \
+    a label added since): the check then reports the regression without failing. After \
+    merging, bless the target branch's baseline (docs/github-actions.md, \"An intended \
+    slowdown\").";
+
+/// What an accepted regression's comment says is left to do.
+pub const ACCEPTED_NEXT: &str = "Accepted as intended (`throughput: intended-slowdown`). After \
+    merging, bless the target branch's baseline so that it follows (docs/github-actions.md, \
+    \"An intended slowdown\").";
 
 /// The most of a comment body kept, in bytes: under GitHub's 65,536 characters.
 pub const COMMENT_LIMIT: usize = 60_000;
@@ -179,6 +191,23 @@ mod tests {
         assert!(line.chars().count() <= 160, "{line}");
     }
 
+    /// Issue 50 item 4: a red required check cannot be merged, so the regression comment
+    /// names what lets an intended slowdown through (the label), not "merge it"; an accepted
+    /// one says what is left to do (bless after merging).
+    #[test]
+    fn a_regression_comment_names_the_intended_slowdown_label() {
+        let body = pr_comment(&mixed(), &[], &RunContext::default());
+        assert!(body.contains("`throughput: intended-slowdown`"), "{body}");
+        assert!(!body.contains("merge it"), "{body}");
+        let mut accepted = mixed();
+        accepted
+            .overridden
+            .push(crate::gate::SettingOverride::allow_regression());
+        let body = pr_comment(&accepted, &[], &RunContext::default());
+        assert!(body.contains("After merging, bless"), "{body}");
+        assert!(!body.contains("add the label"), "{body}");
+    }
+
     /// Golden: the comment body as posted. A change of format fails here (the Mermaid blocks
     /// have their own golden test in `mermaid.rs`).
     #[test]
@@ -208,9 +237,10 @@ Profile `demo`, baseline `demo` at `origin/main`.
         );
         assert_eq!(rest.matches("```mermaid").count(), 1, "two charts");
         assert!(rest.ends_with(
-            "```\n\nIf this slowdown is intended, merge it and run the bless workflow on the \
-             target branch so that the baseline follows (docs/github-actions.md, \"New \
-             baselines\").\n\n<sub>The full verdict (`verdict.md`, with the method), the charts as PNG \
+            "```\n\nIf this slowdown is intended, add the label `throughput: intended-slowdown` \
+             to the pull request and push again (a re-run does not see a label added since): the \
+             check then reports the regression without failing. After merging, bless the target \
+             branch's baseline (docs/github-actions.md, \"An intended slowdown\").\n\n<sub>The full verdict (`verdict.md`, with the method), the charts as PNG \
              (`ratio.png`, `throughput.png`) and the raw results are in the job's artifact.</sub>\n"
         ));
         assert!(

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use super::console::{paint, use_color, Tone};
 use super::tables;
+use crate::gate::history_need::POWER_DROP;
 use crate::gate::{LevelStatus, Outcome, Verdict};
 use crate::stats::decision::{DecisionSettings, Design};
 use crate::untrusted::code_span;
@@ -71,16 +72,21 @@ fn headline_with(verdict: &Verdict, markdown: bool) -> String {
             false => format!("C={} {}", l.concurrency, l.metric.label()),
         })
         .collect();
+    // A pass or an undecided check of a history that misses 10% drops says so at once.
+    let weak = weak_history(verdict)
+        .map(|w| format!("; {w}"))
+        .unwrap_or_default();
     match verdict.outcome {
         Outcome::Pass => format!(
-            "PASS: no regression {against}{worst}{}",
+            "PASS: no regression {against}{worst}{}{weak}",
             ruled_out(verdict)
                 .map(|r| format!("; {r}"))
                 .unwrap_or_default()
         ),
+        // "(not a pass)": it exits 0, and a green check must not read as one.
         Outcome::Inconclusive => format!(
-            "INCONCLUSIVE: the data cannot tell whether this change is slower {against}{worst}; \
-             not failed{}",
+            "INCONCLUSIVE (not a pass): the data cannot tell whether this change is slower \
+             {against}{worst}; not failed{}{weak}",
             if verdict.settings.fail_on_inconclusive {
                 " ... except that gate.fail_on_inconclusive is set: exit 3"
             } else {
@@ -103,6 +109,31 @@ fn headline_with(verdict: &Verdict, markdown: bool) -> String {
             format!("NOT COMPARABLE: some levels could not be gated {against}{worst}")
         }
     }
+}
+
+/// A history verdict whose baseline cannot be trusted to catch a 10% drop, in a few words
+/// for the headline and the annotation's title: "this baseline cannot catch a 10% drop (1
+/// session)" while it cannot fail a drop under the guard at all (`history_need`), "this
+/// baseline catches a 10% drop only 35% of the time" where its power is low
+/// (`history_power`); None otherwise. The whole sentence, with what to do, is a notice.
+pub fn weak_history(verdict: &Verdict) -> Option<String> {
+    let sessions = |n: usize| match n {
+        1 => "1 session".to_string(),
+        n => format!("{n} sessions"),
+    };
+    if let Some(need) = &verdict.history_need {
+        return Some(format!(
+            "this baseline cannot catch a {:.0}% drop ({})",
+            POWER_DROP * 100.0,
+            sessions(need.sessions)
+        ));
+    }
+    let power = verdict.history_power.as_ref()?;
+    Some(format!(
+        "this baseline catches a {:.0}% drop only {:.0}% of the time",
+        power.drop * 100.0,
+        power.power * 100.0
+    ))
 }
 
 /// What a pass rules out, from the throughput levels' lower bounds at the pass confidence:
@@ -428,6 +459,14 @@ pub fn console_with(verdict: &Verdict, color: bool) -> String {
     for line in super::explain::console_lines(verdict) {
         let _ = writeln!(out, "{line}");
     }
+    // Information (the plan, why the blocks stopped, the client's notes), then what to act on.
+    for n in &verdict.notes {
+        let _ = writeln!(
+            out,
+            "note: {}",
+            super::console::short_warning(n, "verdict.md")
+        );
+    }
     for w in verdict.warnings.iter().filter(|w| !notices.contains(w)) {
         // A refusal is said whole: it holds the way on, which a cut would hide.
         let said = match verdict.refusal.as_ref() == Some(w) {
@@ -459,11 +498,13 @@ pub fn console_brief(verdict: &Verdict) -> String {
     out
 }
 
-/// The outcome at a glance, for Markdown headings.
+/// The outcome at a glance, for Markdown headings: green only for a pass, red only for a
+/// check that failed (a regression let through on purpose exits 0: orange).
 pub(super) fn icon(verdict: &Verdict) -> &'static str {
     match verdict.outcome {
         Outcome::Pass => "✅",
-        Outcome::Inconclusive => "❔",
+        Outcome::Inconclusive => "🟡",
+        Outcome::Regression if verdict.regression_accepted() => "🟠",
         Outcome::Regression => "❌",
         Outcome::NotComparable => "⚠️",
     }
@@ -526,6 +567,13 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
         }
         let _ = writeln!(out);
     }
+    if !verdict.notes.is_empty() {
+        let _ = writeln!(out, "**Notes**\n");
+        for n in &verdict.notes {
+            let _ = writeln!(out, "- {}", crate::untrusted::inline_text(n));
+        }
+        let _ = writeln!(out);
+    }
     for image in images {
         let _ = writeln!(out, "![{image}]({image})\n");
     }
@@ -533,8 +581,87 @@ pub fn markdown(verdict: &Verdict, images: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::gate::history_need::{HistoryNeed, HistoryPower};
+    use crate::gate::SettingOverride;
+    use crate::report::plots::ratio_tests::mixed;
+
+    /// A history verdict against a baseline of one session (which cannot fail a drop under
+    /// the guard), its need said among the warnings as `evaluate` says it.
+    pub(crate) fn one_session(outcome: Outcome) -> Verdict {
+        let mut v = mixed();
+        v.design = Some(Design::History);
+        v.outcome = outcome;
+        let need = HistoryNeed {
+            sessions: 1,
+            needed: Some(3),
+            guard: 0.25,
+        };
+        v.warnings = vec![need.line()];
+        v.history_need = Some(need);
+        v
+    }
+
+    /// A history verdict whose baseline catches a 10% drop 35% of the time.
+    pub(crate) fn weak_power(outcome: Outcome) -> Verdict {
+        let mut v = mixed();
+        v.design = Some(Design::History);
+        v.outcome = outcome;
+        let power = HistoryPower {
+            sessions: 3,
+            spread: Some(0.03),
+            drop: 0.10,
+            power: 0.35,
+            concurrency: 8,
+        };
+        v.warnings = vec![power.line()];
+        v.history_power = Some(power);
+        v
+    }
+
+    /// Issue 50 item 3: an inconclusive verdict exits 0, so where a reviewer looks (the job
+    /// summary's heading; the comment's is the same headline) it must not look like a pass,
+    /// and a history whose baseline cannot catch a 10% drop says so in the headline.
+    #[test]
+    fn an_inconclusive_heading_is_not_a_pass_and_names_a_weak_history() {
+        let v = one_session(Outcome::Inconclusive);
+        let md = markdown(&v, &[]);
+        let heading = md.lines().next().unwrap();
+        assert!(
+            heading.starts_with("## 🟡 throughline gate: INCONCLUSIVE (not a pass): "),
+            "{heading}"
+        );
+        assert!(
+            heading.ends_with("; this baseline cannot catch a 10% drop (1 session)"),
+            "{heading}"
+        );
+        // A pass against a baseline that misses most 10% drops says so too; a regression
+        // (it caught one) and a relative verdict say nothing of it.
+        let pass = headline(&weak_power(Outcome::Pass));
+        assert!(pass.starts_with("PASS: "), "{pass}");
+        assert!(
+            pass.ends_with("; this baseline catches a 10% drop only 35% of the time"),
+            "{pass}"
+        );
+        let caught = headline(&weak_power(Outcome::Regression));
+        assert!(!caught.contains("10% drop"), "{caught}");
+        assert!(!headline(&mixed()).contains("10% drop"));
+    }
+
+    /// Issue 50 item 7: a regression let through on purpose exits 0: its heading shows no
+    /// red cross, and still says REGRESSION.
+    #[test]
+    fn an_accepted_regression_shows_no_red_cross() {
+        let mut v = mixed();
+        v.overridden.push(SettingOverride::allow_regression());
+        assert!(v.regression_accepted());
+        let md = markdown(&v, &[]);
+        let heading = md.lines().next().unwrap();
+        assert!(!heading.contains('❌'), "{heading}");
+        assert!(heading.contains("REGRESSION: slower at C=1"), "{heading}");
+        assert!(markdown(&mixed(), &[]).starts_with("## ❌ "));
+    }
 
     #[test]
     fn only_ratios_a_measurement_can_give_are_shown_as_numbers() {

@@ -110,7 +110,9 @@ async fn take_the_folder_and_slots(out: &Path, setup: &BlocksSetup) -> Result<In
         Some(budget) => budget.min(setup.server_timeout),
         None => setup.server_timeout,
     };
-    crate::locks::hold_gpus(&setup.all_slots(), wait, &interrupt).await?;
+    if setup.lock_gpus {
+        crate::locks::hold_gpus(&setup.all_slots(), wait, &interrupt).await?;
+    }
     if let Some((kept, names)) = super::earlier::keep_earlier_run(out)? {
         for dir in ["blocks", "servers"] {
             if out.join(dir).is_dir() {

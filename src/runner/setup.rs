@@ -31,6 +31,9 @@ pub struct BlocksSetup {
     pub max_duration: Option<Duration>,
     /// Print every block's trials together at the end (the demo leaves them to its files).
     pub print_table: bool,
+    /// Take the machine-wide locks of the slots' GPUs (commands/flags.rs decides: not when
+    /// no GPU was named, neither by --slots nor through {gpus}).
+    pub lock_gpus: bool,
 }
 
 impl BlocksSetup {
@@ -63,6 +66,7 @@ impl BlocksSetup {
             server_timeout,
             max_duration: None,
             print_table: true,
+            lock_gpus: true,
         })
     }
 

@@ -252,3 +252,43 @@ fn the_sticky_comment_is_updated_in_place_or_posted_once() {
     let (out, _) = run(serde_json::json!([]), run_id);
     assert_eq!(common::code(&out), 2, "{}", common::text(&out));
 }
+
+/// Issue 50 item 4: the comment is posted with the GitHub CLI; where it is not installed the
+/// step says so (and where it is: GitHub's runners), rather than "gh: command not found".
+#[test]
+fn a_comment_without_the_github_cli_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    // A PATH with what the script uses, and no gh.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["bash", "head", "sed", "cat"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap();
+        std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+    }
+    let body = dir.path().join("pr-comment.md");
+    let run_id = "0123456789abcdef";
+    std::fs::write(
+        &body,
+        format!("<!-- throughline-verdict -->\n<!-- throughline-run: {run_id} -->\n## pass\n"),
+    )
+    .unwrap();
+    let out = gate_server(
+        &["comment", body.to_str().unwrap()],
+        &[
+            ("PATH", bin.to_str().unwrap()),
+            ("GITHUB_REPOSITORY", "org/repo"),
+            ("PR_NUMBER", "42"),
+            ("THROUGHLINE_RUN_ID", run_id),
+        ],
+    );
+    assert_eq!(common::code(&out), 2, "{}", common::text(&out));
+    let said = common::text(&out);
+    assert!(
+        said.contains("GitHub CLI") && said.contains("ubuntu-latest"),
+        "{said}"
+    );
+}

@@ -61,7 +61,7 @@ const SKIPPED: &[(&str, &str)] = &[
         "needs a git repository whose commits build a server; tests/it/alone/bisect_cli.rs bisects one",
     ),
     (
-        "throughline bisect --good v0.4.0 -p bench.toml --server-command './serve.sh {port}' --max-duration 6h -o bisect-out",
+        "throughline bisect --good v0.4.0 -p bench.toml --server-command './serve.sh {port}' --max-duration 6h -o ../bisect-out",
         "as above; tests/it/alone/bisect_cli.rs runs a bisect and continues one from its log",
     ),
     (

@@ -28,6 +28,8 @@ static SET_TEST_THREADS: extern "C" fn() = {
 mod common;
 
 mod alone;
+mod bisect_folder;
+mod closed_stdout;
 mod crossover_cli;
 mod demo_cli;
 mod dialects;

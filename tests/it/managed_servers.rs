@@ -336,3 +336,51 @@ async fn a_chatty_server_that_dies_keeps_a_bounded_log_and_its_last_words() {
         assert!(text.ends_with("\nlast words\n"), "{left}");
     }
 }
+
+/// Issue 50 item 7: the GPU locks are machine-wide, so they are taken only for GPUs a run
+/// named: with no `--slots` and server commands that do not use `{gpus}`, the default slots
+/// name no GPU the servers use (a CPU server, the simulator, a command that picks its own
+/// GPUs) and no GPU lock is taken, which the run says; naming the slots takes theirs.
+#[test]
+fn gpu_locks_are_taken_only_for_gpus_a_run_named() {
+    use crate::common::*;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = write_profile(
+        dir.path(),
+        "p",
+        &["http://127.0.0.1:1".to_string()],
+        QUICK_BODY,
+    );
+    let server = format!(
+        "exec {} serve-sim --port {{port}} --preset fixed --token-delay-ms 1",
+        bin()
+    );
+    let locks = |name: &str| -> Vec<String> {
+        let dir = dir.path().join(name);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("gpu-"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let bench = |name: &str, extra: &[&str]| {
+        let o = bench_command(&profile, &dir.path().join(format!("out-{name}")))
+            .args(["--no-progress", "--server-command", &server])
+            .args(extra)
+            .env("THROUGHLINE_LOCK_DIR", dir.path().join(name))
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        o
+    };
+    let o = bench("unnamed", &[]);
+    assert_eq!(locks("unnamed"), Vec::<String>::new());
+    assert!(text(&o).contains("no GPU lock"), "{}", text(&o));
+    bench("named", &["--slots", "3"]);
+    assert_eq!(locks("named"), ["gpu-3.lock"]);
+}

@@ -349,3 +349,99 @@ fn the_prerequisites_say_hf_home_must_be_writable() {
         "{runner}"
     );
 }
+
+/// The jobs of a workflow file: each `  name:` key under `jobs:` with its lines.
+fn jobs(text: &str) -> Vec<(String, String)> {
+    let Some(body) = text.split("\njobs:\n").nth(1) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in body.lines() {
+        if indent(line) == 2 && is_content(line) && line.trim_end().ends_with(':') {
+            out.push((line.trim().trim_end_matches(':').to_string(), String::new()));
+        } else if indent(line) == 0 && is_content(line) {
+            break;
+        } else if let Some((_, lines)) = out.last_mut() {
+            lines.push_str(line);
+            lines.push('\n');
+        }
+    }
+    out
+}
+
+/// Issue 50 item 4: the recommended recipes post the verdict comment themselves, from a job
+/// of their own as the reusable workflow does: only the body of the run the gate step
+/// reported (its `run-id` output, which the action passes on), with a token that may write
+/// to the pull request, never from a fork. Every job that posts with `gate-server.sh
+/// comment` (the GitHub CLI) runs on GitHub's `ubuntu-latest`, where `gh` is installed, and
+/// the docs' list of what the runner needs says so.
+#[test]
+fn the_recipes_post_the_comment_from_a_job_of_their_own() {
+    let action = read("action.yml");
+    let outputs = action.split("\noutputs:\n").nth(1).unwrap();
+    assert!(
+        outputs.contains("  run-id:\n")
+            && outputs.contains("value: ${{ steps.ci.outputs.run_id }}"),
+        "action.yml has no run-id output"
+    );
+    for file in [
+        "docs/workflows/throughput-1gpu.yml",
+        "docs/workflows/throughput-2gpu.yml",
+    ] {
+        let text = read(file);
+        let jobs = jobs(&text);
+        let (_, gate) = jobs
+            .iter()
+            .find(|(name, _)| name == "throughput")
+            .unwrap_or_else(|| panic!("{file}: no throughput job"));
+        assert!(
+            gate.contains("run-id: ${{ steps.gate.outputs.run-id }}"),
+            "{file}: the throughput job does not pass on the gate step's run-id"
+        );
+        let (_, comment) = jobs
+            .iter()
+            .find(|(name, _)| name == "comment")
+            .unwrap_or_else(|| panic!("{file}: no comment job"));
+        for want in [
+            "needs: throughput",
+            "always()",
+            "github.event.pull_request.head.repo.full_name == github.repository",
+            "runs-on: ubuntu-latest",
+            "pull-requests: write",
+            "name: throughline-results",
+            "THROUGHLINE_RUN_ID: ${{ needs.throughput.outputs.run-id }}",
+            "GH_TOKEN: ${{ github.token }}",
+            "gate-server.sh comment",
+        ] {
+            assert!(
+                comment.contains(want),
+                "{file}: the comment job lacks {want}"
+            );
+        }
+    }
+    let mut posting = 0;
+    for dir in [".github/workflows", "docs/workflows"] {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        for entry in std::fs::read_dir(root).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = format!("{dir}/{}", path.file_name().unwrap().to_string_lossy());
+            for (name, job) in jobs(&read(&rel)) {
+                if job.contains("gate-server.sh comment") || job.contains("\" comment \"$body\"") {
+                    posting += 1;
+                    assert!(
+                        job.contains("runs-on: ubuntu-latest"),
+                        "{rel}: job {name} posts with gh on a runner that may not have it"
+                    );
+                }
+            }
+        }
+    }
+    assert!(posting >= 3, "{posting} jobs post the comment");
+    let doc = read("docs/github-actions.md");
+    let runner = doc.split("## 1. The runner").nth(1).unwrap();
+    let runner = runner.split("\n## 2.").next().unwrap();
+    assert!(
+        runner.contains("GitHub CLI") && runner.contains("ubuntu-latest"),
+        "section 1 does not say where the comment's GitHub CLI runs: {runner}"
+    );
+}

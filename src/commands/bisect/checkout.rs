@@ -97,6 +97,34 @@ pub fn walk(dir: &Path, good: &str, bad: &str) -> Result<Walk> {
     })
 }
 
+/// The default output folder: `throughline-bisect-NAME` beside the work tree of the
+/// repository at (or above) `dir`, NAME the work tree's folder name. Never inside the tree,
+/// where `git status` would list it, `git clean` delete a half-done bisect's log, and a build
+/// of the tree pick up its checkouts.
+pub fn beside_work_tree(dir: &Path) -> Result<PathBuf> {
+    let repo = git2::Repository::discover(dir)
+        .with_context(|| format!("{} is not in a git repository", dir.display()))?;
+    let Some(work_dir) = repo.workdir() else {
+        bail!(
+            "{}: a bare repository has no work tree to build",
+            dir.display()
+        );
+    };
+    let work_dir = work_dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", work_dir.display()))?;
+    match (work_dir.parent(), work_dir.file_name()) {
+        (Some(parent), Some(name)) => {
+            Ok(parent.join(format!("throughline-bisect-{}", name.to_string_lossy())))
+        }
+        _ => bail!(
+            "the work tree {} has no folder beside it for bisect's files: give one with -o DIR \
+             (outside the work tree)",
+            work_dir.display()
+        ),
+    }
+}
+
 /// A command template run in `dir`: `cd DIR && TEMPLATE` (its {port}, {slot} and {gpus}
 /// stay for the server lifecycle to fill). The folder is a path, never a template: quoted
 /// for the shell, its braces doubled so that the template's rules give them back as they are

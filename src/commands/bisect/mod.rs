@@ -46,7 +46,7 @@ Examples:
       --server-command '.venv/bin/vllm serve MODEL --port {port}' --slots '0;1'
   # At most 6 hours; run the same command again to continue where it stopped
   throughline bisect --good v0.4.0 -p bench.toml --server-command './serve.sh {port}' \\
-      --max-duration 6h -o bisect-out
+      --max-duration 6h -o ../bisect-out
   # The same search driven by git (one step per commit git checks out):
   #   git bisect start main v0.4.0
   #   git bisect run throughline bisect --step --good v0.4.0 -p bench.toml \\
@@ -89,14 +89,11 @@ pub struct BisectArgs {
     /// The git repository (any folder in its work tree).
     #[arg(long, short = 'C', value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
-    /// Folder for the log, each step's run, the checkouts, bisect.md and bisect.json.
-    #[arg(
-        long,
-        short = 'o',
-        value_name = "DIR",
-        default_value = "throughline-bisect"
-    )]
-    pub out: PathBuf,
+    /// Folder for the log, each step's run, the checkouts, bisect.md and bisect.json
+    /// [default: throughline-bisect-NAME beside the repository's work tree, NAME its
+    /// folder's name: never inside it, where git status lists it and git clean deletes it].
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// One step for `git bisect run`: the checkout in --repo as it is, against --good.
     #[arg(long)]
     pub step: bool,
@@ -149,17 +146,27 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
     // From here on a signal is the bisect's to act on: a build running is stopped, its
     // checkout removed, and the bisect exits 130/143 with its log whole.
     let mut stop = Stop::from_signals();
-    crate::fsutil::ensure_output_dir(&args.out)?;
-    crate::locks::hold_output(&args.out)?;
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => {
+            let out = checkout::beside_work_tree(&args.repo)?;
+            println!(
+                "bisect: output folder {} (beside the work tree; -o for another)",
+                out.display()
+            );
+            out
+        }
+    };
+    crate::fsutil::ensure_output_dir(&out)?;
+    crate::locks::hold_output(&out)?;
     // Its report is written anew at the end: one left in the folder (or committed there)
     // must not stand for this bisect's meanwhile. The log is the bisect's own journal.
     for report in ["bisect.json", "bisect.md"] {
-        crate::fsutil::remove_output(&args.out.join(report))?;
+        crate::fsutil::remove_output(&out.join(report))?;
     }
-    let out = args
-        .out
+    let out = out
         .canonicalize()
-        .with_context(|| format!("cannot resolve {}", args.out.display()))?;
+        .with_context(|| format!("cannot resolve {}", out.display()))?;
     let bisect = Bisect {
         profile,
         baseline,
@@ -169,7 +176,8 @@ pub async fn run(args: BisectArgs) -> Result<Exit> {
     };
     // The template as written, checked before anything is checked out or built.
     let command = &bisect.args.server_command;
-    bisect.args.blocks.to_setup(command, Some(command))?;
+    let checked = bisect.args.blocks.to_setup(command, Some(command))?;
+    super::flags::BlockArgs::say_gpu_locks(&checked);
     if bisect.args.step {
         one_step(&bisect, &mut stop).await
     } else {

@@ -554,3 +554,66 @@ fn the_docs_tables_list_every_input() {
         }
     }
 }
+
+/// A stand-in for the binary that records its arguments (one a line) and what it sees of
+/// THROUGHLINE_ALLOW_REGRESSION, then exits 0: what scripts/action.sh asks of `ci`.
+fn recording_binary(dir: &Path) -> (PathBuf, PathBuf) {
+    let bin = dir.join("fake-throughline");
+    let said = dir.join("fake-args.txt");
+    std::fs::write(
+        &bin,
+        format!(
+            "#!/usr/bin/env bash\nprintf '%s\\n' \"$@\" > '{}'\n\
+             echo \"env=${{THROUGHLINE_ALLOW_REGRESSION-unset}}\" >> '{}'\n",
+            said.display(),
+            said.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (bin, said)
+}
+
+/// Issue 50 item 2: the action's `allow-slowdown` input reaches `ci` through the script's
+/// own INPUT_ALLOW_SLOWDOWN, so that running scripts/action.sh by hand with the action's
+/// INPUT_* variables does what the action does (`--allow-regression`). The input alone
+/// decides: a THROUGHLINE_ALLOW_REGRESSION left in the job's environment does not let a
+/// regression through when the input says 'false', and a value other than true or false is
+/// refused before anything runs.
+#[test]
+fn the_allow_slowdown_input_is_read_by_the_script_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let (fake, said) = recording_binary(dir.path());
+    let run = |allow: &str, job_env: &str| {
+        let _ = std::fs::remove_file(&said);
+        let (o, _) = action(
+            &repo,
+            "run",
+            &[
+                ("THROUGHLINE_BIN", fake.to_str().unwrap()),
+                ("INPUT_BASELINE", "baselines/quick.toml"),
+                ("INPUT_ALLOW_SLOWDOWN", allow),
+                ("THROUGHLINE_ALLOW_REGRESSION", job_env),
+            ],
+        );
+        (o, std::fs::read_to_string(&said).unwrap_or_default())
+    };
+    for allow in ["true", "TRUE"] {
+        let (o, args) = run(allow, "");
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        assert!(args.lines().any(|l| l == "--allow-regression"), "{args}");
+    }
+    for allow in ["false", ""] {
+        let (o, args) = run(allow, "true");
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        assert!(!args.contains("--allow-regression"), "{allow:?}: {args}");
+        assert!(args.contains("env=unset"), "{allow:?}: {args}");
+    }
+    let (o, args) = run("yes", "");
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("allow-slowdown"), "{}", text(&o));
+    assert!(args.is_empty(), "{args}");
+}

@@ -246,7 +246,7 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
     assert_eq!(code(&out), 0, "{}", text(&out));
     assert!(step.outputs().contains("verdict=inconclusive\n"));
     assert!(
-        stdout(&out).contains("::warning title=Throughput inconclusive::"),
+        stdout(&out).contains("::warning title=Throughput inconclusive (not a pass)"),
         "{}",
         text(&out)
     );

@@ -23,6 +23,7 @@ mod pairs_cli;
 mod prefix_cache_cli;
 mod progress_cli;
 mod promises;
+mod reviewer_view;
 mod selfbench_memory;
 mod untrusted_gate_outputs;
 mod workloads_cli;
