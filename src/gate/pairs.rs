@@ -9,6 +9,9 @@ use crate::record::{RunResult, TrialResult};
 /// own spread, to be named (a screen over a few pairs: chance alone rarely reaches it).
 const DISAGREES_Z: f64 = 3.0;
 
+/// A block's gap at one level with the level's slot effect and centre taken out, by pair.
+type Adjusted = (u32, f64);
+
 /// One block's gap at one level: its pair, orientation (+1: head on slot 1) and
 /// mean ln head - mean ln base.
 struct Gap {
@@ -33,7 +36,7 @@ pub fn disagreeing(run: &RunResult) -> Vec<String> {
             .and_then(|b| b.pair)
     };
     // Per level: the blocks' gaps with the level's slot effect taken out.
-    let mut adjusted: Vec<(u32, f64)> = Vec::new();
+    let mut adjusted: Vec<Adjusted> = Vec::new();
     for head in &run.levels {
         let Some(base) = base
             .levels
@@ -62,13 +65,13 @@ pub fn disagreeing(run: &RunResult) -> Vec<String> {
     }
     let mut said = Vec::new();
     for (p, gpus) in servers.pairs.iter().enumerate() {
-        let (own, rest): (Vec<(u32, f64)>, Vec<(u32, f64)>) =
+        let (own, rest): (Vec<Adjusted>, Vec<Adjusted>) =
             adjusted.iter().partition(|(pair, _)| *pair == p as u32);
         // The other pairs' own spread (the pair tested would widen it by its own offset).
         if own.is_empty() || rest.len() < 3 {
             continue;
         }
-        let mean = |v: &[(u32, f64)]| v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64;
+        let mean = |v: &[Adjusted]| v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64;
         let m = mean(&rest);
         let var = rest.iter().map(|x| (x.1 - m) * (x.1 - m)).sum::<f64>() / (rest.len() - 1) as f64;
         let se = var.sqrt() * (1.0 / own.len() as f64 + 1.0 / rest.len() as f64).sqrt();

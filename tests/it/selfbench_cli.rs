@@ -59,7 +59,10 @@ fn a_small_selfbench_accounts_for_every_chunk_and_pairs_every_gap() {
     // A busy machine reads some chunks together with the one before (counted as merged):
     // each chunk still came in a read of its own or was merged into one.
     let merged = t["headroom"]["late_merged_chunks"].as_u64().unwrap();
-    assert!(reads + merged >= 4 * 10, "every chunk came in some read: {t}");
+    assert!(
+        reads + merged >= 4 * 10,
+        "every chunk came in some read: {t}"
+    );
     let shown = text(&out);
     assert!(shown.contains("client error per token"), "{shown}");
 }
