@@ -47,6 +47,7 @@ mod init_gate;
 mod layout;
 mod llama_cpp;
 mod managed_servers;
+mod pairs_failure;
 mod plan_cli;
 mod plan_lengths_mix;
 mod plan_vs_reality;

@@ -19,7 +19,7 @@ mod honest_gate;
 mod lengths_cli;
 mod newcomer_cli;
 mod openloop_cli;
-mod pairs_cli;
+pub(crate) mod pairs_cli;
 mod prefix_cache_cli;
 mod progress_cli;
 mod promises;
