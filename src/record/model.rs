@@ -434,6 +434,11 @@ pub struct ClientHeadroom {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturated: Option<bool>,
     pub client_bound: bool,
+    /// Present when the lag or send-delay percentiles above were read from an HDR histogram
+    /// (a trial of over 65,536 probe wakes, about 11 minutes, or as many requests): each is
+    /// then the value at its nearest rank within this relative error. Absent: exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_error: Option<f64>,
 }
 
 /// The schedule of an open-loop trial and how well the client kept it.

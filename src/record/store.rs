@@ -197,6 +197,7 @@ mod tests {
                 failed_scrapes: 0,
                 cut_scrapes: 0,
                 invalid_values: 0,
+                dropped_samples: 0,
             }],
             server_tokens: None,
             client_tokens: None,

@@ -66,6 +66,13 @@ pub struct EndpointSeries {
     /// them ([`Sample::drop_impossible`]): a server's text, not a measurement.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub invalid_values: u32,
+    /// Samples dropped to keep the series within `load::telemetry::MAX_SAMPLES` (a trial of
+    /// hours): every other one, bar the ends and those holding a counter's first or last
+    /// value or a gauge's highest, and the scrapes came half as often after each thinning.
+    /// The cross-check and the highest gauges are unchanged by it; a gauge's mean over time
+    /// is read from fewer samples.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub dropped_samples: u64,
 }
 
 impl Sample {
@@ -106,6 +113,10 @@ impl EndpointSeries {
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 
@@ -154,6 +165,7 @@ mod tests {
             failed_scrapes: 0,
             cut_scrapes: 0,
             invalid_values: 1,
+            dropped_samples: 0,
         };
         e.drop_impossible();
         assert_eq!(e.invalid_values, 3);

@@ -4,6 +4,7 @@
 use super::flags;
 use super::{LevelResult, RunResult, TrialResult};
 use crate::stats::decision::Drift;
+use crate::stats::Percentiles;
 
 /// A figure for a message: 1e308 as `1e308`, not 309 digits.
 pub fn figure_text(v: f64) -> String {
@@ -23,6 +24,44 @@ pub fn drift_warning(d: &Drift) -> String {
         (d.size.exp() - 1.0) * 100.0,
         d.p
     )
+}
+
+/// Which of a level's latency percentiles were read from an HDR histogram rather than
+/// computed from every value (a trial with more values than `stats::sketch::EXACT_LIMIT`),
+/// as one sentence; None when all are exact. Reports print it under the level.
+pub fn estimated_percentiles_note(level: &LevelResult) -> Option<String> {
+    type Pick = fn(&TrialResult) -> Option<&Percentiles>;
+    let figures: [(&str, Pick); 4] = [
+        ("TTFT", |t| t.ttft_ms.as_ref()),
+        ("ITL", |t| t.itl_ms.as_ref()),
+        ("TPOT", |t| t.tpot_ms.as_ref()),
+        ("E2E", |t| t.e2e_ms.as_ref()),
+    ];
+    let mut names = Vec::new();
+    let mut error: f64 = 0.0;
+    let mut trials = 0;
+    for t in &level.trials {
+        let mut any = false;
+        for (name, pick) in &figures {
+            if let Some(e) = pick(t).and_then(|p| p.relative_error) {
+                any = true;
+                error = error.max(e);
+                if !names.contains(name) {
+                    names.push(*name);
+                }
+            }
+        }
+        trials += usize::from(any);
+    }
+    (trials > 0).then(|| {
+        format!(
+            "{} percentiles of {trials} of {} trial(s) read from an HDR histogram (over {}              values): each within {}% of the exact value (`relative_error` in results.json)",
+            names.join(", "),
+            level.trials.len(),
+            crate::stats::sketch::EXACT_LIMIT,
+            error * 100.0
+        )
+    })
 }
 
 /// Every trial flag of `kind` (all kinds when `None`) in `levels`, as "C=8 trial 2: message".
@@ -183,6 +222,31 @@ mod flag_summary_tests {
                 "2 of 4 trials client-bound (C=8 trials 1 (block 1), 2 (block 3)); the worst, \
                  C=8 trial 2 (block 3): client-bound: 9 of 1000 reads late"
             ]
+        );
+    }
+}
+
+#[cfg(test)]
+mod estimated_tests {
+    use super::*;
+    use crate::record::fake;
+
+    /// The note names the figures read from a histogram and how many trials had them; a
+    /// level whose percentiles are all exact has none.
+    #[test]
+    fn percentiles_read_from_a_histogram_are_named() {
+        let mut level = fake::run(&[(8, &[100.0, 101.0])]).levels.remove(0);
+        let exact = Percentiles::from_values(&mut vec![1.0, 2.0, 3.0]);
+        for t in &mut level.trials {
+            (t.ttft_ms, t.itl_ms) = (exact.clone(), exact.clone());
+        }
+        assert_eq!(estimated_percentiles_note(&level), None);
+        level.trials[1].itl_ms.as_mut().unwrap().relative_error = Some(0.001);
+        let note = estimated_percentiles_note(&level).unwrap();
+        assert!(
+            note.starts_with("ITL percentiles of 1 of 2 trial(s) read from an HDR histogram")
+                && note.contains("within 0.1% of the exact value"),
+            "{note}"
         );
     }
 }

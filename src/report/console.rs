@@ -70,11 +70,12 @@ pub fn level_row(level: &LevelResult) -> String {
     )
 }
 
-/// What the server's own metrics said at a level (saturation, token cross-check) and how
-/// much of the prompts its prefix cache served, one indented line each under its row; None
-/// when neither was reported.
+/// What the server's own metrics said at a level (saturation, token cross-check), how
+/// much of the prompts its prefix cache served, and which latency percentiles were read
+/// from a histogram, one indented line each under its row; None when none applies.
 pub fn server_note(level: &LevelResult) -> Option<String> {
-    let lines: Vec<String> = [level_note(&level.trials), cache_note(level)]
+    let estimated = crate::record::estimated_percentiles_note(level);
+    let lines: Vec<String> = [level_note(&level.trials), cache_note(level), estimated]
         .into_iter()
         .flatten()
         .map(|n| format!("{:>6}   {n}", ""))

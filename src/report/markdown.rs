@@ -118,7 +118,8 @@ fn facts(result: &RunResult) -> Vec<(&'static str, String)> {
 }
 
 /// The results per level (concurrency, or request rate in an open-loop run): what a level
-/// is, how the columns are computed, a row per level and the prefix-cache notes.
+/// is, how the columns are computed, a row per level, the prefix-cache notes and which
+/// latency percentiles were read from a histogram.
 fn levels_section(out: &mut String, result: &RunResult) {
     let open_loop = result.levels.iter().any(|l| l.rate.is_some());
     let (heading, first_column, what_levels_are) = if open_loop {
@@ -159,7 +160,13 @@ fn levels_section(out: &mut String, result: &RunResult) {
         let _ = writeln!(out, "\n_No level was measured._");
     }
     let cache: Vec<String> = (result.levels.iter())
-        .filter_map(|l| super::console::cache_note(l).map(|n| format!("- {}: {n}", l.label())))
+        .flat_map(|l| {
+            let estimated = crate::record::estimated_percentiles_note(l);
+            [super::console::cache_note(l), estimated]
+                .into_iter()
+                .flatten()
+                .map(move |n| format!("- {}: {n}", l.label()))
+        })
         .collect();
     if !cache.is_empty() {
         let _ = writeln!(out, "\n{}", cache.join("\n"));

@@ -63,6 +63,12 @@ pub struct Percentiles {
     pub max: f64,
     /// Number of values summarised (NaN values are not counted).
     pub count: u64,
+    /// Absent: p50, p90 and p99 are exact (interpolated between the closest ranks, as
+    /// [`percentile`]). Present: they were read from an HDR histogram (more values than
+    /// `sketch::EXACT_LIMIT`), each the value at its nearest rank within this relative
+    /// error; count, mean, min and max stay exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relative_error: Option<f64>,
 }
 
 impl Percentiles {
@@ -83,6 +89,7 @@ impl Percentiles {
             min: values[0].into(),
             max: values[values.len() - 1].into(),
             count: values.len() as u64,
+            relative_error: None,
         })
     }
 }

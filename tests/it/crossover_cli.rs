@@ -582,4 +582,65 @@ fn the_cost_is_said_before_the_run_and_measured_the_second_time() {
         said.contains("measured: the median of 2 block(s)"),
         "{said}"
     );
+
+// ---------------------------------------------------------------------------------------------
+// Reaping (issue 51): throughline is a subreaper in a run in blocks, so a server's process
+// whose parent (its `sh`) ended first becomes throughline's child; unreaped, each stopped
+// server left one as a zombie until the run ended.
+
+/// This process's zombie children: "pid (comm)".
+fn zombie_children(parent: u32) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 1 && f[0] == "Z" && f[1] == parent.to_string() {
+            found.push(format!("{head})"));
+        }
+    }
+    found
+}
+
+/// A server command whose server is the `sh`'s child (not `exec`ed): when the group is
+/// stopped the `sh` may end first, and the server is adopted. Once a block's line is out,
+/// its servers are stopped: none of their processes may be left as a zombie.
+#[test]
+fn servers_stopped_in_a_block_are_reaped_before_the_next() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(dir.path());
+    let out = dir.path().join("out");
+    let sim = format!(
+        "{} serve-sim --port {{port}} --preset fast & wait",
+        crate::common::bin()
+    );
+    let blocks = ["--blocks", "3", "--max-blocks", "3", "--slots", "0;1"];
+    let mut child = spawn_blocks(
+        &p,
+        &out,
+        &sim,
+        &[&["--base-server-command", &sim][..], &blocks[..]].concat(),
+    );
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        if line.starts_with("block 1:") || line.starts_with("block 2:") {
+            seen.push((line.clone(), zombie_children(child.id())));
+        }
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for (line, zombies) in seen {
+        assert!(zombies.is_empty(), "after {line:?}: zombies {zombies:?}");
+    }
 }

@@ -23,6 +23,7 @@ fn pct(p50: f64, p99: f64) -> Percentiles {
         min: p50 / 2.0,
         max: p99,
         count: 32,
+        relative_error: None,
     }
 }
 

@@ -1,7 +1,8 @@
 //! A trial's requests stream to `requests.jsonl` as they finish and are not held: the tally
-//! folds each request in and drops it (measured with a counting allocator, live heap bytes
-//! of the measuring thread, not a clock, so the test is fast and steady), and a journal that
-//! cannot be written fails the run.
+//! folds each request in and drops it, and past its sketches' exact limit holds no more
+//! (measured with a counting allocator, live heap bytes of the measuring thread, not a
+//! clock, so the test is fast and steady), and a journal that cannot be written fails the
+//! run.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -118,6 +119,10 @@ fn growth_per_request(tally: &mut TrialTally, from: u32, n: u32) -> f64 {
 /// A record held to the end of the trial costs its struct and its strings on top.
 const KEPT_PER_REQUEST: f64 = 2.0 * (4.0 * 8.0 + 8.0 * 4.0);
 
+/// Requests after which every sketch of the tally holds a histogram, not values: the
+/// figures of successful requests (9 in 10) have passed `EXACT_LIMIT` (65,536) values.
+const PAST_EXACT: u32 = 80_000;
+
 /// Bytes this thread's count moved while another thread allocated 16 MiB and held them.
 fn counted_of_a_neighbours_allocation() -> isize {
     use std::sync::{Arc, Barrier};
@@ -149,8 +154,8 @@ fn a_trial_keeps_no_request_records() {
     );
     let record = std::mem::size_of::<Finished>() as f64;
     assert!(record > KEPT_PER_REQUEST, "a record is {record} bytes");
-    // Streaming: only the sketches' values grow.
-    let mut tally = TrialTally::new(false);
+    // Streaming: only the sketches' values grow, and only up to their limit.
+    let mut tally = TrialTally::new(None);
     growth_per_request(&mut tally, 0, 1_000);
     let grew = growth_per_request(&mut tally, 1_000, 40_000);
     eprintln!("streaming: {grew:.1} bytes a request (a record is {record} bytes)");
@@ -163,15 +168,82 @@ fn a_trial_keeps_no_request_records() {
     let t = tally.summary(1);
     assert_eq!((t.succeeded, t.failed_total()), (36_900, 4_100));
     assert_eq!(t.itl_ms.unwrap().count, 36_900 * 8);
+}
 
-    // The same measure sees held records: the telemetry cross-check keeps slim copies.
-    let mut keeping = TrialTally::new(true);
-    growth_per_request(&mut keeping, 0, 1_000);
-    let grew = growth_per_request(&mut keeping, 1_000, 40_000);
-    eprintln!("keeping slim copies: {grew:.1} bytes a request");
+/// Past the sketches' exact limit a trial's memory stops growing: a trial of an hour holds
+/// what one of a few minutes holds, with the telemetry cross-check's count too (it places
+/// each request's tokens between the scrapes and keeps nothing of the request).
+#[test]
+fn a_long_trial_holds_what_a_short_one_holds() {
+    use std::sync::Arc;
+    use throughline::load::telemetry::{ClientCount, Counting};
+    let counted = counted_of_a_neighbours_allocation();
     assert!(
-        grew > record,
-        "kept copies grew only {grew:.0} bytes a request"
+        counted.abs() < 1024,
+        "a neighbour moved this count by {counted}"
+    );
+    for watched in [false, true] {
+        let count = Arc::new(ClientCount::new(Counting::PerToken, 1));
+        // A first scrape before the trial, and one begun after its last request.
+        count.scrape_began(0, -1.0);
+        count.scrape_ended(0, Some(-1.0));
+        count.scrape_began(0, 1e6);
+        let mut tally = TrialTally::new(watched.then(|| Arc::clone(&count)));
+        growth_per_request(&mut tally, 0, PAST_EXACT);
+        let grew = growth_per_request(&mut tally, PAST_EXACT, 200_000);
+        eprintln!("past the exact limit, telemetry {watched}: {grew:.2} bytes a request");
+        assert!(
+            grew.abs() < 1.0,
+            "telemetry {watched}: the tally grew {grew:.1} bytes a request past the limit"
+        );
+        let t = tally.summary(1);
+        let itl = t.itl_ms.unwrap();
+        assert_eq!(itl.count, u64::from(PAST_EXACT + 200_000) / 10 * 9 * 8);
+        assert_eq!(
+            itl.relative_error,
+            Some(0.001),
+            "read from the histogram: said so"
+        );
+        if watched {
+            count.scrape_ended(0, Some(1e6));
+            // 9 tokens a request, failed ones at their end: all inside the two scrapes.
+            assert_eq!(count.between(0, 0, 1), u64::from(PAST_EXACT + 200_000) * 9);
+        }
+    }
+}
+
+/// A figure with more values than a trial keeps exactly (ITL: 80 requests of 1,000 tokens,
+/// 79,920 gaps) is read from the histogram and says so, in results.json (`relative_error`)
+/// and under its level on the console; one with few (TTFT: 80 values) stays exact.
+#[test]
+fn percentiles_read_from_the_histogram_say_so() {
+    let sim = Sim::start(1, &["--preset", "instant"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let body = "[workload]\ninput_tokens = 4\nmax_tokens = 1000\nignore_eos = true\n\
+                [sweep]\nconcurrency = [8]\nrequests_per_level = 80\ntrials = 1\n\
+                warmup_requests = 0\n";
+    let profile = write_profile(tmp.path(), "many-gaps", &sim.urls, body);
+    let out_dir = tmp.path().join("out");
+    let o = bench_ok(&profile, &out_dir);
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    let trial = &results["levels"][0]["trials"][0];
+    assert_eq!(trial["itl_ms"]["count"], 79_920, "{}", trial["itl_ms"]);
+    assert_eq!(
+        trial["itl_ms"]["relative_error"], 0.001,
+        "{}",
+        trial["itl_ms"]
+    );
+    assert!(
+        trial["ttft_ms"].get("relative_error").is_none(),
+        "{}",
+        trial["ttft_ms"]
+    );
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("ITL percentiles of 1 of 1 trial(s) read from an HDR histogram"),
+        "{said}"
     );
 }
 

@@ -149,6 +149,7 @@ mod tests {
                     min: p50 / 2.0,
                     max: p50 * 3.0,
                     count: 100,
+                    relative_error: None,
                 })
             };
             t.ttft_ms = p(40.0, 0.15);
@@ -212,6 +213,7 @@ mod tests {
                             min: p50 / 2.0,
                             max: p50 * 3.0,
                             count: 100,
+                            relative_error: None,
                         })
                     };
                     t.ttft_ms = p(40.0, 0.05);
@@ -340,6 +342,7 @@ mod tests {
                         min: p50,
                         max: p50,
                         count: 10,
+                        relative_error: None,
                     });
                     t
                 })

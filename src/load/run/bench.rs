@@ -496,7 +496,7 @@ impl<'a> Prepared<'a> {
             rate,
             arm,
         };
-        shared.start_tally(TrialTally::new(false));
+        shared.start_tally(TrialTally::new(None));
         run_batch(shared, batch).await?;
         let tally = shared.take_tally();
         shared.progress.end_step();
@@ -542,12 +542,13 @@ impl<'a> Prepared<'a> {
             shared.clock,
         )
         .await;
-        // The telemetry cross-check counts the client's tokens one by one: it keeps slim
-        // copies of the requests, with their gaps.
-        shared.start_tally(TrialTally::new(watch.is_some()));
+        // The telemetry cross-check counts the client's tokens as the requests finish,
+        // placed between the scrapes.
+        shared.start_tally(TrialTally::new(watch.as_ref().map(|w| w.count())));
         let monitor = headroom::Monitor::start();
         match (rate, &self.trace) {
             (Some(_), Some((offsets, _))) => {
+                let offsets = offsets.iter().copied();
                 openloop::run_schedule(shared, batch, offsets, profile.sweep.max_concurrency)
                     .await?
             }
@@ -557,14 +558,14 @@ impl<'a> Prepared<'a> {
                     None => profile.sweep.requests_per_level as usize,
                 };
                 let arrival = profile.sweep.arrival.unwrap_or(Arrival::Poisson);
-                let offsets = openloop::schedule(
+                let offsets = openloop::offsets(
                     arrival,
                     profile.sweep.gamma_shape.unwrap_or(1.0),
                     r,
                     n,
                     openloop::trial_seed(profile.sweep.seed.unwrap_or(0), r, trial),
                 );
-                openloop::run_schedule(shared, batch, &offsets, profile.sweep.max_concurrency)
+                openloop::run_schedule(shared, batch, offsets, profile.sweep.max_concurrency)
                     .await?
             }
             (None, _) => run_batch(shared, batch).await?,
@@ -575,7 +576,7 @@ impl<'a> Prepared<'a> {
         let tally = shared.take_tally();
         // The server counted every request of the trial, warmup windows included.
         let server = match watch {
-            Some(w) => w.finish(tally.kept()).await,
+            Some(w) => w.finish().await,
             None => None,
         };
         self.next_prompt += tally.requests();

@@ -25,14 +25,27 @@ use crate::profile::Arrival;
 /// exponentials), and it means a trial's achieved rate measures the client, not the luck
 /// of the draw (a free Poisson count over 1,000 requests varies by about 3%).
 pub fn schedule(arrival: Arrival, gamma_shape: f64, rate: f64, n: usize, seed: u64) -> Vec<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    offsets(arrival, gamma_shape, rate, n, seed).collect()
+}
+
+/// [`schedule`]'s offsets one at a time, the same values bit for bit, without a list: the
+/// gaps are drawn twice from the same seed, once for their sum and once to scale and send,
+/// so a trial of a million requests holds no schedule.
+pub fn offsets(
+    arrival: Arrival,
+    gamma_shape: f64,
+    rate: f64,
+    n: usize,
+    seed: u64,
+) -> impl Iterator<Item = f64> {
     let mean = 1.0 / rate;
     let gamma = match arrival {
         Arrival::Gamma => statrs::distribution::Gamma::new(gamma_shape, gamma_shape * rate).ok(),
         _ => None,
     };
-    let mut gaps: Vec<f64> = (1..n)
-        .map(|_| match arrival {
+    let gaps = move || {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (1..n).map(move |_| match arrival {
             Arrival::Constant => mean,
             // Inverse CDF; 1 - u is in (0, 1], so the logarithm is finite.
             Arrival::Poisson => -(1.0 - rng.gen::<f64>()).ln() * mean,
@@ -41,22 +54,15 @@ pub fn schedule(arrival: Arrival, gamma_shape: f64, rate: f64, n: usize, seed: u
                 None => mean,
             },
         })
-        .collect();
-    let sum: f64 = gaps.iter().sum();
-    if sum > 0.0 {
-        let scale = (n.saturating_sub(1)) as f64 * mean / sum;
-        gaps.iter_mut().for_each(|g| *g *= scale);
-    }
-    let mut offsets = Vec::with_capacity(n);
+    };
+    let sum: f64 = gaps().sum();
+    let scale = (sum > 0.0).then(|| (n.saturating_sub(1)) as f64 * mean / sum);
     let mut t = 0.0;
-    if n > 0 {
-        offsets.push(0.0);
-    }
-    for g in gaps {
-        t += g;
-        offsets.push(t);
-    }
-    offsets
+    let rest = gaps().map(move |g| {
+        t += scale.map_or(g, |s| g * s);
+        t
+    });
+    (n > 0).then_some(0.0).into_iter().chain(rest)
 }
 
 /// The seed of one trial's schedule: the profile's seed mixed with the rate and the trial,
@@ -69,20 +75,20 @@ pub fn trial_seed(seed: u64, rate: f64, trial: u32) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Sends `offsets.len()` requests on the schedule. `max_concurrency` makes a send wait for a
-/// free slot (the wait shows as send lag). Each request is handed to [`Shared::finished`]
+/// Sends a request at each of `offsets` (ascending). `max_concurrency` makes a send wait
+/// for a free slot (the wait shows as send lag). Each request is handed to [`Shared::finished`]
 /// as it finishes (journal, progress, the trial's tally) and its task reaped while the
 /// schedule runs on, so a long trial holds only the requests in flight.
 pub async fn run_schedule(
     shared: &Arc<Shared>,
     batch: Batch,
-    offsets: &[f64],
+    offsets: impl IntoIterator<Item = f64>,
     max_concurrency: Option<u32>,
 ) -> Result<()> {
     let slots = max_concurrency.map(|c| Arc::new(tokio::sync::Semaphore::new(c as usize)));
     let t0 = tokio::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for (i, &offset) in offsets.iter().enumerate() {
+    for (i, offset) in offsets.into_iter().enumerate() {
         while let Some(done) = tasks.try_join_next() {
             done.context("a request task panicked")??;
         }
@@ -184,6 +190,47 @@ mod tests {
         // Same seed, same schedule; another seed, another one.
         assert_eq!(s, schedule(Arrival::Poisson, 1.0, 50.0, n, 42));
         assert_ne!(s, schedule(Arrival::Poisson, 1.0, 50.0, n, 43));
+    }
+
+    /// The offsets drawn one at a time are the list's, bit for bit: the same as the schedule
+    /// built whole before them (kept here as it was).
+    #[test]
+    fn offsets_one_at_a_time_are_the_whole_schedule() {
+        let whole = |arrival: Arrival, shape: f64, rate: f64, n: usize, seed: u64| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mean = 1.0 / rate;
+            let gamma = statrs::distribution::Gamma::new(shape, shape * rate).ok();
+            let mut gaps: Vec<f64> = (1..n)
+                .map(|_| match arrival {
+                    Arrival::Constant => mean,
+                    Arrival::Poisson => -(1.0 - rng.gen::<f64>()).ln() * mean,
+                    Arrival::Gamma => rng.sample(gamma.as_ref().unwrap()),
+                })
+                .collect();
+            let sum: f64 = gaps.iter().sum();
+            if sum > 0.0 {
+                let scale = (n.saturating_sub(1)) as f64 * mean / sum;
+                gaps.iter_mut().for_each(|g| *g *= scale);
+            }
+            let mut out = Vec::new();
+            let mut t = 0.0;
+            if n > 0 {
+                out.push(0.0);
+            }
+            for g in gaps {
+                t += g;
+                out.push(t);
+            }
+            out
+        };
+        for arrival in [Arrival::Constant, Arrival::Poisson, Arrival::Gamma] {
+            for n in [0, 1, 2, 1000] {
+                let want = whole(arrival, 0.5, 37.0, n, 9);
+                let got: Vec<f64> = offsets(arrival, 0.5, 37.0, n, 9).collect();
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{arrival:?} n={n}");
+            }
+        }
     }
 
     #[test]

@@ -9,23 +9,21 @@
 //! bytes a request: over 4 GB for a 24-hour soak at 100 requests/s).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::headroom::{self, SendTally};
 use super::schedule_check::{self, ScheduleTally};
+use crate::load::dialect;
 use crate::load::stream::outcome::{ConnectFailures, Finished};
+use crate::load::telemetry::{self, ClientCount};
 use crate::load::wire::read_delay::ReadDelays;
 use crate::load::workload::input_check::{self, InputTally};
-use crate::load::{dialect, telemetry};
 use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::telemetry::TrialTelemetry;
 use crate::record::{
     ClientHeadroom, ErrorClass, PrefixCacheUse, RequestRecord, TokenSource, TrialResult, Window,
 };
 use crate::stats::LatencySketch;
-
-/// The most per-token gaps a trial keeps on its requests for the telemetry cross-check
-/// (4 MiB).
-pub const KEPT_GAPS_LIMIT: usize = 1 << 20;
 
 /// What the run knew of a request when it finished, beyond its record.
 #[derive(Debug, Clone, Copy, Default)]
@@ -36,14 +34,12 @@ pub struct Asked {
     pub missed_length: bool,
 }
 
-/// The running trial's state, folded in as each request finishes. Per request it keeps
-/// only what a figure needs exactly (a few f64 latencies, in sketches that stop growing
-/// past [`crate::stats::sketch::EXACT_LIMIT`] values); the records, their strings and their
-/// token gaps are dropped. The exception is the telemetry cross-check (telemetry.rs reads
-/// the trial's requests once the last scrape is in): with `keep_for_telemetry`, a slim copy
-/// of each request (no strings) stays, its gaps up to [`KEPT_GAPS_LIMIT`] a trial; past
-/// that a request's tokens are placed at its end, which counts the same wherever the
-/// counter's samples span the whole trial.
+/// The running trial's state, folded in as each request finishes: counts, sums and latency
+/// sketches of a fixed size (exact while a figure has at most
+/// [`crate::stats::sketch::EXACT_LIMIT`] values, an HDR histogram past that); the records,
+/// their strings and their token gaps are dropped. Where the server's counters are
+/// watched, each request's tokens are first placed between the scrapes
+/// (`telemetry::ClientCount`), one count per scrape: nothing of the request is kept.
 #[derive(Debug)]
 pub struct TrialTally {
     /// Every request of the batch, warmup and cooldown windows included.
@@ -75,20 +71,19 @@ pub struct TrialTally {
     inputs: InputTally,
     sends: SendTally,
     schedule: ScheduleTally,
-    keep_for_telemetry: bool,
-    kept_gaps: usize,
-    kept: Vec<Finished>,
+    /// The telemetry cross-check's count of the client's tokens, where it is made.
+    client_count: Option<Arc<ClientCount>>,
 }
 
 impl Default for TrialTally {
     fn default() -> Self {
-        Self::new(false)
+        Self::new(None)
     }
 }
 
 impl TrialTally {
-    /// Starts a trial's tally; `keep_for_telemetry` when the server's counters are watched.
-    pub fn new(keep_for_telemetry: bool) -> Self {
+    /// Starts a trial's tally; `count` where the server's counters are watched.
+    pub fn new(client_count: Option<Arc<ClientCount>>) -> Self {
         TrialTally {
             requests: 0,
             excluded: 0,
@@ -115,14 +110,13 @@ impl TrialTally {
             inputs: InputTally::default(),
             sends: SendTally::default(),
             schedule: ScheduleTally::default(),
-            keep_for_telemetry,
-            kept_gaps: 0,
-            kept: Vec::new(),
+            client_count,
         }
     }
 
-    /// Folds a finished request in and drops it (or its slim copy, see the type).
-    pub fn add(&mut self, mut f: Finished, asked: Asked) {
+    /// Folds a finished request in and drops it. The server counted every request of the
+    /// trial, warmup and cooldown windows included: so does the cross-check.
+    pub fn add(&mut self, f: Finished, asked: Asked) {
         self.requests += 1;
         self.connect.add(&f.record);
         let counted = matches!(f.record.window, None | Some(Window::Measure));
@@ -131,20 +125,9 @@ impl TrialTally {
         } else {
             self.excluded += 1;
         }
-        if !self.keep_for_telemetry {
-            return;
+        if let Some(c) = &self.client_count {
+            c.add(&f);
         }
-        let room = self.kept_gaps + f.gaps_ms.len() <= KEPT_GAPS_LIMIT;
-        if !f.record.warmup && room {
-            self.kept_gaps += f.gaps_ms.len();
-        } else {
-            f.gaps_ms = Vec::new();
-        }
-        f.gaps_ms.shrink_to_fit();
-        f.answer = None;
-        f.record.error_message = None;
-        f.record.finish_reason = None;
-        self.kept.push(f);
     }
 
     /// A counted request's share of the figures.
@@ -211,11 +194,6 @@ impl TrialTally {
     /// Why the server looks gone, when every request of the batch failed to connect.
     pub fn unreachable(&self) -> Option<String> {
         self.connect.verdict()
-    }
-
-    /// The slim requests kept for the telemetry cross-check (empty unless asked for).
-    pub fn kept(&self) -> &[Finished] {
-        &self.kept
     }
 
     /// The trial's figures from its requests alone (no telemetry, client or schedule).
@@ -324,7 +302,7 @@ pub struct TrialPlace {
 
 /// Summarises one trial's requests (the figures of [`TrialTally::summary`]).
 pub fn summarize_trial(trial: u32, finished: Vec<Finished>) -> TrialResult {
-    let mut tally = TrialTally::new(false);
+    let mut tally = TrialTally::new(None);
     for f in finished {
         tally.add(f, Asked::default());
     }
@@ -345,11 +323,14 @@ mod tests {
         f
     }
 
-    /// Only the measured window's successful requests count, and nothing of them is kept;
-    /// for telemetry, slim copies are kept, their gaps only up to the limit.
+    /// Only the measured window's successful requests count; every request's tokens go to
+    /// the cross-check's count, windows included.
     #[test]
-    fn the_tally_counts_measured_successes_and_keeps_no_request() {
-        let mut tally = TrialTally::new(false);
+    fn the_tally_counts_measured_successes_and_places_every_request() {
+        let count = Arc::new(ClientCount::new(telemetry::Counting::AtCompletion, 1));
+        count.scrape_began(0, 0.0);
+        count.scrape_ended(0, Some(0.0));
+        let mut tally = TrialTally::new(Some(Arc::clone(&count)));
         let counted = with_gaps(9, Some(Window::Measure), false);
         let warm = with_gaps(9, Some(Window::Warmup), false);
         let warmup = with_gaps(9, None, true);
@@ -358,7 +339,6 @@ mod tests {
         for f in [counted, warm, warmup, failed] {
             tally.add(f, Asked::default());
         }
-        assert!(tally.kept().is_empty());
         assert_eq!(
             (tally.requests(), tally.excluded, tally.measured),
             (4, 1, 3)
@@ -366,21 +346,10 @@ mod tests {
         let t = tally.summary(1);
         assert_eq!(t.itl_ms.as_ref().unwrap().count, 9);
         assert_eq!((t.requests_sent, t.succeeded, t.failed_total()), (3, 2, 1));
-
-        let mut tally = TrialTally::new(true);
-        let mut kept = with_gaps(KEPT_GAPS_LIMIT - 5, None, false);
-        kept.record.finish_reason = Some("length".into());
-        tally.add(kept, Asked::default());
-        tally.add(with_gaps(10, None, false), Asked::default());
-        let held = tally.kept();
-        assert_eq!(held.len(), 2);
-        assert_eq!(held[0].gaps_ms.len(), KEPT_GAPS_LIMIT - 5);
-        assert_eq!(held[0].record.finish_reason, None);
-        assert!(held[1].gaps_ms.is_empty());
-        assert_eq!(
-            tally.summary(1).itl_ms.unwrap().count,
-            KEPT_GAPS_LIMIT as u64 + 5
-        );
+        // Each request ended at 1.1 s: a last scrape at 2 s counts all their tokens.
+        count.scrape_began(0, 2.0);
+        count.scrape_ended(0, Some(2.0));
+        assert_eq!(count.between(0, 0, 1), 4 * 10);
     }
 
     /// The figures do not depend on the order requests finish in, and the tally's
@@ -402,7 +371,7 @@ mod tests {
                 .collect()
         };
         let fold = |finished: Vec<Finished>| {
-            let mut tally = TrialTally::new(false);
+            let mut tally = TrialTally::new(None);
             for f in finished {
                 tally.add(f, Asked::default());
             }
@@ -441,7 +410,7 @@ mod tests {
             f.record.error_message = Some(format!("refused {i}"));
             f
         };
-        let mut tally = TrialTally::new(false);
+        let mut tally = TrialTally::new(None);
         for i in [2, 0, 1] {
             tally.add(refused(i), Asked::default());
         }
@@ -457,7 +426,7 @@ mod tests {
     /// Length misses and prompt lengths come in with each request and reach the result.
     #[test]
     fn the_whole_result_is_built_here() {
-        let mut tally = TrialTally::new(false);
+        let mut tally = TrialTally::new(None);
         for i in 0..4u32 {
             let mut f = a_finished_request(1.0, 100.0);
             f.record.index = i;

@@ -613,10 +613,12 @@ impl ManagedServer {
                 known.push(p);
             }
         }
-        tree::reap(known);
+        tree::reap(known, Some(self.pgid));
         if self.group_alive() || known.iter().any(tree::still_there) {
             return false;
         }
+        // Those that ended since the look above (the last members of the group) too.
+        tree::reap(known, Some(self.pgid));
         self.stopped = true;
         tree::forget_started(self.pgid);
         true
@@ -675,7 +677,7 @@ impl Drop for ManagedServer {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        tree::reap(&known);
+        tree::reap(&known, Some(self.pgid));
         tree::forget_started(self.pgid);
         // The log's tail is written before the process (an error's exit) may end.
         self.end_log(Duration::from_secs(1));

@@ -180,22 +180,30 @@ pub fn still_there(p: &Proc) -> bool {
     read_proc(p.pid).is_some_and(|now| now.start == p.start && !now.zombie)
 }
 
-/// Reaps those of `procs` that are this process's zombie children adopted as strays (a
-/// subreaper must, or they stay until throughline exits). Children it started are left to
-/// their owners (a `Child` reaped behind its back could no longer tell that it exited).
-pub fn reap(procs: &[Proc]) {
+/// Reaps this process's zombie children that a server left: those of `known` (looked up
+/// again now, since a process listed while its parent lived is adopted by throughline, a
+/// subreaper, when that parent exits: its ppid then is this process, not the one listed)
+/// and any member of the server's group `pgid`. A subreaper must reap them, or every server
+/// stopped leaves its processes as zombies until throughline exits (two a block were seen,
+/// a run of many blocks collecting them). Children it started are left to their owners (a
+/// `Child` reaped behind its back could no longer tell that it exited), and so are
+/// children in another group it was not told of (a bisect build, waited for by its own).
+pub fn reap(known: &[Proc], pgid: Option<libc::pid_t>) {
     // SAFETY: getpid only reads the process's id.
     let me = unsafe { libc::getpid() };
     let started = STARTED.lock().map(|s| s.clone()).unwrap_or_default();
-    for p in procs
-        .iter()
-        .filter(|p| p.ppid == me && !started.contains(&p.pid))
-    {
+    let ours = |z: &Proc| {
+        Some(z.pgid) == pgid || known.iter().any(|k| k.pid == z.pid && k.start == z.start)
+    };
+    for z in table() {
+        if !(z.zombie && z.ppid == me && !started.contains(&z.pid) && ours(&z)) {
+            continue;
+        }
         let mut status = 0;
         // SAFETY: waitpid with WNOHANG on one pid that is this process's child; it never
         // blocks, and a pid that is not a child gives ECHILD.
         unsafe {
-            libc::waitpid(p.pid, &mut status, libc::WNOHANG);
+            libc::waitpid(z.pid, &mut status, libc::WNOHANG);
         }
     }
 }

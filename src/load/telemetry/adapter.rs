@@ -269,8 +269,10 @@ vllm:num_requests_running{engine="0",model_name="a}b,c=\"d\""} 3
             failed_scrapes: 0,
             cut_scrapes: 0,
             invalid_values: 0,
+            dropped_samples: 0,
         }];
-        let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &[]);
+        let count = crate::load::telemetry::ClientCount::new(Counting::PerToken, 1);
+        let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &count);
         assert_eq!(
             t.saturation,
             vec!["KV cache near full (97%, the fullest of 2 ranks)"]

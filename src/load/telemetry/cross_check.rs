@@ -2,65 +2,31 @@
 //! saturated server.
 
 use super::adapter::Adapter;
-use super::{Counting, EndpointSeries, Sample, TrialTelemetry, AGREEMENT, CACHE_NEAR_FULL};
-use crate::load::stream::outcome::Finished;
+use super::count::ClientCount;
+use super::{EndpointSeries, Sample, TrialTelemetry, AGREEMENT, CACHE_NEAR_FULL};
 use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::TrialResult;
 
-/// How many of one request's tokens arrived inside `[from, to]` (seconds since the run
-/// started): the first token, then the per-token gaps; when the gaps are not there (failed,
-/// not streamed, or past the trial's gap limit), all at the end. Counted in place, so the
-/// check holds no list of token times (memory stays flat however long the trial).
-fn tokens_inside(f: &Finished, from: f64, to: f64) -> u64 {
-    let r = &f.record;
-    let inside = |t: f64| t >= from && t <= to;
-    match r.first_token_s {
-        Some(first) if f.gaps_ms.len() as u64 + 1 == r.output_tokens => {
-            let mut t = first;
-            let mut n = u64::from(inside(t));
-            for g in &f.gaps_ms {
-                t += f64::from(*g) / 1000.0;
-                n += u64::from(inside(t));
-            }
-            n
-        }
-        _ if inside(r.end_s) => r.output_tokens,
-        _ => 0,
-    }
-}
-
-/// Client tokens inside `[from, to]` for one endpoint, counted like the server counts.
-fn client_tokens(finished: &[Finished], endpoint: usize, from: f64, to: f64, c: Counting) -> f64 {
-    let mine = finished.iter().filter(|f| f.record.endpoint == endpoint);
-    match c {
-        Counting::AtCompletion => mine
-            .filter(|f| f.record.end_s >= from && f.record.end_s <= to)
-            .map(|f| f.record.output_tokens as f64)
-            .sum(),
-        Counting::PerToken => mine.map(|f| tokens_inside(f, from, to)).sum::<u64>() as f64,
-    }
-}
-
-/// The trial's telemetry: series, the cross-check and the saturation signs.
+/// The trial's telemetry: series, the cross-check (the client's tokens as `client` placed
+/// them between the scrapes, count.rs) and the saturation signs.
 pub fn summarize(
     adapter: &Adapter,
     endpoints: Vec<EndpointSeries>,
-    finished: &[Finished],
+    client_count: &ClientCount,
 ) -> TrialTelemetry {
     let (mut server, mut client, mut windows, mut counted) = (0.0, 0.0, 0.0, 0usize);
     for e in &endpoints {
-        let with_counter: Vec<&Sample> = e
-            .samples
-            .iter()
-            .filter(|s| s.generated_tokens_total.is_some())
-            .collect();
-        if let (Some(a), Some(b)) = (with_counter.first(), with_counter.last()) {
+        let with_counter = |s: &Sample| s.generated_tokens_total.is_some();
+        let first = e.samples.iter().position(with_counter);
+        let last = e.samples.iter().rposition(with_counter);
+        if let (Some(ia), Some(ib)) = (first, last) {
+            let (a, b) = (&e.samples[ia], &e.samples[ib]);
             if b.t > a.t {
                 let delta = b.generated_tokens_total.unwrap_or(0.0)
                     - a.generated_tokens_total.unwrap_or(0.0);
                 if delta >= 0.0 {
                     server += delta;
-                    client += client_tokens(finished, e.endpoint, a.t, b.t, adapter.counting);
+                    client += client_count.between(e.endpoint, ia, ib) as f64;
                     windows += b.t - a.t;
                     counted += 1;
                 }
@@ -136,7 +102,8 @@ pub fn attach(trial: &mut TrialResult, telemetry: Option<TrialTelemetry>) {
 mod tests {
     use super::*;
     use crate::engine::Engine;
-    use crate::load::telemetry::adapter;
+    use crate::load::stream::outcome::Finished;
+    use crate::load::telemetry::{adapter, Counting};
     use crate::record::{ErrorClass, RequestRecord, TokenSource};
 
     fn done(endpoint: usize, first: f64, gaps: Vec<f64>, end: f64) -> Finished {
@@ -180,6 +147,23 @@ mod tests {
         }
     }
 
+    /// The client's count of `finished` against the series' scrapes (each taken at once).
+    fn counted(
+        counting: Counting,
+        series: &[EndpointSeries],
+        finished: &[Finished],
+    ) -> ClientCount {
+        let count = ClientCount::new(counting, series.len());
+        for e in series {
+            for s in &e.samples {
+                count.scrape_began(e.endpoint, s.t);
+                count.scrape_ended(e.endpoint, Some(s.t));
+            }
+        }
+        finished.iter().for_each(|f| count.add(f));
+        count
+    }
+
     fn sample(t: f64, tokens: f64, waiting: f64) -> Sample {
         Sample {
             t,
@@ -202,14 +186,17 @@ mod tests {
             failed_scrapes: 0,
             cut_scrapes: 0,
             invalid_values: 0,
+            dropped_samples: 0,
         }];
-        let t = summarize(&adapter(Engine::Sim).unwrap(), series.clone(), &f);
+        let count = counted(Counting::PerToken, &series, &f);
+        let t = summarize(&adapter(Engine::Sim).unwrap(), series.clone(), &count);
         assert_eq!(t.server_tokens, Some(2.0));
         assert_eq!(t.client_tokens, Some(2.0));
         assert_eq!(t.disagreement, Some(0.0));
         assert_eq!(t.saturation, vec!["queue non-empty (up to 2 waiting)"]);
         // Counted at completion: the request ended after the window, so nothing inside it.
-        let t = summarize(&adapter(Engine::LlamaCpp).unwrap(), series, &f);
+        let count = counted(Counting::AtCompletion, &series, &f);
+        let t = summarize(&adapter(Engine::LlamaCpp).unwrap(), series, &count);
         assert_eq!(t.client_tokens, Some(0.0));
         let mut trial = crate::record::fake::trial(1, 10.0);
         attach(&mut trial, Some(t));
@@ -228,8 +215,10 @@ mod tests {
             failed_scrapes: 3,
             cut_scrapes: 0,
             invalid_values: 0,
+            dropped_samples: 0,
         }];
-        let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &[]);
+        let count = counted(Counting::PerToken, &series, &[]);
+        let t = summarize(&adapter(Engine::Vllm).unwrap(), series, &count);
         assert_eq!(t.disagreement, None);
         assert!(t.saturation.is_empty());
     }

@@ -12,11 +12,13 @@
 
 //! By job: `adapter` (an engine's names, and telling the engine from a page), `page` (the
 //! Prometheus text parsed), `read` (a page read as it arrives), `watch` (the scrapers of a
-//! trial), `summary` (the cross-check and the saturation signs).
+//! trial), `count` (the client's tokens placed between the scrapes as requests finish),
+//! `cross_check` (the cross-check and the saturation signs).
 
 use std::time::Duration;
 
 mod adapter;
+mod count;
 mod cross_check;
 mod page;
 mod read;
@@ -26,10 +28,11 @@ pub use crate::record::telemetry::{Counting, EndpointSeries, Sample, TrialTeleme
 pub use adapter::{
     adapter, impossible_values_warning, missing_counter_warning, Adapter, Recognizer,
 };
+pub use count::ClientCount;
 pub use cross_check::{attach, summarize};
 pub use page::{Page, Series};
 pub use read::{cut_page_warning, read_lines, MAX_PAGE_BYTES};
-pub use watch::Watch;
+pub use watch::{Watch, MAX_SAMPLES};
 
 /// How often `/metrics` is read during a trial.
 pub const INTERVAL: Duration = Duration::from_secs(1);

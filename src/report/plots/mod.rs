@@ -313,6 +313,7 @@ pub(crate) mod tests {
             min: p50 / 2.0,
             max: p99,
             count: 10,
+            relative_error: None,
         }
     }
 
