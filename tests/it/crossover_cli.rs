@@ -582,6 +582,7 @@ fn the_cost_is_said_before_the_run_and_measured_the_second_time() {
         said.contains("measured: the median of 2 block(s)"),
         "{said}"
     );
+}
 
 // ---------------------------------------------------------------------------------------------
 // Reaping (issue 51): throughline is a subreaper in a run in blocks, so a server's process
