@@ -10,7 +10,7 @@ use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::gate::legs::{self, Inputs, Legs};
 use crate::gate::merge::combine;
-use crate::record::files::{REPORT_MD, RESULTS_FILE, VERDICT_JSON, VERDICT_MD};
+use crate::record::files::{REPORT_MD, RESULTS_FILE, VERDICT_FILE_BYTES, VERDICT_JSON, VERDICT_MD};
 use crate::report::combined::{markdown, run_label};
 use crate::report::github;
 use crate::report::verdict::shown_ratio;
@@ -45,9 +45,6 @@ pub struct MergeArgs {
     #[arg(long, value_name = "N")]
     pub expect: Option<usize>,
 }
-
-/// The most a verdict.json read may hold (a verdict is kilobytes; this is a bound).
-const VERDICT_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 pub fn run(args: MergeArgs) -> Result<Exit> {
     refuse_output_in_an_input(&args)?;

@@ -14,6 +14,18 @@ pub fn blocks_of(
     head: &[TrialResult],
     value: impl Fn(&TrialResult) -> Option<f64>,
 ) -> Vec<Block> {
+    numbered_blocks_of(base, head, value)
+        .into_iter()
+        .map(|(_, block)| block)
+        .collect()
+}
+
+/// [`blocks_of`] with each block's number (to look up its record: its pair, say).
+pub fn numbered_blocks_of(
+    base: &[TrialResult],
+    head: &[TrialResult],
+    value: impl Fn(&TrialResult) -> Option<f64>,
+) -> Vec<(u32, Block)> {
     let trials = |trials: &[TrialResult]| -> Vec<(u32, Option<u32>, f64)> {
         (trials.iter())
             .filter_map(|t| Some((t.block?, t.slot, value(t)?)))
@@ -25,10 +37,13 @@ pub fn blocks_of(
     numbers.dedup();
     numbers
         .into_iter()
-        .map(|n| Block {
-            base: b.iter().filter(|t| t.0 == n).map(|t| t.2).collect(),
-            head: h.iter().filter(|t| t.0 == n).map(|t| t.2).collect(),
-            head_slot: h.iter().find(|t| t.0 == n).and_then(|t| t.1).unwrap_or(0),
+        .map(|n| {
+            let block = Block {
+                base: b.iter().filter(|t| t.0 == n).map(|t| t.2).collect(),
+                head: h.iter().filter(|t| t.0 == n).map(|t| t.2).collect(),
+                head_slot: h.iter().find(|t| t.0 == n).and_then(|t| t.1).unwrap_or(0),
+            };
+            (n, block)
         })
         .collect()
 }

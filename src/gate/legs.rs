@@ -14,14 +14,11 @@ use anyhow::{bail, Context, Result};
 use super::merge::Check;
 use super::{Outcome, Verdict};
 use crate::record::checks::level_problems;
-use crate::record::files::{PR_COMMENT_MD, RESULTS_FILE, VERDICT_JSON, VERDICT_MD};
+use crate::record::files::{
+    EARLIER_DIR, PR_COMMENT_MD, RESULTS_FILE, VERDICT_FILE_BYTES, VERDICT_JSON, VERDICT_MD,
+};
 use crate::record::run_id::{from_markdown, is_run_id};
 use crate::record::RunResult;
-
-/// The most of a verdict.json, verdict.md or pr-comment.md read (kilobytes; this bounds).
-const VERDICT_FILE_BYTES: u64 = 64 * 1024 * 1024;
-/// Folders never taken for a leg: where a run keeps the files of the run before it.
-const EARLIER_DIR: &str = "earlier";
 
 /// What to merge, as the flags name it.
 pub struct Inputs<'a> {

@@ -91,43 +91,28 @@ pub fn disagreeing(run: &RunResult) -> Vec<String> {
     said
 }
 
-/// Each block's gap at one level, from its trials' tok/s (ln), where both arms ran in it.
+/// Each block's gap at one level, from its measured trials' tok/s (ln), grouped as the gate
+/// groups them (`block_groups`), where both arms ran in it.
 fn gaps(
     base: &[TrialResult],
     head: &[TrialResult],
     pair_of: &dyn Fn(u32) -> Option<u32>,
 ) -> Vec<Gap> {
     let ln = |t: &TrialResult| {
-        (t.output_tok_per_s.is_finite() && t.output_tok_per_s > 0.0)
-            .then(|| t.output_tok_per_s.ln())
+        let v = t.output_tok_per_s;
+        (t.measured() && v.is_finite() && v > 0.0).then(|| v.ln())
     };
-    let mut numbers: Vec<u32> = head.iter().filter_map(|t| t.block).collect();
-    numbers.sort_unstable();
-    numbers.dedup();
-    let mut out = Vec::new();
-    for n in numbers {
-        let of = |arm: &[TrialResult]| -> Vec<f64> {
-            arm.iter()
-                .filter(|t| t.block == Some(n))
-                .filter_map(ln)
-                .collect()
-        };
-        let (b, h) = (of(base), of(head));
-        let (Some(pair), false, false) = (pair_of(n), b.is_empty(), h.is_empty()) else {
-            continue;
-        };
-        let slot = head
-            .iter()
-            .find(|t| t.block == Some(n))
-            .and_then(|t| t.slot);
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-        out.push(Gap {
-            pair,
-            orient: if slot == Some(1) { 1.0 } else { -1.0 },
-            d: mean(&h) - mean(&b),
-        });
-    }
-    out
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    (super::block_groups::numbered_blocks_of(base, head, ln).into_iter())
+        .filter(|(_, b)| !b.base.is_empty() && !b.head.is_empty())
+        .filter_map(|(n, b)| {
+            Some(Gap {
+                pair: pair_of(n)?,
+                orient: if b.head_slot == 1 { 1.0 } else { -1.0 },
+                d: mean(&b.head) - mean(&b.base),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

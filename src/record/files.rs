@@ -33,6 +33,12 @@ pub const RATIO_PNG: &str = "ratio.png";
 /// The capacity plan (JSON).
 pub const PLAN_JSON: &str = "plan.json";
 
+/// The subfolder of an output folder where a new run keeps the earlier run's files
+/// (`runner::earlier`); never read as a run of its own (`gate::legs`).
+pub const EARLIER_DIR: &str = "earlier";
+/// The most of a verdict.json, verdict.md or pr-comment.md read back (kilobytes; a bound).
+pub const VERDICT_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// What a run's steps write from its journal (everything but the journal itself): a new run
 /// removes these from its output folder before it starts its journal, so a run killed part
 /// way never leaves a complete-looking result of the run before beside a new journal.

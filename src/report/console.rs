@@ -266,7 +266,7 @@ pub fn estimate_seconds(profile: &Profile, arms: usize) -> Option<f64> {
 
 /// A duration rounded for an estimate: whole seconds under two minutes, whole minutes under
 /// two hours, else quarter hours.
-fn rough(d: Duration) -> String {
+pub fn rough(d: Duration) -> String {
     let s = d.as_secs_f64().ceil() as u64;
     let rounded = match s {
         0..120 => s.max(1),

@@ -145,16 +145,9 @@ async fn take_the_folder_and_slots(out: &Path, setup: &BlocksSetup) -> Result<In
 /// What the blocks cost: " in 41m on 4 pair(s) (blocks per pair 1, 1, 1, 1), 5.2 GPU-hours"
 /// (a block holds its pair's GPUs from its first server's start to its last one's stop).
 fn spent(runs: &[BlockRun], setup: &BlocksSetup, wall: Duration) -> String {
-    let gpus_of = |pair: usize| {
-        (setup.pairs[pair].iter())
-            .flat_map(|s| s.gpus.split(','))
-            .filter(|g| !g.trim().is_empty())
-            .count()
-            .max(1)
-    };
     let pair_of = |r: &BlockRun| r.record.pair.unwrap_or(0) as usize;
     let gpu_seconds: f64 = (runs.iter())
-        .map(|r| r.record.seconds.unwrap_or(0.0) * gpus_of(pair_of(r)) as f64)
+        .map(|r| r.record.seconds.unwrap_or(0.0) * setup.gpus_in(pair_of(r)) as f64)
         .sum();
     let per_pair: Vec<String> = (0..setup.pairs.len())
         .map(|p| runs.iter().filter(|r| pair_of(r) == p).count().to_string())

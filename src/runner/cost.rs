@@ -28,8 +28,10 @@ pub fn plan_lines(template: &BenchSetup, setup: &BlocksSetup) -> Vec<String> {
     let plan = setup.plan;
     let rounds = |blocks: u32| blocks.div_ceil(pairs.max(1));
     let arms = if setup.relative() { 2 } else { 1 };
-    let gpus_per_block =
-        setup.all_slots().iter().map(gpus_of).sum::<usize>() as f64 / f64::from(pairs.max(1));
+    let gpus_per_block = (0..setup.pairs.len())
+        .map(|p| setup.gpus_in(p))
+        .sum::<usize>() as f64
+        / f64::from(pairs.max(1));
     let wall = |blocks: u32| Duration::from_secs_f64(f64::from(rounds(blocks)) * time.seconds);
     let gpu_hours = |blocks: u32| f64::from(blocks) * time.seconds * gpus_per_block / 3600.0;
     let mut lines = vec![format!(
@@ -39,11 +41,11 @@ pub fn plan_lines(template: &BenchSetup, setup: &BlocksSetup) -> Vec<String> {
         plan.first,
         rounds(plan.first),
         plan.first * arms,
-        rough(wall(plan.first)),
+        crate::report::console::rough(wall(plan.first)),
         gpu_hours(plan.first),
         plan.max,
         rounds(plan.max),
-        rough(wall(plan.max)),
+        crate::report::console::rough(wall(plan.max)),
         gpu_hours(plan.max),
         time.source
     )];
@@ -73,15 +75,6 @@ pub fn plan_lines(template: &BenchSetup, setup: &BlocksSetup) -> Vec<String> {
         ));
     }
     lines
-}
-
-/// The GPUs a slot holds ("2,3": 2; one at least).
-fn gpus_of(slot: &crate::load::servers::Slot) -> usize {
-    slot.gpus
-        .split(',')
-        .filter(|g| !g.trim().is_empty())
-        .count()
-        .max(1)
 }
 
 /// How many earlier runs' results are read, newest first, for a measured block time.
@@ -147,14 +140,4 @@ fn guessed_block(template: &BenchSetup, setup: &BlocksSetup) -> BlockTime {
             .into(),
         measured: false,
     }
-}
-
-/// A duration rounded for an estimate (whole minutes past two minutes).
-fn rough(d: Duration) -> String {
-    let s = d.as_secs_f64().ceil() as u64;
-    let rounded = match s {
-        0..120 => s.max(1),
-        _ => s.div_ceil(60) * 60,
-    };
-    humantime::format_duration(Duration::from_secs(rounded)).to_string()
 }

@@ -12,8 +12,7 @@ use anyhow::{Context, Result};
 
 use crate::record::files::{DERIVED_FILES, REQUESTS_FILE, RESULTS_FILE};
 
-/// The subfolder of an output folder where earlier runs are kept.
-pub const EARLIER_DIR: &str = "earlier";
+pub use crate::record::files::EARLIER_DIR;
 
 /// The record of the servers a run started (`runner::processes`), relative to the folder.
 const PROCESS_RECORD: &str = super::processes::PROCESSES_FILE;

@@ -80,6 +80,19 @@ impl BlocksSetup {
         self.pairs.iter().flatten().cloned().collect()
     }
 
+    /// How many GPUs pair `pair` holds (each slot at least one: "0,1;2,3" holds 4).
+    pub fn gpus_in(&self, pair: usize) -> usize {
+        (self.pairs[pair].iter())
+            .map(|s| {
+                s.gpus
+                    .split(',')
+                    .filter(|g| !g.trim().is_empty())
+                    .count()
+                    .max(1)
+            })
+            .sum()
+    }
+
     /// Pair `pair`'s GPUs as given, for messages ("0;1").
     pub fn pair_text(&self, pair: usize) -> String {
         let gpus: Vec<&str> = self.pairs[pair].iter().map(|s| s.gpus.as_str()).collect();

@@ -96,7 +96,7 @@ impl Drop for Hostile {
 }
 
 /// Reads one request: (head, body); `None` when the connection closed first.
-fn read_request(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+pub(crate) fn read_request(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut buf = Vec::new();
     let mut piece = [0u8; 4096];
     let head_end = loop {
@@ -132,7 +132,7 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-fn reply(s: &mut TcpStream, status: &str, content_type: &str, body: &str) {
+pub(crate) fn reply(s: &mut TcpStream, status: &str, content_type: &str, body: &str) {
     let _ = write!(
         s,
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

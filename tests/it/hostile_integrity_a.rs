@@ -8,6 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::common::*;
+use crate::hostile::reply;
 
 /// A bench in blocks on slot 0 whose server exits at once: the GPU lock is taken before
 /// any server starts, so a refused lock is the whole run.
@@ -78,7 +79,7 @@ fn a_lock_folder_that_is_a_link_is_refused() {
 // `/metrics` (the page given) and the completions (the stream given). It serves at most
 // [`FAKE_CONNECTIONS`] connections and stops after [`FAKE_LIFE`] or when dropped.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -150,48 +151,11 @@ impl Drop for Fake {
     }
 }
 
-/// Reads one request's head and body (bounded); the path, or None when it closed first.
+/// Reads one request (bounded, as tests/it/hostile.rs reads them): its path, or None when
+/// the connection closed first.
 fn read_request(s: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut piece = [0u8; 4096];
-    let head_end = loop {
-        match s.read(&mut piece) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&piece[..n]),
-        }
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if buf.len() > 1 << 20 {
-            return None;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let length: usize = (head.lines())
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0usize)
-        .min(1 << 20);
-    while buf.len() < head_end + length {
-        match s.read(&mut piece) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&piece[..n]),
-        }
-    }
+    let (head, _) = crate::hostile::read_request(s)?;
     head.split_whitespace().nth(1).map(str::to_string)
-}
-
-fn reply(s: &mut TcpStream, status: &str, content_type: &str, body: &str) {
-    let _ = write!(
-        s,
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
 }
 
 fn serve(mut s: TcpStream, metrics: &str, stream: Stream, written: &AtomicU64, stop: &AtomicBool) {
