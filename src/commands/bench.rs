@@ -6,14 +6,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::flags::{EnvironmentArgs, ServerArgs};
+use super::flags::RunFlags;
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
-use crate::load::BenchSetup;
+use crate::gate::{Against, Check};
 use crate::profile::{ModelChoice, Profile, QuickStart};
+use crate::record::RunResult;
 use crate::report::console;
 use crate::report::export::ExportArgs;
-use crate::runner::{check_base_endpoints, conclude, measure, write_plots, wrote_line};
+use crate::runner::{check_base_endpoints, conclude, write_plots, wrote_line};
 
 /// The examples `bench --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
@@ -39,15 +40,6 @@ pub struct BenchArgs {
     /// flags (see `throughline init` for one to edit).
     #[arg(long, short = 'p', value_name = "FILE")]
     pub profile: Option<PathBuf>,
-    /// Folder for results.json, requests.jsonl and summary.csv. An earlier run's files found
-    /// there are moved into DIR/earlier/<its start time>/, never overwritten.
-    #[arg(
-        long,
-        short = 'o',
-        value_name = "DIR",
-        default_value = "throughline-results"
-    )]
-    pub out: PathBuf,
     /// The server's base URL, without /v1 (repeat for several replicas). Replaces the
     /// profile's endpoints; without --profile, runs a default profile against it.
     #[arg(long = "endpoint", short = 'e', value_name = "URL")]
@@ -81,12 +73,7 @@ pub struct BenchArgs {
     #[arg(long = "base-endpoint", value_name = "URL")]
     pub base_endpoints: Vec<String>,
     #[command(flatten)]
-    pub environment: EnvironmentArgs,
-    #[command(flatten)]
-    pub servers: ServerArgs,
-    /// Never draw a progress bar (it is drawn only on a terminal anyway).
-    #[arg(long)]
-    pub no_progress: bool,
+    pub run: RunFlags,
     /// Skip the PNG plots and report.md.
     #[arg(long)]
     pub no_plots: bool,
@@ -95,10 +82,11 @@ pub struct BenchArgs {
 }
 
 pub async fn run(args: BenchArgs) -> Result<Exit> {
+    let out = &args.run.out;
     args.export
         .refuse_stdout("bench prints its tables on standard output")?;
     // The folder then holds only what this run writes.
-    crate::runner::earlier::start_fresh(&args.out)?;
+    crate::runner::take_output(out)?;
     let (profile, saved_text) = match &args.profile {
         Some(path) => {
             let mut profile = Profile::load(path)?;
@@ -118,27 +106,16 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
             path.display()
         );
     }
-    let setup = BenchSetup {
-        profile,
-        environment: args.environment.to_environment(),
-        out_dir: args.out.clone(),
-        show_progress: !args.no_progress,
-        base_endpoints: args.base_endpoints.clone(),
-    };
-    let outcome = if let Some(blocks) = args.servers.to_setup()? {
-        if args.profile.is_none() {
-            bail!("--server-command needs --profile: the profile says what to measure");
-        }
-        // Sequential looks read the profile's gate settings (as `gate` without --baseline).
-        let settings = setup.profile.gate.clone();
-        let decide =
-            |run: &crate::record::RunResult| crate::gate::evaluate_relative(run, &settings);
-        let sequential = blocks.relative().then_some(&decide as _);
-        crate::runner::run_in_blocks(setup, &blocks, sequential).await?
-    } else {
-        measure(setup).await?
-    };
-    let exit = conclude(&outcome, &args.out);
+    if args.run.servers.managed() && args.profile.is_none() {
+        bail!("--server-command needs --profile: the profile says what to measure");
+    }
+    let setup = args.run.to_run(profile, args.base_endpoints.clone())?;
+    // Sequential looks read the profile's gate settings (as `gate` without --baseline).
+    let check = Check::new(Against::OwnArms, setup.bench.profile.gate.clone());
+    let decide = |run: &RunResult| check.decide(run);
+    let sequential = setup.looks_ahead().then_some(&decide as _);
+    let outcome = crate::runner::run(setup, sequential).await?;
+    let exit = conclude(&outcome, out);
     if outcome.interrupted.is_none() {
         args.export.write(&outcome.result, None)?;
     }
@@ -149,12 +126,12 @@ pub async fn run(args: BenchArgs) -> Result<Exit> {
             .base
             .as_ref()
             .map(|b| crate::record::trials_by_level(&b.levels));
-        write_plots(&outcome.result, base.as_deref(), &args.out);
+        write_plots(&outcome.result, base.as_deref(), out);
     }
-    println!("{}", wrote_line(&args.out));
+    println!("{}", wrote_line(out));
     println!("{}", console::closing_line(&outcome.result));
     // A signal while the charts were drawn: they are whole, the run was asked to stop.
-    let late = crate::runner::measure::signal_received();
+    let late = crate::runner::signal_received();
     if let (Some(sig), None) = (late, outcome.interrupted) {
         return Ok(Exit::Interrupted(sig));
     }

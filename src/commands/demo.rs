@@ -22,7 +22,7 @@ use crate::record::files::{LATENCY_PNG, PER_REQUEST_PNG, THROUGHPUT_PNG, VERDICT
 use crate::report::plan::{render_brief, render_json, render_table, write_plan_files};
 use crate::report::run::{write_verdict_markdown, VerdictCharts};
 use crate::report::verdict;
-use crate::runner::BlocksSetup;
+use crate::runner::{BlocksSetup, RunSetup};
 use crate::sim::{SimCluster, SimConfig};
 
 /// The examples `demo --help` ends with.
@@ -99,14 +99,17 @@ pub async fn run(args: DemoArgs) -> Result<Exit> {
 async fn run_against(head: &[String], base: &[String], out: &Path, verbose: bool) -> Result<Exit> {
     let mut profile = Profile::parse(DEMO_PROFILE).context("the embedded demo profile")?;
     profile.target.endpoints = head.to_vec();
-    let setup = BenchSetup {
-        profile,
-        environment: EnvironmentArgs::default().to_environment(),
-        out_dir: out.to_path_buf(),
+    let environment = EnvironmentArgs::default().to_environment();
+    let bench = BenchSetup {
         show_progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         base_endpoints: base.to_vec(),
+        ..BenchSetup::new(profile, environment, out.to_path_buf())
     };
-    let outcome = crate::runner::measure::measure_with(setup, verbose).await?;
+    let setup = RunSetup {
+        server_notes: verbose,
+        ..RunSetup::new(bench, None)
+    };
+    let outcome = crate::runner::run(setup, None).await?;
     let exit = crate::runner::conclude(&outcome, out);
     println!("{}", crate::report::console::closing_line(&outcome.result));
     if exit != Exit::Pass {
@@ -195,25 +198,20 @@ async fn unchanged_in_blocks(out: &Path, verbose: bool) -> Result<()> {
          swaps their slots"
     );
     crate::fsutil::ensure_output_dir(out)?;
-    let setup = BenchSetup {
-        profile: profile.clone(),
-        environment: EnvironmentArgs::default().to_environment(),
-        out_dir: out.to_path_buf(),
-        show_progress: false,
-        base_endpoints: Vec::new(),
-    };
+    let environment = EnvironmentArgs::default().to_environment();
+    let bench = BenchSetup::new(profile.clone(), environment, out.to_path_buf());
     let timeout = std::time::Duration::from_secs(30);
-    let mut blocks = BlocksSetup::new(
+    let blocks = BlocksSetup::new(
         &server,
         Some(&server),
         &["0;1".into()],
         (Some(4), Some(4)),
         timeout,
-    )?;
-    blocks.print_table = verbose;
+    )?
+    .printing_table(verbose)
     // Simulators on no GPU: the slots only play GPUs, so no machine-wide GPU lock.
-    blocks.lock_gpus = false;
-    let outcome = crate::runner::run_in_blocks(setup, &blocks, None).await?;
+    .locking_gpus(false);
+    let outcome = crate::runner::run(RunSetup::new(bench, Some(blocks)), None).await?;
     let stopped = crate::load::run::interrupt::Interrupt::installed()
         .and_then(|i| i.error("the demo's servers are stopped"));
     if let (Some(e), Some(_)) = (stopped, outcome.interrupted) {

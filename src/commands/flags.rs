@@ -2,15 +2,55 @@
 //! into the typed setup the library takes (`to_environment`, `to_setup`, `apply`), so that
 //! no command calls another, and nothing below commands/ sees a clap struct.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
 
 use crate::gate::SettingOverride;
-use crate::profile::GateSettings;
+use crate::load::BenchSetup;
+use crate::profile::{GateSettings, Profile};
 use crate::record::Environment;
-use crate::runner::BlocksSetup;
+use crate::runner::{BlocksSetup, RunSetup};
+
+/// What every measuring command (`bench`, `ci`) takes: where the files go, the fingerprint,
+/// the servers throughline starts, and the progress bar; made once into the runner's
+/// `RunSetup`.
+#[derive(Debug, Args, Clone)]
+pub struct RunFlags {
+    /// Folder for the run's files: results.json, requests.jsonl, summary.csv, the charts
+    /// and report.md (and a check's verdict.json, verdict.md, junit.xml). An earlier run's
+    /// files found there are moved into DIR/earlier/<its start time>/, never overwritten.
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "DIR",
+        default_value = "throughline-results"
+    )]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub environment: EnvironmentArgs,
+    #[command(flatten)]
+    pub servers: ServerArgs,
+    /// Never draw a progress bar (it is drawn only on a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl RunFlags {
+    /// The run these flags ask for, of `profile` (its endpoints final) beside
+    /// `base_endpoints` (a relative run against servers that are up; empty: none).
+    pub fn to_run(&self, profile: Profile, base_endpoints: Vec<String>) -> Result<RunSetup> {
+        let blocks = self.servers.to_setup()?;
+        let bench = BenchSetup {
+            show_progress: !self.no_progress,
+            base_endpoints,
+            ..BenchSetup::new(profile, self.environment.to_environment(), self.out.clone())
+        };
+        Ok(RunSetup::new(bench, blocks))
+    }
+}
 
 /// The environment fingerprint a baseline is compared on; what is not given is detected
 /// from the server where possible.
@@ -130,10 +170,7 @@ impl ServerArgs {
             .blocks
             .to_setup(head, self.base_server_command.as_deref())?;
         BlockArgs::say_gpu_locks(&setup);
-        Ok(Some(BlocksSetup {
-            max_duration: self.max_duration,
-            ..setup
-        }))
+        Ok(Some(setup.with_deadline(self.max_duration)))
     }
 }
 
@@ -164,15 +201,12 @@ impl BlockArgs {
             (self.first, self.max),
             self.server_timeout,
         )?;
-        Ok(BlocksSetup {
-            lock_gpus: named,
-            ..setup
-        })
+        Ok(setup.locking_gpus(named))
     }
 
     /// Says, once before the run, that no GPU lock is taken and why.
     pub fn say_gpu_locks(setup: &BlocksSetup) {
-        if !setup.lock_gpus {
+        if !setup.locks_gpus() {
             eprintln!(
                 "note: no GPU lock taken: no --slots given and no server command uses {{gpus}}, \
                  so this run names no GPU (slots {DEFAULT_SLOTS} stand for the servers' places \

@@ -8,11 +8,11 @@ use clap::Args;
 use super::flags::GateOverrides;
 use crate::exit::Exit;
 use crate::gate::baseline::Baseline;
-use crate::gate::{evaluate, evaluate_relative};
-use crate::record::trials_by_level;
+use crate::gate::{Against, Check, SettingOverride};
 use crate::record::RunResult;
 use crate::report::export::ExportArgs;
-use crate::report::run::{publish_verdict, write_run_files, VerdictCharts, VerdictFiles};
+use crate::report::publish::Publish;
+use crate::report::run::VerdictFiles;
 
 /// The examples `gate --help` ends with (tests/it/help_examples.rs runs each).
 pub const EXAMPLES: &str = "\
@@ -98,54 +98,40 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
         .as_ref()
         .map_or(&candidate.profile.gate, |b| &b.gate);
     let settings = args.overrides.apply(given)?;
-    let decide = |run: &RunResult| match &baseline {
-        Some(b) => evaluate(b, run, &settings),
-        None => evaluate_relative(run, &settings),
-    };
-    let mut verdict = decide(&candidate)?;
-    let results = args.results.display().to_string();
-    crate::gate::client_bound::review(
-        &mut verdict,
-        &candidate,
-        args.allow_client_bound,
-        &results,
-        &decide,
-    )?;
-    verdict.overridden = args.overrides.listed(given);
+    let mut overridden = args.overrides.listed(given);
     if args.allow_regression {
-        verdict
-            .overridden
-            .push(crate::gate::SettingOverride::allow_regression());
+        overridden.push(SettingOverride::allow_regression());
     }
-    verdict.settings_from = Some(match (&baseline, &args.baseline_ref) {
+    let settings_from = match (&baseline, &args.baseline_ref) {
         (Some(b), Some(r)) => format!("baseline {} at {r}", b.name),
         (Some(b), None) => format!("baseline {} (working tree)", b.name),
         (None, _) => format!(
             "the run's own profile {} (no --baseline: nothing outside the run vouches for them)",
             candidate.profile_name
         ),
-    });
-    verdict.baseline_ref = args.baseline_ref.clone();
-    // The charts draw the run beside what it was compared with.
-    let (beside, per_request) = match (&candidate.base, &baseline) {
-        (Some(base), _) => (trials_by_level(&base.levels), Vec::new()),
-        (None, Some(b)) => (b.trials_by_level(), b.per_request_by_level()),
-        (None, None) => (Vec::new(), Vec::new()),
     };
-    let charts = match &args.out {
-        Some(out) => VerdictCharts::of(
-            &write_run_files(&candidate, Some(&beside), Some(&per_request), out)?,
-            None,
-        ),
-        None => VerdictCharts::default(),
+    let check = Check {
+        overridden,
+        allow_client_bound: args.allow_client_bound,
+        settings_from: Some(settings_from),
+        baseline_ref: args.baseline_ref.clone(),
+        ..Check::new(
+            baseline.map_or(Against::OwnArms, Against::Baseline),
+            settings,
+        )
     };
-    let files = VerdictFiles {
-        json: args.json.clone(),
-        markdown: args.markdown.clone(),
-        stdout_elsewhere: stdout_taken,
+    let verdict = check.judge(&candidate, &args.results.display().to_string())?;
+    let publish = Publish {
+        files: VerdictFiles {
+            json: args.json.clone(),
+            markdown: args.markdown.clone(),
+            stdout_elsewhere: stdout_taken,
+        },
+        charts_into: args.out.clone(),
+        exports: args.export.asked(),
+        ..Publish::default()
     };
-    publish_verdict(&verdict, &files, &charts)?;
-    args.export.write(&candidate, Some(&verdict))?;
+    publish.publish(&verdict, &candidate, check.baseline())?;
     // Accepted as intended (--allow-regression): 0, and the headline, outputs and annotation
     // say so.
     Ok(verdict.exit())

@@ -14,6 +14,7 @@
 pub mod baseline;
 pub mod bisect;
 mod block_groups;
+pub mod check;
 pub mod client_bound;
 mod compare;
 pub mod explain;
@@ -32,6 +33,7 @@ use crate::profile::GateSettings;
 use crate::record::TrialMetric;
 use crate::stats::decision::{Design, Drift, LevelTest};
 
+pub use check::{Against, Check};
 pub use compare::{evaluate, evaluate_relative};
 pub use history_need::HistoryNeed;
 pub use sequential::{undecided_levels, BlockPlan};

@@ -40,6 +40,20 @@ pub struct BenchSetup {
     pub base_endpoints: Vec<String>,
 }
 
+impl BenchSetup {
+    /// A run of `profile` into `out_dir` against one server (no base endpoints), with no
+    /// progress bar: the fields a caller changes are then named where it changes them.
+    pub fn new(profile: Profile, environment: Environment, out_dir: PathBuf) -> BenchSetup {
+        BenchSetup {
+            profile,
+            environment,
+            out_dir,
+            show_progress: false,
+            base_endpoints: Vec::new(),
+        }
+    }
+}
+
 /// A finished (or stopped) run and what makes it unusable, if anything.
 pub struct BenchOutcome {
     pub result: RunResult,

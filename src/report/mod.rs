@@ -13,6 +13,8 @@ pub mod mermaid;
 pub mod plan;
 pub mod plots;
 pub mod pr_comment;
+pub mod publish;
+pub mod refusal;
 pub mod run;
 pub mod tables;
 pub mod trend;

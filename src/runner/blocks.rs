@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use super::looks::{run_looks, Looked};
-pub use super::setup::{combined, BlocksSetup, Decide};
+use super::setup::{combined, BlocksSetup, Decide};
 use crate::load::run::interrupt::Interrupt;
 use crate::load::{BenchOutcome, BenchSetup};
 use crate::record::blocks::BlockRun;

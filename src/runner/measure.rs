@@ -46,13 +46,8 @@ pub fn check_base_endpoints(profile: &Profile, base: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Runs the sweep, printing each level's row as it finishes, with the server's note under it.
-pub async fn measure(setup: BenchSetup) -> Result<BenchOutcome> {
-    measure_with(setup, true).await
-}
-
-/// As [`measure`]; `notes`: print each level's server note (saturation, the client/server
-/// token cross-check) under its row.
+/// Runs the sweep, printing each level's row as it finishes; `notes`: with each level's
+/// server note (saturation, the client/server token cross-check) under its row.
 pub async fn measure_with(setup: BenchSetup, notes: bool) -> Result<BenchOutcome> {
     crate::locks::hold_output(&setup.out_dir)?;
     if let Some((kept, names)) = super::earlier::keep_earlier_run(&setup.out_dir)? {

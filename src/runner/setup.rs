@@ -12,28 +12,30 @@ use crate::record::RunResult;
 
 /// A run in blocks, typed and checked once from the flags (`commands::flags::ServerArgs`,
 /// or bisect's and demo's own): which servers to start, on which slots, how many blocks.
+/// Immutable once built: its variants (a deadline, more blocks, no GPU lock, no table) are
+/// made by the constructors below, before the run is given it.
 #[derive(Debug, Clone)]
 pub struct BlocksSetup {
     /// The head's server command template ({port}, {slot}, {gpus}).
-    pub head_command: String,
+    pub(super) head_command: String,
     /// The base's, for a relative run.
-    pub base_command: Option<String>,
+    pub(super) base_command: Option<String>,
     /// The slots as given (`--slots`, once per pair), for messages.
-    pub slots_text: String,
+    pub(super) slots_text: String,
     /// Each pair's slots, parsed (one `--slots` each): a round runs one block on every pair
     /// at once. A pair is two slots (its arms swap between them) or one shared slot.
-    pub pairs: Vec<Vec<Slot>>,
+    pub(super) pairs: Vec<Vec<Slot>>,
     /// Blocks before the first look, and at most.
-    pub plan: BlockPlan,
+    pub(super) plan: BlockPlan,
     /// How long a started server may take to answer.
-    pub server_timeout: Duration,
+    pub(super) server_timeout: Duration,
     /// One deadline for the whole job (`--max-duration`).
-    pub max_duration: Option<Duration>,
+    pub(super) max_duration: Option<Duration>,
     /// Print every block's trials together at the end (the demo leaves them to its files).
-    pub print_table: bool,
+    pub(super) print_table: bool,
     /// Take the machine-wide locks of the slots' GPUs (commands/flags.rs decides: not when
     /// no GPU was named, neither by --slots nor through {gpus}).
-    pub lock_gpus: bool,
+    pub(super) lock_gpus: bool,
 }
 
 impl BlocksSetup {
@@ -68,6 +70,48 @@ impl BlocksSetup {
             print_table: true,
             lock_gpus: true,
         })
+    }
+
+    /// The same run within one deadline for the whole job (`--max-duration`; None: none).
+    pub fn with_deadline(self, max_duration: Option<Duration>) -> BlocksSetup {
+        BlocksSetup {
+            max_duration,
+            ..self
+        }
+    }
+
+    /// The same run with up to `max` blocks in all (bisect measures a commit the gate could
+    /// not tell again with more); the first look's blocks kept.
+    pub fn with_max_blocks(self, max: u32) -> Result<BlocksSetup> {
+        let plan = BlockPlan::new(Some(self.plan.first), Some(max), self.relative())?;
+        Ok(BlocksSetup { plan, ..self })
+    }
+
+    /// The same run taking the GPUs' machine-wide locks or not (`lock`: the run named its
+    /// GPUs; simulators on no GPU only play slots).
+    pub fn locking_gpus(self, lock: bool) -> BlocksSetup {
+        BlocksSetup {
+            lock_gpus: lock,
+            ..self
+        }
+    }
+
+    /// The same run printing the blocks' combined table at the end or not.
+    pub fn printing_table(self, print_table: bool) -> BlocksSetup {
+        BlocksSetup {
+            print_table,
+            ..self
+        }
+    }
+
+    /// Blocks before the first look, and at most.
+    pub fn plan(&self) -> BlockPlan {
+        self.plan
+    }
+
+    /// Whether the run takes the GPUs' machine-wide locks.
+    pub fn locks_gpus(&self) -> bool {
+        self.lock_gpus
     }
 
     /// Whether both arms are started (a relative run).

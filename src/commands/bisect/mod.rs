@@ -26,14 +26,14 @@ use crate::exit::{exit_for, Exit};
 use crate::fsutil::write_atomic;
 use crate::gate::baseline::Baseline;
 use crate::gate::bisect::{
-    measure_again, next_step, open_range, planned_steps, step_verdict, Answer, Next, Report, Step,
-    StepLevel, StepOutcome,
+    measure_again, next_step, open_range, planned_steps, Answer, Next, Report, Step, StepLevel,
+    StepOutcome,
 };
-use crate::gate::{BlockPlan, LevelStatus, Verdict};
+use crate::gate::{Against, BlockPlan, Check, LevelStatus, Verdict};
 use crate::load::BenchSetup;
 use crate::profile::Profile;
 use crate::record::RunResult;
-use crate::runner::BlocksSetup;
+use crate::runner::{BlocksSetup, RunSetup};
 use checkout::{Commit, Stop, Walk};
 use journal::{Header, Journal};
 
@@ -196,13 +196,15 @@ impl Bisect {
     ) -> Result<BlocksSetup> {
         let head = checkout::in_dir(head_dir, &self.args.server_command);
         let base = checkout::in_dir(good_dir, &self.args.server_command);
-        let mut setup = self.args.blocks.to_setup(&head, Some(&base))?;
-        setup.max_duration = self.time_left();
-        if more_blocks {
-            let first = setup.plan.first;
-            setup.plan = BlockPlan::new(Some(first), Some(twice(setup.plan.max)), true)?;
+        let setup =
+            (self.args.blocks.to_setup(&head, Some(&base))?).with_deadline(self.time_left());
+        match more_blocks {
+            true => {
+                let max = twice(setup.plan().max);
+                setup.with_max_blocks(max)
+            }
+            false => Ok(setup),
         }
-        Ok(setup)
     }
 
     /// The time left of --max-duration (None: no budget).
@@ -231,16 +233,17 @@ impl Bisect {
             .join(format!("{number:02}-{}", commit.short()));
         crate::fsutil::ensure_output_dir(&self.out.join("steps"))?;
         crate::fsutil::ensure_output_dir(&out)?;
-        let setup = BenchSetup {
-            profile: self.profile.clone(),
-            environment: self.args.environment.to_environment(),
-            out_dir: out,
-            show_progress: false,
-            base_endpoints: Vec::new(),
+        let environment = self.args.environment.to_environment();
+        let bench = BenchSetup::new(self.profile.clone(), environment, out);
+        // A step's verdict: its arms, with the good commit's calibration from the baseline.
+        let check = Check {
+            allow_client_bound: self.args.allow_client_bound,
+            ..Check::new(
+                Against::CalibratedArms(self.baseline.clone()),
+                self.profile.gate.clone(),
+            )
         };
-        let settings = self.profile.gate.clone();
-        let baseline = self.baseline.as_ref();
-        let decide = |run: &RunResult| step_verdict(run, &settings, baseline);
+        let decide = |run: &RunResult| check.decide(run);
         let mut again = String::new();
         if more_blocks {
             let (first, max) = (self.args.blocks.first, self.args.blocks.max);
@@ -248,7 +251,9 @@ impl Bisect {
             again = format!("measured again, up to {max} blocks: ");
         }
         let measured = match self.blocks_setup(head_dir, good_dir, more_blocks) {
-            Ok(blocks) => crate::runner::run_in_blocks(setup, &blocks, Some(&decide)).await,
+            Ok(blocks) => {
+                crate::runner::run(RunSetup::new(bench, Some(blocks)), Some(&decide)).await
+            }
             Err(e) => Err(e),
         };
         let step = |outcome, reason: String, levels, blocks| Step {
@@ -288,15 +293,8 @@ impl Bisect {
             }
         };
         let blocks = run.servers.as_ref().map_or(0, |s| s.blocks.len() as u32);
-        let mut verdict = decide(&run)?;
         // The gate's rule for the client's part: a step it could have decided is skipped.
-        crate::gate::client_bound::review(
-            &mut verdict,
-            &run,
-            self.args.allow_client_bound,
-            "this step's results.json",
-            &decide,
-        )?;
+        let verdict = check.judge(&run, "this step's results.json")?;
         if verdict.refusal.is_some() {
             return Ok(step(
                 StepOutcome::Skip,

@@ -6,6 +6,7 @@
 //! to the next as well as from one trial to the next. The gate settings live here too, so a
 //! pull request cannot loosen its own gate by editing the profile.
 
+mod at_ref;
 mod bless;
 mod calibrate;
 mod fingerprint;
@@ -20,6 +21,7 @@ use crate::fsutil::write_atomic;
 use crate::profile::GateSettings;
 use crate::record::{Environment, TrialMetric, FIGURE_MAX};
 
+pub use at_ref::{fingerprint_line, refuse_another_environment, resolve_ref, AtRef};
 pub use bless::bless;
 pub use calibrate::calibration_rows;
 pub(super) use fingerprint::engine_word;

@@ -38,6 +38,11 @@ impl<const VERDICT: bool> ExportArgs<VERDICT> {
         (self.asked.iter()).map(|(e, p)| (format!("--{}", e.flag().unwrap_or("?")), p))
     }
 
+    /// The formats asked for, with their files, in the registry's order (for a publish list).
+    pub fn asked(&self) -> Vec<(&'static dyn Exporter, PathBuf)> {
+        self.asked.clone()
+    }
+
     /// Refuses `-` (standard output) for an export where the command's own output is there:
     /// the two would mix and neither would parse.
     pub fn refuse_stdout(&self, why: &str) -> Result<()> {
