@@ -1,5 +1,7 @@
 //! The TOML template `init` and `bench --endpoint` write: a profile made from a few flags.
 
+use std::time::Duration;
+
 use anyhow::Result;
 
 use super::{ModelChoice, Profile};
@@ -21,6 +23,10 @@ pub struct QuickStart {
     pub api_key_env: Option<String>,
     /// What the probe found (engine, max context, ...), written as comments at the top.
     pub notes: Vec<String>,
+    /// Timed trials (`init --budget`): each trial's measured window and the warmup window
+    /// before it, in place of a request count, so that a run's length is known before it
+    /// starts whatever the server's speed.
+    pub trial_window: Option<(Duration, Duration)>,
 }
 
 impl QuickStart {
@@ -46,6 +52,7 @@ impl QuickStart {
             trials: Self::TRIALS,
             api_key_env: None,
             notes: Vec::new(),
+            trial_window: None,
         }
     }
 
@@ -133,14 +140,29 @@ impl QuickStart {
             &format!("trials = {}", self.trials),
             "independent trials per level (the gate wants 5 a side)",
         ));
-        out.push_str(&line(
-            "requests_per_level = 0",
-            "per trial; 0 = 4 x concurrency (at least 8)",
-        ));
-        out.push_str(&line(
-            &format!("warmup_requests = {}", Self::WARMUP_REQUESTS),
-            "before each level, not counted",
-        ));
+        match self.trial_window {
+            None => {
+                out.push_str(&line(
+                    "requests_per_level = 0",
+                    "per trial; 0 = 4 x concurrency (at least 8)",
+                ));
+                out.push_str(&line(
+                    &format!("warmup_requests = {}", Self::WARMUP_REQUESTS),
+                    "before each level, not counted",
+                ));
+            }
+            Some((measured, warmup)) => {
+                let text = |d: Duration| humantime::format_duration(d).to_string();
+                out.push_str(&line(
+                    &format!("duration = \"{}\"", text(measured)),
+                    "each trial's measured window (a timed trial: its length is known)",
+                ));
+                out.push_str(&line(
+                    &format!("warmup = \"{}\"", text(warmup)),
+                    "sent before the window in each trial, not counted",
+                ));
+            }
+        }
         out.push_str(&line(
             "request_timeout = \"5m\"",
             "one request's time limit",

@@ -195,12 +195,15 @@ pub fn planned(profile: &Profile, arms: usize) -> String {
     let max_tokens = u64::from(profile.workload.max_tokens);
     let warmup = u64::from(sweep.warmup_requests) * levels.len() as u64 * arms;
     if let Some(span) = sweep.trial_span() {
-        let total = span.saturating_mul((levels.len() as u64 * trials) as u32);
+        let each = span.as_secs_f64() + timed_tail(profile);
+        let total = Duration::from_secs_f64(each * (levels.len() as u64 * trials) as f64);
         return format!(
             "{head} of {} each; estimate: about {} plus {warmup} warmup request(s) (an estimate: \
-             trials are timed, the warmup is not)",
+             trials are timed, plus the requests in flight when a window closes, one of \
+             {max_tokens} tokens at {:.0} tok/s; the warmup requests are not)",
             humantime::format_duration(span),
-            rough(total)
+            rough(total),
+            ASSUMED_STREAM_TOK_PER_S[0]
         );
     }
     let (requests, scheduled_s, stream_tokens) = work(profile, arms);
@@ -248,6 +251,12 @@ fn work(profile: &Profile, arms: u64) -> (u64, f64, u64) {
     (requests, scheduled_s, stream_tokens)
 }
 
+/// A timed trial ends when the requests in flight as its window closes finish: about one
+/// request of `max_tokens` at the slower assumed stream speed, in seconds.
+fn timed_tail(profile: &Profile) -> f64 {
+    f64::from(profile.workload.max_tokens) / ASSUMED_STREAM_TOK_PER_S[0]
+}
+
 /// The seconds [`planned`] estimates for a run of `profile` (`arms` in turn) at the slower
 /// assumed stream speed; None for a trace replay (its length is the trace's).
 pub fn estimate_seconds(profile: &Profile, arms: usize) -> Option<f64> {
@@ -258,7 +267,7 @@ pub fn estimate_seconds(profile: &Profile, arms: usize) -> Option<f64> {
     let arms = arms.max(1) as u64;
     if let Some(span) = sweep.trial_span() {
         let trials = sweep.levels().len() as f64 * f64::from(sweep.trials) * arms as f64;
-        return Some(span.as_secs_f64() * trials);
+        return Some((span.as_secs_f64() + timed_tail(profile)) * trials);
     }
     let (_, scheduled_s, stream_tokens) = work(profile, arms);
     Some(scheduled_s + stream_tokens as f64 / ASSUMED_STREAM_TOK_PER_S[0])

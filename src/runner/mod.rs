@@ -7,6 +7,7 @@
 
 mod block;
 mod blocks;
+pub mod budget;
 mod cost;
 pub mod earlier;
 mod looks;

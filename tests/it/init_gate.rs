@@ -70,3 +70,71 @@ fn init_writes_a_gate_section_with_every_default_commented() {
         "{uncommented}"
     );
 }
+
+/// `init --budget`: a pilot on the server, timed trials sized so that the whole plan fits the
+/// budget on the pairs given, the `ci` flags that keep to it, and the smallest drop stated;
+/// the profile written loads and its own estimate (the run's up-front line) stays within it.
+#[test]
+fn init_sizes_a_gate_profile_to_a_budget_with_a_pilot() {
+    let sim = Sim::start(1, &["--preset", "fast", "--token-delay-ms", "20"]);
+    let dir = tempfile::tempdir().unwrap();
+    let o = command()
+        .args([
+            "init",
+            "-e",
+            &sim.urls[0],
+            "--budget",
+            "12m",
+            "--pairs",
+            "4",
+        ])
+        .args(["--server-start", "5s", "-c", "1,4", "--max-tokens", "16"])
+        .args(["-o", "gate.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert_eq!(code(&o), 0, "{said}");
+    assert!(said.contains("measured by a pilot on"), "{said}");
+    assert!(said.contains("ci flags: --blocks 4 --max-blocks"), "{said}");
+    assert!(said.contains("smallest drop at one level"), "{said}");
+    let profile = Profile::load(&dir.path().join("gate.toml")).unwrap();
+    let window = profile.sweep.duration.expect("timed trials");
+    assert!(window.as_secs() >= 20, "{window:?}");
+    assert_eq!(profile.sweep.concurrency, vec![1, 4]);
+    // The plan's own arithmetic, from the lines it printed: rounds x block <= budget.
+    let plan = said.lines().find(|l| l.contains("at most")).unwrap();
+    assert!(plan.contains("first look 4 blocks in 1 round(s)"), "{plan}");
+    // The written profile carries the same words, as comments.
+    let written = std::fs::read_to_string(dir.path().join("gate.toml")).unwrap();
+    assert!(
+        written.contains("# Sized by `throughline init --budget 12m`"),
+        "{written}"
+    );
+
+    // Too small a budget for the first look: refused, saying what it needs; no file.
+    let o = command()
+        .args([
+            "init",
+            "--budget",
+            "1m",
+            "--server-start",
+            "0s",
+            "-o",
+            "small.toml",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("too short"), "{}", text(&o));
+    assert!(!dir.path().join("small.toml").exists());
+    // A budget without the servers' start time is refused: it is a third of a big model's.
+    let o = command()
+        .args(["init", "--budget", "30m", "-o", "x.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("--server-start"), "{}", text(&o));
+}

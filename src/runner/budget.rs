@@ -1,0 +1,256 @@
+//! A gate profile sized to a time budget (`init --budget`). Its trials are timed (a measured
+//! window, not a request count), so a job's length is known before it starts whatever the
+//! server's speed: each trial is its window plus the tail of the requests still in flight
+//! when the window closes (one request's time at that level, from a pilot or a guess). The
+//! plan keeps the default first look (4 blocks) and as many later looks as fit, windows no
+//! shorter than [`SHORTEST_WINDOW`]; the smallest drop the plan catches is stated by the
+//! gate's own minimum-detectable-drop formula (`stats::decision::decide`).
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::profile::GateSettings;
+
+/// The shortest measured window a sized trial gets: below it a trial at a long-request
+/// level holds a handful of requests, and more blocks buy less than longer trials.
+pub const SHORTEST_WINDOW: Duration = Duration::from_secs(20);
+/// The longest: beyond it the budget's time goes to more looks, not longer trials.
+pub const LONGEST_WINDOW: Duration = Duration::from_secs(120);
+/// Blocks before the first look (the default plan's).
+const FIRST_BLOCKS: u32 = 4;
+/// Later looks at most (two blocks each): the default plan's 12 blocks.
+const MOST_LATER_LOOKS: u32 = 4;
+
+/// What the budget is for.
+#[derive(Debug, Clone)]
+pub struct BudgetAsk {
+    /// The whole job, server starts included (`--max-duration` for the run).
+    pub budget: Duration,
+    /// Slot pairs a round runs on at once.
+    pub pairs: u32,
+    /// One server's start, until it answers (two start one after the other per block).
+    pub server_start: Duration,
+    /// Each level's request time: the tail a timed trial waits out after its window.
+    pub tails: Vec<Duration>,
+    /// Trials per level and arm.
+    pub trials: u32,
+}
+
+/// The plan that fits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sized {
+    /// Each trial's measured window and the warmup window before it.
+    pub window: Duration,
+    pub warmup: Duration,
+    /// Blocks before the first look, and at most (`--blocks`, `--max-blocks`).
+    pub first: u32,
+    pub max: u32,
+    /// One block: both servers' starts and both arms' trials.
+    pub block: Duration,
+    /// Rounds (a block on every pair at once) to the first look, and to the last.
+    pub rounds_first: u32,
+    pub rounds_max: u32,
+}
+
+impl Sized {
+    /// Wall time to the first look.
+    pub fn first_look(&self) -> Duration {
+        self.block * self.rounds_first
+    }
+
+    /// Wall time of the whole plan (every look).
+    pub fn whole(&self) -> Duration {
+        self.block * self.rounds_max
+    }
+}
+
+/// How long one block of timed trials takes: both servers' starts, then each arm's trials,
+/// each its warmup, window and tail.
+pub fn block_time(ask: &BudgetAsk, window: Duration, warmup: Duration) -> Duration {
+    let trials: Duration = (ask.tails.iter())
+        .map(|tail| (warmup + window + *tail) * ask.trials)
+        .sum();
+    ask.server_start * 2 + trials * 2
+}
+
+/// The plan with the most looks whose trials still get [`SHORTEST_WINDOW`], its windows as
+/// long as the budget allows (at most [`LONGEST_WINDOW`]).
+pub fn size(ask: &BudgetAsk) -> Result<Sized> {
+    if ask.pairs == 0 || ask.tails.is_empty() || ask.trials == 0 {
+        bail!("a budget needs at least one pair, one level and one trial");
+    }
+    let rounds = |blocks: u32| blocks.div_ceil(ask.pairs);
+    for later in (0..=MOST_LATER_LOOKS).rev() {
+        let max = FIRST_BLOCKS + 2 * later;
+        // Each later look runs its two blocks in its own round(s).
+        let rounds_max = rounds(FIRST_BLOCKS) + later * rounds(2);
+        let per_block = ask.budget / rounds_max;
+        let Some(window) = longest_window(ask, per_block) else {
+            continue;
+        };
+        let warmup = warmup_for(window);
+        return Ok(Sized {
+            window,
+            warmup,
+            first: FIRST_BLOCKS,
+            max,
+            block: block_time(ask, window, warmup),
+            rounds_first: rounds(FIRST_BLOCKS),
+            rounds_max,
+        });
+    }
+    let shortest = block_time(ask, SHORTEST_WINDOW, warmup_for(SHORTEST_WINDOW));
+    bail!(
+        "{} is too short: the first look alone ({FIRST_BLOCKS} blocks in {} round(s) on {} \
+         pair(s), trials of {}s) needs about {}; give more time, more pairs (--pairs), fewer \
+         levels (-c) or fewer output tokens (--max-tokens)",
+        humantime::format_duration(ask.budget),
+        rounds(FIRST_BLOCKS),
+        ask.pairs,
+        SHORTEST_WINDOW.as_secs(),
+        humantime::format_duration(Duration::from_secs(
+            (shortest * rounds(FIRST_BLOCKS)).as_secs()
+        ))
+    )
+}
+
+/// The warmup before a window: a fifth of it, whole seconds (the server reaches a steady
+/// batch before requests count).
+fn warmup_for(window: Duration) -> Duration {
+    Duration::from_secs((window.as_secs() / 5).max(1))
+}
+
+/// The longest whole-second window (at most [`LONGEST_WINDOW`], at least
+/// [`SHORTEST_WINDOW`]) whose block fits `per_block`; None when even the shortest does not.
+fn longest_window(ask: &BudgetAsk, per_block: Duration) -> Option<Duration> {
+    let fits = |s: u64| {
+        let w = Duration::from_secs(s);
+        block_time(ask, w, warmup_for(w)) <= per_block
+    };
+    let (lo, hi) = (SHORTEST_WINDOW.as_secs(), LONGEST_WINDOW.as_secs());
+    (lo..=hi).rev().find(|s| fits(*s)).map(Duration::from_secs)
+}
+
+/// The smallest drop a throughput level's test catches with the gate's power (4 in 5) at
+/// `blocks` blocks, when each server's start moves its throughput by `start_spread` (sd, as
+/// a fraction) from block to block: the gate's minimum detectable drop,
+/// `1 - exp(-(t_{1-a,df} + t_{power,df}) se)`, with se = sqrt(2) x spread / sqrt(blocks) (a block's ratio carries
+/// two starts), df = blocks - 2, and a the main test's alpha split over `looks` and `levels`
+/// (Holm's smallest). Never below `min_effect` (a smaller drop never fails). None below 3
+/// blocks (no degree of freedom left).
+pub fn smallest_drop(
+    settings: &GateSettings,
+    blocks: u32,
+    looks: u32,
+    levels: u32,
+    start_spread: f64,
+) -> Option<f64> {
+    if blocks < 3 || looks == 0 || levels == 0 {
+        return None;
+    }
+    let df = f64::from(blocks - 2);
+    let t = StudentsT::new(0.0, 1.0, df).ok()?;
+    let a = settings.alpha * 0.8 / f64::from(looks) / f64::from(levels);
+    let se = std::f64::consts::SQRT_2 * start_spread / f64::from(blocks).sqrt();
+    let mdd = 1.0 - (-(t.inverse_cdf(1.0 - a) + t.inverse_cdf(POWER)) * se).exp();
+    Some(mdd.max(settings.min_effect))
+}
+
+/// Measures each level's tail on a server that is up: one wave of `C` requests at level
+/// `C` (every level of `profile`, one trial, no warmup), quietly, into `scratch`; a level's
+/// tail is how long its wave took (its slowest request).
+pub async fn pilot_tails(
+    profile: &crate::profile::Profile,
+    scratch: &std::path::Path,
+) -> Result<Vec<Duration>> {
+    let mut tails = Vec::new();
+    for c in profile.sweep.concurrency.clone() {
+        let mut one = profile.clone();
+        one.sweep.concurrency = vec![c];
+        one.sweep.trials = 1;
+        one.sweep.requests_per_level = c.max(1);
+        one.sweep.warmup_requests = 0;
+        one.sweep.duration = None;
+        one.sweep.warmup = None;
+        one.sweep.cooldown = None;
+        one.validate()?;
+        let out = scratch.join(format!("c{c}"));
+        let env = crate::record::Environment::default();
+        let setup = crate::load::BenchSetup::new(one, env, out);
+        let outcome = crate::load::run_bench(setup, |_, _| {}).await?;
+        let trial = (outcome.result.levels.first()).and_then(|l| l.trials.first());
+        let Some(trial) = trial.filter(|t| t.succeeded > 0 && t.window_s.is_finite()) else {
+            bail!(
+                "the pilot at C={c} measured nothing: {}",
+                outcome.problems.join("; ")
+            );
+        };
+        tails.push(Duration::from_secs_f64(trial.window_s.clamp(0.0, 86_400.0)));
+    }
+    Ok(tails)
+}
+
+/// The power the smallest drop is stated at (the gate's, `DecisionSettings::power`).
+const POWER: f64 = 0.8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(budget_min: u64, pairs: u32) -> BudgetAsk {
+        BudgetAsk {
+            budget: Duration::from_secs(budget_min * 60),
+            pairs,
+            server_start: Duration::from_secs(60),
+            tails: vec![Duration::from_secs(10); 2],
+            trials: 5,
+        }
+    }
+
+    #[test]
+    fn a_sized_plan_fits_its_budget_and_prefers_more_looks() {
+        for (minutes, pairs) in [(30, 4), (60, 4), (90, 1), (30, 2), (240, 1)] {
+            let a = ask(minutes, pairs);
+            let s = size(&a).unwrap();
+            assert!(s.whole() <= a.budget, "{minutes}m {pairs}: {s:?}");
+            assert!(s.window >= SHORTEST_WINDOW && s.window <= LONGEST_WINDOW);
+            assert_eq!(block_time(&a, s.window, s.warmup), s.block);
+            // One second more of window would not fit, unless the window is at its cap.
+            let w = s.window + Duration::from_secs(1);
+            let more = block_time(&a, w, warmup_for(w)) * s.rounds_max;
+            assert!(s.window == LONGEST_WINDOW || more > a.budget, "{s:?}");
+        }
+        // 30 minutes on 4 pairs: the first look is one round, each later look one more.
+        let s = size(&ask(30, 4)).unwrap();
+        assert_eq!((s.first, s.rounds_first), (4, 1));
+        assert_eq!(s.rounds_max, 1 + (s.max - 4) / 2);
+        // More pairs, same budget: at least as many blocks.
+        assert!(size(&ask(30, 4)).unwrap().max >= size(&ask(30, 1)).unwrap_or(s.clone()).max);
+    }
+
+    #[test]
+    fn a_budget_too_small_for_the_first_look_says_what_it_needs() {
+        let err = size(&ask(10, 1)).unwrap_err().to_string();
+        assert!(
+            err.contains("too short") && err.contains("--pairs"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_smallest_drop_follows_the_gates_formula() {
+        let g = GateSettings::default();
+        // 12 blocks, 5 looks, 5 levels, 3% start spread: t_{1-0.00032,10} = 4.882 and
+        // t_{0.8,10} = 0.879 (the t density integrated numerically, apart from statrs),
+        // se = 1.2247% -> 1 - exp(-0.07056) = 6.81%.
+        let d = smallest_drop(&g, 12, 5, 5, 0.03).unwrap();
+        assert!((d - 0.0681).abs() < 0.0005, "{d}");
+        // A quiet runner: the floor is the smallest drop that may fail at all.
+        assert_eq!(smallest_drop(&g, 12, 5, 5, 0.001), Some(g.min_effect));
+        // More blocks, smaller drop; no degrees of freedom, no figure.
+        assert!(smallest_drop(&g, 12, 5, 5, 0.03) < smallest_drop(&g, 4, 1, 5, 0.03));
+        assert_eq!(smallest_drop(&g, 2, 1, 5, 0.03), None);
+    }
+}
