@@ -11,6 +11,7 @@ pub mod gate;
 pub mod load;
 pub mod locks;
 pub mod plan;
+pub mod process;
 pub mod profile;
 pub mod record;
 pub mod report;

@@ -3,7 +3,7 @@
 //! Read from the sources' own `crate::` and `super::` paths (test code left out).
 //!
 //! Floors, top down: cli (the parser) -> commands -> runner -> report -> gate | plan | load ->
-//! record -> stats, profile, sim, engine, exit, fsutil, tokenize, untrusted.
+//! record -> stats, profile, sim, engine, exit, fsutil, tokenize, untrusted, process.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -27,6 +27,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("fsutil", 1),
     ("tokenize", 1),
     ("untrusted", 1),
+    ("process", 1),
 ];
 
 /// Leaves that use another leaf, each with its reason.
