@@ -2,6 +2,7 @@
 //! and capacity plans. The modules follow the data flow:
 //! profile -> load generator -> record -> (gate | report | plan).
 
+pub mod bisect;
 pub mod cli;
 pub mod commands;
 pub mod engine;

@@ -286,7 +286,7 @@ pub fn interrupted(sig: i32) -> anyhow::Error {
 /// Runs the build command in `dir` (its own process group, output to `log`), killed after
 /// `limit`. Ok(Err(why)) when it fails; an error (exit 130/143) when a signal stopped the
 /// bisect, after the build's whole group is stopped.
-pub(super) async fn run_build(
+pub async fn run_build(
     dir: &Path,
     command: &str,
     log: &Path,
