@@ -2,6 +2,7 @@
 //! and capacity plans. The modules follow the data flow:
 //! profile -> load generator -> record -> (gate | report | plan).
 
+pub mod bisect;
 pub mod cli;
 pub mod commands;
 pub mod engine;
@@ -11,6 +12,7 @@ pub mod gate;
 pub mod load;
 pub mod locks;
 pub mod plan;
+pub mod process;
 pub mod profile;
 pub mod record;
 pub mod report;

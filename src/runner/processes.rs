@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::load::servers::tree::{self, Proc};
+use crate::process::tree::{self, Proc};
 use anyhow::{Context, Result};
 
 /// The record of the process groups a run started, in its servers/ folder: one line per

@@ -2,16 +2,18 @@
 //! below its own, and no two modules use each other, at the top level or inside one.
 //! Read from the sources' own `crate::` and `super::` paths (test code left out).
 //!
-//! Floors, top down: cli (the parser) -> commands -> runner -> report -> gate | plan | load ->
-//! record -> stats, profile, sim, engine, exit, fsutil, tokenize, untrusted.
+//! Floors, top down: cli (the parser) -> commands -> bisect (a search of runs) -> runner ->
+//! report -> gate | plan | load -> record -> stats, profile, sim, engine, exit, fsutil,
+//! tokenize, untrusted, process.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each top-level module's floor; a module may use only lower floors.
 const FLOORS: &[(&str, u8)] = &[
-    ("cli", 7),
-    ("commands", 6),
+    ("cli", 8),
+    ("commands", 7),
+    ("bisect", 6),
     ("runner", 5),
     ("report", 4),
     ("locks", 4),
@@ -27,6 +29,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("fsutil", 1),
     ("tokenize", 1),
     ("untrusted", 1),
+    ("process", 1),
 ];
 
 /// Leaves that use another leaf, each with its reason.

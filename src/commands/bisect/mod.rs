@@ -11,10 +11,6 @@
 //! With `--step` it is the command `git bisect run` calls: the checkout as it is against
 //! the good commit, exit 0 good, 1 bad, 125 skip.
 
-mod chain;
-mod checkout;
-mod journal;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -22,6 +18,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use super::flags::{BlockArgs, EnvironmentArgs};
+use crate::bisect::chain;
+use crate::bisect::checkout::{self, Commit, Stop, Walk};
+use crate::bisect::journal::{self, Header, Journal};
 use crate::exit::{exit_for, Exit};
 use crate::fsutil::write_atomic;
 use crate::gate::baseline::Baseline;
@@ -34,8 +33,6 @@ use crate::load::BenchSetup;
 use crate::profile::Profile;
 use crate::record::RunResult;
 use crate::runner::{BlocksSetup, RunSetup};
-use checkout::{Commit, Stop, Walk};
-use journal::{Header, Journal};
 
 /// The examples `bisect --help` ends with.
 pub const EXAMPLES: &str = "\

@@ -14,8 +14,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::exit::Exit;
-use crate::load::run::headroom::process_cpu;
 use crate::load::{run_bench, BenchSetup};
+use crate::process::usage::process_cpu;
 use crate::profile::Profile;
 use crate::record::files::REQUESTS_FILE;
 use crate::record::{ClientHeadroom, Environment};
@@ -23,9 +23,10 @@ use crate::record::{ClientHeadroom, Environment};
 mod memory;
 mod process;
 mod timing;
-use process::{
-    raise_nofile_limit, run_on_client_runtime, spawn_child, CoreSplit, PeakRss, SimProcess,
-};
+use crate::process::limits::raise_open_files;
+use crate::process::pin::CoreSplit;
+use crate::process::usage::PeakRss;
+use process::{run_on_client_runtime, spawn_child, SimProcess};
 use timing::{measure_timing, TimingFigures};
 
 /// The examples `selfbench --help` ends with.
@@ -159,7 +160,7 @@ pub fn run(args: SelfbenchArgs) -> Result<Exit> {
     if !args.trial_lengths.is_empty() {
         return run_memory(&args);
     }
-    let limit = raise_nofile_limit();
+    let limit = raise_open_files();
     let need = 2 * args.levels.iter().copied().max().unwrap_or(1) as u64 + 256;
     if limit < need {
         eprintln!(
@@ -262,7 +263,7 @@ pub fn run(args: SelfbenchArgs) -> Result<Exit> {
 
 /// Peak RSS per trial length (`--trial-lengths`).
 fn run_memory(args: &SelfbenchArgs) -> Result<Exit> {
-    raise_nofile_limit();
+    raise_open_files();
     let sim = memory::simulator(&args.memory_preset)?;
     println!(
         "throughline selfbench: peak RSS per trial length, closed loop at {} streams x {} \

@@ -3,117 +3,16 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::exit::Exit;
-use crate::load::run::headroom::rss_bytes;
+use crate::process::limits::raise_open_files;
+use crate::process::pin::{pin, CoreSplit};
 
 /// The most streams a case may open; the simulator is started with this many slots.
 const SIM_SLOTS: usize = 8192;
-
-/// Raises the soft open-file limit to the hard limit (thousands of streams need thousands
-/// of sockets, here and in the simulator, which inherits it). Returns the soft limit.
-pub(super) fn raise_nofile_limit() -> u64 {
-    // SAFETY: getrlimit/setrlimit read and write the struct we own.
-    unsafe {
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                return raised.rlim_cur as u64;
-            }
-        }
-        lim.rlim_cur as u64
-    }
-}
-
-/// Which cores the client's case processes and the simulator may run on. With the two
-/// pinned apart, the client's figures are its own: otherwise the simulator's threads
-/// preempt the client's single worker whenever a burst of chunks is due, and the client's
-/// read delays measure the simulator's CPU use as much as the client's.
-#[derive(Debug, Clone, Default)]
-pub(super) struct CoreSplit {
-    pub client: Vec<usize>,
-    pub simulator: Vec<usize>,
-}
-
-impl CoreSplit {
-    /// The first `client_threads` of the cores this process may use for the client, the
-    /// rest for the simulator; `None` when there are not enough cores to split.
-    pub fn new(client_threads: usize) -> Option<CoreSplit> {
-        let cores = allowed_cores();
-        if cores.len() <= client_threads {
-            return None;
-        }
-        let (client, simulator) = cores.split_at(client_threads);
-        Some(CoreSplit {
-            client: client.to_vec(),
-            simulator: simulator.to_vec(),
-        })
-    }
-}
-
-/// The cores this process may run on (none known outside Linux: nothing is pinned there).
-#[cfg(not(target_os = "linux"))]
-fn allowed_cores() -> Vec<usize> {
-    Vec::new()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn pin(_: &mut Command, _: &[usize]) {}
-
-/// The cores this process may run on.
-#[cfg(target_os = "linux")]
-fn allowed_cores() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
-}
-
-/// Makes `cmd`'s process (and every thread it starts) run only on `cores`.
-#[cfg(target_os = "linux")]
-fn pin(cmd: &mut Command, cores: &[usize]) {
-    use std::os::unix::process::CommandExt;
-    if cores.is_empty() {
-        return;
-    }
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it.
-    let set = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cores {
-            libc::CPU_SET(c, &mut set);
-        }
-        set
-    };
-    // SAFETY: between fork and exec the closure makes one system call, which is
-    // async-signal-safe, and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
 
 /// A `serve-sim` child process, killed on drop.
 pub(super) struct SimProcess {
@@ -187,48 +86,6 @@ pub(super) fn spawn_child<T: serde::de::DeserializeOwned>(
     serde_json::from_str(line).with_context(|| format!("case output is not JSON: {line:?}"))
 }
 
-/// Peak resident memory of this process above what it held at the start, sampled every 5 ms
-/// on a thread of its own.
-pub(super) struct PeakRss {
-    idle: u64,
-    peak: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    sampler: std::thread::JoinHandle<()>,
-}
-
-impl PeakRss {
-    pub fn start() -> PeakRss {
-        let stop = Arc::new(AtomicBool::new(false));
-        let peak = Arc::new(AtomicU64::new(0));
-        let idle = rss_bytes().unwrap_or(0);
-        let sampler = {
-            let (stop, peak) = (Arc::clone(&stop), Arc::clone(&peak));
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if let Some(rss) = rss_bytes() {
-                        peak.fetch_max(rss, Ordering::Relaxed);
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            })
-        };
-        PeakRss {
-            idle,
-            peak,
-            stop,
-            sampler,
-        }
-    }
-
-    /// (idle RSS, peak RSS).
-    pub fn finish(self) -> (u64, u64) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = self.sampler.join();
-        let peak = self.peak.load(Ordering::Relaxed).max(self.idle);
-        (self.idle, peak)
-    }
-}
-
 /// Runs a case's future on a runtime of `threads` workers, on a thread of its own (the
 /// caller's runtime has the default number of workers and cannot be nested), and prints
 /// its figures as one JSON line.
@@ -240,7 +97,7 @@ where
     T: Serialize + Send + 'static,
     F: std::future::Future<Output = Result<T>>,
 {
-    raise_nofile_limit();
+    raise_open_files();
     let handle = std::thread::spawn(move || -> Result<T> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.max(1))

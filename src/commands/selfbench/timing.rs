@@ -18,11 +18,12 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::process::PeakRss;
-use crate::load::run::headroom::{process_cpu, Monitor};
+use crate::load::run::headroom::Monitor;
 use crate::load::stream::client::{build_probe_client, send, Observed, RequestLimits};
 use crate::load::stream::tokens::{attribute_tokens, inter_token_gaps_ms};
 use crate::load::wire::http::{build_load_client, LoadClient};
+use crate::process::usage::process_cpu;
+use crate::process::usage::PeakRss;
 use crate::record::ClientHeadroom;
 use crate::stats::Percentiles;
 

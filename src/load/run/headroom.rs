@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::load::stream::outcome::Finished;
 use crate::load::wire::read_delay::ReadDelays;
+use crate::process::usage::process_cpu;
 use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::{ClientHeadroom, RequestRecord};
 use crate::stats::{LatencySketch, Percentiles};
@@ -32,26 +33,6 @@ pub const LAG_P99_LIMIT_MS: f64 = 20.0;
 /// CPU fraction (CPU time / (wall x worker threads)) at or above which the client is
 /// saturated: at 90% busy, queueing inside the client delays every timestamp it takes.
 pub const CPU_SATURATED_FRACTION: f64 = 0.9;
-
-/// User + system CPU time of this process so far (all threads).
-pub fn process_cpu() -> Duration {
-    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_SELF is always valid.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-/// The resident set size of this process, from /proc/self/status (Linux), in bytes.
-pub fn rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
 
 /// Worker threads of the current tokio runtime (1 for a current-thread runtime), capped by
 /// the cores this process may use: more workers than cores cannot add CPU time.
@@ -522,18 +503,6 @@ mod tests {
         let mut h = calm();
         judge_reads(&mut h, &reads(2000, 40), None);
         assert!(h.client_bound);
-    }
-
-    #[test]
-    fn cpu_and_rss_are_read() {
-        let before = process_cpu();
-        let mut x = 0u64;
-        for i in 0..5_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
-        }
-        std::hint::black_box(x);
-        assert!(process_cpu() > before);
-        assert!(rss_bytes().unwrap() > 1024 * 1024);
     }
 
     #[tokio::test(flavor = "current_thread")]

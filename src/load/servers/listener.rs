@@ -24,7 +24,7 @@ use std::collections::HashSet;
 use std::io::Read;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::tree::Proc;
+use crate::process::tree::Proc;
 
 /// The TCP state `/proc/net/tcp` writes for a listening socket.
 const LISTEN: &str = "0A";
@@ -323,7 +323,7 @@ mod tests {
         let found = listening_on(port).unwrap();
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].addr, format!("127.0.0.1:{port}"));
-        let me = super::super::tree::read_proc(std::process::id() as libc::pid_t).unwrap();
+        let me = crate::process::tree::read_proc(std::process::id() as libc::pid_t).unwrap();
         assert_eq!(owned_by(port, &[me]), Ok(()));
         let Err(NotOurs::Held(why)) = owned_by(port, &[]) else {
             panic!("not named");

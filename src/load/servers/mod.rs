@@ -33,15 +33,15 @@
 //! `vllm serve ...`): the `sh` exiting is read as the server exiting.
 
 mod capture;
-mod env;
-mod group;
 mod listener;
 mod slots;
 mod tail;
-pub mod tree;
 
+/// The process tree's reader, where runner/blocks.rs names it (`become_subreaper`).
+pub use crate::process::tree;
+
+pub use crate::process::env::{withhold as withhold_env, WITHHELD_ENV};
 pub use capture::{LOG_HEAD_BYTES, LOG_TAIL_BYTES};
-pub use env::{withhold as withhold_env, WITHHELD_ENV};
 
 pub use slots::{free_port, parse_slots, render, shell_quoted, Slot, MAX_SLOTS};
 pub use tail::{escape_controls, log_tail, TAIL_BYTES};
@@ -55,8 +55,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use reqwest::header::HeaderValue;
 
+use crate::process::env;
+use crate::process::group::{group_has_live_members, signal_group};
 use crate::record::redact::redact;
-use group::{group_has_live_members, port_taken, signal_group};
+use slots::port_taken;
 
 /// How long a stopped server has between SIGTERM and SIGKILL (vLLM frees GPU memory and
 /// shuts its workers down in a few seconds; 30 s is the workflow script's bound).

@@ -2,7 +2,8 @@
 //! from the user's template.
 
 use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
@@ -147,6 +148,16 @@ pub fn free_port() -> Result<u16> {
 /// template: a checkout's folder, the demo's own binary).
 pub fn shell_quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// Whether something listens on (or holds) `port` on 127.0.0.1: binding it fails, or a
+/// connection to it is accepted (a listener with SO_REUSEPORT lets a bind succeed).
+pub(super) fn port_taken(port: u16) -> bool {
+    if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err() {
+        return true;
+    }
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
 }
 
 #[cfg(test)]

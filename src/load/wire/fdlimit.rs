@@ -5,6 +5,7 @@
 
 use anyhow::{bail, Result};
 
+use crate::process::limits;
 use crate::profile::Profile;
 
 /// Descriptors besides the load's sockets: standard streams, the journal, the runtime's own,
@@ -57,27 +58,15 @@ impl Need {
 /// one when it is lower, and refuses (naming `ulimit -n`) when even the hard limit is too low.
 pub fn ensure(need: &Need, open_loop_uncapped: bool) -> Result<()> {
     let total = need.total();
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct it is given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+    let Some(lim) = limits::open_files() else {
         return Ok(()); // Unknown: nothing to check against.
-    }
+    };
     let enough = |v: libc::rlim_t| v == libc::RLIM_INFINITY || v >= total;
-    if enough(lim.rlim_cur) {
+    if enough(lim.soft) {
         return Ok(());
     }
-    if enough(lim.rlim_max) {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: setrlimit reads the struct it is given.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            return Ok(());
-        }
+    if enough(lim.hard) && limits::raise_to_hard(lim) {
+        return Ok(());
     }
     let lower = if open_loop_uncapped {
         "set `sweep.max_concurrency` (without it, every request of a trial that a request \
@@ -92,8 +81,8 @@ pub fn ensure(need: &Need, open_loop_uncapped: bool) -> Result<()> {
         need.in_flight,
         need.arms,
         need.scrapes,
-        lim.rlim_cur,
-        lim.rlim_max
+        lim.soft,
+        lim.hard
     )
 }
 

@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::load::run::interrupt::Interrupt;
 use crate::load::servers::shell_quoted;
+use crate::process::group::{signal_group, stop_group};
 
 /// The most commits a bisect walks (a range this long takes 18 steps).
 const MAX_COMMITS: usize = 200_000;
@@ -282,40 +283,10 @@ pub fn interrupted(sig: i32) -> anyhow::Error {
     .into()
 }
 
-/// Stops a build's process group: SIGTERM, then SIGKILL for what is left after `grace`.
-/// Returns once `child` (the group's leader) is reaped and the group is empty, or `grace`
-/// after the SIGKILL.
-async fn stop_group(child: &mut tokio::process::Child, pid: libc::pid_t, grace: Duration) {
-    let group_alive = || {
-        // SAFETY: signal 0 only asks whether the build's own group has a process left.
-        unsafe { libc::killpg(pid, 0) == 0 }
-    };
-    // SAFETY: killpg only sends a signal to the build's own group.
-    unsafe {
-        libc::killpg(pid, libc::SIGTERM);
-    }
-    let deadline = tokio::time::Instant::now() + grace;
-    let _ = tokio::time::timeout_at(deadline, child.wait()).await;
-    while group_alive() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    if group_alive() {
-        // SAFETY: as above.
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
-    }
-    let _ = tokio::time::timeout(grace, child.wait()).await;
-    let deadline = tokio::time::Instant::now() + grace;
-    while group_alive() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Runs the build command in `dir` (its own process group, output to `log`), killed after
 /// `limit`. Ok(Err(why)) when it fails; an error (exit 130/143) when a signal stopped the
 /// bisect, after the build's whole group is stopped.
-pub(super) async fn run_build(
+pub async fn run_build(
     dir: &Path,
     command: &str,
     log: &Path,
@@ -336,7 +307,7 @@ pub(super) async fn run_build(
         .process_group(0)
         .kill_on_drop(true);
     // A commit's build: not the step's GitHub file commands nor the runner's tokens.
-    crate::load::servers::withhold_env(build.as_std_mut());
+    crate::process::env::withhold(build.as_std_mut());
     let mut child = build
         .spawn()
         .context("cannot run the build command with sh")?;
@@ -367,10 +338,7 @@ pub(super) async fn run_build(
         }
         Ended::TimedOut => {
             if let Some(pid) = pid {
-                // SAFETY: killpg only sends a signal to the build's own group.
-                unsafe {
-                    libc::killpg(pid, libc::SIGKILL);
-                }
+                signal_group(pid, libc::SIGKILL);
             }
             let _ = child.wait().await;
             Ok(Err(format!(
