@@ -133,11 +133,16 @@ fn guessed_block(template: &BenchSetup, setup: &BlocksSetup) -> BlockTime {
     let seconds = crate::report::console::estimate_seconds(&template.profile, arms)
         .unwrap_or(0.0)
         .max(1.0);
+    let how = match template.profile.sweep.trial_span() {
+        Some(_) => "timed trials, each with one request's tail at 50 tok/s",
+        None => "the profile at 50 tok/s a stream",
+    };
     BlockTime {
         seconds,
-        source: "a guess: the profile at 50 tok/s a stream, server starts not counted; a run \
-                 into this folder measures them for the next"
-            .into(),
+        source: format!(
+            "a guess: {how}, server starts not counted; a run into this folder measures them \
+             for the next"
+        ),
         measured: false,
     }
 }
