@@ -164,6 +164,7 @@ impl BlockArgs {
             (self.first, self.max),
             self.server_timeout,
         )?;
+        refuse_unfit(&setup)?;
         Ok(BlocksSetup {
             lock_gpus: named,
             ..setup
@@ -179,6 +180,33 @@ impl BlockArgs {
                  only); name them (--slots, {{gpus}} in the command) to hold them machine-wide"
             );
         }
+    }
+}
+
+/// Refuses, before any server starts, servers whose model cannot fit the memory their command
+/// gives them on this machine's GPUs (model and GPU known: see plan/fit.rs).
+fn refuse_unfit(setup: &BlocksSetup) -> Result<()> {
+    let commands: Vec<(&str, &str)> = [
+        ("--server-command", Some(setup.head_command.as_str())),
+        ("--base-server-command", setup.base_command.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, c)| c.map(|c| (flag, c)))
+    .collect();
+    let facts = crate::plan::Facts::builtin();
+    if commands
+        .iter()
+        .all(|(_, c)| crate::plan::fit::read_command(c, &facts).is_none())
+    {
+        return Ok(());
+    }
+    let Some(gpu) = crate::load::gpu::detect().and_then(|g| g.model) else {
+        return Ok(());
+    };
+    let shared = setup.relative() && setup.pairs.iter().any(|p| p.len() == 1);
+    match crate::plan::fit::misfit(&facts, &commands, &gpu, shared) {
+        Some(why) => anyhow::bail!("the servers would not fit their GPUs: {why}"),
+        None => Ok(()),
     }
 }
 
