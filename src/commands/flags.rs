@@ -201,6 +201,7 @@ impl BlockArgs {
             (self.first, self.max),
             self.server_timeout,
         )?;
+        crate::runner::refuse_unfit(&setup)?;
         Ok(setup.locking_gpus(named))
     }
 

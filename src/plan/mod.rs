@@ -15,6 +15,7 @@ pub mod curve;
 pub mod facts;
 pub mod figures;
 pub mod finish;
+pub mod fit;
 pub mod in_words;
 pub mod lengths;
 pub mod mix;

@@ -10,6 +10,7 @@ mod blocks;
 pub mod budget;
 mod cost;
 pub mod earlier;
+mod fit;
 mod looks;
 mod measure;
 pub mod processes;
@@ -17,6 +18,7 @@ pub mod ready;
 mod run;
 mod setup;
 
+pub use fit::refuse_unfit;
 pub use measure::{check_base_endpoints, conclude, signal_received, write_plots, wrote_line};
 pub use run::{run, take_output, RunSetup};
 pub use setup::{BlocksSetup, Decide};

@@ -54,6 +54,7 @@ mod plan_vs_reality;
 mod plan_wrong_answers;
 mod plot_cli;
 mod readme_plan;
+mod recipes_fit;
 mod request_stream;
 mod secrets_cli;
 mod selfbench_cli;
