@@ -8,7 +8,7 @@ use super::console::{paint, use_color, Tone};
 use super::tables;
 use crate::gate::history_need::POWER_DROP;
 use crate::gate::{LevelStatus, Outcome, Verdict};
-use crate::stats::decision::{DecisionSettings, Design};
+use crate::stats::decision::{CalibrationUnused, DecisionSettings, Design};
 use crate::untrusted::code_span;
 
 /// A name as the headline quotes it: in double quotes, control characters escaped
@@ -276,29 +276,50 @@ fn start_spread_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
     })
 }
 
-/// The calibration's spread beside the run's, and which one decided.
+/// The calibration's spread beside the run's, and which one decided (or why none was used).
 fn calibration_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
     let calibrations: Vec<String> = (blocks.iter())
         .filter_map(|(c, x)| {
             let cal = x.calibration_spread?;
             let n = x.calibration_blocks.unwrap_or(0);
+            let head = format!("C={c} calibration {:.1}% ({n} blocks)", cal * 100.0);
+            if let Some(why) = x.calibration_unused {
+                return Some(format!("{head} not used: {}", unused_reason(why, x.blocks)));
+            }
             let own = x
                 .own_spread
                 .map_or("no degrees of freedom of its own".to_string(), |o| {
                     format!("{:.1}%", o * 100.0)
                 });
+            let slot = x.calibration_slot_contrast.map_or(String::new(), |r| {
+                format!(
+                    ", slot effect {:+.1} points from the calibration's",
+                    r * 100.0
+                )
+            });
             let used = if x.calibration_disagreed {
                 "the run's own spread used"
             } else {
                 "pooled"
             };
-            Some(format!(
-                "C={c} calibration {:.1}% ({n} blocks) vs this run {own}: {used}",
-                cal * 100.0
-            ))
+            Some(format!("{head} vs this run {own}{slot}: {used}"))
         })
         .collect();
     (!calibrations.is_empty()).then(|| format!("calibration: {}", calibrations.join(", ")))
+}
+
+/// Why a level did not use the calibration it held, in words.
+fn unused_reason(why: CalibrationUnused, blocks: usize) -> String {
+    match why {
+        CalibrationUnused::NothingToCheck => format!(
+            "{blocks} block(s) of this run give nothing to check it with (2+ blocks, one each \
+             way round, do)"
+        ),
+        CalibrationUnused::SlotSpreadUnknown => "one slot orientation only, and the \
+            calibration's slot effect was measured in one job, so how far it moves is unknown \
+            (calibrate in two or more jobs)"
+            .into(),
+    }
 }
 
 /// The levels whose start effects no degrees of freedom cover, and what would cover them.
@@ -312,9 +333,9 @@ fn uncovered_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
     }
     let n = most_blocks(blocks);
     Some(format!(
-        "start effects not covered at {}: {n} block(s) and no calibration leave no degrees of \
+        "start effects not covered at {}: {n} block(s) and no calibration it could check leave no degrees of \
          freedom for the start spread, so only a drop beyond the guard can fail and nothing \
-         can pass (4+ blocks, or `baseline calibrate` on main, cover it)",
+         can pass (4+ blocks, or 2+ with `baseline calibrate` on main, cover it)",
         uncovered.join(", ")
     ))
 }

@@ -98,6 +98,13 @@ pub fn calibration_rows(
     Ok(rows)
 }
 
+/// A calibrating job's key: its rows' start stamp, hashed (FNV-1a).
+fn job_key(measured_at: &str) -> u64 {
+    measured_at.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 impl Baseline {
     /// The A/A calibration of the slots at `concurrency` for a run started at `at` (RFC
     /// 3339) on `engine_version`, when at least two blocks hold it: the newest
@@ -134,7 +141,10 @@ impl Baseline {
         let (x, within): (Vec<f64>, Vec<f64>) = (newest.iter())
             .map(|r| (r.slot_difference, r.within_variance))
             .unzip();
-        SlotCalibration::from_blocks(&x, &within)
+        // One `baseline calibrate` run is one job: its rows share their start stamp. Jobs
+        // tell how far the slot effect moves from one to the next (issue 48).
+        let job: Vec<u64> = newest.iter().map(|r| job_key(&r.measured_at)).collect();
+        SlotCalibration::from_job_blocks(&x, &within, &job)
     }
 
     /// Adds A/A rows, keeping the newest [`MAX_CALIBRATION_ROWS`].

@@ -12,15 +12,20 @@
 //! delta-hat = (mean of D_+ + mean of D_-) / 2, free of s whatever it is; s-hat = (mean D_+ -
 //! mean D_-) / 2; the spread of the D_b about their orientation's mean estimates Var(u + e)
 //! with B - 2 degrees of freedom, floored at the within-block noise's share Var(e) (which
-//! the trials estimate with many df: a variance of u + e below it is chance). An A/A calibration from main ([`SlotCalibration`]) adds its
-//! own blocks' spread (start spread beyond its within noise, plus this run's within noise)
-//! with its df, and its bias stands in for s where a run has one orientation only. With
-//! neither (one block, or one swap and no calibration) the start spread is not covered: the
-//! main test is then not estimable (only the gross-regression guard, on the within-block
-//! noise, can fail) and the verdict says so ([`CrossoverInfo::starts_covered`]).
+//! the trials estimate with many df: a variance of u + e below it is chance). An A/A
+//! calibration from main ([`SlotCalibration`], checked first by this run's blocks: see
+//! `super::calibration`) adds its own blocks' spread (start spread beyond its within noise,
+//! plus this run's within noise) with its df, and its bias stands in for s where a run has
+//! one orientation only. With neither (one block, which has nothing to check a calibration
+//! with, or one swap and no calibration) the start spread is not covered: the main test is
+//! then not estimable (only the gross-regression guard, on the within-block noise, can
+//! fail) and the verdict says so ([`CrossoverInfo::starts_covered`]).
 
 use serde::{Deserialize, Serialize};
 
+use super::calibration::{
+    calibration_share, check, subtracted_bias, CalibrationUnused, RunBlocks, SlotCalibration,
+};
 use super::level::{Design, LevelTest};
 use super::outliers::{outlier_mask_relative, OUTLIER_Z};
 use super::{finite, mean, pooled_within, usable};
@@ -31,60 +36,6 @@ pub struct Block {
     pub base: Vec<f64>,
     pub head: Vec<f64>,
     pub head_slot: u32,
-}
-
-/// What A/A blocks on main measured at one level (the same server in both arms, slots
-/// swapped or not): per block x = mean ln(arm on slot 1) - mean ln(arm on slot 0).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct SlotCalibration {
-    /// How many A/A blocks (server pairs started) the figures come from.
-    pub blocks: usize,
-    /// Mean of x: the slot effect (ln; slot 1 over slot 0).
-    pub bias: f64,
-    /// Sample variance of x (blocks - 1 df): start spread and within noise together.
-    pub variance: f64,
-    /// Mean within-block variance of x (the part the trials' own noise explains).
-    pub within_variance: f64,
-}
-
-impl SlotCalibration {
-    /// From A/A blocks' x values and within variances; None with fewer than 2 blocks or
-    /// non-finite figures.
-    pub fn from_blocks(x: &[f64], within: &[f64]) -> Option<SlotCalibration> {
-        let pairs: Vec<(f64, f64)> = (x.iter().zip(within))
-            .filter(|(a, b)| a.is_finite() && b.is_finite() && **b >= 0.0)
-            .map(|(a, b)| (*a, *b))
-            .collect();
-        if pairs.len() < 2 {
-            return None;
-        }
-        let xs: Vec<f64> = pairs.iter().map(|p| p.0).collect();
-        let ws: Vec<f64> = pairs.iter().map(|p| p.1).collect();
-        Some(SlotCalibration {
-            blocks: xs.len(),
-            bias: mean(&xs),
-            variance: super::var(&xs),
-            within_variance: mean(&ws),
-        })
-    }
-
-    /// The start spread beyond within noise (a variance, >= 0), and its df.
-    fn start_variance(&self) -> (f64, f64) {
-        (
-            (self.variance - self.within_variance).max(0.0),
-            self.blocks as f64 - 1.0,
-        )
-    }
-
-    /// Usable: at least 2 blocks and finite, non-negative figures.
-    fn usable(&self) -> bool {
-        self.blocks >= 2
-            && self.bias.is_finite()
-            && self.variance.is_finite()
-            && self.variance >= 0.0
-            && self.within_variance.is_finite()
-            && self.within_variance >= 0.0
-    }
 }
 
 /// What the blocks said about the servers themselves, beside the comparison.
@@ -118,18 +69,18 @@ pub struct CrossoverInfo {
     /// degrees of freedom of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own_spread: Option<f64>,
-    /// The calibration was set aside: this run's blocks spread more than it allows (an F
-    /// test at [`CALIBRATION_AGREEMENT_P`]); the run's own blocks decided.
+    /// The calibration was set aside: this run's blocks spread more, or its slot effect sat
+    /// further from the calibration's, than it allows (an F test at
+    /// [`super::calibration::CALIBRATION_AGREEMENT_P`]); the run's own blocks decided.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub calibration_disagreed: bool,
+    /// The calibration held for the level was not used, and why (issue 48).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration_unused: Option<CalibrationUnused>,
+    /// This run's slot effect minus the calibration's (ln), where both orientations ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration_slot_contrast: Option<f64>,
 }
-
-/// A calibration is pooled with a run's blocks only while the run's own block variance is
-/// not above what the calibration predicts with p below this (one-sided F test). Lenient on
-/// purpose: with 2-4 degrees of freedom of its own a run can show little, and pooling a
-/// calibration from a quieter night with a noisier run failed unchanged servers 16-26% of
-/// the time (issue 34); setting a calibration aside only costs degrees of freedom.
-pub const CALIBRATION_AGREEMENT_P: f64 = 0.25;
 
 /// One block's values after what every reader of a block applies: non-finite values
 /// ignored, then the outlier rule within the block (as for a run of one session).
@@ -169,45 +120,70 @@ pub fn crossover_level(
     calibration: Option<&SlotCalibration>,
     guard: f64,
 ) -> LevelTest {
-    let calibration = calibration.filter(|c| c.usable());
+    let held = calibration.filter(|c| c.usable());
     let kept = Kept::of(blocks);
     let o = Orientations::of(&kept.blocks);
-    let d = o.estimate(calibration);
-    let mut lv = kept.counted(LevelTest::new(Design::Relative, d));
     let cells: Vec<&Vec<f64>> = kept.blocks.iter().flat_map(|k| [&k.0, &k.1]).collect();
     let (s2w, dfw) = pooled_within(&cells);
-    lv.sigma_w = (dfw > 0).then(|| s2w.sqrt());
-    let mut info = o.info(calibration);
-    if d.is_none() {
-        lv.crossover = Some(info);
-        return lv.finish(guard);
-    }
     // The within-noise variance of one block's difference, on average over the blocks.
     let inv_n = |k: &KeptBlock| 1.0 / k.0.len() as f64 + 1.0 / k.1.len() as f64;
     let mean_inv_n = kept.blocks.iter().map(inv_n).sum::<f64>() / o.blocks() as f64;
     let within = if dfw > 0 { s2w * mean_inv_n } else { f64::NAN };
-    let factor = o.factor();
     let (ss, df_own) = o.own_sum_of_squares();
+    let mut info = o.info(held);
+    // The calibration is used only where this run's blocks checked it and agree (see
+    // super::calibration): its start spread, with this run's within noise added, is what it
+    // predicts for this run's block variance.
+    let run = RunBlocks {
+        ss,
+        df_own,
+        slot: o.both.then_some(0.5 * (o.m_plus - o.m_minus)),
+        factor: o.factor(),
+        within,
+    };
+    let used = held.and_then(|c| match check(c, &run) {
+        Ok(ch) => {
+            info.calibration_disagreed = !ch.agrees;
+            info.calibration_slot_contrast = ch.slot_contrast.and_then(finite);
+            ch.agrees.then_some((c, ch))
+        }
+        Err(why) => {
+            info.calibration_unused = Some(why);
+            None
+        }
+    });
+    let calibration = used.as_ref().map(|u| u.0);
+    info.calibrated = calibration.is_some();
+    if let (false, Some(c)) = (o.both, calibration) {
+        info.slot_effect = Some(c.bias);
+        info.slot_effect_from = Some("calibration".into());
+    }
+    let d = o.estimate(calibration);
+    let mut lv = kept.counted(LevelTest::new(Design::Relative, d));
+    lv.sigma_w = (dfw > 0).then(|| s2w.sqrt());
+    if d.is_none() {
+        lv.crossover = Some(info);
+        return lv.finish(guard);
+    }
     if df_own > 0.0 && within.is_finite() {
         info.own_spread = finite((ss / df_own - within).max(0.0).sqrt());
     }
-    // The calibration's start spread, with this run's own within noise added: what it
-    // predicts for this run's block variance. Pooled only where the run's own blocks agree.
-    let calibration = calibration.filter(|c| {
-        let (start, df_cal) = c.start_variance();
-        let agrees = !within.is_finite()
-            || df_own <= 0.0
-            || agreement_p(ss / df_own, start + within, df_own, df_cal) >= CALIBRATION_AGREEMENT_P;
-        info.calibration_disagreed = !agrees;
-        agrees
-    });
-    info.calibrated = calibration.is_some();
-    let (cal_ss, df_cal) = calibration_share(calibration, within, df_own);
-    let spread = BlockSpread {
-        ss,
-        cal_ss,
-        df_block: df_own + df_cal,
-        within,
+    let spread = match &used {
+        Some((c, ch)) => {
+            let (cal_ss, weight) = calibration_share(c, within, ch.df);
+            BlockSpread {
+                ss: ch.ss,
+                cal_ss,
+                df_block: ch.df + weight,
+                within,
+            }
+        }
+        None => BlockSpread {
+            ss,
+            cal_ss: 0.0,
+            df_block: df_own,
+            within,
+        },
     };
     // One orientation is estimable only with a calibration's slot effect taken out (and its
     // spread agreeing with the run's): else the slot effect stays in the estimate, whatever
@@ -221,7 +197,7 @@ pub fn crossover_level(
     // failed unchanged servers up to 79% of the time (benches/gate_crossover.rs, --blocks 1
     // with a 4% slot effect), and a sequential plan adds blocks while a level is undecided.
     if within.is_finite() {
-        lv.set_within((within * factor).sqrt(), dfw as f64);
+        lv.set_within((within * o.factor()).sqrt(), dfw as f64);
     }
     lv.crossover = Some(info);
     lv.finish(guard)
@@ -364,8 +340,8 @@ impl Orientations {
         }
     }
 
-    /// What the blocks said of the servers before any spread is estimated: the counts and
-    /// the slot effect (this run's with both orientations, else the calibration's).
+    /// What the blocks said of the servers before any spread is estimated: the counts, the
+    /// slot effect where both orientations ran, and the calibration held for the level.
     fn info(&self, calibration: Option<&SlotCalibration>) -> CrossoverInfo {
         let mut info = CrossoverInfo {
             blocks: self.blocks(),
@@ -375,43 +351,20 @@ impl Orientations {
             slot_effect_from: None,
             start_spread: None,
             start_spread_df: 0.0,
-            calibrated: calibration.is_some(),
+            calibrated: false,
             starts_covered: false,
             calibration_spread: calibration.map(|c| c.start_variance().0.sqrt()),
             calibration_blocks: calibration.map(|c| c.blocks),
             own_spread: None,
             calibration_disagreed: false,
+            calibration_unused: None,
+            calibration_slot_contrast: None,
         };
         if self.both {
             info.slot_effect = finite(0.5 * (self.m_plus - self.m_minus));
             info.slot_effect_from = Some("blocks".into());
-        } else if let Some(c) = calibration {
-            info.slot_effect = Some(c.bias);
-            info.slot_effect_from = Some("calibration".into());
         }
         info
-    }
-}
-
-/// The calibration's share of the block variance: its sum of squares and degrees of
-/// freedom, weighted by no more degrees of freedom than the run's own blocks have to check
-/// it with: two blocks' worth of agreement cannot vouch for forty blocks of a quieter night
-/// (pooled at full weight, a calibration at 0-1% failed unchanged runs spreading 2-3% in
-/// 2.5-5.9% of jobs, benches/gate_crossover.rs table 7). A run with no degrees of freedom
-/// of its own (one block, or one each way round) takes it unchecked: that is what a
-/// calibration is for, and the verdict says so.
-fn calibration_share(
-    calibration: Option<&SlotCalibration>,
-    within: f64,
-    df_own: f64,
-) -> (f64, f64) {
-    match calibration {
-        Some(c) if within.is_finite() => {
-            let (start, df) = c.start_variance();
-            let weight = if df_own > 0.0 { df.min(df_own) } else { df };
-            ((start + within) * weight, weight)
-        }
-        _ => (0.0, 0.0),
     }
 }
 
@@ -451,32 +404,19 @@ fn set_main_test(
         info.start_spread_df = df_block;
     }
     let main = block_var * o.factor();
-    // With one orientation the calibration's bias was subtracted: its own error adds.
-    let bias_var = match (o.both, calibration) {
-        (false, Some(c)) => c.variance / c.blocks as f64,
-        _ => 0.0,
+    // With one orientation the calibration's bias was subtracted: its own error, and how
+    // much the slot effect moves from job to job, add.
+    let (bias_var, df_bias) = match (o.both, calibration) {
+        (false, Some(c)) => subtracted_bias(c),
+        _ => (0.0, 1.0),
     };
     let se2 = main + bias_var;
     let df = if bias_var > 0.0 && se2 > 0.0 {
-        let df_bias = calibration.map_or(1.0, |c| c.blocks as f64 - 1.0);
         se2 * se2 / (main * main / df_block + bias_var * bias_var / df_bias)
     } else {
         df_block
     };
     lv.set_main(se2.sqrt(), df);
-}
-
-/// One-sided p of an F test that a run's block variance `own` (df `df_own`) is no larger
-/// than `predicted` (df `df_cal`): P(F >= own / predicted). 1 where it cannot be computed.
-fn agreement_p(own: f64, predicted: f64, df_own: f64, df_cal: f64) -> f64 {
-    use statrs::distribution::{ContinuousCDF, FisherSnedecor};
-    if !(own.is_finite() && predicted > 0.0 && df_own > 0.0 && df_cal > 0.0) {
-        return 1.0;
-    }
-    match FisherSnedecor::new(df_own, df_cal) {
-        Ok(f) => f.sf(own / predicted),
-        Err(_) => 1.0,
-    }
 }
 
 #[cfg(test)]
@@ -519,6 +459,8 @@ mod tests {
             bias: 0.04,
             variance: 0.0001,
             within_variance: 0.00002,
+            jobs: 1,
+            slot_spread: None,
         }
     }
 
@@ -618,20 +560,42 @@ mod tests {
     }
 
     #[test]
-    fn a_calibration_takes_out_the_slot_effect_of_one_block() {
+    fn one_block_does_not_use_a_calibration_it_cannot_check() {
+        // Before issue 48 one block took the calibration unchecked: from a quieter night it
+        // failed unchanged servers 22-47% of the time.
         let blocks = alternating(0.0, 0.04, &[0.0], 6);
+        let lv = crossover_level(&blocks, Some(&calibrated_4pct()), 0.25);
+        let info = lv.crossover.as_ref().unwrap();
+        assert!(!info.calibrated && !info.starts_covered && !lv.estimable());
+        assert_eq!(
+            info.calibration_unused,
+            Some(CalibrationUnused::NothingToCheck)
+        );
+    }
+
+    #[test]
+    fn two_blocks_check_a_calibration_by_its_slot_effect() {
+        // One block each way round: the slot contrast is the one degree of freedom.
+        let blocks = alternating(0.0, 0.04, &[0.0, 0.002], 6);
         let cal = calibrated_4pct();
         let lv = crossover_level(&blocks, Some(&cal), 0.25);
         let info = lv.crossover.as_ref().unwrap();
-        assert!(info.starts_covered && info.calibrated);
-        assert!(close(lv.d.unwrap(), 0.0, 1e-12));
-        assert_eq!(info.slot_effect_from.as_deref(), Some("calibration"));
-        // se^2 = (start + within) * 1 + variance / blocks; Satterthwaite df between one
-        // component's 19 and both components' 38.
-        let within = lv.sigma_w.unwrap().powi(2) * (2.0 / 6.0);
-        let want = (0.00008 + within + 0.0001 / 20.0).sqrt();
-        assert!(close(lv.se.unwrap(), want, 1e-12), "{:?} vs {want}", lv.se);
-        assert!(lv.df >= 19.0 && lv.df <= 38.0, "df {}", lv.df);
+        assert!(
+            info.calibrated && info.starts_covered && lv.estimable(),
+            "{info:?}"
+        );
+        // Own 1 df (the contrast) + the calibration weighted by no more: 2 df.
+        assert_eq!(lv.df, 2.0);
+        assert!(close(
+            info.calibration_slot_contrast.unwrap(),
+            -0.001,
+            1e-12
+        ));
+        // The same blocks with the slot effect moved to 0%: the calibration is set aside.
+        let moved = alternating(0.0, 0.0, &[0.0, 0.002], 6);
+        let lv = crossover_level(&moved, Some(&cal), 0.25);
+        let info = lv.crossover.as_ref().unwrap();
+        assert!(info.calibration_disagreed && !info.calibrated && !lv.estimable());
     }
 
     #[test]
@@ -643,9 +607,24 @@ mod tests {
         let lv = crossover_level(&blocks, None, 0.25);
         assert!(!lv.estimable(), "{lv:?}");
         assert!(!lv.crossover.as_ref().unwrap().starts_covered);
+        // A calibration of one job: its slot effect's job-to-job spread is unknown.
         let cal = calibrated_4pct();
         let lv = crossover_level(&blocks, Some(&cal), 0.25);
+        assert!(!lv.estimable(), "{lv:?}");
+        let info = lv.crossover.as_ref().unwrap();
+        assert_eq!(
+            info.calibration_unused,
+            Some(CalibrationUnused::SlotSpreadUnknown)
+        );
+        // Of several jobs, whose slot effects spread 1%: taken out, and the test widened.
+        let jobs = SlotCalibration {
+            jobs: 4,
+            slot_spread: Some(0.0001),
+            ..cal
+        };
+        let lv = crossover_level(&blocks, Some(&jobs), 0.25);
         assert!(lv.estimable() && close(lv.d.unwrap(), 0.0, 1e-12));
+        assert!(lv.se.unwrap() > 0.01 && lv.df < 4.0, "{lv:?}");
     }
 
     #[test]
@@ -656,20 +635,24 @@ mod tests {
             bias: 0.0,
             variance: 0.005f64.powi(2) + 0.00002,
             within_variance: 0.00002,
+            jobs: 1,
+            slot_spread: None,
         };
         let noisy = alternating(0.0, 0.0, &[0.04, -0.04, -0.04, 0.04, 0.03, -0.03], 4);
         let lv = crossover_level(&noisy, Some(&quiet), 0.25);
         let info = lv.crossover.as_ref().unwrap();
         assert!(info.calibration_disagreed && !info.calibrated, "{info:?}");
         assert_eq!(lv.df, 4.0, "the run's own blocks alone: 6 - 2 df");
+        assert!(close(info.calibration_slot_contrast.unwrap(), 0.0, 0.03));
         assert!(info.own_spread.unwrap() > 0.03 && info.calibration_spread.unwrap() < 0.006);
         // A run as quiet as its calibration pools it.
         let calm = alternating(0.0, 0.0, &[0.004, -0.004, -0.004, 0.004, 0.003, -0.003], 4);
         let lv = crossover_level(&calm, Some(&quiet), 0.25);
         let info = lv.crossover.as_ref().unwrap();
         assert!(!info.calibration_disagreed && info.calibrated, "{info:?}");
-        // Pooled with no more df than its own 4 blocks' worth (6 - 2), not the 39 it holds.
-        assert_eq!(lv.df, 8.0);
+        // Pooled with no more df than it was checked with (6 - 2, and the slot contrast),
+        // not the 39 it holds.
+        assert_eq!(lv.df, 10.0);
     }
 
     #[test]
@@ -680,15 +663,6 @@ mod tests {
             decide(&mut levels, &DecisionSettings::default()),
             LevelOutcome::Regression
         );
-    }
-
-    #[test]
-    fn calibration_needs_two_blocks() {
-        assert!(SlotCalibration::from_blocks(&[0.01], &[0.0001]).is_none());
-        let c = SlotCalibration::from_blocks(&[0.01, 0.03, f64::NAN], &[1e-4, 3e-4, 1e-4]).unwrap();
-        assert_eq!(c.blocks, 2);
-        assert!(close(c.bias, 0.02, 1e-15) && close(c.variance, 0.0002, 1e-15));
-        assert!(close(c.within_variance, 2e-4, 1e-15));
     }
 
     #[test]

@@ -27,6 +27,7 @@
 //! Nothing here panics on data; the only panic is a session-label slice whose length differs
 //! from its values' (a caller bug).
 
+mod calibration;
 mod crossover;
 mod decide;
 mod drift;
@@ -35,9 +36,8 @@ mod outliers;
 #[cfg(test)]
 mod vectors;
 
-pub use crossover::{
-    crossover_level, trimmed_block, Block, CrossoverInfo, SlotCalibration, TrimmedBlock,
-};
+pub use calibration::{CalibrationUnused, SlotCalibration, CALIBRATION_AGREEMENT_P};
+pub use crossover::{crossover_level, trimmed_block, Block, CrossoverInfo, TrimmedBlock};
 pub use decide::{decide, DecisionSettings};
 pub use drift::{drift_check, drift_check_at, Drift, DRIFT_ALPHA, DRIFT_MIN_SIZE};
 pub use level::{history_level, relative_level, Design, LevelOutcome, LevelTest};

@@ -147,8 +147,9 @@ fn a_slower_head_fails_in_blocks() {
     );
 }
 
-/// An A/A run calibrates the baseline's slots; a one-block pull-request run then takes the
-/// calibrated slot effect out and covers the start spread, and says so.
+/// An A/A run calibrates the baseline's slots; a two-block pull-request run then checks the
+/// calibration by its own slot effect and uses it, and says so; a one-block run, which has
+/// nothing to check it with, does not use it.
 #[test]
 fn an_aa_calibration_covers_a_one_block_run() {
     let _turn = timing_lock();
@@ -189,14 +190,55 @@ fn an_aa_calibration_covers_a_one_block_run() {
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("different commands"), "{}", text(&o));
 
-    // One block (the head on slot 1): the calibration's slot effect is taken out.
+    // One block (the head on slot 1): nothing of the run's own checks the calibration, so it
+    // is not used (issue 48: before, it was taken unchecked) and the look cannot decide.
     let one = d.join("one");
     blocks_ok(&p, &one, &same, &same, 1);
     let o = gate(&one.join("results.json"), &baseline, &[]);
     let said = text(&o);
+    assert_eq!(code(&o), 0, "{said}");
+    assert!(said.contains("INCONCLUSIVE"), "{said}");
+    assert!(
+        said.contains("not used: 1 block(s) of this run give nothing to check it with"),
+        "{said}"
+    );
+    // The same block with the head's start 5% slower (or the slot effect gone: one block
+    // cannot tell which): with the calibration taken unchecked this failed an unchanged
+    // server; now it is not decided.
+    let slow_start = edited(&one, "slow_start.json", |_, arm, tok| match arm {
+        "head" => tok * 0.95,
+        _ => tok,
+    });
+    let o = gate(&slow_start, &baseline, &[]);
+    let said = text(&o);
+    assert_eq!(code(&o), 0, "{said}");
+    assert!(said.contains("INCONCLUSIVE"), "{said}");
+
+    // Two blocks, one each way round: the run's own slot effect checks the calibration's,
+    // which is then used.
+    let two = d.join("two");
+    blocks_ok(&p, &two, &same, &same, 2);
+    let o = gate(&two.join("results.json"), &baseline, &[]);
+    let said = text(&o);
     assert_ne!(code(&o), 1, "{said}");
-    assert!(said.contains("(calibration)"), "{said}");
     assert!(said.contains("with calibration"), "{said}");
+    assert!(
+        said.contains("points from the calibration's: pooled"),
+        "{said}"
+    );
+    // The slot effect gone (the server on slot 1 5% slower than the calibration's night
+    // measured it): the calibration is set aside and the verdict says by how much it moved.
+    let moved = edited(&two, "moved.json", |block, arm, tok| {
+        match (arm, block % 2) {
+            ("head", 1) | ("base", 0) => tok * 0.95,
+            _ => tok,
+        }
+    });
+    let o = gate(&moved, &baseline, &[]);
+    let said = text(&o);
+    assert_eq!(code(&o), 0, "{said}");
+    assert!(said.contains("the run's own spread used"), "{said}");
+    assert!(said.contains("points from the calibration's"), "{said}");
 
     // The A/A run again, its head's blocks moved 6% up and down (starts that spread far more
     // than the calibration's night): the calibration is set aside and the verdict says so.
@@ -229,6 +271,20 @@ fn an_aa_calibration_covers_a_one_block_run() {
         said.contains("start effects not covered at C=1, C=4"),
         "{said}"
     );
+    // The same with the calibration, and the slot effect gone from this run: its slot effect
+    // would be subtracted unchecked (a 5% false drop), and a calibration of one job cannot
+    // say how far a slot effect moves between jobs, so it is not used here.
+    let moved = edited(&aa, "lopsided_moved.json", |block, arm, tok| {
+        match (block % 2, arm) {
+            (0, _) => f64::NAN,
+            (_, "head") => tok * 0.95,
+            _ => tok,
+        }
+    });
+    let o = gate(&moved, &baseline, &[]);
+    let said = text(&o);
+    assert_eq!(code(&o), 0, "{said}");
+    assert!(said.contains("calibrate in two or more jobs"), "{said}");
 }
 
 /// The run in `out` with each trial's tok/s mapped by `f(block, arm, tok/s)` (a NaN drops

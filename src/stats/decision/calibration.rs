@@ -1,0 +1,312 @@
+//! An A/A calibration of the relative gate's slots ([`SlotCalibration`]) and the check it
+//! passes before a run in blocks may use it (issue 48). A calibration speaks of another
+//! night, perhaps another machine: it is used only where this run's own blocks can check it,
+//! never on trust.
+//!
+//! What a run can check it with: the spread of its blocks about their orientation's mean
+//! (B - 2 degrees of freedom with both orientations, B - 1 with one) and, with both
+//! orientations, its own slot effect s-hat = (mean D+ - mean D-) / 2 against the
+//! calibration's (one degree of freedom more: under a stable slot effect s-hat - bias varies
+//! by the block variance times the orientation factor, plus the calibration's own error).
+//! Both go into one F test against the block variance the calibration predicts, so a
+//! calibration from a quieter night and one whose slot effect moved are both set aside. One
+//! block gives nothing to check it with, so a one-block look does not use it (before issue
+//! 48 it took it unchecked: 22-47% false failures with a calibration from a quieter night).
+//! With one orientation the calibration's slot effect is subtracted unchecked, so its
+//! job-to-job spread (measured where the rows come from several `baseline calibrate` jobs)
+//! widens the test; where that spread was never measured the calibration is not used there.
+
+use serde::{Deserialize, Serialize};
+
+use super::{mean, var};
+
+/// What A/A blocks on main measured at one level (the same server in both arms, slots
+/// swapped or not): per block x = mean ln(arm on slot 1) - mean ln(arm on slot 0).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SlotCalibration {
+    /// How many A/A blocks (server pairs started) the figures come from.
+    pub blocks: usize,
+    /// Mean of x: the slot effect (ln; slot 1 over slot 0).
+    pub bias: f64,
+    /// Sample variance of x (blocks - 1 df): start spread and within noise together.
+    pub variance: f64,
+    /// Mean within-block variance of x (the part the trials' own noise explains).
+    pub within_variance: f64,
+    /// How many calibrating jobs (`baseline calibrate` runs) the blocks come from.
+    #[serde(default = "one")]
+    pub jobs: usize,
+    /// The slot effect's job-to-job variance (ln^2) beyond what the blocks' spread explains;
+    /// None with one job, where it was never measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_spread: Option<f64>,
+}
+
+fn one() -> usize {
+    1
+}
+
+impl SlotCalibration {
+    /// From A/A blocks' x values and within variances, all of one job; None with fewer than
+    /// 2 blocks or non-finite figures.
+    pub fn from_blocks(x: &[f64], within: &[f64]) -> Option<SlotCalibration> {
+        Self::from_job_blocks(x, within, &vec![0; x.len()])
+    }
+
+    /// As [`Self::from_blocks`], each block labelled with the job that measured it: with two
+    /// or more jobs the slot effect's job-to-job spread is measured too.
+    pub fn from_job_blocks(x: &[f64], within: &[f64], job: &[u64]) -> Option<SlotCalibration> {
+        let rows: Vec<(f64, f64, u64)> = (x.iter().zip(within).zip(job))
+            .filter(|((a, b), _)| a.is_finite() && b.is_finite() && **b >= 0.0)
+            .map(|((a, b), j)| (*a, *b, *j))
+            .collect();
+        if rows.len() < 2 {
+            return None;
+        }
+        let xs: Vec<f64> = rows.iter().map(|p| p.0).collect();
+        let ws: Vec<f64> = rows.iter().map(|p| p.1).collect();
+        let (jobs, slot_spread) = job_spread(&rows);
+        Some(SlotCalibration {
+            blocks: xs.len(),
+            bias: mean(&xs),
+            variance: var(&xs),
+            within_variance: mean(&ws),
+            jobs,
+            slot_spread,
+        })
+    }
+
+    /// The start spread beyond within noise (a variance, >= 0), and its df.
+    pub(super) fn start_variance(&self) -> (f64, f64) {
+        (
+            (self.variance - self.within_variance).max(0.0),
+            self.blocks as f64 - 1.0,
+        )
+    }
+
+    /// Usable: at least 2 blocks and finite, non-negative figures.
+    pub(super) fn usable(&self) -> bool {
+        self.blocks >= 2
+            && self.bias.is_finite()
+            && self.variance.is_finite()
+            && self.variance >= 0.0
+            && self.within_variance.is_finite()
+            && self.within_variance >= 0.0
+            && self.slot_spread.is_none_or(|s| s.is_finite() && s >= 0.0)
+    }
+
+    /// The variance of (this run's slot effect - the calibration's bias) beyond the run's own
+    /// blocks: the bias's error, and the slot effect's job-to-job spread where measured.
+    fn bias_variance(&self) -> f64 {
+        self.variance / self.blocks as f64 + self.slot_spread.unwrap_or(0.0)
+    }
+}
+
+/// The jobs among the rows and the slot effect's job-to-job variance beyond what the blocks'
+/// spread within the jobs explains (method of moments, >= 0); None with one job or where no
+/// job has two blocks to tell the two apart.
+fn job_spread(rows: &[(f64, f64, u64)]) -> (usize, Option<f64>) {
+    let mut ids: Vec<u64> = rows.iter().map(|r| r.2).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.len() < 2 {
+        return (ids.len(), None);
+    }
+    let groups: Vec<Vec<f64>> = (ids.iter())
+        .map(|&j| rows.iter().filter(|r| r.2 == j).map(|r| r.0).collect())
+        .collect();
+    let means: Vec<f64> = groups.iter().map(|g| mean(g)).collect();
+    let (mut ss, mut df) = (0.0, 0.0);
+    for g in groups.iter().filter(|g| g.len() >= 2) {
+        ss += var(g) * (g.len() as f64 - 1.0);
+        df += g.len() as f64 - 1.0;
+    }
+    if df == 0.0 {
+        return (ids.len(), None);
+    }
+    let inv_n = groups.iter().map(|g| 1.0 / g.len() as f64).sum::<f64>() / groups.len() as f64;
+    let tau2 = (var(&means) - ss / df * inv_n).max(0.0);
+    (ids.len(), tau2.is_finite().then_some(tau2))
+}
+
+/// Why a calibration held for a level was not used by a look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CalibrationUnused {
+    /// One block (or no trial noise to scale it with): nothing of this run's to check it by.
+    NothingToCheck,
+    /// One orientation, and the calibration's slot effect was never measured in more than
+    /// one job: its subtraction could not be widened by how much it moves.
+    SlotSpreadUnknown,
+}
+
+/// What a run's blocks say about a calibration: `ss` / `df` of its own (block spread and,
+/// with both orientations, the slot contrast), the p of the F test, and the share pooled.
+pub(super) struct Checked {
+    /// The run's evidence on the block variance: sum of squares and df.
+    pub ss: f64,
+    pub df: f64,
+    /// The run's slot effect minus the calibration's (ln), where both orientations ran.
+    pub slot_contrast: Option<f64>,
+    /// Passed the F test at [`CALIBRATION_AGREEMENT_P`].
+    pub agrees: bool,
+}
+
+/// A calibration is pooled with a run's blocks only while the run's own evidence (its block
+/// variance and, with both orientations, its slot effect against the calibration's) is not
+/// above what the calibration predicts with p below this (one-sided F test). Lenient on
+/// purpose: with 1-4 degrees of freedom of its own a run can show little, and pooling a
+/// calibration from a quieter night with a noisier run failed unchanged servers 16-26% of
+/// the time (issue 34); setting a calibration aside only costs degrees of freedom.
+pub const CALIBRATION_AGREEMENT_P: f64 = 0.25;
+
+/// The run's blocks as the check reads them.
+pub(super) struct RunBlocks {
+    /// Sum of squares of the blocks about their orientation's mean, and its df.
+    pub ss: f64,
+    pub df_own: f64,
+    /// Both orientations ran: the run's slot effect `slot` is estimable, its variance the
+    /// block variance times `factor`.
+    pub slot: Option<f64>,
+    pub factor: f64,
+    /// Within-block noise of one block's difference (NaN where unknown).
+    pub within: f64,
+}
+
+/// Checks `c` against the run; None where the run has nothing to check it with, or (one
+/// orientation) its slot effect's job-to-job spread is unknown: see [`CalibrationUnused`].
+pub(super) fn check(c: &SlotCalibration, run: &RunBlocks) -> Result<Checked, CalibrationUnused> {
+    let df_check = run.df_own + if run.slot.is_some() { 1.0 } else { 0.0 };
+    if !run.within.is_finite() || df_check <= 0.0 {
+        return Err(CalibrationUnused::NothingToCheck);
+    }
+    if run.slot.is_none() && c.slot_spread.is_none() {
+        return Err(CalibrationUnused::SlotSpreadUnknown);
+    }
+    let (start, df_cal) = c.start_variance();
+    let predicted = start + run.within;
+    let (mut ss, mut df) = (run.ss, run.df_own);
+    let slot_contrast = run.slot.map(|s| s - c.bias);
+    if let Some(r) = slot_contrast {
+        // r^2 varies by predicted * factor + bias variance: scaled to the block variance.
+        let scale = run.factor + c.bias_variance() / predicted.max(f64::MIN_POSITIVE);
+        ss += r * r / scale;
+        df += 1.0;
+    }
+    let agrees = agreement_p(ss / df, predicted, df, df_cal) >= CALIBRATION_AGREEMENT_P;
+    Ok(Checked {
+        ss,
+        df,
+        slot_contrast,
+        agrees,
+    })
+}
+
+/// The calibration's share of the block variance: its sum of squares and degrees of
+/// freedom, weighted by no more degrees of freedom than the run had to check it with: two
+/// blocks' worth of agreement cannot vouch for forty blocks of a quieter night (pooled at
+/// full weight, a calibration at 0-1% failed unchanged runs spreading 2-3% in 2.5-5.9% of
+/// jobs, benches/gate_crossover.rs table 7).
+pub(super) fn calibration_share(c: &SlotCalibration, within: f64, df_check: f64) -> (f64, f64) {
+    let (start, df) = c.start_variance();
+    let weight = df.min(df_check);
+    ((start + within) * weight, weight)
+}
+
+/// The extra variance of delta-hat where one orientation ran and the calibration's slot
+/// effect was subtracted, and its df.
+pub(super) fn subtracted_bias(c: &SlotCalibration) -> (f64, f64) {
+    let df = match c.slot_spread {
+        Some(_) => c.jobs as f64 - 1.0,
+        None => c.blocks as f64 - 1.0,
+    };
+    (c.bias_variance(), df.max(1.0))
+}
+
+/// One-sided p of an F test that a run's block variance `own` (df `df_own`) is no larger
+/// than `predicted` (df `df_cal`): P(F >= own / predicted). 1 where it cannot be computed.
+fn agreement_p(own: f64, predicted: f64, df_own: f64, df_cal: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, FisherSnedecor};
+    if !(own.is_finite() && predicted > 0.0 && df_own > 0.0 && df_cal > 0.0) {
+        return 1.0;
+    }
+    match FisherSnedecor::new(df_own, df_cal) {
+        Ok(f) => f.sf(own / predicted),
+        Err(_) => 1.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn calibration_needs_two_blocks() {
+        assert!(SlotCalibration::from_blocks(&[0.01], &[0.0001]).is_none());
+        let c = SlotCalibration::from_blocks(&[0.01, 0.03, f64::NAN], &[1e-4, 3e-4, 1e-4]).unwrap();
+        assert_eq!((c.blocks, c.jobs, c.slot_spread), (2, 1, None));
+        assert!(close(c.bias, 0.02, 1e-15) && close(c.variance, 0.0002, 1e-15));
+        assert!(close(c.within_variance, 2e-4, 1e-15));
+    }
+
+    #[test]
+    fn the_slot_effects_job_to_job_spread_is_measured_across_jobs() {
+        // Two jobs of three blocks: slot effects 2% and 8%, blocks within 0.1% of them.
+        let x = [0.019, 0.020, 0.021, 0.079, 0.080, 0.081];
+        let c = SlotCalibration::from_job_blocks(&x, &[1e-5; 6], &[1, 1, 1, 2, 2, 2]).unwrap();
+        assert_eq!(c.jobs, 2);
+        // var of the job means (0.02, 0.08) = 0.0018, less the blocks' 1e-6 / 3.
+        let tau2 = c.slot_spread.unwrap();
+        assert!(close(tau2, 0.0018 - 1e-6 / 3.0, 1e-12), "{tau2}");
+        // Jobs of one block each cannot tell the two apart.
+        let c = SlotCalibration::from_job_blocks(&[0.02, 0.08], &[1e-5; 2], &[1, 2]).unwrap();
+        assert_eq!((c.jobs, c.slot_spread), (2, None));
+    }
+
+    fn run(ss: f64, df_own: f64, slot: Option<f64>) -> RunBlocks {
+        RunBlocks {
+            ss,
+            df_own,
+            slot,
+            factor: 0.5,
+            within: 1e-4,
+        }
+    }
+
+    #[test]
+    fn one_block_has_nothing_to_check_a_calibration_with() {
+        let c =
+            SlotCalibration::from_job_blocks(&[0.0, 0.01, -0.01, 0.0], &[1e-4; 4], &[1, 1, 2, 2])
+                .unwrap();
+        assert_eq!(
+            check(&c, &run(0.0, 0.0, None)).err(),
+            Some(CalibrationUnused::NothingToCheck)
+        );
+        // One job: one orientation cannot widen by a spread never measured.
+        let one_job = SlotCalibration::from_blocks(&[0.0, 0.01, -0.01], &[1e-4; 3]).unwrap();
+        assert_eq!(
+            check(&one_job, &run(1e-3, 2.0, None)).err(),
+            Some(CalibrationUnused::SlotSpreadUnknown)
+        );
+        // Two blocks, one each way round: the slot contrast is one degree of freedom.
+        let two = check(&one_job, &run(0.0, 0.0, Some(0.0))).unwrap();
+        assert_eq!(two.df, 1.0);
+    }
+
+    #[test]
+    fn a_slot_effect_that_moved_sets_the_calibration_aside() {
+        // The calibration: slot 1 4% faster, starts spread little.
+        let x: Vec<f64> = (0..20)
+            .map(|i| 0.04 + 0.002 * f64::from(i % 3) - 0.002)
+            .collect();
+        let c = SlotCalibration::from_blocks(&x, &[1e-4; 20]).unwrap();
+        let same = check(&c, &run(0.0, 0.0, Some(0.04))).unwrap();
+        assert!(same.agrees);
+        // This run's slot effect is 0%: four points off, with block sd about 1.4%.
+        let moved = check(&c, &run(0.0, 0.0, Some(0.0))).unwrap();
+        assert!(!moved.agrees && close(moved.slot_contrast.unwrap(), -0.04, 1e-3));
+    }
+}
