@@ -122,6 +122,10 @@ pub struct CrossoverInfo {
     /// test at [`CALIBRATION_AGREEMENT_P`]); the run's own blocks decided.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub calibration_disagreed: bool,
+    /// Blocks over several pairs or runners read with a slot effect per group
+    /// (`groups.rs`, issue 46); absent where one slot effect served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<super::GroupsInfo>,
 }
 
 /// A calibration is pooled with a run's blocks only while the run's own block variance is
@@ -381,6 +385,7 @@ impl Orientations {
             calibration_blocks: calibration.map(|c| c.blocks),
             own_spread: None,
             calibration_disagreed: false,
+            groups: None,
         };
         if self.both {
             info.slot_effect = finite(0.5 * (self.m_plus - self.m_minus));
