@@ -91,7 +91,7 @@ fn one_block_per_pair_is_read_with_one_slot_effect() {
     // A first look of one block per pair: no pair can tell its slot effect from the change,
     // so the blocks are read as one crossover, exactly as crossover_level reads them.
     let blocks: Vec<GroupedBlock> = (0..4)
-        .map(|p| block(0, p, (p % 2) as u32, 0.02 * p as f64, 0.0, 0.001 * p as f64))
+        .map(|p| block(0, p, p % 2, 0.02 * p as f64, 0.0, 0.001 * p as f64))
         .collect();
     let lv = grouped_level(&blocks, None, 0.25);
     let plain: Vec<Block> = blocks.iter().map(|b| b.block.clone()).collect();
