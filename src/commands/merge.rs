@@ -44,6 +44,12 @@ pub struct MergeArgs {
     /// uploaded) or one too many fails the merge (exit 2), naming what was found.
     #[arg(long, value_name = "N")]
     pub expect: Option<usize>,
+    /// How many merges (waves of legs) the workflow may make before it stops: legs of one
+    /// comparison (same profile, baseline, settings, server commands, GPU model, driver and
+    /// engine versions) are pooled into one verdict over all their blocks, and each wave is a
+    /// look of it (both sides' errors split over the waves as over looks).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub waves: u32,
 }
 
 pub fn run(args: MergeArgs) -> Result<Exit> {
@@ -60,9 +66,21 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         expect: args.expect,
     })?;
     runs.sort_by_key(|(file, run)| (run_label(run), file.clone()));
-    let merged = combine(checks);
+    let mut checks = checks;
+    checks.sort_by(|a, b| a.file.cmp(&b.file));
+    let pooled = crate::gate::pool::pool(checks, &runs, args.waves)?;
+    for line in &pooled.said {
+        println!("{}", crate::untrusted::for_terminal(line));
+    }
+    let merged = combine(pooled.checks);
 
     let mut text = markdown(&runs, merged.as_ref());
+    if !pooled.said.is_empty() {
+        text.push_str("\n## Legs judged on their own\n\n");
+        for line in &pooled.said {
+            text.push_str(&format!("- {}\n", crate::untrusted::inline_text(line)));
+        }
+    }
     if !failed_legs.is_empty() {
         text.push_str("\n## ❌ Legs that did not measure\n\n");
         for leg in &failed_legs {
@@ -198,6 +216,7 @@ mod tests {
             from: vec![dir.to_path_buf()],
             out: dir.join("merged"),
             expect,
+            waves: 1,
         })
         .unwrap()
     }

@@ -16,7 +16,7 @@ use crate::record::fingerprint::FingerprintField;
 use crate::record::flags::FlagKind;
 use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric, TrialResult};
 use crate::stats::decision::{
-    crossover_level, decide, history_level, relative_level, Block, DecisionSettings, Design,
+    decide, grouped_level, history_level, relative_level, DecisionSettings, Design, GroupedBlock,
     LevelOutcome, LevelTest, SlotCalibration,
 };
 use crate::stats::Spread;
@@ -146,7 +146,7 @@ fn relative(
                 vec![base_values]
             },
             head: candidate_values(&candidate.levels, metric, c),
-            blocks: blocks_at(&base.levels, &candidate.levels, metric, c),
+            blocks: blocks_at(candidate, &base.levels, metric, c),
             calibration: calibration(c).filter(|_| metric.is_throughput()),
         }
     };
@@ -349,17 +349,20 @@ fn gate_scale(metric: TrialMetric, x: f64) -> f64 {
 }
 
 /// The trials of a relative run in blocks at level `c`, block by block (each block's base
-/// and head values and the head's slot); empty when the run has no blocks.
+/// and head values, the head's slot, and the runner and pair it ran on); empty when the run
+/// has no blocks.
 fn blocks_at(
+    candidate: &RunResult,
     base: &[LevelResult],
-    head: &[LevelResult],
     metric: TrialMetric,
     c: u32,
-) -> Vec<Block> {
+) -> Vec<GroupedBlock> {
     fn at(levels: &[LevelResult], c: u32) -> &[TrialResult] {
         (levels.iter().find(|l| l.concurrency == c)).map_or(&[], |l| l.trials.as_slice())
     }
-    super::block_groups::blocks_of(at(base, c), at(head, c), |t| {
+    let head = &candidate.levels;
+    let servers = candidate.servers.as_ref();
+    super::block_groups::grouped_blocks_of(at(base, c), at(head, c), servers, |t| {
         t.measured()
             .then(|| metric.of(t))
             .flatten()
@@ -373,7 +376,7 @@ fn blocks_at(
 struct Sides {
     base: Vec<Vec<f64>>,
     head: Vec<f64>,
-    blocks: Vec<Block>,
+    blocks: Vec<GroupedBlock>,
     calibration: Option<SlotCalibration>,
 }
 
@@ -618,7 +621,7 @@ fn level(
     let head_ln: Vec<f64> = head.iter().map(scale).collect();
     let test = match design {
         Design::Relative if !sides.blocks.is_empty() => {
-            crossover_level(&sides.blocks, sides.calibration.as_ref(), settings.guard)
+            grouped_level(&sides.blocks, sides.calibration.as_ref(), settings.guard)
         }
         Design::Relative => {
             let base_ln: Vec<f64> = base.iter().map(scale).collect();

@@ -245,6 +245,7 @@ fn vouch(
     Ok(Check {
         file: path.display().to_string(),
         verdict,
+        pooled: Vec::new(),
     })
 }
 

@@ -21,6 +21,10 @@ pub struct Check {
     /// The verdict file it was read from.
     pub file: String,
     pub verdict: Verdict,
+    /// The legs whose blocks this check pooled into one verdict (gate/pool.rs); empty for a
+    /// leg's own check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pooled: Vec<String>,
 }
 
 /// How bad an outcome is: the worst one decides the combined verdict.
@@ -96,6 +100,7 @@ mod tests {
             Check {
                 file: format!("{outcome:?}.json"),
                 verdict,
+                pooled: Vec::new(),
             }
         });
         combine(checks.collect()).unwrap()

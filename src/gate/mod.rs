@@ -23,6 +23,7 @@ pub mod history_need;
 pub mod legs;
 pub mod merge;
 mod pairs;
+pub mod pool;
 pub mod sequential;
 pub mod trend;
 

@@ -151,6 +151,7 @@ mod tests {
                 base_log_cut_bytes: None,
                 levels: vec![1],
                 pair: Some(pair),
+                runner: None,
                 seconds: None,
             });
         }

@@ -85,6 +85,10 @@ pub struct BlockRecord {
     /// several pairs at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair: Option<u32>,
+    /// The runner (leg, 0-based in the merge's order) it ran on, in blocks `merge` pooled
+    /// from several legs (gate/pool.rs); absent in one run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<u32>,
     /// How long the block held its slots: its first server's start to its last one's stop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
@@ -206,6 +210,7 @@ mod tests {
                 base_log_cut_bytes: None,
                 levels: vec![1, 8],
                 pair: None,
+                runner: None,
                 seconds: None,
             },
             result,

@@ -146,6 +146,7 @@ mod tests {
                 warnings: vec![],
                 ..Verdict::refused("b", "p", None, GateSettings::default(), "")
             },
+            pooled: Vec::new(),
         }
     }
 

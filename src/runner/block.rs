@@ -138,6 +138,7 @@ pub(super) async fn run_block(
             base_log_cut_bytes: base_cut,
             levels: levels.to_vec(),
             pair: (setup.pairs.len() > 1).then_some(place.pair as u32),
+            runner: None,
             seconds: Some((held.elapsed().as_secs_f64() * 10.0).round() / 10.0),
         },
         result: outcome.result,

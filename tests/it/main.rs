@@ -53,6 +53,7 @@ mod plan_lengths_mix;
 mod plan_vs_reality;
 mod plan_wrong_answers;
 mod plot_cli;
+mod pooled_legs;
 mod readme_plan;
 mod recipes_fit;
 mod request_stream;

@@ -80,6 +80,10 @@ pub struct CrossoverInfo {
     /// This run's slot effect minus the calibration's (ln), where both orientations ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration_slot_contrast: Option<f64>,
+    /// Blocks over several pairs or runners read with a slot effect per group
+    /// (`groups.rs`, issue 46); absent where one slot effect served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<super::GroupsInfo>,
 }
 
 /// One block's values after what every reader of a block applies: non-finite values
@@ -359,6 +363,7 @@ impl Orientations {
             calibration_disagreed: false,
             calibration_unused: None,
             calibration_slot_contrast: None,
+            groups: None,
         };
         if self.both {
             info.slot_effect = finite(0.5 * (self.m_plus - self.m_minus));

@@ -15,6 +15,8 @@
 //! * [`crossover_level`]: relative runs in blocks (servers restarted, slots swapped): the
 //!   slot effect cancels and the start spread is estimated from the blocks, or taken from an
 //!   A/A calibration ([`SlotCalibration`]).
+//! * [`grouped_level`]: blocks over several pairs of slots and runners: a slot effect per
+//!   (runner, pair), and the groups' gaps pooled only where they agree.
 //! * [`decide`]: Holm across levels for the main test and the guard, the per-level outcome,
 //!   the bounds and the smallest detectable drop, and the overall outcome.
 //! * [`drift_check`]: a trend across the interleaved rounds of a run.
@@ -31,6 +33,7 @@ mod calibration;
 mod crossover;
 mod decide;
 mod drift;
+mod groups;
 mod level;
 mod outliers;
 #[cfg(test)]
@@ -40,6 +43,7 @@ pub use calibration::{CalibrationUnused, SlotCalibration, CALIBRATION_AGREEMENT_
 pub use crossover::{crossover_level, trimmed_block, Block, CrossoverInfo, TrimmedBlock};
 pub use decide::{decide, DecisionSettings};
 pub use drift::{drift_check, drift_check_at, Drift, DRIFT_ALPHA, DRIFT_MIN_SIZE};
+pub use groups::{grouped_level, GroupSlot, GroupedBlock, GroupsInfo, GROUPS_AGREEMENT_P};
 pub use level::{history_level, relative_level, Design, LevelOutcome, LevelTest};
 pub use outliers::{outlier_mask_relative, OUTLIER_Z};
 

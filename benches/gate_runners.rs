@@ -1,0 +1,345 @@
+//! Several runners and several pairs of slots, one verdict (issue 46, items 2 and 6): how
+//! often does a pooled verdict fail an unchanged server, pass it, and catch a 5% drop at one
+//! level, against one runner on one pair with the same number of blocks?
+//!
+//! Seeded simulation, not a timed test; it calls the functions the gate calls
+//! (`grouped_level`, `crossover_level`, `decide`). A job runs in waves, as the waves workflow
+//! (docs/workflows/throughput-waves.yml) runs legs: the first wave's legs run 4 blocks each,
+//! one runner a leg; while a level is undecided and none failed, a second wave of 4 blocks a
+//! leg measures the undecided levels only; the fail side's alpha is split over the 2 looks and
+//! the pass side's error divided by sqrt(2), as `gate/compare.rs` (`per_look`) does. A leg's
+//! blocks are placed on its pairs as runner/looks.rs places them (rounds of one block per
+//! pair, pair p of round r the other way round when p + r is odd).
+//!
+//! Model of one trial's ln tok/s, 5 levels: a runner's own level and a pair's own level
+//! (0-5%, the same for both arms of a block) + the pair's slot effect (+s/2 on slot 1, -s/2 on
+//! slot 0; differing by pair, -3% to +5%) + a start offset per server start and level (sd
+//! `start`) + within noise (CV 2%, independent) + the drop (head only, level 1). 5 trials
+//! per arm and level in a block.
+//!
+//! Three readings of the same blocks: **one runner** (the reference: the same number of
+//! blocks, all on one runner's one pair, its slot effect +4%), **grouped** (`grouped_level`:
+//! a slot effect per runner and pair, what `merge` and the gate use) and **one slot effect**
+//! (`crossover_level` over every block: the pool read as if it were one pair).
+//!
+//! `cargo test --bench gate_runners` (2,000 replications per cell, the table in
+//! docs/gate-calibration.md), `cargo test --bench gate_runners -- 500` for a quicker look.
+//! Exits 1 when a grouped A/A cell fails an unchanged server more than 1% of the time by more
+//! than 3 Monte Carlo standard errors.
+
+use rand::distributions::Distribution;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use statrs::distribution::Normal;
+
+use throughline::stats::decision::{
+    crossover_level, decide, grouped_level, Block, DecisionSettings, GroupedBlock, LevelOutcome,
+    LevelTest,
+};
+
+const L: usize = 5;
+const N: usize = 5;
+const SEED: u64 = 20261205;
+const ALPHA: f64 = 0.01;
+/// Blocks a leg runs in each wave; two waves.
+const WAVE: usize = 4;
+const WAVES: usize = 2;
+/// The pairs' slot effects, in turn (runner k's pair p takes entry (k * pairs + p) mod 4).
+const SLOTS: [f64; 4] = [-0.03, 0.05, 0.0, 0.02];
+/// Runners' and pairs' own levels (both arms), in turn.
+const LEVELS: [f64; 4] = [0.0, 0.05, 0.02, 0.035];
+
+/// Within sd of ln tok/s for a CV of 2%.
+fn sw() -> f64 {
+    (1.0_f64 + 0.02 * 0.02).ln().sqrt()
+}
+
+#[derive(Clone, Copy)]
+struct Cell {
+    runners: usize,
+    pairs: usize,
+    start: f64,
+    /// Slot effects differ by pair (SLOTS); else every pair +4%.
+    differ: bool,
+    /// Legs of odd index give their pairs' slots the other way round.
+    alternate: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Reading {
+    OneRunner,
+    Grouped,
+    OneSlot,
+}
+
+struct Sim {
+    rng: ChaCha8Rng,
+    z: Normal,
+}
+
+impl Sim {
+    fn z(&mut self) -> f64 {
+        self.z.sample(&mut self.rng)
+    }
+
+    /// One block at `levels` of (runner, pair) with `slot`, head on `head_slot`.
+    fn block(
+        &mut self,
+        own: f64,
+        slot: f64,
+        head_slot: u32,
+        start: f64,
+        drop: &[f64],
+    ) -> Vec<Block> {
+        let o = if head_slot == 1 { 0.5 } else { -0.5 };
+        (0..drop.len())
+            .map(|l| {
+                let ub = start * self.z();
+                let uh = start * self.z();
+                let base = (0..N)
+                    .map(|_| own - o * slot + ub + sw() * self.z())
+                    .collect();
+                let head = (0..N)
+                    .map(|_| own + o * slot + uh + drop[l] + sw() * self.z())
+                    .collect();
+                Block {
+                    base,
+                    head,
+                    head_slot,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Block i (0-based) of a leg with `pairs` pairs: its pair and the head's slot.
+fn placement(pairs: usize, i: usize) -> (usize, u32) {
+    let (round, pair) = (i / pairs, i % pairs);
+    (pair, if (pair + round) % 2 == 1 { 0 } else { 1 })
+}
+
+/// One job: the outcome and the blocks it ran.
+fn job(sim: &mut Sim, cell: &Cell, drop_one: f64, reading: Reading) -> (LevelOutcome, usize) {
+    let drop: Vec<f64> = (0..L)
+        .map(|l| if l == 0 { (1.0 - drop_one).ln() } else { 0.0 })
+        .collect();
+    let looks = WAVES as f64;
+    let settings = DecisionSettings {
+        alpha: ALPHA / looks,
+        pass_confidence: 1.0 - (1.0 - DecisionSettings::default().pass_confidence) / looks.sqrt(),
+        ..DecisionSettings::default()
+    };
+    let mut data: Vec<Vec<GroupedBlock>> = vec![Vec::new(); L];
+    let mut open: Vec<usize> = (0..L).collect();
+    let mut ran = 0;
+    for wave in 0..WAVES {
+        for runner in 0..cell.runners {
+            for i in 0..WAVE {
+                let at = wave * WAVE + i;
+                let (pair, head_slot, slot, own) = match reading {
+                    // All blocks on one runner's one pair, alternating.
+                    Reading::OneRunner => {
+                        let n = runner * WAVE + i;
+                        (0, if n % 2 == 0 { 1 } else { 0 }, 0.04, 0.0)
+                    }
+                    _ => {
+                        let (p, hs) = placement(cell.pairs, at);
+                        // A pair's slot effect by its place on the node (the same on every
+                        // runner: the worst case); a leg of odd index gives its pairs' slots
+                        // the other way round (`--slots "1;0"`), so its slot 1 is the others'
+                        // slot 0 (docs/workflows/throughput-waves.yml).
+                        let s = if cell.differ { SLOTS[p % 4] } else { 0.04 };
+                        let slot = if runner % 2 == 1 && cell.alternate {
+                            -s
+                        } else {
+                            s
+                        };
+                        (p, hs, slot, LEVELS[runner % 4] + LEVELS[(p + 1) % 4])
+                    }
+                };
+                let levels: Vec<f64> = open.iter().map(|&l| drop[l]).collect();
+                let blocks = sim.block(own, slot, head_slot, cell.start, &levels);
+                for (&l, block) in open.iter().zip(blocks) {
+                    let runner = if reading == Reading::OneRunner {
+                        0
+                    } else {
+                        runner
+                    };
+                    data[l].push(GroupedBlock {
+                        block,
+                        runner: runner as u32,
+                        pair: pair as u32,
+                    });
+                }
+                ran += 1;
+            }
+        }
+        let mut tests: Vec<LevelTest> = data
+            .iter()
+            .map(|blocks| match reading {
+                Reading::OneSlot => {
+                    let plain: Vec<Block> = blocks.iter().map(|g| g.block.clone()).collect();
+                    crossover_level(&plain, None, settings.guard)
+                }
+                _ => grouped_level(blocks, None, settings.guard),
+            })
+            .collect();
+        decide(&mut tests, &settings);
+        if tests.iter().any(|t| t.outcome == LevelOutcome::Regression) {
+            return (LevelOutcome::Regression, ran);
+        }
+        open = (0..L)
+            .filter(|&l| tests[l].outcome == LevelOutcome::Inconclusive)
+            .collect();
+        if open.is_empty() {
+            return (LevelOutcome::NoRegression, ran);
+        }
+    }
+    (LevelOutcome::Inconclusive, ran)
+}
+
+#[derive(Default)]
+struct Tally {
+    reps: usize,
+    reg: usize,
+    pass: usize,
+    blocks: usize,
+}
+
+impl Tally {
+    fn fail(&self) -> f64 {
+        self.reg as f64 / self.reps as f64
+    }
+    fn passed(&self) -> f64 {
+        self.pass as f64 / self.reps as f64
+    }
+    fn mean_blocks(&self) -> f64 {
+        self.blocks as f64 / self.reps as f64
+    }
+}
+
+/// `reps` jobs; cells that differ only in the reading share their random numbers.
+fn run(cell: &Cell, drop: f64, reading: Reading, reps: usize) -> Tally {
+    let key = format!(
+        "{}|{}|{}|{}|{drop}",
+        cell.runners, cell.pairs, cell.start, cell.differ
+    );
+    let key = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut sim = Sim {
+        rng: ChaCha8Rng::seed_from_u64(SEED ^ key.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        z: Normal::new(0.0, 1.0).unwrap(),
+    };
+    let mut t = Tally::default();
+    for _ in 0..reps {
+        let (outcome, blocks) = job(&mut sim, cell, drop, reading);
+        t.reps += 1;
+        t.blocks += blocks;
+        match outcome {
+            LevelOutcome::Regression => t.reg += 1,
+            LevelOutcome::NoRegression => t.pass += 1,
+            LevelOutcome::Inconclusive => {}
+        }
+    }
+    t
+}
+
+fn pc(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+fn main() {
+    let reps: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(2_000);
+    let t0 = std::time::Instant::now();
+    println!(
+        "{reps} replications per cell; 5 levels, 5 trials per arm and level in a block, \
+         within CV 2%; waves of {WAVE} blocks per leg, at most {WAVES}; 5% drop at level 1.\n"
+    );
+    println!("| runners x pairs | slot effects | start spread | reading | A/A fail | A/A pass | 5% one caught | blocks A/A mean |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut worst = (0.0, String::new());
+    let mut gaps = Vec::new();
+    // (runners, pairs per runner, slot effects differ by pair, legs alternate).
+    let cells = [
+        (2, 1, true, true),
+        (3, 1, true, true),
+        (4, 1, true, true),
+        (4, 1, false, true),
+        (1, 2, true, false),
+        (1, 4, true, false),
+        (2, 2, true, true),
+        (2, 2, false, true),
+        (4, 4, true, true),
+        (4, 4, true, false),
+    ];
+    for start in [0.01, 0.02] {
+        for &(runners, pairs, differ, alternate) in &cells {
+            {
+                let cell = Cell {
+                    runners,
+                    pairs,
+                    start,
+                    differ,
+                    alternate,
+                };
+                let mut caught = [0.0; 3];
+                for (i, reading) in [Reading::OneRunner, Reading::Grouped, Reading::OneSlot]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let aa = run(&cell, 0.0, reading, reps);
+                    let five = run(&cell, 0.05, reading, reps);
+                    caught[i] = five.fail();
+                    let name = match reading {
+                        Reading::OneRunner => "one runner, one pair (reference)",
+                        Reading::Grouped => "grouped (merge, gate)",
+                        Reading::OneSlot => "one slot effect",
+                    };
+                    let slots = match (reading, differ, alternate || runners == 1) {
+                        (Reading::OneRunner, _, _) => "+4%",
+                        (_, true, true) => "-3, +5, 0, +2% by pair",
+                        (_, true, false) => "-3, +5, 0, +2% by pair, legs not alternated",
+                        (_, false, _) => "+4% every pair",
+                    };
+                    println!(
+                        "| {runners} x {pairs} | {slots} | {:.0}% | {name} | {} | {} | {} | {:.1} |",
+                        100.0 * start,
+                        pc(aa.fail()),
+                        pc(aa.passed()),
+                        pc(five.fail()),
+                        aa.mean_blocks()
+                    );
+                    if reading == Reading::Grouped && aa.fail() > worst.0 {
+                        worst = (aa.fail(), format!("{runners} x {pairs}, start {start}"));
+                    }
+                }
+                gaps.push((
+                    format!(
+                        "{runners} x {pairs}, start {:.0}%, differ {differ}",
+                        100.0 * start
+                    ),
+                    caught[1] - caught[0],
+                ));
+            }
+        }
+    }
+    println!("\nGrouped minus one runner, 5% caught (points):");
+    for (what, gap) in &gaps {
+        println!("- {what}: {:+.1}", 100.0 * gap);
+    }
+    let mc = (0.01 * 0.99 / reps as f64).sqrt();
+    println!(
+        "\nMax grouped A/A false-failure rate: {} ({}); bar 1% + 3 s.e. = {}.",
+        pc(worst.0),
+        worst.1,
+        pc(0.01 + 3.0 * mc)
+    );
+    eprintln!("total {:.0} s", t0.elapsed().as_secs_f64());
+    if worst.0 > 0.01 + 3.0 * mc {
+        std::process::exit(1);
+    }
+}

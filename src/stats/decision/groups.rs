@@ -1,0 +1,307 @@
+//! Blocks from several pairs of slots and several runners, read as one crossover (issue 46).
+//! A pair's (or a runner's) own speed falls on both arms of its block and cancels in the
+//! block's difference D_b; its slot effect does not, and pairs differ in it (one measured
+//! -3% to +5%). One slot effect for all of them leaves each pair's own in the blocks'
+//! spread and costs power (4 pairs of mixed sign lost 52 points of a 5% drop caught).
+//!
+//! Here each group, a (runner, pair) whose blocks ran both ways round, has a slot effect of
+//! its own: D_b = delta_g + o_b s_g + u_b + e_b, delta_g = (mean D_+ + mean D_-) / 2 free
+//! of s_g. Blocks of groups that ran one way round only cannot tell their slot effect from
+//! the change: they are read together (per runner, else over the pool) with one slot effect
+//! for them, their own slot effects left in their spread as a random pair effect would be
+//! (honest, and costly: a look of one block per pair is read so as a whole).
+//!
+//! The groups' gaps delta_g may differ too (a runner whose GPUs favour one build): the
+//! spread of the delta_g about their weighted mean (G - 1 degrees of freedom) is checked
+//! against the blocks' own spread within groups by an F test. Where it agrees
+//! ([`GROUPS_AGREEMENT_P`]) both are pooled (the gaps differ by chance only); where not,
+//! the verdict is judged on the between-group spread alone, with its own G - 1 degrees of
+//! freedom: the pool's average gap, with the groups as its sample (what Facebook's Perflab
+//! found: ignoring the host makes intervals too narrow).
+//!
+//! With at most one group the blocks go to [`crossover_level`] unchanged (one pair, or one
+//! look of one block per pair): the grouped model only ever speaks where it can.
+
+use serde::{Deserialize, Serialize};
+
+use super::calibration::SlotCalibration;
+use super::crossover::{crossover_level, trimmed_block, Block};
+use super::level::{Design, LevelTest};
+use super::{finite, mean, pooled_within};
+
+/// Below this p the groups' gaps are taken to differ (one-sided F test of the between-group
+/// spread against the blocks' within-group spread), and the between-group spread judges.
+/// Lenient towards setting the pooling aside: a wrong pool narrows the bound, a needless
+/// set-aside only costs degrees of freedom (benches/gate_runners.rs).
+pub const GROUPS_AGREEMENT_P: f64 = 0.10;
+
+/// One block with where it ran: the runner (the leg of a merge; 0 in one run) and the pair
+/// of slots on it (0 with one pair).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupedBlock {
+    pub block: Block,
+    pub runner: u32,
+    pub pair: u32,
+}
+
+/// One group's slot effect as its blocks measured it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupSlot {
+    pub runner: u32,
+    pub pair: u32,
+    pub blocks: usize,
+    /// ln, slot 1 over slot 0.
+    pub slot_effect: f64,
+    /// The group's own head/base gap (ln), its slot effect taken out.
+    pub gap: f64,
+}
+
+/// How the grouped model read a level's blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupsInfo {
+    /// Groups read with a slot effect of their own, each.
+    pub slots: Vec<GroupSlot>,
+    /// Blocks of groups that ran one way round only, read with one slot effect together.
+    pub shared_slot_blocks: usize,
+    /// Blocks set aside: one way round only, with nothing of the other way to pair them.
+    pub set_aside: usize,
+    /// p of the F test that the groups' gaps agree (None: no within-group df to test).
+    pub agreement_p: Option<f64>,
+    /// Whether the between-group spread alone judged (the gaps differ beyond chance).
+    pub between_judged: bool,
+    /// The groups' gaps' spread beyond what the blocks explain (sd, ln), where any.
+    pub between_spread: Option<f64>,
+}
+
+/// A block after trimming, with its group and difference.
+struct Kept {
+    group: (u32, u32),
+    orient: f64,
+    d: f64,
+    inv_n: f64,
+    base: Vec<f64>,
+    head: Vec<f64>,
+}
+
+/// One group's estimate: gap, slot effect, variance factor, within-cell sum of squares.
+struct Group {
+    key: (u32, u32),
+    blocks: usize,
+    gap: f64,
+    slot: f64,
+    factor: f64,
+    ss: f64,
+    df: f64,
+}
+
+impl Group {
+    /// From blocks with both orientations; None otherwise.
+    fn of(key: (u32, u32), blocks: &[&Kept]) -> Option<Group> {
+        let side = |sign: f64| -> Vec<f64> {
+            (blocks.iter().filter(|k| k.orient == sign))
+                .map(|k| k.d)
+                .collect()
+        };
+        let (plus, minus) = (side(1.0), side(-1.0));
+        if plus.is_empty() || minus.is_empty() {
+            return None;
+        }
+        let (mp, mm) = (mean(&plus), mean(&minus));
+        let ss = |v: &[f64], m: f64| v.iter().map(|x| (x - m) * (x - m)).sum::<f64>();
+        Some(Group {
+            key,
+            blocks: blocks.len(),
+            gap: 0.5 * (mp + mm),
+            slot: 0.5 * (mp - mm),
+            factor: 0.25 * (1.0 / plus.len() as f64 + 1.0 / minus.len() as f64),
+            ss: ss(&plus, mp) + ss(&minus, mm),
+            df: blocks.len() as f64 - 2.0,
+        })
+    }
+}
+
+/// One level of a run in blocks over several pairs and runners; see the module doc.
+pub fn grouped_level(
+    blocks: &[GroupedBlock],
+    calibration: Option<&SlotCalibration>,
+    guard: f64,
+) -> LevelTest {
+    let (kept, ignored, dropped) = keep(blocks);
+    let (groups, shared, set_aside) = form_groups(&kept);
+    if groups.len() < 2 {
+        let plain: Vec<Block> = blocks.iter().map(|g| g.block.clone()).collect();
+        return crossover_level(&plain, calibration, guard);
+    }
+    let used: Vec<&Kept> = kept
+        .iter()
+        .filter(|k| groups.iter().any(|g| g.members.contains(&k.group)))
+        .collect();
+    let weight: f64 = groups.iter().map(|g| 1.0 / g.est.factor).sum();
+    let gap = groups.iter().map(|g| g.est.gap / g.est.factor).sum::<f64>() / weight;
+    let mut lv = LevelTest::new(Design::Relative, finite(gap));
+    lv.sessions_base = used.len();
+    lv.sessions_head = used.len();
+    lv.n_base = used.iter().map(|k| k.base.len()).sum();
+    lv.n_head = used.iter().map(|k| k.head.len()).sum();
+    (lv.ignored_base, lv.ignored_head) = ignored;
+    (lv.dropped_base, lv.dropped_head) = dropped;
+    let cells: Vec<&Vec<f64>> = used.iter().flat_map(|k| [&k.base, &k.head]).collect();
+    let (s2w, dfw) = pooled_within(&cells);
+    lv.sigma_w = (dfw > 0).then(|| s2w.sqrt());
+    // The within-noise variance of one block's difference, on average over the blocks.
+    let mean_inv_n = used.iter().map(|k| k.inv_n).sum::<f64>() / used.len() as f64;
+    let within = if dfw > 0 { s2w * mean_inv_n } else { f64::NAN };
+    let floor = if within.is_finite() { within } else { 0.0 };
+    let ss_w: f64 = groups.iter().map(|g| g.est.ss).sum();
+    let df_w: f64 = groups.iter().map(|g| g.est.df).sum();
+    let q: f64 = (groups.iter())
+        .map(|g| (g.est.gap - gap).powi(2) / g.est.factor)
+        .sum();
+    let df_b = groups.len() as f64 - 1.0;
+    let agreement_p = (df_w > 0.0).then(|| f_sf(q / df_b / (ss_w / df_w).max(floor), df_b, df_w));
+    let between_judged = agreement_p.is_some_and(|p| p < GROUPS_AGREEMENT_P);
+    let (block_var, df) = match between_judged {
+        false => (((ss_w + q) / (df_w + df_b)).max(floor), df_w + df_b),
+        true => ((q / df_b).max(floor), df_b),
+    };
+    lv.set_main((block_var / weight).sqrt(), df);
+    if within.is_finite() {
+        lv.set_within((within / weight).sqrt(), dfw as f64);
+    }
+    let within_var = (df_w > 0.0).then(|| (ss_w / df_w).max(floor));
+    let info = GroupsInfo {
+        slots: (groups.iter())
+            .filter(|g| g.members.len() == 1)
+            .map(|g| GroupSlot {
+                runner: g.est.key.0,
+                pair: g.est.key.1,
+                blocks: g.est.blocks,
+                slot_effect: g.est.slot,
+                gap: g.est.gap,
+            })
+            .collect(),
+        shared_slot_blocks: shared,
+        set_aside,
+        agreement_p,
+        between_judged,
+        between_spread: within_var.and_then(|w| finite((q / df_b - w).max(0.0).sqrt())),
+    };
+    let head_on_slot1 = used.iter().filter(|k| k.orient > 0.0).count();
+    let slots: Vec<f64> = groups.iter().map(|g| g.est.slot).collect();
+    lv.crossover = Some(super::CrossoverInfo {
+        blocks: used.len(),
+        head_on_slot1,
+        head_on_slot0: used.len() - head_on_slot1,
+        slot_effect: finite(mean(&slots)),
+        slot_effect_from: Some("blocks, per pair and runner".into()),
+        start_spread: within
+            .is_finite()
+            .then(|| (block_var - within).max(0.0).sqrt()),
+        start_spread_df: df,
+        calibrated: false,
+        starts_covered: true,
+        calibration_spread: None,
+        calibration_blocks: None,
+        own_spread: None,
+        calibration_disagreed: false,
+        calibration_unused: None,
+        calibration_slot_contrast: None,
+        groups: Some(info),
+    });
+    lv.finish(guard)
+}
+
+/// The blocks after trimming (a block with an empty arm is left out), and what trimming set
+/// aside, (base, head).
+fn keep(blocks: &[GroupedBlock]) -> (Vec<Kept>, (usize, usize), (usize, usize)) {
+    let (mut ignored, mut dropped) = ((0, 0), (0, 0));
+    let mut kept = Vec::new();
+    for g in blocks {
+        let t = trimmed_block(&g.block.base, &g.block.head);
+        ignored = (ignored.0 + t.ignored.0, ignored.1 + t.ignored.1);
+        dropped = (dropped.0 + t.dropped.0, dropped.1 + t.dropped.1);
+        if t.base.is_empty() || t.head.is_empty() {
+            continue;
+        }
+        kept.push(Kept {
+            group: (g.runner, g.pair),
+            orient: if g.block.head_slot == 1 { 1.0 } else { -1.0 },
+            d: mean(&t.head) - mean(&t.base),
+            inv_n: 1.0 / t.base.len() as f64 + 1.0 / t.head.len() as f64,
+            base: t.base,
+            head: t.head,
+        });
+    }
+    (kept, ignored, dropped)
+}
+
+/// A group as the model reads it: its estimate and the (runner, pair) groups it holds (one,
+/// or several read with one slot effect).
+struct Formed {
+    est: Group,
+    members: Vec<(u32, u32)>,
+}
+
+/// The groups: each (runner, pair) that ran both ways round; the rest of a runner's blocks
+/// together where they ran both ways round; what is left over the pool likewise, else set
+/// aside. Returns the groups, the blocks read with a shared slot effect and those set aside.
+fn form_groups(kept: &[Kept]) -> (Vec<Formed>, usize, usize) {
+    let mut keys: Vec<(u32, u32)> = kept.iter().map(|k| k.group).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let members_of = |keys: &[(u32, u32)]| -> Vec<&Kept> {
+        kept.iter().filter(|k| keys.contains(&k.group)).collect()
+    };
+    let mut formed = Vec::new();
+    let mut partial: Vec<(u32, u32)> = Vec::new();
+    for key in keys {
+        match Group::of(key, &members_of(&[key])) {
+            Some(est) => formed.push(Formed {
+                est,
+                members: vec![key],
+            }),
+            None => partial.push(key),
+        }
+    }
+    let mut runners: Vec<u32> = partial.iter().map(|k| k.0).collect();
+    runners.dedup();
+    let mut leftover = Vec::new();
+    let mut shared = 0;
+    for r in runners {
+        let keys: Vec<(u32, u32)> = partial.iter().filter(|k| k.0 == r).copied().collect();
+        let members = members_of(&keys);
+        match Group::of((r, u32::MAX), &members) {
+            Some(est) => {
+                shared += members.len();
+                formed.push(Formed { est, members: keys });
+            }
+            None => leftover.extend(keys),
+        }
+    }
+    let members = members_of(&leftover);
+    let set_aside = match Group::of((u32::MAX, u32::MAX), &members) {
+        Some(est) => {
+            shared += members.len();
+            formed.push(Formed {
+                est,
+                members: leftover,
+            });
+            0
+        }
+        None => members.len(),
+    };
+    (formed, shared, set_aside)
+}
+
+/// P(F(d1, d2) >= x); 1 where it cannot be computed.
+fn f_sf(x: f64, d1: f64, d2: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, FisherSnedecor};
+    if !(x.is_finite() && x >= 0.0 && d1 > 0.0 && d2 > 0.0) {
+        return 1.0;
+    }
+    FisherSnedecor::new(d1, d2).map_or(1.0, |f| f.sf(x))
+}
+
+#[cfg(test)]
+#[path = "groups_tests.rs"]
+mod tests;
