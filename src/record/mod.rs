@@ -20,6 +20,7 @@ pub mod files;
 pub mod fingerprint;
 pub mod flags;
 mod model;
+pub mod pooled;
 pub mod redact;
 mod request;
 pub mod run_id;
