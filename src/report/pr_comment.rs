@@ -43,6 +43,10 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
     for line in super::verdict::slot_lines(verdict) {
         let _ = writeln!(out, "{line}\n");
     }
+    // What the verdict cost: blocks per pair and runner, wall time and GPU-hours.
+    for note in verdict.notes.iter().filter(|n| is_cost_note(n)) {
+        let _ = writeln!(out, "{}\n", crate::untrusted::inline_text(note));
+    }
     out.push_str(&super::explain::markdown(verdict));
     out.push_str(&charts(verdict));
     if !verdict.warnings.is_empty() {
@@ -66,6 +70,12 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
     // GitHub refuses a comment over 65,536 characters: a verdict of many levels is cut,
     // saying so (src/untrusted.rs).
     crate::untrusted::bound_summary(&out, COMMENT_LIMIT, "in verdict.md in the artifact")
+}
+
+/// The verdict's notes that say what the run cost (a run in blocks, `gate::compare`; legs
+/// pooled by `merge`, `gate::pool`).
+fn is_cost_note(note: &str) -> bool {
+    note.starts_with("blocks: ") || note.starts_with("blocks per runner and pair: ")
 }
 
 /// What a regression's comment says to the author of an intended slowdown.
@@ -189,6 +199,26 @@ mod tests {
         let line = body[slots..].lines().next().unwrap();
         assert_eq!(line, super::super::verdict::UNSWAPPED_SLOTS);
         assert!(line.chars().count() <= 160, "{line}");
+    }
+
+    /// Issue 46 item 4: the comment says what the verdict cost (a run in blocks, or legs
+    /// pooled), on one line of its own, the rest of the notes left to verdict.md.
+    #[test]
+    fn the_comment_says_what_the_verdict_cost() {
+        let mut v = mixed();
+        v.notes = vec![
+            "sequential: up to 5 looks".into(),
+            "blocks: 4 block(s) run in 55s on 4 pairs (blocks per pair 1, 1, 1, 1), 0.12 \
+             GPU-hours; stopped: decided after 4 block(s)"
+                .into(),
+            "blocks per runner and pair: 12 in all\n::error::x".into(),
+        ];
+        let body = pr_comment(&v, &[], &RunContext::default());
+        assert!(body.contains("\nblocks: 4 block(s) run in 55s on 4 pairs"), "{body}");
+        assert!(body.contains("0.12 GPU-hours"), "{body}");
+        assert!(body.contains("blocks per runner and pair: 12 in all"), "{body}");
+        assert!(!body.contains("sequential: up to"), "{body}");
+        assert!(!body.lines().any(|l| l.starts_with("::")), "{body}");
     }
 
     /// Issue 50 item 4: a red required check cannot be merged, so the regression comment
