@@ -8,7 +8,7 @@ use super::history_need::{
     catch_rate, sessions_needed, HistoryNeed, HistoryPower, Observed, POWER_DROP,
     POWER_WORTH_SAYING,
 };
-use super::{ArmEngines, LevelStatus, LevelVerdict, Outcome, Verdict};
+use super::verdict::{ArmEngines, LevelStatus, LevelVerdict, Outcome, Verdict};
 use crate::exit::not_comparable;
 use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
