@@ -21,7 +21,7 @@
 
 use anyhow::{bail, Result};
 
-use crate::record::flags::FlagKind;
+use crate::record::trial_flags::FlagKind;
 use crate::record::{LevelResult, RunResult, TrialResult};
 
 use super::verdict::{ArmHeld, ClientReview, Outcome, Verdict};
@@ -355,7 +355,7 @@ pub fn lines(run: &RunResult) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::record::fake;
-    use crate::record::flags::TrialFlag;
+    use crate::record::trial_flags::TrialFlag;
     use crate::record::ClientHeadroom;
 
     fn flag(t: &mut TrialResult, h: ClientHeadroom) {

@@ -13,7 +13,7 @@ use crate::exit::not_comparable;
 use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
 use crate::record::fingerprint::FingerprintField;
-use crate::record::flags::FlagKind;
+use crate::record::trial_flags::FlagKind;
 use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric, TrialResult};
 use crate::stats::decision::{
     crossover_level, decide, history_level, relative_level, Block, DecisionSettings, Design,

@@ -8,7 +8,7 @@
 
 mod bless;
 mod calibrate;
-mod fingerprint;
+mod fingerprint_match;
 mod lock;
 
 use std::path::Path;
@@ -22,8 +22,8 @@ use crate::record::{Environment, TrialMetric, FIGURE_MAX};
 
 pub use bless::bless;
 pub use calibrate::calibration_rows;
-pub(super) use fingerprint::engine_word;
-pub use fingerprint::{
+pub(super) use fingerprint_match::engine_word;
+pub use fingerprint_match::{
     fingerprint_differences, fingerprint_differences_except, override_warning, ARM_FIELDS,
 };
 pub use lock::{lock_path, BaselineLock, LOCK_WAIT};
