@@ -45,7 +45,7 @@ pub enum Command {
     Init(InitArgs),
     /// Serve the built-in OpenAI-compatible simulated inference server.
     #[command(after_help = SERVE_SIM_HELP)]
-    ServeSim(crate::sim::ServeSimArgs),
+    ServeSim(crate::commands::serve_sim::ServeSimArgs),
     /// Run the built-in demo: two simulated servers, one 10% slower (a pull request that
     /// regressed), measured in one job, gated, charted and planned; then an unchanged pull
     /// request in 4 blocks with the servers' slots swapped, which passes.

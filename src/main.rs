@@ -32,7 +32,7 @@ fn main() {
                 Ok(Exit::Pass)
             }
             Command::Demo(args) => commands::demo::run(args).await,
-            Command::ServeSim(args) => throughline::sim::run_cli(args).await.map(|_| Exit::Pass),
+            Command::ServeSim(args) => commands::serve_sim::run(args).await.map(|_| Exit::Pass),
             Command::Gate(args) => commands::gate::run(args).await,
             Command::Baseline(args) => commands::baseline::run(args).await,
             Command::Plot(args) => commands::plot::run(args),

@@ -13,4 +13,5 @@ pub mod merge;
 pub mod plan;
 pub mod plot;
 pub mod selfbench;
+pub mod serve_sim;
 pub mod trend;

@@ -101,7 +101,7 @@ pub fn planned_steps(commits: usize) -> usize {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepLevel {
     pub concurrency: u32,
-    pub status: super::LevelStatus,
+    pub status: super::verdict::LevelStatus,
     pub ratio: Option<f64>,
     pub low: Option<f64>,
     pub high: Option<f64>,
@@ -152,7 +152,7 @@ pub fn step_verdict(
     run: &crate::record::RunResult,
     settings: &crate::profile::GateSettings,
     baseline: Option<&super::baseline::Baseline>,
-) -> anyhow::Result<super::Verdict> {
+) -> anyhow::Result<super::verdict::Verdict> {
     let at = Some(run.started_at.as_str());
     let version = run.base.as_ref().and_then(|b| b.engine_version.as_deref());
     let calibration = |c: u32| baseline.and_then(|b| b.slot_calibration(c, at, version));

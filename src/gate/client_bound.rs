@@ -20,12 +20,11 @@
 //! held in both cancels in the corrected decision, as it does in the measured one.
 
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
 
-use crate::record::flags::FlagKind;
+use crate::record::trial_flags::FlagKind;
 use crate::record::{LevelResult, RunResult, TrialResult};
 
-use super::{Outcome, Verdict};
+use super::verdict::{ArmHeld, ClientReview, Outcome, Verdict};
 
 /// The flag every command takes to decide on client-bound trials anyway.
 pub const ALLOW_FLAG: &str = "--allow-client-bound";
@@ -79,32 +78,6 @@ fn effect(t: &TrialResult) -> TrialEffect {
         held: held.max(0.0),
         late_ms: if late_ms.is_finite() { late_ms } else { 0.0 },
     }
-}
-
-/// What the review found, kept in the verdict (verdict.json's `client`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct ClientReview {
-    /// Per arm, the gated level where the client held requests longest: its mean share of
-    /// the trials' request time.
-    pub held: Vec<ArmHeld>,
-    /// Trials whose client was saturated ("base arm C=64 trial 3").
-    pub saturated: Vec<String>,
-    /// Trials flagged client-bound for late reads only (timings blurred, tok/s not).
-    pub late_read_trials: usize,
-    /// The outcome with every trial put back by what its client held.
-    pub corrected_outcome: Option<Outcome>,
-    /// The client could have moved the verdict (or was saturated).
-    pub could_move: bool,
-    /// Decided anyway, with --allow-client-bound.
-    pub accepted: bool,
-}
-
-/// One arm's worst level for time held in the client.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ArmHeld {
-    pub arm: String,
-    pub concurrency: u32,
-    pub share: f64,
 }
 
 /// One arm's levels and how the review names it.
@@ -382,7 +355,7 @@ pub fn lines(run: &RunResult) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::record::fake;
-    use crate::record::flags::TrialFlag;
+    use crate::record::trial_flags::TrialFlag;
     use crate::record::ClientHeadroom;
 
     fn flag(t: &mut TrialResult, h: ClientHeadroom) {

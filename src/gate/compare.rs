@@ -8,12 +8,12 @@ use super::history_need::{
     catch_rate, sessions_needed, HistoryNeed, HistoryPower, Observed, POWER_DROP,
     POWER_WORTH_SAYING,
 };
-use super::{ArmEngines, LevelStatus, LevelVerdict, Outcome, Verdict};
+use super::verdict::{ArmEngines, LevelStatus, LevelVerdict, Outcome, Verdict};
 use crate::exit::not_comparable;
 use crate::profile::GateSettings;
 use crate::record::checks::level_problems;
 use crate::record::fingerprint::FingerprintField;
-use crate::record::flags::FlagKind;
+use crate::record::trial_flags::FlagKind;
 use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric, TrialResult};
 use crate::stats::decision::{
     decide, grouped_level, history_level, relative_level, DecisionSettings, Design, GroupedBlock,

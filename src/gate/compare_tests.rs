@@ -124,8 +124,8 @@ fn the_clients_notes_are_notes_and_the_decisions_warnings_stay() {
     let mut cand = fake::run(&[(1, &BASE), (8, &BASE8)]);
     for level in &mut cand.levels {
         for t in &mut level.trials {
-            t.flags.push(crate::record::flags::TrialFlag::new(
-                crate::record::flags::FlagKind::ClientBound,
+            t.flags.push(crate::record::trial_flags::TrialFlag::new(
+                crate::record::trial_flags::FlagKind::ClientBound,
                 "client-bound: requests were held in the client for 1.2% of their time",
             ));
         }
@@ -136,8 +136,8 @@ fn the_clients_notes_are_notes_and_the_decisions_warnings_stay() {
     // A relative verdict alike (gate -r without a baseline, bisect's steps).
     let mut run = relative(1.0, 1.0);
     for t in run.levels.iter_mut().flat_map(|l| &mut l.trials) {
-        t.flags.push(crate::record::flags::TrialFlag::new(
-            crate::record::flags::FlagKind::ClientBound,
+        t.flags.push(crate::record::trial_flags::TrialFlag::new(
+            crate::record::trial_flags::FlagKind::ClientBound,
             "client-bound: requests were held in the client for 1.2% of their time",
         ));
     }

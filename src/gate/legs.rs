@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::merge::Check;
-use super::{Outcome, Verdict};
+use super::verdict::{Outcome, Verdict};
 use crate::record::checks::level_problems;
 use crate::record::files::{
     EARLIER_DIR, PR_COMMENT_MD, RESULTS_FILE, VERDICT_FILE_BYTES, VERDICT_JSON, VERDICT_MD,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Outcome, Verdict};
+use super::verdict::{Outcome, Verdict};
 use crate::exit::Exit;
 
 /// The combined verdict (`verdict.json` of `throughline merge`).
@@ -87,7 +87,7 @@ pub fn combine(checks: Vec<Check>) -> Option<MergedVerdict> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::SettingOverride;
+    use crate::gate::verdict::SettingOverride;
 
     /// The checks' outcomes merged, each accepted (`ci --allow-regression`) where said.
     fn merged(legs: &[(Outcome, bool)]) -> MergedVerdict {

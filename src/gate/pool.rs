@@ -14,9 +14,10 @@
 use anyhow::Result;
 
 use super::merge::Check;
-use super::{evaluate_relative, Design, Verdict};
+use super::{evaluate_relative, Verdict};
 use crate::profile::GateSettings;
 use crate::record::RunResult;
+use crate::stats::decision::Design;
 
 /// A check that pools several legs' blocks, or a leg's own check; with the notes for the
 /// merge's report (legs not pooled, with why).

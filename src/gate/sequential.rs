@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Result};
 
-use super::{LevelStatus, Verdict};
+use super::verdict::{LevelStatus, Verdict};
 
 /// The most blocks one run may take (each starts two servers).
 pub const MAX_BLOCKS: u32 = 64;

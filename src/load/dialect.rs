@@ -12,7 +12,7 @@ use super::stream::outcome::Finished;
 use super::workload::lengths::Lengths;
 use crate::engine::{Engine, FixedLength};
 use crate::profile::Workload;
-use crate::record::flags::{FlagKind, TrialFlag};
+use crate::record::trial_flags::{FlagKind, TrialFlag};
 use crate::record::TrialResult;
 
 /// The share of requests that may miss the requested length before a run-level warning.

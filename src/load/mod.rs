@@ -9,6 +9,7 @@ pub mod discover;
 pub mod gpu;
 pub mod probe;
 pub mod run;
+pub mod selfbench;
 pub mod servers;
 pub mod stream;
 pub mod telemetry;

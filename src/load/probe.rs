@@ -185,16 +185,7 @@ async fn check_health(client: &reqwest::Client, endpoint: &str) -> Result<()> {
 /// most the first `MAX_PAGE_BYTES`: a swollen page costs no memory); `None` on any failure
 /// or a non-2xx answer.
 async fn metrics_page(client: &reqwest::Client, endpoint: &str, path: &str) -> Option<Recognizer> {
-    let url = format!("{}{path}", base_url(endpoint));
-    let response = client
-        .get(url)
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?;
-    if !response.status().is_success() {
-        return None;
-    }
+    let response = get_success(client, endpoint, path).await?;
     let mut page = Recognizer::default();
     super::telemetry::read_lines(response, super::telemetry::MAX_PAGE_BYTES, |line| {
         page.line(line)
@@ -204,14 +195,13 @@ async fn metrics_page(client: &reqwest::Client, endpoint: &str, path: &str) -> O
     Some(page)
 }
 
-/// The body of `GET {endpoint}{path}` (5 s timeout, at most `limit` bytes); `None` on any
-/// failure or a non-2xx answer: probes that may find nothing.
-async fn get_capped(
+/// The answer to `GET {endpoint}{path}` (5 s timeout); `None` on any failure or a non-2xx
+/// answer: probes that may find nothing.
+async fn get_success(
     client: &reqwest::Client,
     endpoint: &str,
     path: &str,
-    limit: usize,
-) -> Option<Vec<u8>> {
+) -> Option<reqwest::Response> {
     let url = format!("{}{path}", base_url(endpoint));
     let response = client
         .get(url)
@@ -219,9 +209,17 @@ async fn get_capped(
         .send()
         .await
         .ok()?;
-    if !response.status().is_success() {
-        return None;
-    }
+    response.status().is_success().then_some(response)
+}
+
+/// The body of `GET {endpoint}{path}` (as [`get_success`]), at most `limit` bytes.
+async fn get_capped(
+    client: &reqwest::Client,
+    endpoint: &str,
+    path: &str,
+    limit: usize,
+) -> Option<Vec<u8>> {
+    let response = get_success(client, endpoint, path).await?;
     read_capped(response, limit).await.ok()
 }
 

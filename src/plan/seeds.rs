@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::profile::Profile;
-use crate::record::flags::{FlagKind, TrialFlag};
+use crate::record::trial_flags::{FlagKind, TrialFlag};
 use crate::record::{
     Environment, LevelResult, RunResult, TokenSource, TrialResult, SCHEMA_VERSION,
 };

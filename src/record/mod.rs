@@ -15,18 +15,18 @@
 pub mod analysis;
 pub mod blocks;
 pub mod checks;
-mod drift;
 pub mod files;
 pub mod fingerprint;
-pub mod flags;
 mod model;
 pub mod pooled;
 pub mod redact;
 mod request;
+mod run_drift;
 pub mod run_id;
 mod store;
 pub mod telemetry;
 mod text;
+pub mod trial_flags;
 
 pub use model::{
     per_request_by_level, trials_by_level, BaseArm, ClientHeadroom, Environment, InputCheck,

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::flags::TrialFlag;
 use super::request::{ErrorClass, TokenSource};
+use super::trial_flags::TrialFlag;
 use super::{analysis, blocks, telemetry};
 use crate::profile::Profile;
 use crate::stats::decision::Drift;

@@ -1,7 +1,7 @@
 //! The sentences a record is described with: flagged trials (one line each, or one line per
 //! kind of flag), a drift, a figure too large to print in full.
 
-use super::flags;
+use super::trial_flags;
 use super::{LevelResult, RunResult, TrialResult};
 use crate::stats::decision::Drift;
 use crate::stats::Percentiles;
@@ -65,7 +65,7 @@ pub fn estimated_percentiles_note(level: &LevelResult) -> Option<String> {
 }
 
 /// Every trial flag of `kind` (all kinds when `None`) in `levels`, as "C=8 trial 2: message".
-pub fn flag_lines(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Vec<String> {
+pub fn flag_lines(levels: &[LevelResult], kind: Option<trial_flags::FlagKind>) -> Vec<String> {
     let mut lines = Vec::new();
     for level in levels {
         for t in &level.trials {
@@ -82,14 +82,14 @@ pub fn flag_lines(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Vec<
 /// worst one's sentence (client-bound: the largest share of late reads or merged chunks;
 /// other kinds: the first). Every trial keeps its own flag in results.json. Twelve lines of
 /// 300 characters for one kind of doubt buried the rest of a run's output.
-pub fn flag_summary(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Vec<String> {
+pub fn flag_summary(levels: &[LevelResult], kind: Option<trial_flags::FlagKind>) -> Vec<String> {
     let total: usize = levels.iter().map(|l| l.trials.len()).sum();
-    let flagged: Vec<(&LevelResult, &TrialResult, &flags::TrialFlag)> = (levels.iter())
+    let flagged: Vec<(&LevelResult, &TrialResult, &trial_flags::TrialFlag)> = (levels.iter())
         .flat_map(|l| l.trials.iter().map(move |t| (l, t)))
         .flat_map(|(l, t)| t.flags.iter().map(move |f| (l, t, f)))
         .filter(|(_, _, f)| kind.is_none_or(|k| f.kind == k))
         .collect();
-    let mut kinds: Vec<flags::FlagKind> = Vec::new();
+    let mut kinds: Vec<trial_flags::FlagKind> = Vec::new();
     for (_, _, f) in &flagged {
         if !kinds.contains(&f.kind) {
             kinds.push(f.kind);
@@ -107,7 +107,7 @@ pub fn flag_summary(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Ve
         .into_iter()
         .map(|k| {
             let mine: Vec<_> = flagged.iter().filter(|(_, _, f)| f.kind == k).collect();
-            let (l, t, f) = if k == flags::FlagKind::ClientBound {
+            let (l, t, f) = if k == trial_flags::FlagKind::ClientBound {
                 // The first of the most severe.
                 (mine.iter().copied())
                     .reduce(|best, x| {
@@ -147,7 +147,7 @@ pub fn flag_summary(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Ve
                 mine.len(),
                 k.word(),
                 which.join("; "),
-                if k == flags::FlagKind::ClientBound {
+                if k == trial_flags::FlagKind::ClientBound {
                     "worst"
                 } else {
                     "first"
@@ -161,14 +161,14 @@ pub fn flag_summary(levels: &[LevelResult], kind: Option<flags::FlagKind>) -> Ve
 
 impl RunResult {
     /// form the run's warnings and the gate's report use.
-    pub fn flag_lines(&self, kind: Option<flags::FlagKind>) -> Vec<String> {
+    pub fn flag_lines(&self, kind: Option<trial_flags::FlagKind>) -> Vec<String> {
         flag_lines(&self.levels, kind)
     }
 }
 
 #[cfg(test)]
 mod flag_summary_tests {
-    use super::flags::{FlagKind, TrialFlag};
+    use super::trial_flags::{FlagKind, TrialFlag};
     use super::*;
     use crate::record::{fake, ClientHeadroom};
 

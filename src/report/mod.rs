@@ -16,6 +16,7 @@ pub mod pr_comment;
 pub mod publish;
 pub mod refusal;
 pub mod run;
+pub mod selfbench;
 pub mod tables;
 pub mod trend;
 pub mod verdict;

@@ -214,9 +214,15 @@ mod tests {
             "blocks per runner and pair: 12 in all\n::error::x".into(),
         ];
         let body = pr_comment(&v, &[], &RunContext::default());
-        assert!(body.contains("\nblocks: 4 block(s) run in 55s on 4 pairs"), "{body}");
+        assert!(
+            body.contains("\nblocks: 4 block(s) run in 55s on 4 pairs"),
+            "{body}"
+        );
         assert!(body.contains("0.12 GPU-hours"), "{body}");
-        assert!(body.contains("blocks per runner and pair: 12 in all"), "{body}");
+        assert!(
+            body.contains("blocks per runner and pair: 12 in all"),
+            "{body}"
+        );
         assert!(!body.contains("sequential: up to"), "{body}");
         assert!(!body.lines().any(|l| l.starts_with("::")), "{body}");
     }

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use super::config::SimConfig;
 use super::draw::mix_seed;
 use super::engine;
-use super::faults::{FaultArgs, FaultState};
+use super::faults::{FaultState, Faults};
 use super::http::{router, AppState};
 use super::metrics::Metrics;
 
@@ -204,138 +204,19 @@ async fn start_replica(
     })
 }
 
-/// `throughline serve-sim`: a simulated OpenAI-compatible server for demos, tests and CI.
-#[derive(clap::Args, Debug, Clone)]
-pub struct ServeSimArgs {
-    /// Engine preset: fast, fixed, instant, rtxpro6000x4-qwen122b, rtxpro6000-27b.
-    #[arg(long, default_value = "fast")]
-    pub preset: String,
-    /// Independent replicas, on consecutive ports; in [1, 1024].
-    #[arg(long, default_value_t = 1)]
-    pub replicas: usize,
-    /// First port (0 = an ephemeral port per replica).
-    #[arg(long, default_value_t = 30000)]
-    pub port: u16,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
+/// Where `serve-sim` listens: the first port (0: an ephemeral one per replica) on `host`.
+pub struct Listen {
     pub host: IpAddr,
-    /// Seed for output lengths and MTP draws (each replica derives its own).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Multiply every step's duration (1.10 = 10% slower: fakes a regression), in (0, 1000].
-    #[arg(long, default_value_t = 1.0)]
-    pub slowdown: f64,
-    /// Session-to-session variation, in [0, 1]: this start draws one speed factor
-    /// exp(X * z), z ~ N(0, 1) from --seed, that multiplies every step like --slowdown (so
-    /// restarts with --seed 1, 2, ... differ by a few percent at 0.05). 0 = factor 1.
-    #[arg(long, default_value_t = 0.0, value_name = "X")]
-    pub session_jitter: f64,
-    /// Override the preset's number of concurrently running requests, in [1, 1000000].
-    #[arg(long)]
-    pub max_running: Option<usize>,
-    /// Fixed cadence: every decode step lasts this long, whatever the batch; in [0, 60000].
-    #[arg(long)]
-    pub token_delay_ms: Option<f64>,
-    /// Override the model id the server reports.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Count prompt tokens (usage.prompt_tokens, prefill time) with this tokenizer.json (or a
-    /// folder holding one, or a model id found in the local Hugging Face cache), as a real
-    /// server does with its model's; without it, one token per word.
-    #[arg(long, value_name = "FILE")]
-    pub tokenizer: Option<std::path::PathBuf>,
-    /// Cache chat prompts at message boundaries (a chained hash of the texts, 4,096 entries
-    /// per replica, least recently used out): a request whose messages before its last (a
-    /// system prompt, a conversation's history and answers) are cached prefills only the
-    /// rest, and usage reports the cached part as `prompt_tokens_details.cached_tokens`.
-    #[arg(long)]
-    pub prefix_cache: bool,
-    /// Tokens a chat template adds to every prompt (usage.prompt_tokens and prefill), in
-    /// [0, 1000000]: a changed template, for `gate`'s explanation.
-    #[arg(long, value_name = "N")]
-    pub template_tokens: Option<u32>,
-    /// KV cache capacity in tokens: requests are admitted only while they fit, and growth
-    /// past it preempts the request admitted last (exported as a usage gauge and a
-    /// preemption counter). Default: unbounded.
-    #[arg(long, value_name = "TOKENS")]
-    pub kv_cache_tokens: Option<u64>,
-    /// Speculative decoding: the most tokens a request gains per step, in [1, 64].
-    #[arg(long, value_name = "N")]
-    pub mtp_max: Option<u32>,
-    /// Mean tokens accepted per step, in [1, --mtp-max] (the acceptance; a step's duration
-    /// stays the preset's under --token-delay-ms).
-    #[arg(long, value_name = "X")]
-    pub tokens_per_step: Option<f64>,
-    /// The engine version the server reports at GET /version and in /metrics (default: this
-    /// build's), e.g. to stand a "new engine" beside an old one in a relative run.
-    #[arg(long, value_name = "VERSION")]
-    pub engine_version: Option<String>,
-    /// Keep each streamed chunk's send time per `user` and serve them at GET /sim/send-times
-    /// (for `selfbench`).
-    #[arg(long, hide = true)]
-    pub record_send_times: bool,
-    #[command(flatten)]
-    pub faults: FaultArgs,
+    pub port: u16,
+    pub replicas: usize,
 }
 
-impl ServeSimArgs {
-    pub fn to_config(&self) -> Result<SimConfig> {
-        let Some(mut cfg) = SimConfig::preset(&self.preset) else {
-            bail!(
-                "unknown preset `{}`; known presets: {}",
-                self.preset,
-                SimConfig::preset_names().join(", ")
-            );
-        };
-        cfg.seed = self.seed;
-        cfg.slowdown = self.slowdown;
-        cfg.session_jitter = self.session_jitter;
-        if let Some(m) = self.max_running {
-            cfg.max_running = m;
-        }
-        if let Some(d) = self.token_delay_ms {
-            cfg.token_delay_ms = Some(d);
-        }
-        if let Some(m) = &self.model {
-            cfg.model = m.clone();
-        }
-        cfg.record_send_times = self.record_send_times;
-        if let Some(t) = self.template_tokens {
-            cfg.template_tokens = t;
-        }
-        cfg.kv_cache_tokens = self.kv_cache_tokens.or(cfg.kv_cache_tokens);
-        if let Some(m) = self.mtp_max {
-            cfg.mtp_max = m;
-        }
-        if let Some(t) = self.tokens_per_step {
-            cfg.tokens_per_step_mean = t;
-        }
-        cfg.engine_version = self.engine_version.clone();
-        cfg.prefix_cache = self.prefix_cache;
-        if let Some(path) = &self.tokenizer {
-            let path =
-                crate::tokenize::resolve(std::path::Path::new(""), path).context("--tokenizer")?;
-            let t = crate::tokenize::ModelTokenizer::load(&path).context("--tokenizer")?;
-            cfg.tokenizer = Some(crate::tokenize::SharedTokenizer(Arc::new(t)));
-        }
-        cfg.validate()?;
-        Ok(cfg)
-    }
-}
-
-/// The `throughline serve-sim` command: start, print one line per replica, run until
-/// Ctrl-C or SIGTERM.
-pub async fn run_cli(args: ServeSimArgs) -> Result<()> {
-    let cfg = args.to_config()?;
-    let faults = args.faults.to_faults()?;
+/// The `throughline serve-sim` command's server: start, print one line per replica, run
+/// until Ctrl-C or SIGTERM. `key`: the API key a request must carry, if any.
+pub async fn serve(cfg: &SimConfig, faults: Faults, key: Option<String>, at: Listen) -> Result<()> {
     let exit_after = faults.exit_after;
-    let state = Arc::new(FaultState::new(
-        faults,
-        cfg.seed,
-        args.faults.required_key()?,
-    ));
-    let cluster =
-        SimCluster::start_with_faults(&cfg, state, args.host, args.port, args.replicas).await?;
+    let state = Arc::new(FaultState::new(faults, cfg.seed, key));
+    let cluster = SimCluster::start_with_faults(cfg, state, at.host, at.port, at.replicas).await?;
     // Before the URL lines, and with no " on " in it: readers take the first lines holding
     // " on " as the URLs and may close the pipe once they have them. A reader that went away
     // must not stop the server, so nothing here panics on a closed stdout.

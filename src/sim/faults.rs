@@ -11,7 +11,7 @@
 //! Faults come from `serve-sim` flags (`--fault-*`, `--exit-after*`) and from the `[faults]`
 //! table of a sim config file (`--config FILE`); a flag overrides the file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -336,107 +336,6 @@ pub struct Fault {
     pub kind: Kind,
     /// The status of an HTTP-error fault.
     pub status: u16,
-}
-
-/// `serve-sim` flags for faults and the API key check (flattened into `ServeSimArgs`).
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct FaultArgs {
-    /// Sim config file (TOML) with a `[faults]` table; the flags below override it.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Fraction of requests answered with an HTTP error (see --fault-http-statuses).
-    #[arg(long)]
-    pub fault_http_error_rate: Option<f64>,
-    /// HTTP error statuses to draw from, e.g. 429,500,503.
-    #[arg(long, value_delimiter = ',')]
-    pub fault_http_statuses: Option<Vec<u16>>,
-    /// Fraction of requests whose connection is cut mid-stream.
-    #[arg(long)]
-    pub fault_reset_rate: Option<f64>,
-    /// Fraction of requests that stall (send nothing) after their first tokens.
-    #[arg(long)]
-    pub fault_stall_rate: Option<f64>,
-    /// How long a stall lasts, e.g. 5s.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub fault_stall: Option<Duration>,
-    /// Fraction of requests with one malformed SSE line.
-    #[arg(long)]
-    pub fault_malformed_rate: Option<f64>,
-    /// Fraction of streams ending without `data: [DONE]`.
-    #[arg(long)]
-    pub fault_no_done_rate: Option<f64>,
-    /// Fraction of responses without usage.
-    #[arg(long)]
-    pub fault_no_usage_rate: Option<f64>,
-    /// Fraction of requests stopping after a few tokens (--fault-degenerate-tokens).
-    #[arg(long)]
-    pub fault_degenerate_rate: Option<f64>,
-    /// Tokens a degenerate answer has.
-    #[arg(long)]
-    pub fault_degenerate_tokens: Option<u32>,
-    /// Fraction of requests whose first byte is late (--fault-slow-first-byte).
-    #[arg(long)]
-    pub fault_slow_first_byte_rate: Option<f64>,
-    /// How late a slow first byte is, e.g. 2s.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub fault_slow_first_byte: Option<Duration>,
-    /// Exit the process abruptly (like a crash) when request N+1 arrives.
-    #[arg(long, value_name = "N")]
-    pub exit_after_requests: Option<u64>,
-    /// Exit the process abruptly this long after starting, e.g. 5s.
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub exit_after: Option<Duration>,
-    /// Answer 401 unless a request carries `Authorization: Bearer <the value of VAR>`.
-    #[arg(long, value_name = "VAR")]
-    pub require_api_key_env: Option<String>,
-}
-
-impl FaultArgs {
-    /// The faults of the config file (if any) with the flags applied over them.
-    pub fn to_faults(&self) -> Result<Faults> {
-        let mut f = match &self.config {
-            Some(path) => Faults::load(path)?,
-            None => Faults::default(),
-        };
-        macro_rules! over {
-            ($flag:ident => $field:ident) => {
-                if let Some(v) = &self.$flag {
-                    f.$field = v.clone();
-                }
-            };
-        }
-        over!(fault_http_error_rate => http_error_rate);
-        over!(fault_http_statuses => http_statuses);
-        over!(fault_reset_rate => reset_rate);
-        over!(fault_stall_rate => stall_rate);
-        over!(fault_stall => stall);
-        over!(fault_malformed_rate => malformed_rate);
-        over!(fault_no_done_rate => no_done_rate);
-        over!(fault_no_usage_rate => no_usage_rate);
-        over!(fault_degenerate_rate => degenerate_rate);
-        over!(fault_degenerate_tokens => degenerate_tokens);
-        over!(fault_slow_first_byte_rate => slow_first_byte_rate);
-        over!(fault_slow_first_byte => slow_first_byte);
-        if self.exit_after_requests.is_some() {
-            f.exit_after_requests = self.exit_after_requests;
-        }
-        if self.exit_after.is_some() {
-            f.exit_after = self.exit_after;
-        }
-        f.validate().context("invalid fault settings")?;
-        Ok(f)
-    }
-
-    /// The API key the server requires, read from the named variable.
-    pub fn required_key(&self) -> Result<Option<String>> {
-        let Some(var) = &self.require_api_key_env else {
-            return Ok(None);
-        };
-        match std::env::var(var) {
-            Ok(k) if !k.is_empty() => Ok(Some(k)),
-            _ => bail!("--require-api-key-env names {var}, but that variable is not set"),
-        }
-    }
 }
 
 /// What every replica of a process shares: the fault plan, the process-wide request count

@@ -45,7 +45,7 @@ mod sched;
 mod tests;
 mod text;
 
-pub use cluster::{run_cli, ServeSimArgs, SimCluster};
+pub use cluster::{serve, Listen, SimCluster};
 pub use config::SimConfig;
 pub use replay::simulated_closed_loop_throughput;
 pub use sched::FinishReason;

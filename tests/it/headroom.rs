@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::common::*;
 use throughline::load::{run_bench, BenchSetup};
 use throughline::profile::Profile;
-use throughline::record::flags::FlagKind;
+use throughline::record::trial_flags::FlagKind;
 
 const BODY: &str = "[workload]\ninput_tokens = 16\nmax_tokens = 16\nignore_eos = true\n\
                     [sweep]\nconcurrency = [2]\nrequests_per_level = 12\ntrials = 2\n\

@@ -9,7 +9,7 @@
 mod at_ref;
 mod bless;
 mod calibrate;
-mod fingerprint;
+mod fingerprint_match;
 mod lock;
 
 use std::path::Path;
@@ -24,8 +24,8 @@ use crate::record::{Environment, TrialMetric, FIGURE_MAX};
 pub use at_ref::{fingerprint_line, refuse_another_environment, resolve_ref, AtRef};
 pub use bless::bless;
 pub use calibrate::calibration_rows;
-pub(super) use fingerprint::engine_word;
-pub use fingerprint::{
+pub(super) use fingerprint_match::engine_word;
+pub use fingerprint_match::{
     fingerprint_differences, fingerprint_differences_except, override_warning, ARM_FIELDS,
 };
 pub use lock::{lock_path, BaselineLock, LOCK_WAIT};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::load::stream::outcome::Finished;
 use crate::load::wire::read_delay::ReadDelays;
 use crate::process::usage::process_cpu;
-use crate::record::flags::{FlagKind, TrialFlag};
+use crate::record::trial_flags::{FlagKind, TrialFlag};
 use crate::record::{ClientHeadroom, RequestRecord};
 use crate::stats::{LatencySketch, Percentiles};
 

@@ -2,7 +2,7 @@
 //! lag, and latency from the scheduled send time (free of coordinated omission), folded as
 //! the trial's counted requests finish; openloop.rs makes and sends the schedule.
 
-use crate::record::flags::{FlagKind, TrialFlag};
+use crate::record::trial_flags::{FlagKind, TrialFlag};
 use crate::record::{OpenLoopStats, RequestRecord};
 use crate::stats::LatencySketch;
 

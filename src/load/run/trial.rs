@@ -18,8 +18,8 @@ use crate::load::stream::outcome::{ConnectFailures, Finished};
 use crate::load::telemetry::{self, ClientCount};
 use crate::load::wire::read_delay::ReadDelays;
 use crate::load::workload::input_check::{self, InputTally};
-use crate::record::flags::{FlagKind, TrialFlag};
 use crate::record::telemetry::TrialTelemetry;
+use crate::record::trial_flags::{FlagKind, TrialFlag};
 use crate::record::{
     ClientHeadroom, ErrorClass, PrefixCacheUse, RequestRecord, TokenSource, TrialResult, Window,
 };

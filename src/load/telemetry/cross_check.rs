@@ -4,7 +4,7 @@
 use super::adapter::Adapter;
 use super::count::ClientCount;
 use super::{EndpointSeries, Sample, TrialTelemetry, AGREEMENT, CACHE_NEAR_FULL};
-use crate::record::flags::{FlagKind, TrialFlag};
+use crate::record::trial_flags::{FlagKind, TrialFlag};
 use crate::record::TrialResult;
 
 /// The trial's telemetry: series, the cross-check (the client's tokens as `client` placed

@@ -171,23 +171,8 @@ fn is_human(from: &str) -> bool {
 
 /// JSONL: one request per line; errors name the line and the field.
 fn jsonl(text: &str, max_rows: usize, counter: &dyn TokenCounter) -> Result<Vec<DatasetRow>> {
-    let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if rows.len() >= max_rows {
-            break;
-        }
-        let line_no = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: Value = serde_json::from_str(line).map_err(|e| {
-            anyhow!(
-                "line {line_no}, column {}: {}; expected one JSON object per line, with \
-                 `prompt` (text) or `messages` (an array)",
-                e.column(),
-                super::data_error::json_problem(&e)
-            )
-        })?;
+    let shape = "`prompt` (text) or `messages` (an array)";
+    super::jsonl::rows(text, max_rows, shape, |value, line_no| {
         let prompt = if let Some(p) = value.get("prompt").and_then(Value::as_str) {
             Prompt::Text(p.to_string())
         } else if let Some(m) = value.get("messages").and_then(Value::as_array) {
@@ -210,13 +195,12 @@ fn jsonl(text: &str, max_rows: usize, counter: &dyn TokenCounter) -> Result<Vec<
             (None, Some(_)) => bail!("line {line_no}: field `output`: expected a string"),
             (None, None) => None,
         };
-        rows.push(DatasetRow {
+        Ok(DatasetRow {
             prompt,
             max_tokens,
             turns: Vec::new(),
-        });
-    }
-    Ok(rows)
+        })
+    })
 }
 
 fn row_tokens(v: &Value, line_no: usize) -> Result<u32> {

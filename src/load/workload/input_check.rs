@@ -5,7 +5,7 @@
 //! other prompts than the profile names.
 
 use crate::load::stream::outcome::Finished;
-use crate::record::flags::{FlagKind, TrialFlag};
+use crate::record::trial_flags::{FlagKind, TrialFlag};
 use crate::record::{InputCheck, RequestRecord};
 
 /// The largest relative gap between the achieved and the requested mean prompt length that

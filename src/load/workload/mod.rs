@@ -6,6 +6,7 @@ pub mod conversation;
 pub mod data_error;
 pub mod dataset;
 pub mod input_check;
+mod jsonl;
 pub mod lengths;
 pub mod prompts;
 pub mod source;

@@ -162,23 +162,8 @@ fn azure_timestamp(raw: &str) -> Option<f64> {
 }
 
 fn jsonl(text: &str, max_rows: usize) -> Result<Vec<(f64, u32, u32)>> {
-    let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if rows.len() >= max_rows {
-            break;
-        }
-        let line_no = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: Value = serde_json::from_str(line).map_err(|e| {
-            anyhow!(
-                "line {line_no}, column {}: {}; expected one JSON object per line, with \
-                 `timestamp`, `input_tokens` and `output_tokens`",
-                e.column(),
-                super::data_error::json_problem(&e)
-            )
-        })?;
+    let shape = "`timestamp`, `input_tokens` and `output_tokens`";
+    super::jsonl::rows(text, max_rows, shape, |value, line_no| {
         let seconds = match value.get("timestamp").and_then(Value::as_f64) {
             Some(t) if t.is_finite() && t.abs() < 1e12 => t,
             _ => bail!("line {line_no}: field `timestamp`: expected a number of seconds"),
@@ -191,13 +176,12 @@ fn jsonl(text: &str, max_rows: usize) -> Result<Vec<(f64, u32, u32)>> {
                 }
             }
         };
-        rows.push((
+        Ok((
             seconds,
             count("input_tokens", MAX_ROW_INPUT_TOKENS)?,
             count("output_tokens", MAX_ROW_OUTPUT_TOKENS)?,
-        ));
-    }
-    Ok(rows)
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::cases::quiet_setup;
 use super::process::SimProcess;
-use super::quiet_setup;
 use crate::load::run_bench;
 use crate::process::usage::PeakRss;
 use crate::profile::Profile;

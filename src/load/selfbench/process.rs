@@ -15,7 +15,7 @@ use crate::process::pin::{pin, CoreSplit};
 const SIM_SLOTS: usize = 8192;
 
 /// A `serve-sim` child process, killed on drop.
-pub(super) struct SimProcess {
+pub struct SimProcess {
     child: Child,
     pub url: String,
 }
@@ -64,7 +64,7 @@ impl Drop for SimProcess {
 }
 
 /// Runs `throughline selfbench --client-threads N ARGS` and reads its last line as JSON.
-pub(super) fn spawn_child<T: serde::de::DeserializeOwned>(
+pub fn spawn_child<T: serde::de::DeserializeOwned>(
     args: &[&str],
     threads: usize,
     cores: Option<&CoreSplit>,
@@ -89,7 +89,7 @@ pub(super) fn spawn_child<T: serde::de::DeserializeOwned>(
 /// Runs a case's future on a runtime of `threads` workers, on a thread of its own (the
 /// caller's runtime has the default number of workers and cannot be nested), and prints
 /// its figures as one JSON line.
-pub(super) fn run_on_client_runtime<T, F>(
+pub fn run_on_client_runtime<T, F>(
     threads: usize,
     case: impl FnOnce() -> F + Send + 'static,
 ) -> Result<Exit>
