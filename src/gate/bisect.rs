@@ -153,9 +153,13 @@ pub fn step_verdict(
     settings: &crate::profile::GateSettings,
     baseline: Option<&super::baseline::Baseline>,
 ) -> anyhow::Result<super::Verdict> {
-    let at = Some(run.started_at.as_str());
-    let version = run.base.as_ref().and_then(|b| b.engine_version.as_deref());
-    let calibration = |c: u32| baseline.and_then(|b| b.slot_calibration(c, at, version));
+    let query = super::baseline::CalibrationFor {
+        at: Some(run.started_at.as_str()),
+        engine_version: run.base.as_ref().and_then(|b| b.engine_version.as_deref()),
+        runner: run.environment.runner.as_deref(),
+        any_runner: settings.calibration_from_any_runner,
+    };
+    let calibration = |c: u32| baseline.and_then(|b| b.slot_calibration(c, &query));
     super::compare::evaluate_relative_calibrated(run, settings, &calibration)
 }
 

@@ -3,7 +3,9 @@
 
 use anyhow::{bail, Result};
 
-use super::baseline::{engine_word, fingerprint_differences_except, Baseline, ARM_FIELDS};
+use super::baseline::{
+    engine_word, fingerprint_differences_except, Baseline, CalibrationFor, ARM_FIELDS,
+};
 use super::history_need::{
     catch_rate, sessions_needed, HistoryNeed, HistoryPower, Observed, POWER_DROP,
     POWER_WORTH_SAYING,
@@ -55,11 +57,20 @@ pub fn evaluate(
     }
     let mut verdict = match &candidate.base {
         Some(base) => {
-            // Rows measured on the engine version the base arm ran, and recent enough.
-            let at = Some(candidate.started_at.as_str());
-            let version = base.engine_version.as_deref();
-            let calibration = |c| baseline.slot_calibration(c, at, version);
-            relative(candidate, settings, &calibration)?
+            // Rows measured on the engine version the base arm ran, recent enough, and on
+            // this runner unless another's were asked for.
+            let query = CalibrationFor {
+                at: Some(candidate.started_at.as_str()),
+                engine_version: base.engine_version.as_deref(),
+                runner: candidate.environment.runner.as_deref(),
+                any_runner: settings.calibration_from_any_runner,
+            };
+            let calibration = |c| baseline.slot_calibration(c, &query);
+            let mut v = relative(candidate, settings, &calibration)?;
+            let levels: Vec<u32> = candidate.levels.iter().map(|l| l.concurrency).collect();
+            v.notes
+                .extend(baseline.calibration_runner_line(&levels, &query));
+            v
         }
         None => {
             check_candidate(candidate)?;
