@@ -316,11 +316,13 @@ fn an_undecided_step_is_measured_again_with_more_blocks() {
     assert!(steps_of(&out)[3].2, "the second measurement: {said}");
 }
 
-/// One block a step: without a calibration the gate cannot tell the bad ref, which is
-/// measured again (two blocks) before the search gives up on it; with `--baseline`, whose
-/// A/A rows cover the start spread, the same one-block step decides at once.
+/// One block a step: the gate cannot tell the bad ref, which is measured again (two blocks)
+/// before the search gives up on it; with `--baseline` too (issue 48): one block has nothing
+/// to check the A/A rows with, and a calibration taken unchecked named the wrong commit 64%
+/// of the time at a 3% start spread. The second measurement's two blocks check it by their
+/// slot effect and may use it.
 #[test]
-fn a_baseline_calibration_lets_one_block_decide() {
+fn a_baseline_calibration_is_not_taken_unchecked_by_one_block() {
     let _turn = measuring();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
@@ -382,8 +384,11 @@ fn a_baseline_calibration_lets_one_block_decide() {
     let mut with = flags.to_vec();
     with.extend(["--baseline", baseline.to_str().unwrap()]);
     let o = bisect(&repo, &profile, &out, &with);
-    assert_eq!(code(&o), 0, "{}", text(&o));
-    assert_eq!(steps_of(&out), vec![bad("bad", false)], "{}", text(&o));
+    let steps = steps_of(&out);
+    assert_eq!(steps.len(), 2, "{}", text(&o));
+    assert_eq!(steps[0], bad("skip", false), "{}", text(&o));
+    assert!(steps[1].2, "measured again with more blocks: {}", text(&o));
+    assert_eq!(code(&o) == 0, steps[1].1 == "bad", "{}", text(&o));
     // A baseline that cannot be read is named.
     let o = bisect(
         &repo,
