@@ -26,8 +26,8 @@ use crate::exit::{exit_for, Exit};
 use crate::fsutil::write_atomic;
 use crate::gate::baseline::Baseline;
 use crate::gate::bisect::{
-    measure_again, next_step, open_range, planned_steps, step_verdict, Answer, Next, Report, Step,
-    StepLevel, StepOutcome,
+    measure_again, next_step, open_range, planned_steps, step_calibration, step_verdict, Answer,
+    Next, Report, Step, StepLevel, StepOutcome,
 };
 use crate::gate::{BlockPlan, LevelStatus, Verdict};
 use crate::load::BenchSetup;
@@ -263,6 +263,7 @@ impl Bisect {
             changes: Vec::new(),
             undecided: false,
             more_blocks,
+            calibration: None,
         };
         let run = match measured {
             // A step stopped part-way is not judged: the journal keeps no line for it, and
@@ -317,6 +318,7 @@ impl Bisect {
             blocks,
         );
         measured.undecided = verdict.outcome == crate::gate::Outcome::Inconclusive;
+        measured.calibration = step_calibration(&run, &settings, baseline);
         measured.changes = (verdict.changes.iter())
             .flat_map(|c| &c.levels)
             .flat_map(|l| {
@@ -449,6 +451,7 @@ async fn search(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
                         changes: Vec::new(),
                         undecided: false,
                         more_blocks: again.is_some(),
+                        calibration: None,
                     },
                 };
                 println!("{}", crate::report::bisect::step_line(&step));
