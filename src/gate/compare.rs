@@ -274,22 +274,24 @@ fn history_power(
     settings: &GateSettings,
 ) -> Option<HistoryPower> {
     let gated = gated_throughput(verdict);
-    let weakest = (gated.iter())
-        .filter_map(|l| Some((l, l.test.as_ref()?)))
-        .max_by(|a, b| {
-            let se = |t: &LevelTest| t.se.unwrap_or(f64::INFINITY);
-            se(a.1).total_cmp(&se(b.1))
-        })?;
-    let (level, test) = weakest;
-    let observed = observed(level, test, sessions)?;
     let decision = throughput_decision(settings);
-    let power = catch_rate(observed, sessions, gated.len(), &decision, POWER_DROP);
-    (power < POWER_WORTH_SAYING).then_some(HistoryPower {
+    // Every gated level's catch rate, weakest first (the weakest alone understates the rest).
+    let mut per_level: Vec<(u32, f64, Observed)> = (gated.iter())
+        .filter_map(|l| {
+            let observed = observed(l, l.test.as_ref()?, sessions)?;
+            let power = catch_rate(observed, sessions, gated.len(), &decision, POWER_DROP);
+            Some((l.concurrency, power, observed))
+        })
+        .collect();
+    per_level.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let &(concurrency, power, observed) = per_level.first()?;
+    (power < POWER_WORTH_SAYING).then(|| HistoryPower {
         sessions,
         spread: observed.sigma_b,
         drop: POWER_DROP,
         power,
-        concurrency: level.concurrency,
+        concurrency,
+        per_level: per_level.iter().map(|&(c, p, _)| (c, p)).collect(),
     })
 }
 
