@@ -340,6 +340,7 @@ mod tests {
             changes: Vec::new(),
             undecided: false,
             more_blocks: false,
+            calibration: None,
         }
     }
 

@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::checkout::{self, Commit, Stop};
 use super::setup::{twice, Bisect};
 use crate::exit::{exit_for, Exit};
-use crate::gate::bisect::{Step, StepLevel, StepOutcome};
+use crate::gate::bisect::{step_calibration, Step, StepLevel, StepOutcome};
 use crate::gate::{Against, BlockPlan, Check, LevelStatus, Verdict};
 use crate::load::BenchSetup;
 use crate::record::RunResult;
@@ -71,6 +71,7 @@ impl Bisect {
             changes: Vec::new(),
             undecided: false,
             more_blocks,
+            calibration: None,
         };
         let run = match measured {
             // A step stopped part-way is not judged: the journal keeps no line for it, and
@@ -118,6 +119,7 @@ impl Bisect {
             blocks,
         );
         measured.undecided = verdict.outcome == crate::gate::Outcome::Inconclusive;
+        measured.calibration = step_calibration(&run, &check.settings, check.baseline());
         measured.changes = (verdict.changes.iter())
             .flat_map(|c| &c.levels)
             .flat_map(|l| {

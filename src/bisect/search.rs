@@ -75,6 +75,7 @@ pub async fn search(bisect: &Bisect, stop: &mut Stop) -> Result<Exit> {
                         changes: Vec::new(),
                         undecided: false,
                         more_blocks: again.is_some(),
+                        calibration: None,
                     },
                 };
                 println!("{}", crate::report::bisect::step_line(&step));

@@ -8,8 +8,8 @@ use clap::{Args, Subcommand};
 
 use crate::exit::Exit;
 use crate::gate::baseline::{
-    bless, calibration_rows, Baseline, BaselineLock, BlessMode, CALIBRATION_MAX_AGE_DAYS,
-    CALIBRATION_MAX_BLOCKS,
+    bless, calibration_rows, Baseline, BaselineLock, BlessMode, CalibrationFor,
+    CALIBRATION_MAX_AGE_DAYS, CALIBRATION_MAX_BLOCKS,
 };
 use crate::record::RunResult;
 
@@ -125,9 +125,13 @@ pub async fn run(args: BaselineArgs) -> Result<Exit> {
             );
             for level in baseline.levels() {
                 let newest = baseline.calibration.last();
-                let at = newest.map(|r| r.measured_at.as_str());
-                let version = newest.and_then(|r| r.engine_version.as_deref());
-                if let Some(cal) = baseline.slot_calibration(level, at, version) {
+                let query = CalibrationFor {
+                    at: newest.map(|r| r.measured_at.as_str()),
+                    engine_version: newest.and_then(|r| r.engine_version.as_deref()),
+                    runner: newest.and_then(|r| r.runner.as_deref()),
+                    any_runner: false,
+                };
+                if let Some(cal) = baseline.slot_calibration(level, &query) {
                     println!(
                         "  C={level}: slot 1 over slot 0 {:+.2}%, sd of an A/A block difference {:.2}% ({} \
                          blocks in use: the newest, at most {CALIBRATION_MAX_BLOCKS} a level and \

@@ -134,6 +134,11 @@ pub struct Step {
     /// This step is that second measurement (so a resumed bisect does not take a third).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub more_blocks: bool,
+    /// The `--baseline` calibration rows this step's verdict read, per level (their count
+    /// and hash), or that none applied: the log's header names all of the baseline's rows,
+    /// and a step reads only those of the good commit's engine version, age and runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<String>,
 }
 
 /// The step whose commit is to be measured again with more blocks: the latest, where the
@@ -145,18 +150,61 @@ pub fn measure_again(steps: &[Step]) -> Option<&Step> {
 
 /// A step's verdict: the commit (head) against the good commit's server (base), in one
 /// relative run in blocks, with the slots' A/A calibration from `baseline` where it holds
-/// one for the level (recent rows of the base arm's engine version, as `gate` reads them).
-/// The baseline vouches for nothing else: both arms were measured here, so its profile and
-/// environment are not compared.
+/// one for the level (recent rows of the base arm's engine version and this runner, as `gate`
+/// reads them). The baseline vouches for nothing else: both arms were measured here, so its
+/// profile and environment are not compared.
 pub fn step_verdict(
     run: &crate::record::RunResult,
     settings: &crate::profile::GateSettings,
     baseline: Option<&super::baseline::Baseline>,
 ) -> anyhow::Result<super::verdict::Verdict> {
-    let at = Some(run.started_at.as_str());
-    let version = run.base.as_ref().and_then(|b| b.engine_version.as_deref());
-    let calibration = |c: u32| baseline.and_then(|b| b.slot_calibration(c, at, version));
+    let query = calibration_query(run, settings);
+    let calibration = |c: u32| baseline.and_then(|b| b.slot_calibration(c, &query));
     super::compare::evaluate_relative_calibrated(run, settings, &calibration)
+}
+
+/// Which of a baseline's calibration rows a step's run may read.
+fn calibration_query<'a>(
+    run: &'a crate::record::RunResult,
+    settings: &crate::profile::GateSettings,
+) -> super::baseline::CalibrationFor<'a> {
+    super::baseline::CalibrationFor {
+        at: Some(run.started_at.as_str()),
+        engine_version: run.base.as_ref().and_then(|b| b.engine_version.as_deref()),
+        runner: run.environment.runner.as_deref(),
+        any_runner: settings.calibration_from_any_runner,
+    }
+}
+
+/// The calibration rows [`step_verdict`] read for `run`, for its step's log line: per level
+/// their count and hash ("C=2: 6 rows, sha256:..."), or that none of the baseline's rows
+/// applied. None without a baseline or calibration rows.
+pub fn step_calibration(
+    run: &crate::record::RunResult,
+    settings: &crate::profile::GateSettings,
+    baseline: Option<&super::baseline::Baseline>,
+) -> Option<String> {
+    let baseline = baseline.filter(|b| !b.calibration.is_empty())?;
+    let query = calibration_query(run, settings);
+    let per_level: Vec<String> = (run.levels.iter())
+        .filter_map(|l| {
+            let rows = baseline.calibration_rows_for(l.concurrency, &query);
+            let bytes = serde_json::to_vec(&rows).ok()?;
+            (!rows.is_empty()).then(|| {
+                let id = crate::profile::sha256_id(&bytes);
+                format!("C={}: {} rows, {id}", l.concurrency, rows.len())
+            })
+        })
+        .collect();
+    Some(if per_level.is_empty() {
+        format!(
+            "none of the baseline's {} rows applied (another engine version, runner, or too \
+             old)",
+            baseline.calibration.len()
+        )
+    } else {
+        per_level.join("; ")
+    })
 }
 
 /// The answer of a whole bisect.
@@ -286,6 +334,7 @@ mod tests {
             changes: Vec::new(),
             undecided,
             more_blocks,
+            calibration: None,
         }
     }
 

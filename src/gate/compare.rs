@@ -3,7 +3,9 @@
 
 use anyhow::{bail, Result};
 
-use super::baseline::{engine_word, fingerprint_differences_except, Baseline, ARM_FIELDS};
+use super::baseline::{
+    engine_word, fingerprint_differences_except, Baseline, CalibrationFor, ARM_FIELDS,
+};
 use super::history_need::{
     catch_rate, sessions_needed, HistoryNeed, HistoryPower, Observed, POWER_DROP,
     POWER_WORTH_SAYING,
@@ -55,11 +57,20 @@ pub fn evaluate(
     }
     let mut verdict = match &candidate.base {
         Some(base) => {
-            // Rows measured on the engine version the base arm ran, and recent enough.
-            let at = Some(candidate.started_at.as_str());
-            let version = base.engine_version.as_deref();
-            let calibration = |c| baseline.slot_calibration(c, at, version);
-            relative(candidate, settings, &calibration)?
+            // Rows measured on the engine version the base arm ran, recent enough, and on
+            // this runner unless another's were asked for.
+            let query = CalibrationFor {
+                at: Some(candidate.started_at.as_str()),
+                engine_version: base.engine_version.as_deref(),
+                runner: candidate.environment.runner.as_deref(),
+                any_runner: settings.calibration_from_any_runner,
+            };
+            let calibration = |c| baseline.slot_calibration(c, &query);
+            let mut v = relative(candidate, settings, &calibration)?;
+            let levels: Vec<u32> = candidate.levels.iter().map(|l| l.concurrency).collect();
+            v.notes
+                .extend(baseline.calibration_runner_line(&levels, &query));
+            v
         }
         None => {
             check_candidate(candidate)?;
@@ -263,22 +274,24 @@ fn history_power(
     settings: &GateSettings,
 ) -> Option<HistoryPower> {
     let gated = gated_throughput(verdict);
-    let weakest = (gated.iter())
-        .filter_map(|l| Some((l, l.test.as_ref()?)))
-        .max_by(|a, b| {
-            let se = |t: &LevelTest| t.se.unwrap_or(f64::INFINITY);
-            se(a.1).total_cmp(&se(b.1))
-        })?;
-    let (level, test) = weakest;
-    let observed = observed(level, test, sessions)?;
     let decision = throughput_decision(settings);
-    let power = catch_rate(observed, sessions, gated.len(), &decision, POWER_DROP);
-    (power < POWER_WORTH_SAYING).then_some(HistoryPower {
+    // Every gated level's catch rate, weakest first (the weakest alone understates the rest).
+    let mut per_level: Vec<(u32, f64, Observed)> = (gated.iter())
+        .filter_map(|l| {
+            let observed = observed(l, l.test.as_ref()?, sessions)?;
+            let power = catch_rate(observed, sessions, gated.len(), &decision, POWER_DROP);
+            Some((l.concurrency, power, observed))
+        })
+        .collect();
+    per_level.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let &(concurrency, power, observed) = per_level.first()?;
+    (power < POWER_WORTH_SAYING).then(|| HistoryPower {
         sessions,
         spread: observed.sigma_b,
         drop: POWER_DROP,
         power,
-        concurrency: level.concurrency,
+        concurrency,
+        per_level: per_level.iter().map(|&(c, p, _)| (c, p)).collect(),
     })
 }
 

@@ -68,6 +68,10 @@ pub struct HistoryPower {
     pub drop: f64,
     pub power: f64,
     pub concurrency: u32,
+    /// The same share at every gated level (concurrency, power), weakest first: the
+    /// weakest level alone read as about half the truth of the others (issue 48).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_level: Vec<(u32, f64)>,
 }
 
 impl HistoryPower {
@@ -82,14 +86,23 @@ impl HistoryPower {
             1 => "1 session".to_string(),
             n => format!("{n} sessions"),
         };
+        let others: Vec<String> = (self.per_level.iter())
+            .filter(|(c, _)| *c != self.concurrency)
+            .map(|(c, p)| format!("C={c} {:.0}%", p * 100.0))
+            .collect();
+        let others = match others.is_empty() {
+            true => String::new(),
+            false => format!(" (at the other levels: {})", others.join(", ")),
+        };
         format!(
             "history mode is weak here: this baseline ({has}{spread}) catches a {:.0}% drop at \
-             C={} about {:.0}% of the time; a miss reads INCONCLUSIVE and exits 0. Relative mode \
-             (`ci --base-endpoint`, or --server-command with --base-server-command: base and \
-             head in one job) cancels the session spread; docs/gate-calibration.md has its rates",
+             one level about {:.0}% of the time at its weakest level, C={}{others}; a miss \
+             reads INCONCLUSIVE and exits 0. Relative mode (`ci --base-endpoint`, or \
+             --server-command with --base-server-command: base and head in one job) cancels \
+             the session spread; docs/gate-calibration.md has its rates",
             self.drop * 100.0,
+            self.power * 100.0,
             self.concurrency,
-            self.power * 100.0
         )
     }
 }

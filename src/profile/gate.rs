@@ -41,6 +41,10 @@ pub struct GateSettings {
     /// e.g. `ttft_p99 = 0.10` (10%). Same test as throughput, "higher is worse".
     #[serde(default, skip_serializing_if = "LatencyGates::is_empty")]
     pub latency: LatencyGates,
+    /// Use A/A calibration rows that another runner (label or host) measured: off by default,
+    /// since another machine's slots and starts are not this one's (issue 48).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub calibration_from_any_runner: bool,
 }
 
 /// Latency gates (see `GateSettings::latency`): each the smallest rise that may fail.
@@ -141,6 +145,7 @@ impl Default for GateSettings {
             fail_on_inconclusive: false,
             max_sessions: default_max_sessions(),
             latency: LatencyGates::default(),
+            calibration_from_any_runner: false,
         }
     }
 }

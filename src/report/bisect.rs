@@ -181,6 +181,7 @@ mod tests {
                 ],
                 undecided: false,
                 more_blocks: false,
+                calibration: None,
             }],
             answer: Answer::Found {
                 commit: "f".repeat(40),

@@ -319,8 +319,8 @@ mod tests {
         assert_eq!(said.len(), 1, "{said:#?}");
         assert!(
             said[0].starts_with(
-                "::warning title=Throughput pass - this baseline catches a 10%25 drop only 35%25 \
-                 of the time::history mode is weak here"
+                "::warning title=Throughput pass - this baseline catches a 10%25 drop at its \
+                 weakest level only 35%25 of the time::history mode is weak here"
             ),
             "{}",
             said[0]

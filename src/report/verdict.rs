@@ -114,7 +114,7 @@ fn headline_with(verdict: &Verdict, markdown: bool) -> String {
 /// A history verdict whose baseline cannot be trusted to catch a 10% drop, in a few words
 /// for the headline and the annotation's title: "this baseline cannot catch a 10% drop (1
 /// session)" while it cannot fail a drop under the guard at all (`history_need`), "this
-/// baseline catches a 10% drop only 35% of the time" where its power is low
+/// baseline catches a 10% drop at its weakest level only 35% of the time" where its power is low
 /// (`history_power`); None otherwise. The whole sentence, with what to do, is a notice.
 pub fn weak_history(verdict: &Verdict) -> Option<String> {
     let sessions = |n: usize| match n {
@@ -130,7 +130,7 @@ pub fn weak_history(verdict: &Verdict) -> Option<String> {
     }
     let power = verdict.history_power.as_ref()?;
     Some(format!(
-        "this baseline catches a {:.0}% drop only {:.0}% of the time",
+        "this baseline catches a {:.0}% drop at its weakest level only {:.0}% of the time",
         power.drop * 100.0,
         power.power * 100.0
     ))
@@ -635,6 +635,7 @@ pub(crate) mod tests {
             drop: 0.10,
             power: 0.35,
             concurrency: 8,
+            per_level: vec![(8, 0.35), (1, 0.6)],
         };
         v.warnings = vec![power.line()];
         v.history_power = Some(power);
@@ -662,7 +663,9 @@ pub(crate) mod tests {
         let pass = headline(&weak_power(Outcome::Pass));
         assert!(pass.starts_with("PASS: "), "{pass}");
         assert!(
-            pass.ends_with("; this baseline catches a 10% drop only 35% of the time"),
+            pass.ends_with(
+                "; this baseline catches a 10% drop at its weakest level only 35% of the time"
+            ),
             "{pass}"
         );
         let caught = headline(&weak_power(Outcome::Regression));

@@ -28,6 +28,7 @@ static SET_TEST_THREADS: extern "C" fn() = {
 mod common;
 
 mod alone;
+mod bench_tables;
 mod bisect_folder;
 mod closed_stdout;
 mod crossover_cli;

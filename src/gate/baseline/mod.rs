@@ -23,7 +23,7 @@ use crate::record::{Environment, TrialMetric, FIGURE_MAX};
 
 pub use at_ref::{fingerprint_line, refuse_another_environment, resolve_ref, AtRef};
 pub use bless::bless;
-pub use calibrate::calibration_rows;
+pub use calibrate::{calibration_rows, CalibrationFor};
 pub(super) use fingerprint_match::engine_word;
 pub use fingerprint_match::{
     fingerprint_differences, fingerprint_differences_except, override_warning, ARM_FIELDS,
@@ -74,6 +74,11 @@ pub struct CalibrationRow {
     /// does not calibrate a run of this one. Absent in rows of older builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_version: Option<String>,
+    /// The runner (label or host) the A/A servers ran on: another machine's slots and starts
+    /// are not this one's, so its rows are used only where asked (issue 48). Absent in rows
+    /// of older builds, and where the run did not record its runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 /// Calibration rows older than this, counted back from the gated run's start, are not used:

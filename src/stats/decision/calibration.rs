@@ -202,13 +202,15 @@ pub(super) fn check(c: &SlotCalibration, run: &RunBlocks) -> Result<Checked, Cal
 }
 
 /// The calibration's share of the block variance: its sum of squares and degrees of
-/// freedom, weighted by no more degrees of freedom than the run had to check it with: two
-/// blocks' worth of agreement cannot vouch for forty blocks of a quieter night (pooled at
-/// full weight, a calibration at 0-1% failed unchanged runs spreading 2-3% in 2.5-5.9% of
-/// jobs, benches/gate_crossover.rs table 7).
-pub(super) fn calibration_share(c: &SlotCalibration, within: f64, df_check: f64) -> (f64, f64) {
+/// freedom, weighted by no more degrees of freedom than the run's own blocks' spread has
+/// (`df_own`; one where only the slot contrast checked it, at two blocks): two blocks' worth
+/// of agreement cannot vouch for forty blocks of a quieter night (pooled at full weight, a
+/// calibration at 0-1% failed unchanged runs spreading 2-3% in 2.5-5.9% of jobs,
+/// benches/gate_crossover.rs table 7; weighted by the check's df, slot contrast included, 1.85%
+/// at a 4% spread, table 9).
+pub(super) fn calibration_share(c: &SlotCalibration, within: f64, df_own: f64) -> (f64, f64) {
     let (start, df) = c.start_variance();
-    let weight = df.min(df_check);
+    let weight = df.min(df_own.max(1.0));
     ((start + within) * weight, weight)
 }
 

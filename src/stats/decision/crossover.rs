@@ -174,7 +174,7 @@ pub fn crossover_level(
     }
     let spread = match &used {
         Some((c, ch)) => {
-            let (cal_ss, weight) = calibration_share(c, within, ch.df);
+            let (cal_ss, weight) = calibration_share(c, within, df_own);
             BlockSpread {
                 ss: ch.ss,
                 cal_ss,
@@ -655,9 +655,9 @@ mod tests {
         let lv = crossover_level(&calm, Some(&quiet), 0.25);
         let info = lv.crossover.as_ref().unwrap();
         assert!(!info.calibration_disagreed && info.calibrated, "{info:?}");
-        // Pooled with no more df than it was checked with (6 - 2, and the slot contrast),
-        // not the 39 it holds.
-        assert_eq!(lv.df, 10.0);
+        // Its own 4 df and the slot contrast's 1, and the calibration weighted by no more df
+        // than the run's own blocks' spread has (6 - 2), not the 39 it holds.
+        assert_eq!(lv.df, 9.0);
     }
 
     #[test]
