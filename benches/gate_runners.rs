@@ -319,7 +319,8 @@ fn main() {
                 }
                 gaps.push((
                     format!(
-                        "{runners} x {pairs}, start {:.0}%, differ {differ}",
+                        "{runners} x {pairs}, start {:.0}%, slots differ {differ}, legs \
+                         alternate {alternate}",
                         100.0 * start
                     ),
                     caught[1] - caught[0],

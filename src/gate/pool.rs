@@ -300,3 +300,25 @@ fn append(into: &mut Vec<LevelResult>, from: &[LevelResult], renumber: &dyn Fn(u
             }));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_legs_settings_are_read_back_as_the_whole_plans() {
+        let whole = GateSettings::default();
+        for looks in [1, 2, 5, 9] {
+            let split = super::super::compare::per_look(&whole, looks);
+            let back = whole_plan(&split, looks);
+            assert!((back.alpha - whole.alpha).abs() < 1e-9, "{looks}");
+            assert!((back.pass_confidence - whole.pass_confidence).abs() < 1e-9);
+            // Legs of plans with different looks compare equal once read back.
+            let other = whole_plan(&super::super::compare::per_look(&whole, 3), 3);
+            assert_eq!(
+                serde_json::to_string(&back).unwrap(),
+                serde_json::to_string(&other).unwrap()
+            );
+        }
+    }
+}
