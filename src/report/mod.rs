@@ -14,6 +14,7 @@ pub mod plan;
 pub mod plots;
 pub mod pr_comment;
 pub mod run;
+mod slot_groups;
 pub mod tables;
 pub mod trend;
 pub mod verdict;
