@@ -16,8 +16,7 @@ use anyhow::Result;
 use super::merge::Check;
 use super::{evaluate_relative, Design, Verdict};
 use crate::profile::GateSettings;
-use crate::record::blocks::ServerSetup;
-use crate::record::{LevelResult, RunResult};
+use crate::record::RunResult;
 
 /// A check that pools several legs' blocks, or a leg's own check; with the notes for the
 /// merge's report (legs not pooled, with why).
@@ -165,7 +164,8 @@ fn pooled_check(group: &[Leg], waves: u32) -> Result<Check> {
     let first = group[0].run;
     let leg_looks = group.iter().map(|l| looks_of(l.run)).max().unwrap_or(1);
     let settings = whole_plan(&group[0].check.verdict.settings, looks_of(first));
-    let Some(mut run) = pooled_run(group) else {
+    let runs: Vec<&RunResult> = group.iter().map(|l| l.run).collect();
+    let Some(mut run) = crate::record::blocks::pool(&runs) else {
         anyhow::bail!("the legs to pool ran no blocks");
     };
     if let Some(s) = run.servers.as_mut() {
@@ -224,81 +224,6 @@ fn blocks_line(group: &[Leg]) -> String {
         group.len(),
         per_runner.join("; ")
     )
-}
-
-/// The legs' runs as one: the first's profile and environment, every block renumbered after
-/// the legs before it and labelled with its runner, warnings prefixed with their runner.
-fn pooled_run(group: &[Leg]) -> Option<RunResult> {
-    let first = group.first()?.run;
-    let mut out = RunResult {
-        levels: Vec::new(),
-        warnings: Vec::new(),
-        drift: None,
-        analysis: None,
-        run_id: Some(crate::record::run_id::run_id().to_string()),
-        ..first.clone()
-    };
-    if let Some(b) = out.base.as_mut() {
-        b.levels.clear();
-    }
-    let mut setup = ServerSetup {
-        blocks: Vec::new(),
-        dropped: Vec::new(),
-        stopped: None,
-        ..first.servers.clone()?
-    };
-    let mut offset = 0;
-    for (i, leg) in group.iter().enumerate() {
-        let run = leg.run;
-        let Some(servers) = &run.servers else {
-            continue;
-        };
-        let renumber = |n: u32| n.saturating_add(offset);
-        append(&mut out.levels, &run.levels, &renumber);
-        if let (Some(into), Some(from)) = (out.base.as_mut(), run.base.as_ref()) {
-            append(&mut into.levels, &from.levels, &renumber);
-        }
-        for b in &servers.blocks {
-            let mut b = b.clone();
-            b.number = renumber(b.number);
-            b.runner = Some(i as u32);
-            setup.blocks.push(b);
-        }
-        let prefix = |w: &String| format!("runner {i}: {w}");
-        setup.dropped.extend(servers.dropped.iter().map(prefix));
-        out.warnings.extend(run.warnings.iter().map(prefix));
-        out.complete &= run.complete;
-        offset = offset.saturating_add(servers.blocks.iter().map(|b| b.number).max().unwrap_or(0));
-    }
-    out.servers = Some(setup);
-    out.analyse();
-    // Each leg's own trend was said in its own verdict; the pool's trials are not one
-    // sequence in time.
-    out.drift = None;
-    Some(out)
-}
-
-/// Adds a leg's levels' trials, their blocks renumbered, to `into` (levels matched by
-/// concurrency).
-fn append(into: &mut Vec<LevelResult>, from: &[LevelResult], renumber: &dyn Fn(u32) -> u32) {
-    for level in from {
-        let at = match into.iter().position(|l| l.concurrency == level.concurrency) {
-            Some(i) => i,
-            None => {
-                into.push(LevelResult {
-                    trials: Vec::new(),
-                    ..level.clone()
-                });
-                into.len() - 1
-            }
-        };
-        into[at]
-            .trials
-            .extend(level.trials.iter().cloned().map(|mut t| {
-                t.block = t.block.map(renumber);
-                t
-            }));
-    }
 }
 
 #[cfg(test)]
