@@ -142,6 +142,26 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
             None,
         )?;
     }
+    // The levels a further wave would measure: none once a leg failed or a level regressed.
+    let undecided = match (&merged, failed_legs.is_empty()) {
+        (Some(m), true) if m.outcome != crate::gate::Outcome::Regression => {
+            let mut levels: Vec<u32> = (m.checks.iter())
+                .flat_map(|c| crate::gate::undecided_levels(&c.verdict))
+                .collect();
+            levels.sort_unstable();
+            levels.dedup();
+            levels
+        }
+        _ => Vec::new(),
+    };
+    if !undecided.is_empty() {
+        let list: Vec<String> = undecided.iter().map(u32::to_string).collect();
+        println!(
+            "undecided: C={} (a further wave of legs would measure them)",
+            list.join(",")
+        );
+    }
+    github::write_undecided_output(&undecided)?;
     println!("report: {}", args.out.join(REPORT_MD).display());
     if !failed_legs.is_empty() {
         eprintln!("error: {} leg(s) did not measure:", failed_legs.len());

@@ -166,7 +166,7 @@ fn pooled_check(group: &[Leg], waves: u32) -> Result<Check> {
     let leg_looks = group.iter().map(|l| looks_of(l.run)).max().unwrap_or(1);
     let settings = whole_plan(&group[0].check.verdict.settings, looks_of(first));
     let runs: Vec<&RunResult> = group.iter().map(|l| l.run).collect();
-    let Some(mut run) = crate::record::pooled::pooled_run(&runs) else {
+    let Some(mut run) = crate::record::blocks::pool(&runs) else {
         anyhow::bail!("the legs to pool ran no blocks");
     };
     if let Some(s) = run.servers.as_mut() {
@@ -225,4 +225,26 @@ fn blocks_line(group: &[Leg]) -> String {
         group.len(),
         per_runner.join("; ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_legs_settings_are_read_back_as_the_whole_plans() {
+        let whole = GateSettings::default();
+        for looks in [1, 2, 5, 9] {
+            let split = super::super::compare::per_look(&whole, looks);
+            let back = whole_plan(&split, looks);
+            assert!((back.alpha - whole.alpha).abs() < 1e-9, "{looks}");
+            assert!((back.pass_confidence - whole.pass_confidence).abs() < 1e-9);
+            // Legs of plans with different looks compare equal once read back.
+            let other = whole_plan(&super::super::compare::per_look(&whole, 3), 3);
+            assert_eq!(
+                serde_json::to_string(&back).unwrap(),
+                serde_json::to_string(&other).unwrap()
+            );
+        }
+    }
 }

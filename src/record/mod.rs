@@ -18,7 +18,6 @@ pub mod checks;
 pub mod files;
 pub mod fingerprint;
 mod model;
-pub mod pooled;
 pub mod redact;
 mod request;
 mod run_drift;

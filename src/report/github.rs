@@ -128,6 +128,14 @@ pub fn write_verdict_outputs(
     ])
 }
 
+/// `undecided=` for `merge`: the levels a further wave of legs would measure ("1,8"), empty
+/// when none is (all decided, or one regressed, or a leg did not measure). A workflow's next
+/// wave reads it in its `if:` (docs/workflows/throughput-waves.yml).
+pub fn write_undecided_output(levels: &[u32]) -> Result<()> {
+    let list: Vec<String> = levels.iter().map(u32::to_string).collect();
+    write_output_keys(&[("undecided", list.join(","))])
+}
+
 /// The `$GITHUB_OUTPUT` keys this process wrote: each is written once, the first value
 /// standing (a failure after the verdict was written is said by the exit code and the
 /// summary, not by a second `verdict=` line that readers would take either way).

@@ -17,6 +17,7 @@ pub mod publish;
 pub mod refusal;
 pub mod run;
 pub mod selfbench;
+mod slot_groups;
 pub mod tables;
 pub mod trend;
 pub mod verdict;

@@ -181,6 +181,7 @@ pub fn slot_lines(verdict: &Verdict) -> Vec<String> {
     }
     [
         slot_effect_line(&blocks),
+        super::slot_groups::groups_line(&blocks),
         blocks_per_level_line(&blocks),
         start_spread_line(&blocks),
         calibration_line(&blocks),
