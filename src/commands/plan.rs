@@ -17,7 +17,7 @@ Examples:
   # Days, nodes and cost on every catalog node for 902,087 completions of ~1,818 tokens
   throughline plan --completions 902087 --avg-output-tokens 1818 --model Qwen3.6-27B --deadline 2d
   # One catalog node type (--node's help lists them), on 8 nodes, for 1.64 billion tokens
-  throughline plan --node rtx6000-8x-dp --output-tokens 1.64e9 --nodes 8
+  throughline plan --node rtxpro6000-8x-dp --output-tokens 1.64e9 --nodes 8
   # From your own measured curve, with the chart and plan.json written
   throughline plan -r throughline-results/results.json --completions 902087 \\
       --avg-output-tokens 1818 -o plan";
@@ -92,8 +92,8 @@ pub struct PlanArgs {
     #[arg(long, allow_hyphen_values = true)]
     pub budget: Option<String>,
     /// A throughline results file: fit the USL to its concurrency sweep. Or a seed run built
-    /// in, transcribed from published reports (one trial a level): seed:rtx6000-4x-tp4-qwen3.5-122b
-    /// (4x RTX PRO 6000, TP=4, 5 levels), seed:rtx6000-8x-dp-qwen3.6-27b-batch1 (8 replicas,
+    /// in, transcribed from published reports (one trial a level): seed:rtxpro6000-4x-tp4-qwen3.5-122b
+    /// (4x RTX PRO 6000, TP=4, 5 levels), seed:rtxpro6000-8x-dp-qwen3.6-27b-batch1 (8 replicas,
     /// batch 1).
     #[arg(long, short = 'r', value_name = "RUN.json")]
     pub results: Option<PathBuf>,

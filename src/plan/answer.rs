@@ -135,6 +135,9 @@ pub struct NodePlan {
     pub min_request_s: Option<f64>,
     /// Why the model cannot run on this node at the job's context (such rows are left out).
     pub infeasible: Option<String>,
+    /// The figure is one request per replica (a batch-1 run, or scaled from one): a floor,
+    /// not the node's capacity; the row and the summary say so.
+    pub batch1_only: bool,
     pub roofline: Option<RooflineReport>,
     pub warnings: Vec<String>,
     pub notes: Vec<String>,
@@ -143,9 +146,15 @@ pub struct NodePlan {
 impl NodePlan {
     /// How the summary, the warnings and the chart name a row: "b200-7x (stated)".
     pub fn label(&self) -> String {
-        label(&self.node, self.basis)
+        match self.batch1_only {
+            true => format!("{} ({}, {BATCH1})", self.node, self.basis.name()),
+            false => label(&self.node, self.basis),
+        }
     }
 }
+
+/// How a batch-1 row is marked where it is named.
+pub const BATCH1: &str = "batch 1 only, not capacity";
 
 /// A row's name with the basis of its figure: "b200-7x (stated)".
 pub fn label(node: &str, basis: Basis) -> String {

@@ -19,6 +19,35 @@ pub const MAX_GPUS_PER_NODE: u32 = 1024;
 /// How the built-in catalog is named in messages.
 pub const BUILTIN_NAME: &str = "fixtures/catalog.toml (built in)";
 
+/// Node ids before issue 50, and the ids that replaced them: "rtx6000" is also the older
+/// RTX 6000 Ada (48 GB), so the ids name the RTX PRO 6000 Blackwell (96 GB). The old ids
+/// are still read (a `--node` flag, a script), with a note.
+pub const RENAMED_NODES: [(&str, &str); 3] = [
+    ("rtx6000-8x-dp", "rtxpro6000-8x-dp"),
+    ("rtx6000-4x-dp-mtp", "rtxpro6000-4x-dp-mtp"),
+    ("rtx6000-4x-tp4", "rtxpro6000-4x-tp4"),
+];
+
+/// The id an old node id (see [`RENAMED_NODES`]) now has.
+pub fn renamed_node(old: &str) -> Option<&'static str> {
+    let n = super::facts::normalize(old);
+    RENAMED_NODES
+        .iter()
+        .find(|(o, _)| super::facts::normalize(o) == n)
+        .map(|(_, new)| *new)
+}
+
+/// The note for a node asked by its old id, None for any other name.
+pub fn renamed_note(asked: &str) -> Option<String> {
+    renamed_node(asked).map(|new| {
+        format!(
+            "node {asked:?} is now {new:?} (the RTX PRO 6000 Blackwell, 96 GB; \"rtx6000\" is also \
+             the older 48 GB RTX 6000 Ada): the old id still works, the new one is the one to \
+             write"
+        )
+    })
+}
+
 /// What kind of throughput figure a catalog entry carries.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -186,9 +215,10 @@ impl Catalog {
         })
     }
 
-    /// A node by name (exact, else normalized).
+    /// A node by name (exact, else normalized, else an old id's new one: [`RENAMED_NODES`]).
     pub fn node(&self, name: &str) -> Result<&Node> {
         let n = super::facts::normalize(name);
+        let renamed = renamed_node(name);
         self.nodes
             .iter()
             .find(|x| x.name == name)
@@ -197,6 +227,7 @@ impl Catalog {
                     .iter()
                     .find(|x| super::facts::normalize(&x.name) == n)
             })
+            .or_else(|| self.nodes.iter().find(|x| Some(x.name.as_str()) == renamed))
             .ok_or_else(|| {
                 anyhow!(
                     "--node: unknown node type {name:?} in {}; known: {}",
@@ -338,8 +369,15 @@ mod tests {
         let b200 = c.node("b200-7x").unwrap();
         assert_eq!(b200.basis, Some(FigureBasis::Stated));
         assert_eq!(b200.tok_s(), Some(15_000.0));
-        assert_eq!(c.node("rtx6000-8x-dp").unwrap().tok_s(), Some(9_440.0));
-        assert!(c.node("rtx6000-8x-dp").unwrap().line > 1);
+        assert_eq!(c.node("rtxpro6000-8x-dp").unwrap().tok_s(), Some(9_440.0));
+        assert!(c.node("rtxpro6000-8x-dp").unwrap().line > 1);
+        // The ids before issue 50 still find their nodes.
+        assert_eq!(c.node("rtx6000-8x-dp").unwrap().name, "rtxpro6000-8x-dp");
+        assert_eq!(c.node("RTX6000-4x-TP4").unwrap().name, "rtxpro6000-4x-tp4");
+        assert!(renamed_note("rtx6000-4x-tp4")
+            .unwrap()
+            .contains("RTX 6000 Ada"));
+        assert_eq!(renamed_note("rtxpro6000-4x-tp4"), None);
         let err = format!("{:#}", c.node("tpu-v9").unwrap_err());
         assert!(err.contains("--node") && err.contains("tpu-v9"), "{err}");
     }

@@ -137,6 +137,7 @@ pub(super) fn finish(req: &PlanRequest, mut r: Row) -> NodePlan {
         job_s,
         min_request_s,
         infeasible,
+        batch1_only: r.batch1_only,
         roofline,
         warnings,
         notes,

@@ -50,6 +50,7 @@ fn days_range(n: &NodePlan) -> String {
 /// again from all figures where a stated or scaled one would answer differently.
 pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
     let mut out = Vec::new();
+    yours(req, nodes, &mut out);
     fastest(nodes, &mut out);
     if let Some(count) = req.limits.nodes {
         fastest_on(count, nodes, &mut out);
@@ -62,6 +63,41 @@ pub(super) fn summarize(req: &PlanRequest, nodes: &[NodePlan]) -> Vec<String> {
         out.push(budget_line(req, budget, nodes));
     }
     out
+}
+
+/// The user's own hardware first: the run's row, and where it was measured at batch 1 only,
+/// that it is not the node's capacity, beside the fastest measured row of the same GPU.
+fn yours(req: &PlanRequest, nodes: &[NodePlan], out: &mut Vec<String>) {
+    let Some((_, _, node)) = &req.run else { return };
+    let Some(n) = nodes.iter().find(|n| n.node == node.name) else {
+        return;
+    };
+    let days = |n: &NodePlan| human_duration(n.days.p50 * SECONDS_PER_DAY);
+    out.push(format!(
+        "your hardware (the run): {}, {} ({})",
+        n.label(),
+        days(n),
+        days_range(n)
+    ));
+    if !n.batch1_only {
+        return;
+    }
+    let loaded = nodes
+        .iter()
+        .filter(|c| !c.batch1_only && c.basis.is_measured() && c.gpu == n.gpu)
+        .min_by(|a, b| a.days.p50.total_cmp(&b.days.p50));
+    out.push(match loaded {
+        Some(c) => format!(
+            "  measured at batch 1 only, so that is a floor, not its capacity: {} (the same GPU, \
+             measured serving many requests at once) takes {}; measure a concurrency sweep to \
+             plan your own",
+            c.label(),
+            days(c)
+        ),
+        None => "  measured at batch 1 only, so that is a floor, not its capacity: measure a \
+                 concurrency sweep before planning on it"
+            .to_string(),
+    });
 }
 
 /// The fastest on one node.

@@ -198,11 +198,14 @@ mod tests {
     #[test]
     fn the_cheapest_per_token_type_alone_when_it_is_available() {
         let options = [
-            option("rtx6000-8x-dp", 9440.0, 14.40, None),
+            option("rtxpro6000-8x-dp", 9440.0, 14.40, None),
             option("b200-7x", 15000.0, 38.50, None),
         ];
         let answer = cheapest_mix(&options, 1.64e9, 72.0).unwrap().unwrap();
-        assert_eq!(answer.best.counts, vec![("rtx6000-8x-dp".to_string(), 1)]);
+        assert_eq!(
+            answer.best.counts,
+            vec![("rtxpro6000-8x-dp".to_string(), 1)]
+        );
         let hours = 1.64e9 / 9440.0 / 3600.0;
         assert!((answer.best.hours - hours).abs() < 1e-9);
         assert!((answer.best.usd - hours * 14.40).abs() < 1e-6, "{answer:?}");

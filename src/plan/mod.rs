@@ -26,6 +26,7 @@ pub mod query;
 pub mod request;
 pub mod roofline;
 pub mod rows;
+pub mod scaled;
 pub mod seed_runs;
 // Only tests build the seed results (one keeps fixtures/seeds/ equal to them).
 #[cfg(test)]

@@ -104,6 +104,7 @@ pub fn plan(req: &PlanRequest) -> Result<Plan> {
 /// The rows to plan: the run's (with its fit), the catalog's for the nodes shown, and the
 /// scaled ones; an error when there is nothing to plan from.
 fn gather_rows(req: &PlanRequest, said: &mut Remarks) -> Result<(Vec<Row>, Option<FitReport>)> {
+    rows::note_renamed(req, said);
     let (mut rows, fit) = match rows::from_run(req, said)? {
         Some((row, fit)) => (vec![row], fit),
         None => (Vec::new(), None),
@@ -126,7 +127,7 @@ fn gather_rows(req: &PlanRequest, said: &mut Remarks) -> Result<(Vec<Row>, Optio
     );
     let mut references: Vec<&Row> = rows.iter().collect();
     references.extend(catalog_rows.iter());
-    let scaled = rows::scaled(req, &selected, run_node.as_deref(), &references, said);
+    let scaled = super::scaled::scaled(req, &selected, run_node.as_deref(), &references, said);
     let shown: Vec<Row> = catalog_rows
         .into_iter()
         .filter(|r| selected.iter().any(|n| n.name == r.node))
@@ -315,11 +316,11 @@ mod tests {
         req.workload.avg_output_tokens = Some(1818.0);
         req.limits.deadline_s = Some(2.0 * 86_400.0);
         req.compare_days = Some(16.5);
-        req.compare_node = Some("rtx6000-4x-dp-mtp".to_string());
+        req.compare_node = Some("rtxpro6000-4x-dp-mtp".to_string());
         req.only_node = None;
         let p = plan(&req).unwrap();
         let row = |name: &str| p.nodes.iter().find(|n| n.node == name).unwrap();
-        let rtx4 = row("rtx6000-4x-dp-mtp");
+        let rtx4 = row("rtxpro6000-4x-dp-mtp");
         assert!((rtx4.days.p50 - 11.86).abs() < 0.01);
         assert_eq!(rtx4.deadline.as_ref().unwrap().nodes_p50, 6);
         let b200 = row("b200-7x");
@@ -331,19 +332,19 @@ mod tests {
         assert!((b200.days.p10 - 0.633).abs() < 0.001);
         assert!(!b200.interval.known);
         assert_eq!(b200.deadline.as_ref().unwrap().nodes_p50, 1);
-        let rtx8 = row("rtx6000-8x-dp");
+        let rtx8 = row("rtxpro6000-8x-dp");
         let roof = rtx8.roofline.as_ref().unwrap();
         let b1 = &roof.checks[0];
         assert!((b1.efficiency - 0.80).abs() < 0.01, "{b1:?}");
-        // Scaled rows exist for the catalog's figure-less nodes, from rtx6000-8x-dp.
+        // Scaled rows exist for the catalog's figure-less nodes, from rtxpro6000-8x-dp.
         let h200 = row("h200-8x");
         assert_eq!(h200.basis, Basis::Scaled);
         assert!((h200.tok_s_per_node.p50 - 9440.0 * 4.8 / 1.792).abs() < 1.0);
         // The 122B figure is left out: another model.
-        assert!(p.nodes.iter().all(|n| n.node != "rtx6000-4x-tp4"));
+        assert!(p.nodes.iter().all(|n| n.node != "rtxpro6000-4x-tp4"));
         // The comparison is for the node named, not the first row.
         let c = p.comparison.unwrap();
-        assert_eq!(c.node, "rtx6000-4x-dp-mtp");
+        assert_eq!(c.node, "rtxpro6000-4x-dp-mtp");
         assert!((c.plan_days_p50 - 11.86).abs() < 0.01);
         // Without a node named, several rows leave the estimate's node unknown: refused.
         req.compare_node = None;
@@ -360,7 +361,7 @@ mod tests {
         req.model = facts.model("Qwen3.5-122B-A10B").cloned();
         req.workload.avg_output_tokens = Some(1818.0);
         req.compare_days = Some(16.5);
-        let node = catalog.node("rtx6000-4x-tp4").unwrap();
+        let node = catalog.node("rtxpro6000-4x-tp4").unwrap();
         req.run = Some((
             &run,
             "seed.json".to_string(),
@@ -376,7 +377,7 @@ mod tests {
         ));
         let p = plan(&req).unwrap();
         let first = &p.nodes[0];
-        assert_eq!(first.node, "rtx6000-4x-tp4");
+        assert_eq!(first.node, "rtxpro6000-4x-tp4");
         assert_eq!(first.basis, Basis::Fitted);
         assert!((first.tok_s_per_node.p50 - 1610.0).abs() < 161.0);
         assert!(first.latency_s.unwrap() > 40.0);
@@ -387,7 +388,7 @@ mod tests {
         assert_eq!(
             p.nodes
                 .iter()
-                .filter(|n| n.node == "rtx6000-4x-tp4")
+                .filter(|n| n.node == "rtxpro6000-4x-tp4")
                 .count(),
             1
         );

@@ -15,14 +15,37 @@ pub const PREFIX: &str = "seed:";
 /// Each seed run: its name (the file's, without `.json`) and the file's text.
 const SEEDS: [(&str, &str); 2] = [
     (
+        "rtxpro6000-4x-tp4-qwen3.5-122b",
+        include_str!("../../fixtures/seeds/rtxpro6000-4x-tp4-qwen3.5-122b.json"),
+    ),
+    (
+        "rtxpro6000-8x-dp-qwen3.6-27b-batch1",
+        include_str!("../../fixtures/seeds/rtxpro6000-8x-dp-qwen3.6-27b-batch1.json"),
+    ),
+];
+
+/// Seed names before issue 50 (see catalog::RENAMED_NODES), still read.
+const RENAMED: [(&str, &str); 2] = [
+    (
         "rtx6000-4x-tp4-qwen3.5-122b",
-        include_str!("../../fixtures/seeds/rtx6000-4x-tp4-qwen3.5-122b.json"),
+        "rtxpro6000-4x-tp4-qwen3.5-122b",
     ),
     (
         "rtx6000-8x-dp-qwen3.6-27b-batch1",
-        include_str!("../../fixtures/seeds/rtx6000-8x-dp-qwen3.6-27b-batch1.json"),
+        "rtxpro6000-8x-dp-qwen3.6-27b-batch1",
     ),
 ];
+
+/// The note for a `--results` that names a seed by its old name; None otherwise.
+pub fn renamed_note(arg: &str) -> Option<String> {
+    let name = arg.strip_prefix(PREFIX)?;
+    let name = name.strip_suffix(".json").unwrap_or(name);
+    let (old, new) = RENAMED.iter().find(|(old, _)| *old == name)?;
+    Some(format!(
+        "{PREFIX}{old} is now {PREFIX}{new} (the RTX PRO 6000 Blackwell; \"rtx6000\" is also the \
+         older 48 GB RTX 6000 Ada): the old name still works"
+    ))
+}
 
 /// The names `seed:NAME` takes.
 pub fn names() -> Vec<&'static str> {
@@ -36,6 +59,10 @@ pub fn load(arg: &Path) -> Result<RunResult> {
         return RunResult::load(arg);
     };
     let name = name.strip_suffix(".json").unwrap_or(name);
+    let name = RENAMED
+        .iter()
+        .find(|(old, _)| *old == name)
+        .map_or(name, |(_, new)| *new);
     let Some((_, text)) = SEEDS.iter().find(|(n, _)| *n == name) else {
         let known: Vec<String> = names().iter().map(|n| format!("{PREFIX}{n}")).collect();
         bail!(
@@ -77,9 +104,12 @@ mod tests {
             let with_ext = load(Path::new(&format!("seed:{name}.json"))).unwrap();
             assert_eq!(with_ext.levels.len(), built.levels.len());
         }
+        let old = load(Path::new("seed:rtx6000-4x-tp4-qwen3.5-122b")).unwrap();
+        assert_eq!(old.levels.len(), 5);
+        assert!(renamed_note("seed:rtx6000-4x-tp4-qwen3.5-122b.json").is_some());
         let err = load(Path::new("seed:nope")).unwrap_err().to_string();
         assert!(
-            err.contains("seed:nope") && err.contains("seed:rtx6000-4x-tp4-qwen3.5-122b"),
+            err.contains("seed:nope") && err.contains("seed:rtxpro6000-4x-tp4-qwen3.5-122b"),
             "{err}"
         );
     }

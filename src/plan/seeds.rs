@@ -12,9 +12,9 @@ use crate::record::{
 };
 
 /// File name of the 5-level 122B curve under fixtures/seeds/.
-pub const SEED_122B_CURVE: &str = "rtx6000-4x-tp4-qwen3.5-122b.json";
+pub const SEED_122B_CURVE: &str = "rtxpro6000-4x-tp4-qwen3.5-122b.json";
 /// File name of the batch-1 27B measurement under fixtures/seeds/.
-pub const SEED_27B_BATCH1: &str = "rtx6000-8x-dp-qwen3.6-27b-batch1.json";
+pub const SEED_27B_BATCH1: &str = "rtxpro6000-8x-dp-qwen3.6-27b-batch1.json";
 
 const TRANSCRIBED: &str = "transcribed from a report, not measured by throughline: one trial per \
     level, no per-request records (TTFT, ITL and latency percentiles unknown); the date is the \
@@ -83,7 +83,7 @@ fn transcribed(
 pub fn seed_122b_curve() -> RunResult {
     let p = profile(
         r#"
-name = "seed-rtx6000-4x-tp4-qwen3.5-122b"
+name = "seed-rtxpro6000-4x-tp4-qwen3.5-122b"
 description = "Transcribed from a report (seed 004): SGLang, Qwen3.5-122B-A10B BF16, 4x RTX PRO 6000 Blackwell, TP=4, MTP speculation, P2P DMA disabled. Fixed 1000-token synthetic inputs and 1000-token outputs, one warmup request, a single trial per level; requests per level were 4/8/32/64/128."
 [target]
 endpoints = ["http://127.0.0.1:30000"]
@@ -141,7 +141,7 @@ warmup_requests = 1
 pub fn seed_27b_batch1() -> RunResult {
     let p = profile(
         r#"
-name = "seed-rtx6000-8x-dp-qwen3.6-27b-batch1"
+name = "seed-rtxpro6000-8x-dp-qwen3.6-27b-batch1"
 description = "Transcribed from a report (seeds 000, 003): 8 SGLang 0.5.12 servers, one per RTX PRO 6000 Blackwell GPU, Qwen3.6-27B BF16; one request per server (max_tokens 1024, all hit the limit), 8,192 tokens in 38,684 ms. A single level: no scaling curve."
 [target]
 endpoints = ["http://127.0.0.1:30000", "http://127.0.0.1:30001", "http://127.0.0.1:30002", "http://127.0.0.1:30003", "http://127.0.0.1:30004", "http://127.0.0.1:30005", "http://127.0.0.1:30006", "http://127.0.0.1:30007"]

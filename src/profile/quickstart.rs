@@ -61,7 +61,7 @@ impl QuickStart {
         let mut out = String::from(
             "# A throughline benchmark profile. Run it with:\n\
              #   throughline bench --profile THIS_FILE\n\
-             # Every key is described in the README (\"The profile\"); unknown keys are errors.\n",
+             # Every key is described in docs/profile.md; unknown keys are errors.\n",
         );
         // A note may quote a server (init's model ids): one comment line each, control
         // characters escaped, so no note becomes a key.

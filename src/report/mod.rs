@@ -11,6 +11,7 @@ pub mod links;
 pub mod markdown;
 pub mod mermaid;
 pub mod plan;
+pub mod plan_files;
 pub mod plots;
 pub mod pr_comment;
 pub mod publish;

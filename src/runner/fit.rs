@@ -23,7 +23,12 @@ pub fn refuse_unfit(setup: &BlocksSetup) -> Result<()> {
     {
         return Ok(());
     }
-    let Some(gpu) = crate::load::gpu::detect().and_then(|g| g.model) else {
+    // One GPU model on the machine: with several (joined by " + ") which one a slot gets is
+    // not known here.
+    let Some(gpu) = crate::load::gpu::detect()
+        .and_then(|g| g.model)
+        .filter(|m| !m.contains(" + "))
+    else {
         return Ok(());
     };
     let shared = setup.relative() && setup.pairs.iter().any(|p| p.len() == 1);

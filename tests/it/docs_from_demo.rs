@@ -1,5 +1,5 @@
 //! The docs show the demo's verdict, and they must be what the code writes: the pull-request
-//! comment (docs/charts/pr-comment.md) and the README's gate table are rendered here from one
+//! comment (docs/charts/pr-comment.md) and the gate table of docs/demo.md (the demo output moved there from the README) are rendered here from one
 //! demo run committed as docs/charts/demo-results.json, gated as the demo gates it (the
 //! embedded baselines/demo.toml's settings). When a renderer changes on purpose, rewrite them:
 //!
@@ -7,7 +7,7 @@
 //!
 //! and commit the result. (A new demo run: `throughline demo -o DIR`, then copy
 //! DIR/results.json over docs/charts/demo-results.json, its PNGs into docs/charts/ and its
-//! console output into the README's demo block, and bless as above.)
+//! console output into docs/demo.md's demo block, and bless as above.)
 
 use std::path::{Path, PathBuf};
 
@@ -87,9 +87,9 @@ fn the_readme_shows_the_demo_verdicts_gate_table() {
         .take_while(|l| !l.starts_with("gate:"))
         .collect();
     assert!(table.len() >= 3, "{console}");
-    let path = root().join("README.md");
+    let path = root().join("docs/demo.md");
     let readme = std::fs::read_to_string(&path).unwrap();
-    // The README's first gate table (in the demo's output) is the one to match.
+    // docs/demo.md's first gate table (in the demo's output) is the one to match.
     let lines: Vec<&str> = readme.lines().collect();
     // Found by its shape, not its headings (which the renderer may change): the first
     // line that starts a verdict table.
@@ -99,12 +99,12 @@ fn the_readme_shows_the_demo_verdicts_gate_table() {
             let l = l.trim_start();
             l.starts_with("C |") && l.contains("ratio [bounds]") && l.contains("p (Holm)")
         })
-        .expect("the README shows the demo's gate table");
+        .expect("docs/demo.md shows the demo's gate table");
     let end = start
         + lines[start..]
             .iter()
             .position(|l| l.starts_with("gate:"))
-            .expect("the README's gate table ends with the gate: line");
+            .expect("docs/demo.md's gate table ends with the gate: line");
     let mut want_lines: Vec<&str> = lines[..start].to_vec();
     want_lines.extend(&table);
     want_lines.extend(&lines[end..]);

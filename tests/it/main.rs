@@ -51,6 +51,7 @@ mod managed_servers;
 mod pairs_failure;
 mod plan_cli;
 mod plan_lengths_mix;
+mod plan_own_hardware;
 mod plan_vs_reality;
 mod plan_wrong_answers;
 mod plot_cli;

@@ -99,7 +99,7 @@ fn the_seed_decision_from_the_catalog() {
         "--model",
         "Qwen3.6-27B",
         "--node",
-        "rtx6000-4x-dp-mtp",
+        "rtxpro6000-4x-dp-mtp",
         "--compare-days",
         "16.5",
     ]);
@@ -130,11 +130,11 @@ fn the_seed_decision_from_the_catalog() {
     assert!((f(&b200["days"]["p50"]) - 0.8436).abs() < 0.001);
     assert_eq!(b200["interval"]["known"], false);
     assert_eq!(b200["deadline"]["nodes_p50"], 1);
-    let rtx4 = node(&p, "rtx6000-4x-dp-mtp");
+    let rtx4 = node(&p, "rtxpro6000-4x-dp-mtp");
     assert!((f(&rtx4["days"]["p50"]) - 11.86).abs() < 0.01);
     assert_eq!(rtx4["deadline"]["nodes_p50"], 6);
     // The batch-1 figure on the 8-GPU node is 80% of the datasheet roofline.
-    let rtx8 = node(&p, "rtx6000-8x-dp");
+    let rtx8 = node(&p, "rtxpro6000-8x-dp");
     let check = &rtx8["roofline"]["checks"][0];
     assert!((f(&check["bound"]) - 33.09).abs() < 0.05, "{check}");
     assert!((f(&check["efficiency"]) - 0.80).abs() < 0.01, "{check}");
@@ -150,7 +150,7 @@ fn the_27b_data_expansion_takes_15_hours() {
         "--model",
         "Qwen3.6-27B",
         "--node",
-        "rtx6000-8x-dp",
+        "rtxpro6000-8x-dp",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
@@ -164,9 +164,9 @@ fn the_seed_curve_is_fitted_and_written() {
     let json_file = dir.path().join("p.json");
     let o = plan(&[
         "--results",
-        &seed("rtx6000-4x-tp4-qwen3.5-122b.json"),
+        &seed("rtxpro6000-4x-tp4-qwen3.5-122b.json"),
         "--node",
-        "rtx6000-4x-tp4",
+        "rtxpro6000-4x-tp4",
         "--completions",
         "902087",
         "--avg-output-tokens",
@@ -193,7 +193,7 @@ fn the_seed_curve_is_fitted_and_written() {
     assert!(near(&fit["lambda"], 119.0), "{fit}");
     assert!(near(&fit["peak_concurrency"], 48.0), "{fit}");
     assert!(near(&fit["peak_throughput"], 1610.0), "{fit}");
-    let row = node(&p, "rtx6000-4x-tp4");
+    let row = node(&p, "rtxpro6000-4x-tp4");
     assert_eq!(row["basis"], "fitted");
     let days = &row["days"];
     assert!(f(&days["p10"]) < f(&days["p50"]) && f(&days["p50"]) < f(&days["p90"]));
@@ -208,9 +208,9 @@ fn the_seed_curve_is_fitted_and_written() {
     // Deterministic: the same seed gives the same plan.
     let again = plan(&[
         "--results",
-        &seed("rtx6000-4x-tp4-qwen3.5-122b.json"),
+        &seed("rtxpro6000-4x-tp4-qwen3.5-122b.json"),
         "--node",
-        "rtx6000-4x-tp4",
+        "rtxpro6000-4x-tp4",
         "--completions",
         "902087",
         "--avg-output-tokens",
@@ -228,9 +228,9 @@ fn the_seed_curve_is_fitted_and_written() {
 fn one_level_plans_from_the_measured_point() {
     let o = plan(&[
         "--results",
-        &seed("rtx6000-8x-dp-qwen3.6-27b-batch1.json"),
+        &seed("rtxpro6000-8x-dp-qwen3.6-27b-batch1.json"),
         "--node",
-        "rtx6000-8x-dp",
+        "rtxpro6000-8x-dp",
         "--output-tokens",
         "1.64e9",
         "--format",
@@ -238,7 +238,7 @@ fn one_level_plans_from_the_measured_point() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let p = json(&o);
-    let row = node(&p, "rtx6000-8x-dp");
+    let row = node(&p, "rtxpro6000-8x-dp");
     assert_eq!(row["basis"], "measured");
     // 26.5 tok/s per GPU x 8 replicas = 212 tok/s: 89.6 days at batch 1.
     assert!((f(&row["tok_s_per_node"]["p50"]) - 211.8).abs() < 0.1);
@@ -340,7 +340,7 @@ fn bad_input_exits_2_with_a_clear_message() {
 fn limits_and_a_node_described_by_flags() {
     let o = plan(&[
         "--results",
-        &seed("rtx6000-4x-tp4-qwen3.5-122b.json"),
+        &seed("rtxpro6000-4x-tp4-qwen3.5-122b.json"),
         "--gpu",
         "RTX PRO 6000",
         "--gpus-per-node",
@@ -457,7 +457,7 @@ fn the_planner_asks_for_the_model_caps_scaled_rows_at_memory_and_writes_null() {
     for said in [
         "Qwen3.6-27B",
         "Qwen3.5-122B-A10B",
-        "rtx6000-4x-tp4",
+        "rtxpro6000-4x-tp4",
         "--model",
     ] {
         assert!(stderr(&o).contains(said), "{said}: {}", stderr(&o));
@@ -474,7 +474,7 @@ fn the_planner_asks_for_the_model_caps_scaled_rows_at_memory_and_writes_null() {
     assert!(notes.contains("capped at the 66 sequences"), "{notes}");
     // The same share of the bound as the measured node, not 68% of it at 66 sequences.
     let share = |n: &serde_json::Value| f(&n["roofline"]["efficiency"]);
-    let rtx8 = node(&p, "rtx6000-8x-dp");
+    let rtx8 = node(&p, "rtxpro6000-8x-dp");
     assert!((share(h100) - share(rtx8)).abs() < 0.01, "{h100}");
     assert!(f(&h100["tok_s_per_node"]["p50"]) < 0.7 * 17_647.0);
     // Unknown intervals: no p10/p90 that look like a zero-width measured one.
@@ -497,7 +497,7 @@ fn the_planner_asks_for_the_model_caps_scaled_rows_at_memory_and_writes_null() {
 fn nodes_gives_the_job_on_exactly_that_many_nodes() {
     let o = plan(&[
         "-r",
-        &seed("rtx6000-4x-tp4-qwen3.5-122b.json"),
+        &seed("rtxpro6000-4x-tp4-qwen3.5-122b.json"),
         "--completions",
         "902087",
         "--avg-output-tokens",

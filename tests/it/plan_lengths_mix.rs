@@ -10,7 +10,7 @@ fn root() -> PathBuf {
 
 fn seed_curve() -> String {
     root()
-        .join("fixtures/seeds/rtx6000-4x-tp4-qwen3.5-122b.json")
+        .join("fixtures/seeds/rtxpro6000-4x-tp4-qwen3.5-122b.json")
         .display()
         .to_string()
 }
@@ -50,7 +50,7 @@ fn run_plan(extra: &[&str]) -> Output {
         "--results",
         curve.as_str(),
         "--node",
-        "rtx6000-4x-tp4",
+        "rtxpro6000-4x-tp4",
         "--completions",
         "902087",
     ];
@@ -149,8 +149,8 @@ fn the_cheapest_mix_meets_the_deadline_at_p90_or_says_why_not() {
     let catalog = dir.path().join("catalog.toml");
     let text = std::fs::read_to_string(root().join("fixtures/catalog.toml")).unwrap();
     let text = text.replace(
-        "name = \"rtx6000-4x-tp4\"\n",
-        "name = \"rtx6000-4x-tp4\"\navailable = 3\n",
+        "name = \"rtxpro6000-4x-tp4\"\n",
+        "name = \"rtxpro6000-4x-tp4\"\navailable = 3\n",
     );
     std::fs::write(&catalog, text).unwrap();
     let cat = catalog.to_str().unwrap();
@@ -166,7 +166,7 @@ fn the_cheapest_mix_meets_the_deadline_at_p90_or_says_why_not() {
     let p = json(&run_plan(&args));
     let row = &p["nodes"][0];
     let mix = &p["mix"];
-    assert_eq!(mix["best"]["counts"][0][0], "rtx6000-4x-tp4", "{mix}");
+    assert_eq!(mix["best"]["counts"][0][0], "rtxpro6000-4x-tp4", "{mix}");
     assert_eq!(mix["best"]["counts"][0][1], 3, "{mix}");
     let tokens = 902_087.0 * 1818.0;
     let hours = tokens / (3.0 * f(&row["tok_s_per_node"]["p10"])) / 3600.0;
@@ -183,7 +183,7 @@ fn the_cheapest_mix_meets_the_deadline_at_p90_or_says_why_not() {
     let o = run_plan(&args);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("cheapest mix") && out.contains("3 x rtx6000-4x-tp4"),
+        out.contains("cheapest mix") && out.contains("3 x rtxpro6000-4x-tp4"),
         "{out}"
     );
 

@@ -14,8 +14,8 @@ fn seed(name: &str) -> PathBuf {
         .join(name)
 }
 
-const CURVE_122B: &str = "rtx6000-4x-tp4-qwen3.5-122b.json";
-const BATCH1_27B: &str = "rtx6000-8x-dp-qwen3.6-27b-batch1.json";
+const CURVE_122B: &str = "rtxpro6000-4x-tp4-qwen3.5-122b.json";
+const BATCH1_27B: &str = "rtxpro6000-8x-dp-qwen3.6-27b-batch1.json";
 
 fn plan(args: &[&str]) -> Output {
     crate::common::command()
@@ -203,9 +203,9 @@ fn compare_days_names_its_node() {
     ];
     refused(&plan(&base), "--compare-node");
     let mut args = base.to_vec();
-    args.extend(["--compare-node", "rtx6000-4x-dp-mtp", "--format", "json"]);
+    args.extend(["--compare-node", "rtxpro6000-4x-dp-mtp", "--format", "json"]);
     let p = json(&plan(&args));
-    assert_eq!(p["comparison"]["node"], "rtx6000-4x-dp-mtp");
+    assert_eq!(p["comparison"]["node"], "rtxpro6000-4x-dp-mtp");
     assert!((f(&p["comparison"]["plan_days_p50"]) - 11.86).abs() < 0.01);
 }
 
@@ -267,7 +267,7 @@ fn a_deadline_shorter_than_a_request_is_refused() {
         "--results",
         s,
         "--node",
-        "rtx6000-4x-tp4",
+        "rtxpro6000-4x-tp4",
         "--completions",
         "902087",
         "--avg-output-tokens",
@@ -558,7 +558,7 @@ fn scaled_rows_keep_the_references_roofline_share() {
         "--results",
         s.to_str().unwrap(),
         "--node",
-        "rtx6000-4x-tp4",
+        "rtxpro6000-4x-tp4",
         "--completions",
         "902087",
         "--avg-output-tokens",

@@ -1,6 +1,7 @@
-//! The README's `plan` example runs as a user who ran `cargo install` would run it: from a
-//! folder that holds nothing of the repository. The example is read from README.md ("## The
-//! capacity plan"), so the test follows the README.
+//! The docs' `plan` example runs as a user who ran `cargo install` would run it: from a
+//! folder that holds nothing of the repository. The example is read from docs/plan.md ("## The
+//! capacity plan", moved there from the README), so the test follows the docs; and the
+//! README's own one-line example plans too.
 
 use crate::common::*;
 
@@ -8,11 +9,11 @@ use crate::common::*;
 /// and the line the README shows it printing first.
 fn readme_example() -> (Vec<String>, String) {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/plan.md")).unwrap();
     let section = readme
         .split("\n## The capacity plan\n")
         .nth(1)
-        .expect("README has `## The capacity plan`");
+        .expect("docs/plan.md has `## The capacity plan`");
     let mut lines = section
         .lines()
         .skip_while(|l| !l.starts_with("$ throughline plan "));
@@ -94,4 +95,29 @@ fn every_seed_run_is_built_in_by_name() {
         err.contains("seed:nope") && err.contains(names[0].as_str()),
         "{err}"
     );
+}
+
+/// The README's one-line `plan` example (section 6) plans from an empty folder, and the
+/// user's run leads its summary.
+#[test]
+fn the_readme_one_line_plan_runs_from_any_folder() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let at = readme
+        .find("`throughline plan ")
+        .expect("the README shows a plan command");
+    let command = readme[at + 1..].split('`').next().unwrap();
+    let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let o = command_in(&args, dir.path());
+    assert_eq!(code(&o), 0, "{command}\n{}", text(&o));
+    assert!(
+        text(&o).contains("\nsummary:\n  your hardware (the run): "),
+        "{}",
+        text(&o)
+    );
+}
+
+fn command_in(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    command().args(args).current_dir(dir).output().unwrap()
 }

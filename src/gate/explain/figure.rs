@@ -15,6 +15,10 @@ pub enum Figure {
     ItlP50,
     ItlP99,
     E2eP50,
+    /// Each request's (E2E - TTFT) / (output tokens - 1), averaged over the trial's requests:
+    /// the decode time per token, steady where ITL p50 is not (a chunk split over reads, or
+    /// tokens coalesced, moves the median gap; a mean over every token does not move).
+    TpotMean,
     /// Output tokens per content chunk: above 1 with speculative decoding (MTP).
     TokensPerChunk,
     OutputTokensPerRequest,
@@ -40,12 +44,13 @@ pub(super) enum Scale {
 }
 
 impl Figure {
-    pub const ALL: [Figure; 14] = [
+    pub const ALL: [Figure; 15] = [
         Figure::TtftP50,
         Figure::TtftP99,
         Figure::ItlP50,
         Figure::ItlP99,
         Figure::E2eP50,
+        Figure::TpotMean,
         Figure::TokensPerChunk,
         Figure::OutputTokensPerRequest,
         Figure::PromptTokensPerRequest,
@@ -65,6 +70,7 @@ impl Figure {
             Figure::ItlP50 => "ITL p50",
             Figure::ItlP99 => "ITL p99",
             Figure::E2eP50 => "E2E p50",
+            Figure::TpotMean => "TPOT mean",
             Figure::TokensPerChunk => "tokens per chunk",
             Figure::OutputTokensPerRequest => "output tokens per request",
             Figure::PromptTokensPerRequest => "prompt tokens per request",
@@ -109,6 +115,7 @@ impl Figure {
             Figure::ItlP50 => t.itl_ms.as_ref().map(|p| p.p50),
             Figure::ItlP99 => t.itl_ms.as_ref().map(|p| p.p99),
             Figure::E2eP50 => t.e2e_ms.as_ref().map(|p| p.p50),
+            Figure::TpotMean => t.tpot_ms.as_ref().map(|p| p.mean),
             Figure::TokensPerChunk => (t.client.as_ref())
                 .and_then(|c| c.chunks)
                 .filter(|&c| c > 0)
@@ -135,6 +142,7 @@ impl Figure {
             | Figure::ItlP50
             | Figure::ItlP99
             | Figure::E2eP50 => format!("{v:.1} ms"),
+            Figure::TpotMean => format!("{v:.2} ms"),
             Figure::ErrorRate | Figure::PrefixCacheShare | Figure::KvCacheUsage => {
                 format!("{:.0}%", v * 100.0)
             }

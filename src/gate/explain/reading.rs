@@ -109,11 +109,14 @@ pub(super) fn read(moved: &[Moved]) -> Vec<Reading> {
         || !capped.is_empty()
         || find(Figure::OutputTokensPerRequest).is_some()
         || up(Figure::ErrorRate).is_some();
-    if !said_any {
-        if let Some(i) = up(Figure::ItlP50) {
-            say(Cause::DecodeSlower, vec![i]);
-            said_any = true;
-        }
+    // Decode time per token: the mean over every token (TPOT) and the median gap (ITL).
+    let decode: Vec<&Moved> = [up(Figure::TpotMean), up(Figure::ItlP50)]
+        .into_iter()
+        .flatten()
+        .collect();
+    if !said_any && !decode.is_empty() {
+        say(Cause::DecodeSlower, decode);
+        said_any = true;
     }
     if !said_any {
         if let Some(t) = up(Figure::TtftP50) {

@@ -521,9 +521,12 @@ mod tests {
     #[test]
     fn names_wrap_whole_and_are_cut_only_when_asked() {
         let width = |t: &str| 8 * t.chars().count() as i32;
-        let name = "rtx6000-4x-tp4 (fitted), interval unknown";
+        let name = "rtxpro6000-4x-tp4 (fitted), interval unknown";
         let lines = wrap(name, 128, &width);
-        assert_eq!(lines, ["rtx6000-4x-tp4", "(fitted),", "interval unknown"]);
+        assert_eq!(
+            lines,
+            ["rtxpro6000-4x-tp4", "(fitted),", "interval unknown"]
+        );
         assert_eq!(lines.join(" "), name);
         assert!(lines.iter().all(|l| width(l) <= 128));
         assert_eq!(wrap("h100-8x", 120, &width), ["h100-8x"]);

@@ -164,6 +164,19 @@ fn lower_speculative_acceptance_reads_as_such() {
     );
 }
 
+/// Issue 50 item 7: a plain slowdown (every step 8% slower) reads as slower decoding, with
+/// TPOT mean among the figures, not as "E2E p50 +8%" alone beside a flat ITL p50 (the median
+/// gap moves with how chunks fall into reads; the mean over every token does not).
+#[test]
+fn a_plain_slowdown_reads_as_slower_decoding_by_tpot() {
+    first_reading_is(
+        &FIXED,
+        &with(&["--slowdown", "1.08"]),
+        "decode_slower",
+        "TPOT mean",
+    );
+}
+
 #[test]
 fn an_unchanged_head_reads_as_none_of_them() {
     let (v, console) = relative("same", &FIXED, &FIXED);

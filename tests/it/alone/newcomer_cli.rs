@@ -212,14 +212,15 @@ fn init_writes_a_commented_profile_probes_the_server_and_keeps_an_existing_file(
     assert!(written.contains("#   engine: throughline-sim"), "{written}");
 }
 
-/// The README's example profile ("## The profile"), as written.
+/// The example profile of docs/profile.md ("## The profile", moved there from the README), as
+/// written.
 fn readme_profile() -> String {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/profile.md")).unwrap();
     let section = readme
         .split("## The profile")
         .nth(1)
-        .expect("README has `## The profile`");
+        .expect("docs/profile.md has `## The profile`");
     let block = section.split("```toml\n").nth(1).unwrap();
     block.split("```").next().unwrap().to_string()
 }
