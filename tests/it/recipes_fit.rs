@@ -33,6 +33,8 @@ fn unquote(v: &str) -> String {
 fn recipes(at: &str, text: &str) -> Vec<Recipe> {
     let lines: Vec<&str> = text.lines().collect();
     let (mut labels, mut slots, mut out) = (String::new(), None, Vec::new());
+    // A matrix's literal `slots:` (read above its job's `runs-on:`), for `${{ matrix.slots }}`.
+    let mut matrix_slots: Option<String> = None;
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
@@ -50,7 +52,11 @@ fn recipes(at: &str, text: &str) -> Vec<Recipe> {
                 labels = value.to_string();
                 slots = None;
             }
-            "slots" => slots = Some(unquote(value)),
+            "slots" if value.contains("${{ matrix.slots }}") => slots = matrix_slots.clone(),
+            "slots" => {
+                slots = Some(unquote(value));
+                matrix_slots = slots.clone();
+            }
             "server-command" | "base-server-command" | "server" if !value.contains("${{") => {
                 let mut command = String::new();
                 if value.trim() == ">-" {
