@@ -37,18 +37,33 @@ struct Leg<'a> {
 pub fn pool(checks: Vec<Check>, runs: &[(String, RunResult)], waves: u32) -> Result<Pooled> {
     let mut alone = Vec::new();
     let mut legs: Vec<Leg> = Vec::new();
+    let mut said = Vec::new();
     for check in checks {
         let run = (check.verdict.run_id.as_deref()).and_then(|id| {
             (runs.iter())
                 .map(|(_, r)| r)
                 .find(|r| r.run_id.as_deref() == Some(id))
         });
+        // A run counted twice (one artifact downloaded into two folders) would count its
+        // blocks twice: it pools once.
+        let twice = run.and_then(|r| {
+            (legs.iter()).find(|l| l.run.run_id.is_some() && l.run.run_id == r.run_id)
+        });
+        if let Some(first) = twice {
+            said.push(format!(
+                "{}: the same run as {} (run {}): its blocks pooled once",
+                crate::untrusted::inline_text(&check.file),
+                crate::untrusted::inline_text(&first.check.file),
+                first.run.run_id.as_deref().unwrap_or_default()
+            ));
+            alone.push(check);
+            continue;
+        }
         match run.filter(|r| poolable(&check.verdict, r)) {
             Some(run) => legs.push(Leg { check, run }),
             None => alone.push(check),
         }
     }
-    let mut said = Vec::new();
     let mut out = Vec::new();
     // Legs in groups of one comparison, in the merge's order; a group of one stays alone.
     let mut groups: Vec<Vec<Leg>> = Vec::new();

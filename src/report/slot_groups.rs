@@ -27,6 +27,9 @@ pub fn groups_line(blocks: &[(u32, &CrossoverInfo)]) -> Option<String> {
                     g.shared_slot_blocks
                 ));
             }
+            if g.slots_pooled {
+                said.push_str(" (alike: their spread pooled)");
+            }
             if g.set_aside > 0 {
                 said.push_str(&format!(
                     ", {} block(s) set aside (one way round, nothing to pair them)",

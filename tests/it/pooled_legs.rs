@@ -77,6 +77,23 @@ fn three_legs_of_four_blocks_give_one_verdict_of_twelve() {
     );
     assert!(text(&o).contains("check: pooled:"), "{}", text(&o));
 
+    // One leg's artifact twice (its run id the same): its blocks pool once.
+    let copy = dir.path().join("legs/e");
+    std::fs::create_dir_all(&copy).unwrap();
+    for f in ["results.json", "verdict.json"] {
+        std::fs::copy(legs.join("a").join(f), copy.join(f)).unwrap();
+    }
+    let o = merge(&legs, &out, "4");
+    assert!(text(&o).contains("the same run as"), "{}", text(&o));
+    let v = read_json(&out.join("verdict.json"));
+    let pooled = &v["checks"][0];
+    assert_eq!(pooled["pooled"].as_array().unwrap().len(), 3, "{v:#}");
+    assert_eq!(
+        pooled["verdict"]["levels"][0]["test"]["crossover"]["blocks"],
+        12
+    );
+    std::fs::remove_dir_all(&copy).unwrap();
+
     // A leg whose GPU driver differs is named and judged on its own.
     let c = legs.join("c/results.json");
     let mut run_c = read_json(&c);

@@ -19,6 +19,10 @@
 //! freedom: the pool's average gap, with the groups as its sample (what Facebook's Perflab
 //! found: ignoring the host makes intervals too narrow).
 //!
+//! Where the groups' slot effects agree with the blocks' spread, their spread joins the
+//! residual (as one slot effect would read them, but never narrower): alike pairs give back
+//! the degrees of freedom their own slot effects took.
+//!
 //! With at most one group the blocks go to [`crossover_level`] unchanged (one pair, or one
 //! look of one block per pair): the grouped model only ever speaks where it can.
 
@@ -65,6 +69,10 @@ pub struct GroupsInfo {
     pub shared_slot_blocks: usize,
     /// Blocks set aside: one way round only, with nothing of the other way to pair them.
     pub set_aside: usize,
+    /// The groups' slot effects agreed with the blocks' spread: their spread was pooled into
+    /// the residual (more degrees of freedom, a bound never narrower).
+    #[serde(default)]
+    pub slots_pooled: bool,
     /// p of the F test that the groups' gaps agree (None: no within-group df to test).
     pub agreement_p: Option<f64>,
     /// Whether the between-group spread alone judged (the gaps differ beyond chance).
@@ -152,12 +160,32 @@ pub fn grouped_level(
     let mean_inv_n = used.iter().map(|k| k.inv_n).sum::<f64>() / used.len() as f64;
     let within = if dfw > 0 { s2w * mean_inv_n } else { f64::NAN };
     let floor = if within.is_finite() { within } else { 0.0 };
-    let ss_w: f64 = groups.iter().map(|g| g.est.ss).sum();
-    let df_w: f64 = groups.iter().map(|g| g.est.df).sum();
+    let mut ss_w: f64 = groups.iter().map(|g| g.est.ss).sum();
+    let mut df_w: f64 = groups.iter().map(|g| g.est.df).sum();
     let q: f64 = (groups.iter())
         .map(|g| (g.est.gap - gap).powi(2) / g.est.factor)
         .sum();
     let df_b = groups.len() as f64 - 1.0;
+    // The groups' slot effects' spread about their weighted mean (G - 1 df). Where it agrees
+    // with the blocks' own spread (or, with no df within groups, the gaps' spread), it joins
+    // the residual: its expectation is never below the blocks' variance, so pooling it can
+    // only widen the bound, and its degrees of freedom are what alike slots give back.
+    let slot_mean = (groups.iter())
+        .map(|g| g.est.slot / g.est.factor)
+        .sum::<f64>()
+        / weight;
+    let q_s: f64 = (groups.iter())
+        .map(|g| (g.est.slot - slot_mean).powi(2) / g.est.factor)
+        .sum();
+    let (reference, reference_df) = match df_w > 0.0 {
+        true => ((ss_w / df_w).max(floor), df_w),
+        false => ((q / df_b).max(floor), df_b),
+    };
+    let slots_pooled = f_sf(q_s / df_b / reference, df_b, reference_df) >= GROUPS_AGREEMENT_P;
+    if slots_pooled {
+        ss_w += q_s;
+        df_w += df_b;
+    }
     let agreement_p = (df_w > 0.0).then(|| f_sf(q / df_b / (ss_w / df_w).max(floor), df_b, df_w));
     let between_judged = agreement_p.is_some_and(|p| p < GROUPS_AGREEMENT_P);
     let (block_var, df) = match between_judged {
@@ -182,6 +210,7 @@ pub fn grouped_level(
             .collect(),
         shared_slot_blocks: shared,
         set_aside,
+        slots_pooled,
         agreement_p,
         between_judged,
         between_spread: within_var.and_then(|w| finite((q / df_b - w).max(0.0).sqrt())),

@@ -56,7 +56,8 @@ fn each_group_takes_out_its_own_slot_effect() {
     }
     assert!(close(lv.d.unwrap(), 0.0, 1e-9), "{:?}", lv.d);
     assert_eq!(info.blocks, 12);
-    // Within 3 * 2 df + between 2 df.
+    // Within 3 * 2 df + between 2 df; the slot effects differ, their spread is not pooled.
+    assert!(!groups.slots_pooled, "{groups:?}");
     assert_eq!(lv.df, 8.0);
     let plain: Vec<Block> = blocks.iter().map(|b| b.block.clone()).collect();
     let common = crossover_level(&plain, None, 0.25);
@@ -80,10 +81,12 @@ fn runners_whose_gaps_differ_are_judged_on_their_spread() {
     assert_eq!(lv.df, 3.0, "the between-runner spread's own G - 1 df");
     assert!(close(lv.d.unwrap(), -0.015, 1e-9));
     assert!(groups.between_spread.unwrap() > 0.02);
-    // Alike runners pool.
+    // Alike runners pool: their gaps, and their alike slot effects (4 x 2 within, 3 for the
+    // slot effects, 3 for the gaps).
     let alike = grouped_level(&design(&slots, 0.0, &[]), None, 0.25);
     let groups = alike.crossover.as_ref().unwrap().groups.clone().unwrap();
-    assert!(!groups.between_judged && alike.df == 11.0, "{groups:?}");
+    assert!(!groups.between_judged && groups.slots_pooled, "{groups:?}");
+    assert_eq!(alike.df, 14.0);
 }
 
 #[test]
