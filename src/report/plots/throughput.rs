@@ -18,7 +18,7 @@ use super::style::{self, LegendEntry, Mark, BLUE, GREEN, ORANGE};
 use super::{render_png, samples, Footer, LevelSamples, Levels, Root};
 use crate::record::analysis::{Scaling, ScalingCurve};
 use crate::record::RunResult;
-use crate::report::{level_interval, LevelInterval};
+use crate::report::numbers::{level_interval, LevelInterval};
 use crate::stats::is_positive;
 
 /// Above this many levels, markers shrink and interval caps are left out.
