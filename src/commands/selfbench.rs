@@ -16,7 +16,7 @@ use crate::load::selfbench::{
     memory, run_case_here, run_on_client_runtime, run_timing_here, spawn_case, spawn_child,
     SelfbenchReport, SimProcess, TimingFigures,
 };
-use crate::process::limits::raise_open_files;
+use crate::process::open_files::raise_open_files;
 use crate::process::pin::CoreSplit;
 use crate::report::selfbench::{print_row, print_timing};
 

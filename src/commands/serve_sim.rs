@@ -253,28 +253,23 @@ mod tests {
 
     const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+    /// The flags as `serve-sim` parses them (its defaults for the rest).
+    fn parsed(flags: &[&str]) -> ServeSimArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ServeSimArgs,
+        }
+        <Cli as clap::Parser>::parse_from(std::iter::once("serve-sim").chain(flags.iter().copied()))
+            .args
+    }
+
     #[tokio::test]
     async fn config_errors_are_clear() {
         let args = |preset: &str, slowdown: f64| ServeSimArgs {
             preset: preset.into(),
-            replicas: 1,
-            port: 0,
-            host: LOCAL,
-            seed: 0,
             slowdown,
-            session_jitter: 0.0,
-            max_running: None,
-            token_delay_ms: None,
-            model: None,
-            engine_version: None,
-            record_send_times: false,
-            tokenizer: None,
-            prefix_cache: false,
-            template_tokens: None,
-            kv_cache_tokens: None,
-            mtp_max: None,
-            tokens_per_step: None,
-            faults: Default::default(),
+            ..parsed(&[])
         };
         let e = args("nope", 1.0).to_config().unwrap_err().to_string();
         assert!(
@@ -307,27 +302,7 @@ mod tests {
     /// them, and the error names the flag and its range.
     #[tokio::test]
     async fn out_of_range_flags_are_refused_before_the_engine_runs() {
-        let args = ServeSimArgs {
-            preset: "fast".into(),
-            replicas: 1,
-            port: 0,
-            host: LOCAL,
-            seed: 0,
-            slowdown: 1.0,
-            session_jitter: 0.0,
-            max_running: None,
-            token_delay_ms: None,
-            model: None,
-            engine_version: None,
-            record_send_times: false,
-            tokenizer: None,
-            prefix_cache: false,
-            template_tokens: None,
-            kv_cache_tokens: None,
-            mtp_max: None,
-            tokens_per_step: None,
-            faults: Default::default(),
-        };
+        let args = parsed(&["--preset", "fast"]);
         let cases = [
             (
                 ServeSimArgs {

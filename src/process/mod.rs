@@ -7,7 +7,7 @@
 
 pub mod env;
 pub mod group;
-pub mod limits;
+pub mod open_files;
 pub mod pin;
 pub mod tree;
 pub mod usage;

@@ -184,7 +184,7 @@ pub fn annotations(verdict: &Verdict) -> Vec<String> {
             Some(r) => format!(
                 "C={} {}",
                 l.concurrency,
-                super::signed_percent((r - 1.0) * 100.0)
+                super::numbers::signed_percent((r - 1.0) * 100.0)
             ),
             None => format!("C={}", l.concurrency),
         })

@@ -141,7 +141,7 @@ fn row(level: &LevelTrend) -> String {
         Some(s) => (
             format!(
                 "{} from {}{}",
-                super::signed_percent((s.ratio - 1.0) * 100.0),
+                super::numbers::signed_percent((s.ratio - 1.0) * 100.0),
                 s.measured_at,
                 commit_text(s.commit.as_deref())
             ),

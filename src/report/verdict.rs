@@ -48,7 +48,7 @@ pub fn worst_ratio_said(worst: Option<f64>) -> String {
         None => String::new(),
         Some(Some(r)) => format!(
             "; worst ratio {r:.3} ({})",
-            super::signed_percent((r - 1.0) * 100.0)
+            super::numbers::signed_percent((r - 1.0) * 100.0)
         ),
         Some(None) => "; worst ratio not finite".to_string(),
     }

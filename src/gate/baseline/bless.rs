@@ -2,9 +2,8 @@
 
 use anyhow::{anyhow, bail, Result};
 
-use super::{
-    fingerprint_differences, Baseline, BaselineLevel, BlessMode, Session, BASELINE_SCHEMA,
-};
+use super::fingerprint_match::fingerprint_differences;
+use super::model::{Baseline, BaselineLevel, BlessMode, Session, BASELINE_SCHEMA};
 use crate::exit::not_comparable;
 use crate::record::checks::level_problems;
 use crate::record::{RunResult, TrialMetric};

@@ -3,9 +3,10 @@
 
 use anyhow::{bail, Result};
 
-use super::{
-    fingerprint_differences, Baseline, CalibrationRow, CALIBRATION_MAX_AGE_DAYS,
-    CALIBRATION_MAX_BLOCKS, MAX_CALIBRATION_ROWS,
+use super::fingerprint_match::fingerprint_differences;
+use super::model::{
+    Baseline, CalibrationRow, CALIBRATION_MAX_AGE_DAYS, CALIBRATION_MAX_BLOCKS,
+    MAX_CALIBRATION_ROWS,
 };
 use crate::exit::not_comparable;
 use crate::record::RunResult;

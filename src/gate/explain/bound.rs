@@ -3,8 +3,9 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use super::figure::Figure;
 use super::figure::Scale;
-use super::{Figure, Moved};
+use super::moved::{Moved, EXPLAIN_ALPHA};
 use crate::record::TrialResult;
 use crate::stats::basic::mean;
 use crate::stats::decision::{crossover_level, relative_level};
@@ -41,7 +42,7 @@ pub(super) fn can_list(f: Figure, base: &[TrialResult], head: &[TrialResult]) ->
         return false;
     }
     !matches!(
-        compare(f, base, head, super::EXPLAIN_ALPHA),
+        compare(f, base, head, EXPLAIN_ALPHA),
         Compared::Absent | Compared::NotEstimable
     )
 }
@@ -111,7 +112,6 @@ pub(super) fn compare(
 
 #[cfg(test)]
 mod tests {
-    use super::super::EXPLAIN_ALPHA;
     use super::*;
 
     /// The per-test level `explain` uses for one level: 5% over the figures that could be

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Figure, Moved};
+use super::figure::Figure;
+use super::moved::Moved;
 
 /// A reading of the moved figures, from typed rules; the first is the likeliest cause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cases::quiet_setup;
 use super::process::SimProcess;
-use crate::load::run_bench;
+use crate::load::run::run_bench;
 use crate::process::usage::PeakRss;
 use crate::profile::Profile;
 

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::exit::Exit;
-use crate::process::limits::raise_open_files;
+use crate::process::open_files::raise_open_files;
 use crate::process::pin::{pin, CoreSplit};
 
 /// The most streams a case may open; the simulator is started with this many slots.

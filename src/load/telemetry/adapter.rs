@@ -2,8 +2,8 @@
 //! page to tell the engine.
 
 use super::page::{line_name, sample_rest, selector_name, Page};
-use super::{Counting, Sample};
 use crate::engine::{self, Engine};
+use crate::record::telemetry::{Counting, Sample};
 
 /// One engine's telemetry: its metric names (src/engine/, one file per engine) and how its
 /// token counter counts. A name may select series by one label, written `name{label=value}`

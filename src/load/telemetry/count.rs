@@ -18,8 +18,8 @@
 
 use std::sync::Mutex;
 
-use super::Counting;
 use crate::load::stream::outcome::Finished;
+use crate::record::telemetry::Counting;
 
 /// The tokens one trial's requests received, per endpoint, placed between its scrapes.
 #[derive(Debug)]

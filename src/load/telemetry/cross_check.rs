@@ -3,9 +3,14 @@
 
 use super::adapter::Adapter;
 use super::count::ClientCount;
-use super::{EndpointSeries, Sample, TrialTelemetry, AGREEMENT, CACHE_NEAR_FULL};
+use crate::record::telemetry::{EndpointSeries, Sample, TrialTelemetry};
 use crate::record::trial_flags::{FlagKind, TrialFlag};
 use crate::record::TrialResult;
+
+/// Client and server token rates may differ by this much before the trial is flagged.
+pub const AGREEMENT: f64 = 0.02;
+/// Cache usage at or above this counts as "near full".
+pub const CACHE_NEAR_FULL: f64 = 0.95;
 
 /// The trial's telemetry: series, the cross-check (the client's tokens as `client` placed
 /// them between the scrapes, count.rs) and the saturation signs.

@@ -15,8 +15,6 @@
 //! trial), `count` (the client's tokens placed between the scrapes as requests finish),
 //! `cross_check` (the cross-check and the saturation signs).
 
-use std::time::Duration;
-
 mod adapter;
 mod count;
 mod cross_check;
@@ -29,14 +27,7 @@ pub use adapter::{
     adapter, impossible_values_warning, missing_counter_warning, Adapter, Recognizer,
 };
 pub use count::ClientCount;
-pub use cross_check::{attach, summarize};
+pub use cross_check::{attach, summarize, AGREEMENT, CACHE_NEAR_FULL};
 pub use page::{Page, Series};
 pub use read::{cut_page_warning, read_lines, MAX_PAGE_BYTES};
-pub use watch::{Watch, MAX_SAMPLES};
-
-/// How often `/metrics` is read during a trial.
-pub const INTERVAL: Duration = Duration::from_secs(1);
-/// Client and server token rates may differ by this much before the trial is flagged.
-pub const AGREEMENT: f64 = 0.02;
-/// Cache usage at or above this counts as "near full".
-pub const CACHE_NEAR_FULL: f64 = 0.95;
+pub use watch::{Watch, INTERVAL, MAX_SAMPLES};

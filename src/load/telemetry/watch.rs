@@ -13,9 +13,12 @@ use super::count::ClientCount;
 use super::cross_check::summarize;
 use super::page::Page;
 use super::read::{read_lines, MAX_PAGE_BYTES};
-use super::{EndpointSeries, Sample, TrialTelemetry, INTERVAL};
 use crate::engine::Engine;
 use crate::load::wire::body::base_url;
+use crate::record::telemetry::{EndpointSeries, Sample, TrialTelemetry};
+
+/// How often `/metrics` is read during a trial.
+pub const INTERVAL: Duration = Duration::from_secs(1);
 
 /// The most samples one endpoint keeps in a trial: over an hour of scrapes at
 /// [`INTERVAL`]. Past it the series is thinned ([`Scraped::thin`]) and the scrapes come

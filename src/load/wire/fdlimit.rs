@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Result};
 
-use crate::process::limits;
+use crate::process::open_files;
 use crate::profile::Profile;
 
 /// Descriptors besides the load's sockets: standard streams, the journal, the runtime's own,
@@ -58,14 +58,14 @@ impl Need {
 /// one when it is lower, and refuses (naming `ulimit -n`) when even the hard limit is too low.
 pub fn ensure(need: &Need, open_loop_uncapped: bool) -> Result<()> {
     let total = need.total();
-    let Some(lim) = limits::open_files() else {
+    let Some(lim) = open_files::limits() else {
         return Ok(()); // Unknown: nothing to check against.
     };
     let enough = |v: libc::rlim_t| v == libc::RLIM_INFINITY || v >= total;
     if enough(lim.soft) {
         return Ok(());
     }
-    if enough(lim.hard) && limits::raise_to_hard(lim) {
+    if enough(lim.hard) && open_files::raise_to_hard(lim) {
         return Ok(());
     }
     let lower = if open_loop_uncapped {

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use super::{little_latency_s, ConcurrencyLimits, CurveEstimate, FitReport};
+use super::types::{little_latency_s, ConcurrencyLimits, CurveEstimate, FitReport};
 use crate::plan::figures::{Basis, Interval, Quantiles};
 use crate::stats::{bootstrap_throughput_at, mean, percentile, variance, UslFit};
 

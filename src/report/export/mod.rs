@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::fsutil::write_atomic;
 use crate::gate::Verdict;
 use crate::record::{LevelResult, RunResult, TrialMetric, TrialResult};
-use crate::report::{level_interval, LevelInterval};
+use crate::report::numbers::{level_interval, LevelInterval};
 
 pub mod bmf;
 mod command_line;

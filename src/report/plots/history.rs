@@ -163,7 +163,7 @@ fn draw_shifts(
             let label = format!(
                 "C={} {}",
                 level.concurrency,
-                crate::report::signed_percent((shift.ratio - 1.0) * 100.0)
+                crate::report::numbers::signed_percent((shift.ratio - 1.0) * 100.0)
             );
             cc.draw_series([Text::new(
                 label,

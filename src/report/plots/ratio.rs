@@ -315,7 +315,7 @@ fn level_word(s: LevelStatus) -> &'static str {
 
 /// "-9.1%" from a ratio of 0.909.
 fn percent_change(r: f64) -> String {
-    crate::report::signed_percent((r - 1.0) * 100.0)
+    crate::report::numbers::signed_percent((r - 1.0) * 100.0)
 }
 
 fn fmt_ratio(v: f64) -> String {

@@ -18,7 +18,7 @@ use super::style::{self, LegendEntry, Mark, BLUE, GREEN, ORANGE};
 use super::{render_png, samples, Footer, LevelSamples, Levels, Root};
 use crate::record::analysis::{Scaling, ScalingCurve};
 use crate::record::RunResult;
-use crate::report::{level_interval, LevelInterval};
+use crate::report::numbers::{level_interval, LevelInterval};
 use crate::stats::is_positive;
 
 /// Above this many levels, markers shrink and interval caps are left out.
@@ -98,43 +98,11 @@ pub(crate) fn throughput_chart(
     } else {
         Fit::None
     };
-    let mut runs = Vec::new();
-    if let Some(base) = baseline {
-        let levels = baseline_levels(base);
-        if levels.iter().all(|l| l.values.is_empty()) {
-            notes.push("baseline given, but it has no usable trials".to_string());
-        }
-        runs.push(Sweep {
-            label: if result.base.is_some() {
-                "base"
-            } else {
-                "baseline"
-            },
-            color: ORANGE,
-            levels,
-            dodge: 1.0 / DODGE,
-        });
+    let base_levels = baseline.map(baseline_levels);
+    if (base_levels.iter()).any(|levels| levels.iter().all(|l| l.values.is_empty())) {
+        notes.push("baseline given, but it has no usable trials".to_string());
     }
-    let dodge = if runs.is_empty() || levels.len() > DENSE_LEVELS {
-        1.0
-    } else {
-        DODGE
-    };
-    if dodge == 1.0 {
-        for r in &mut runs {
-            r.dodge = 1.0;
-        }
-    }
-    runs.push(Sweep {
-        label: if result.base.is_some() {
-            "head"
-        } else {
-            "this run"
-        },
-        color: BLUE,
-        levels,
-        dodge,
-    });
+    let runs = beside_the_base(result, base_levels, levels);
     let chart = ScalingChart {
         kind,
         title: format!(
@@ -149,6 +117,38 @@ pub(crate) fn throughput_chart(
         footer,
     };
     render_png(path, |root| draw_scaling(root, &chart))
+}
+
+/// The sweeps of a chart: the baseline's levels (a relative run's base arm, or the baseline
+/// given beside the run), if any, then the run's, dodged apart at each level unless there is
+/// no baseline or the levels are too dense to dodge.
+fn beside_the_base<'a>(
+    result: &RunResult,
+    base: Option<Vec<LevelSamples>>,
+    levels: Vec<LevelSamples>,
+) -> Vec<Sweep<'a>> {
+    let relative = result.base.is_some();
+    let dodge = if base.is_none() || levels.len() > DENSE_LEVELS {
+        1.0
+    } else {
+        DODGE
+    };
+    let mut runs = Vec::new();
+    if let Some(levels) = base {
+        runs.push(Sweep {
+            label: if relative { "base" } else { "baseline" },
+            color: ORANGE,
+            levels,
+            dodge: 1.0 / dodge,
+        });
+    }
+    runs.push(Sweep {
+        label: if relative { "head" } else { "this run" },
+        color: BLUE,
+        levels,
+        dodge,
+    });
+    runs
 }
 
 /// A baseline's (concurrency, values) pairs as chart levels (usable values only).
@@ -206,39 +206,7 @@ pub(crate) fn per_request_chart(
         }
         None
     };
-    let mut runs = Vec::new();
-    if let Some(base_levels) = base_levels {
-        let dodge = if levels.len() > DENSE_LEVELS {
-            1.0
-        } else {
-            DODGE
-        };
-        runs.push(Sweep {
-            label: if result.base.is_some() {
-                "base"
-            } else {
-                "baseline"
-            },
-            color: ORANGE,
-            levels: base_levels,
-            dodge: 1.0 / dodge,
-        });
-    }
-    let dodge = if runs.is_empty() || levels.len() > DENSE_LEVELS {
-        1.0
-    } else {
-        DODGE
-    };
-    runs.push(Sweep {
-        label: if result.base.is_some() {
-            "head"
-        } else {
-            "this run"
-        },
-        color: BLUE,
-        levels,
-        dodge,
-    });
+    let runs = beside_the_base(result, base_levels, levels);
     let chart = ScalingChart {
         kind,
         title: format!(

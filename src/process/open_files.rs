@@ -10,7 +10,7 @@ pub struct OpenFiles {
 }
 
 /// This process's open-files limits; None where they cannot be read.
-pub fn open_files() -> Option<OpenFiles> {
+pub fn limits() -> Option<OpenFiles> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -38,7 +38,7 @@ pub fn raise_to_hard(limits: OpenFiles) -> bool {
 /// Raises the soft open-files limit to the hard limit where it is lower. Returns the soft
 /// limit now (0 where it cannot be read).
 pub fn raise_open_files() -> libc::rlim_t {
-    let Some(limits) = open_files() else {
+    let Some(limits) = self::limits() else {
         return 0;
     };
     if limits.soft < limits.hard && raise_to_hard(limits) {
@@ -53,7 +53,7 @@ mod tests {
 
     #[test]
     fn the_limit_is_read_and_raised_no_higher_than_the_hard_one() {
-        let before = open_files().expect("the limits of this process");
+        let before = limits().expect("the limits of this process");
         let now = raise_open_files();
         assert!(now >= before.soft);
         assert!(now <= before.hard);
