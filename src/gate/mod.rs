@@ -23,6 +23,7 @@ pub mod legs;
 pub mod merge;
 mod pairs;
 pub mod sequential;
+mod stopped_early;
 pub mod trend;
 
 use serde::{Deserialize, Serialize};

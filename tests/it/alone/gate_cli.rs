@@ -433,8 +433,14 @@ fn an_engine_upgrade_is_gated_in_relative_mode_and_a_short_history_says_what_it_
     );
     // Said as the weakest level's, with every gated level's rate (issue 48: the weakest
     // alone read as about half of the others').
-    let per_level = v["history_power"]["per_level"].as_array().expect("per level");
-    assert_eq!(per_level.len(), v["levels"].as_array().unwrap().len(), "{v}");
+    let per_level = v["history_power"]["per_level"]
+        .as_array()
+        .expect("per level");
+    assert_eq!(
+        per_level.len(),
+        v["levels"].as_array().unwrap().len(),
+        "{v}"
+    );
     assert!(stderr.contains("at its weakest level, C="), "{stderr}");
 
     // Relative mode: the old engine as base, the new as head, gated against the same baseline.
