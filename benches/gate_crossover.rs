@@ -32,7 +32,10 @@
 //!
 //! `cargo test --bench gate_crossover` (2,000 replications per cell; the tables in
 //! `docs/gate-calibration.md`), `cargo test --bench gate_crossover -- 500` (or
-//! `GATE_CROSSOVER_REPS=500`) for a quicker look. Cells are seeded without the slot effect in
+//! `GATE_CROSSOVER_REPS=500`) for a quicker look. `GATE_CROSSOVER_TABLES=N` runs table 7, 8, 9
+//! (a calibration checked before any use, issue 48) or 10 (the size a stopped job reports)
+//! alone; with `GATE_CROSSOVER_OUT=benches/tables/gate_crossover` tables 7, 9 and 10 are also
+//! written there as `table-N.md`, which tests/it/bench_tables.rs checks the docs against. Cells are seeded without the slot effect in
 //! the seed, so rows that differ only in s share their random numbers. Prints Markdown
 //! tables; exits 1 when an A/A cell fails an unchanged server more than 1% of the time by more
 //! than 3 Monte Carlo standard errors; every other bar is reported, not enforced.
