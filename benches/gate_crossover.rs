@@ -32,7 +32,10 @@
 //!
 //! `cargo test --bench gate_crossover` (2,000 replications per cell; the tables in
 //! `docs/gate-calibration.md`), `cargo test --bench gate_crossover -- 500` (or
-//! `GATE_CROSSOVER_REPS=500`) for a quicker look. Cells are seeded without the slot effect in
+//! `GATE_CROSSOVER_REPS=500`) for a quicker look. `GATE_CROSSOVER_TABLES=N` runs table 7, 8, 9
+//! (a calibration checked before any use, issue 48) or 10 (the size a stopped job reports)
+//! alone; with `GATE_CROSSOVER_OUT=benches/tables/gate_crossover` tables 7, 9 and 10 are also
+//! written there as `table-N.md`, which tests/it/bench_tables.rs checks the docs against. Cells are seeded without the slot effect in
 //! the seed, so rows that differ only in s share their random numbers. Prints Markdown
 //! tables; exits 1 when an A/A cell fails an unchanged server more than 1% of the time by more
 //! than 3 Monte Carlo standard errors; every other bar is reported, not enforced.
@@ -340,8 +343,9 @@ fn var(x: &[f64]) -> f64 {
     x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() as f64 - 1.0)
 }
 
-/// One job: its outcome and the blocks it ran.
-fn job(sim: &mut Sim, cell: &Cell, change: &Change) -> (LevelOutcome, usize) {
+/// One job: its outcome, the blocks it ran, and the drop it reported at level 1 where that
+/// level failed (1 - ratio, at the look that stopped the job).
+fn job(sim: &mut Sim, cell: &Cell, change: &Change) -> (LevelOutcome, usize, Option<f64>) {
     let cal = if cell.calibrated {
         sim.calibration(cell)
     } else {
@@ -379,6 +383,7 @@ fn job(sim: &mut Sim, cell: &Cell, change: &Change) -> (LevelOutcome, usize) {
         }
         let mut undecided = [false; L];
         let mut failed = false;
+        let mut reported = None;
         for (metric, levels) in data.iter().enumerate() {
             let mut tests: Vec<LevelTest> = levels
                 .iter()
@@ -389,6 +394,9 @@ fn job(sim: &mut Sim, cell: &Cell, change: &Change) -> (LevelOutcome, usize) {
                 })
                 .collect();
             decide(&mut tests, &settings);
+            if metric == 0 && tests[0].outcome == LevelOutcome::Regression {
+                reported = tests[0].d.map(|d| 1.0 - d.exp());
+            }
             for (l, t) in tests.iter().enumerate() {
                 match t.outcome {
                     LevelOutcome::Regression => failed = true,
@@ -399,13 +407,13 @@ fn job(sim: &mut Sim, cell: &Cell, change: &Change) -> (LevelOutcome, usize) {
         }
         open = (0..L).filter(|&l| undecided[l]).collect();
         if failed {
-            return (LevelOutcome::Regression, ran);
+            return (LevelOutcome::Regression, ran, reported);
         }
         if open.is_empty() {
-            return (LevelOutcome::NoRegression, ran);
+            return (LevelOutcome::NoRegression, ran, None);
         }
         if ran >= cell.max {
-            return (LevelOutcome::Inconclusive, ran);
+            return (LevelOutcome::Inconclusive, ran, None);
         }
     }
 }
@@ -416,6 +424,8 @@ struct Tally {
     reg: usize,
     pass: usize,
     blocks: Vec<usize>,
+    /// The drop reported at level 1 by the jobs that failed there.
+    reported: Vec<f64>,
 }
 
 impl Tally {
@@ -443,7 +453,8 @@ fn run(cell: &Cell, change: &Change, reps: usize, salt: u64) -> Tally {
     let mut sim = Sim::new(cell.key(change) ^ salt);
     let mut t = Tally::default();
     for _ in 0..reps {
-        let (outcome, blocks) = job(&mut sim, cell, change);
+        let (outcome, blocks, reported) = job(&mut sim, cell, change);
+        t.reported.extend(reported);
         t.reps += 1;
         match outcome {
             LevelOutcome::Regression => t.reg += 1,
@@ -588,6 +599,11 @@ fn main() {
     }
     if only.trim() == "8" {
         pairs_of_slots(&mut report, &base);
+        eprintln!("total {:.0} s", t0.elapsed().as_secs_f64());
+        return finish(&report, &[]);
+    }
+    if only.trim() == "10" {
+        reported_sizes(&mut report, &base);
         eprintln!("total {:.0} s", t0.elapsed().as_secs_f64());
         return finish(&report, &[]);
     }
@@ -1009,6 +1025,45 @@ fn short_runs_and_moved_slots(report: &mut Report, base: &Cell) {
             t[0].mean_blocks(),
             t[0].p95_blocks()
         ));
+    }
+    out.write();
+}
+
+/// Table 10 (issue 48 item 7): the size a job reports when it stops on a failed level. A job
+/// stops at the first look where a level fails, so the drops it reports are those that
+/// crossed the bound: larger, on average, than the true one. Default plan (4..12 blocks),
+/// uncalibrated, the drop at level 1 only; "reported" is 1 - ratio at level 1 in the jobs
+/// that failed there.
+fn reported_sizes(report: &mut Report, base: &Cell) {
+    println!("\n### 10. The drop a job that stopped on a failed level reports (issue 48 item 7; sequential 4..12 blocks, s = +4%, AR 0.5, uncalibrated, the drop at level 1)\n");
+    let mut out = TableOut::new(10);
+    out.line("| start spread | true drop | caught | reported drop, mean | reported drop, median | mean over true |");
+    out.line("|---|---|---|---|---|---|");
+    for start in [0.01, 0.02, 0.03] {
+        for drop in [0.035, 0.05, 0.10] {
+            let cell = Cell {
+                sigma_start: start,
+                max: 12,
+                ..*base
+            };
+            let change = Change { drop, all: false };
+            let t = run(&cell, &change, report.reps, 0);
+            let mut r = t.reported.clone();
+            r.sort_by(f64::total_cmp);
+            let (mean_r, median_r) = match r.len() {
+                0 => (f64::NAN, f64::NAN),
+                n => (r.iter().sum::<f64>() / n as f64, r[n / 2]),
+            };
+            out.line(&format!(
+                "| {} | {} | {} | {:.1}% | {:.1}% | {:.2} |",
+                pct(start),
+                pct(drop),
+                pc(t.fail()),
+                100.0 * mean_r,
+                100.0 * median_r,
+                mean_r / drop
+            ));
+        }
     }
     out.write();
 }

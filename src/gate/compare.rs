@@ -184,6 +184,7 @@ fn relative(
     }
     if let Some(stopped) = candidate.servers.as_ref().and_then(|s| s.stopped.as_ref()) {
         verdict.notes.push(format!("blocks: {stopped}"));
+        verdict.notes.extend(super::stopped_early::note(&verdict));
     }
     if let Some(servers) = &candidate.servers {
         // A pair whose server did not start cost blocks: the reviewer should know.

@@ -25,6 +25,7 @@ pub mod merge;
 mod pairs;
 pub mod pool;
 pub mod sequential;
+mod stopped_early;
 pub mod trend;
 pub mod verdict;
 

@@ -138,6 +138,13 @@ fn a_slower_head_fails_in_blocks() {
     assert_eq!(code(&o), 1, "a 20% slower head: {}", text(&o));
     // The plan's looks split both sides, and the verdict says what that holds over the plan.
     assert!(text(&o).contains("bounds at 97.8% a look"), "{}", text(&o));
+    // The size a job reports where it stopped on a failed level reads high, and it says so
+    // (issue 48 item 7).
+    assert!(
+        text(&o).contains("size: the run stopped at the first look where a level failed"),
+        "{}",
+        text(&o)
+    );
     let results = read_json(&out.join("results.json"));
     assert_eq!(
         results["servers"]["blocks"].as_array().unwrap().len(),
