@@ -845,3 +845,70 @@ fn no_clap_type_below_commands() {
         wrong.join("\n")
     );
 }
+
+/// Folders whose mod.rs defines, by design, what their files share: the engines' `Spec` and
+/// its parts beside the `engines!` list, the export trait beside the `EXPORTERS` registry, and
+/// the profile type whose sections are its files.
+const DEFINED_IN_MOD: &[&[&str]] = &[&["engine"], &["report", "export"], &["profile"]];
+
+/// The names a folder's mod.rs itself defines (outside its tests), not those it re-exports.
+fn defined_in_mod(path: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut names = BTreeSet::new();
+    for line in without_test_items(&text) {
+        let Some(rest) = line.strip_prefix("pub ") else {
+            continue;
+        };
+        for kind in [
+            "struct ", "enum ", "fn ", "trait ", "const ", "type ", "static ",
+        ] {
+            if let Some(name) = rest.strip_prefix(kind) {
+                let name: String = (name.chars())
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+/// A file takes what it uses from the file that defines it, never back from its folder's
+/// mod.rs: a type defined in mod.rs and imported by the folder's files is an arrow up inside
+/// the folder (gate/mod.rs held `Verdict`, which every file of gate/ imported back).
+#[test]
+fn files_import_from_defining_files_not_from_their_folder() {
+    let files = sources();
+    let known: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mod_files: BTreeMap<Vec<String>, BTreeSet<String>> = (files.iter())
+        .filter(|(_, p)| p.file_name().is_some_and(|n| n == "mod.rs"))
+        .map(|(m, p)| (m.clone(), defined_in_mod(p)))
+        .collect();
+    let mut wrong = BTreeSet::new();
+    for (module, path) in &files {
+        if is_test_file(module) {
+            continue;
+        }
+        for r in references(module, &code(path)) {
+            let Some(folder) = owner(&r, &known) else {
+                continue;
+            };
+            let upward = module.starts_with(&folder) && *module != folder;
+            let allowed = DEFINED_IN_MOD.iter().any(|f| folder == *f);
+            let defined = mod_files.get(&folder);
+            if let (true, false, Some(names), Some(name)) =
+                (upward, allowed, defined, r.get(folder.len()))
+            {
+                if names.contains(name) {
+                    wrong.insert(format!("{} uses {}", module.join("::"), r.join("::")));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "files that import from their folder's mod.rs what it defines (move it to a file of \
+         its own and import it from there):\n{}",
+        wrong.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}

@@ -13,12 +13,11 @@ use super::sweep::{run_batch, urls_for, Batch, Shared, Windows};
 use super::trial::{TrialPlace, TrialTally};
 use super::{headroom, interrupt, openloop, progress};
 use crate::engine::Engine;
+use crate::load::bench_setup::{now_rfc3339, write_results, BenchOutcome, BenchSetup};
 use crate::load::stream::client::{self, RequestLimits};
 use crate::load::wire::{fdlimit, http, preconnect};
 use crate::load::workload::source;
-use crate::load::{
-    dialect, now_rfc3339, probe, telemetry, write_results, BenchOutcome, BenchSetup,
-};
+use crate::load::{dialect, probe, telemetry};
 use crate::profile::{Arrival, Profile, TrialOrder};
 use crate::record::checks::level_problems;
 use crate::record::files::{DERIVED_FILES, REQUESTS_FILE};

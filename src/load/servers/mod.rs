@@ -176,7 +176,7 @@ impl ManagedServer {
              at {}: {}",
             slot.gpus,
             slot.index,
-            super::now_rfc3339(),
+            crate::load::bench_setup::now_rfc3339(),
             redact(command)
         )
         .with_context(|| format!("server {label}: cannot write {}", log_path.display()))?;
