@@ -1,6 +1,6 @@
 //! `throughline bisect`'s machinery: which commit made the server slower. Each commit the
 //! search picks (gate/bisect.rs) is checked out in its own worktree, built, and its server
-//! measured against the good commit's server in a relative run in blocks (runner/blocks.rs:
+//! measured against the good commit's server in a relative run in blocks (runner/in_blocks.rs:
 //! both started fresh in each block, slots swapped), so that a step calls a commit bad only
 //! on the gate's regression verdict, with the same statistics as the pull-request check (and
 //! the slots' A/A calibration of `--baseline`, where given). A commit the gate cannot tell

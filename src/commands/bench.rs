@@ -6,14 +6,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::flags::RunFlags;
+use super::flags::{ExportArgs, RunFlags};
 use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::gate::{Against, Check};
 use crate::profile::{ModelChoice, Profile, QuickStart};
 use crate::record::RunResult;
 use crate::report::console;
-use crate::report::export::ExportArgs;
 use crate::runner::{check_base_endpoints, conclude, write_plots, wrote_line};
 
 /// The examples `bench --help` ends with (tests/it/help_examples.rs runs each).

@@ -5,12 +5,11 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use super::flags::GateOverrides;
+use super::flags::{ExportArgs, GateOverrides};
 use crate::exit::Exit;
 use crate::gate::baseline::Baseline;
 use crate::gate::{Against, Check, SettingOverride};
 use crate::record::RunResult;
-use crate::report::export::ExportArgs;
 use crate::report::publish::Publish;
 use crate::report::run::VerdictFiles;
 

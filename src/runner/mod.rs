@@ -6,11 +6,11 @@
 //! flags once, call it, and print.
 
 mod block;
-mod blocks;
 pub mod budget;
 mod cost;
 pub mod earlier;
 mod fit;
+mod in_blocks;
 mod looks;
 mod measure;
 pub mod processes;

@@ -53,7 +53,7 @@ pub fn take_output(out: &Path) -> Result<()> {
 /// of a run in blocks.
 pub async fn run(setup: RunSetup, decide: Option<&Decide<'_>>) -> Result<BenchOutcome> {
     match &setup.blocks {
-        Some(blocks) => super::blocks::run_in_blocks(setup.bench, blocks, decide).await,
+        Some(blocks) => super::in_blocks::run_in_blocks(setup.bench, blocks, decide).await,
         None => super::measure::measure_with(setup.bench, setup.server_notes).await,
     }
 }

@@ -37,7 +37,7 @@ mod listener;
 mod slots;
 mod tail;
 
-/// The process tree's reader, where runner/blocks.rs names it (`become_subreaper`).
+/// The process tree's reader, where runner/in_blocks.rs names it (`become_subreaper`).
 pub use crate::process::tree;
 
 pub use crate::process::env::{withhold as withhold_env, WITHHELD_ENV};

@@ -6,7 +6,7 @@
 //! **Adding a format** = one new file here implementing [`Exporter`] + one line in
 //! [`EXPORTERS`]: the command line's flag (`--<flag> FILE`, on `bench` and `gate`, or on `gate`
 //! alone for a format that reads a verdict) and its help are generated from that list
-//! (commands/bench.rs `ExportArgs`), and the file is written atomically by [`write_exports`].
+//! (commands/flags/export.rs `ExportArgs`), and the file is written atomically by [`write_exports`].
 //! A format file uses record/ and gate/ (and the leaves), never another format's file.
 //!
 //! Every run figure is a mean over the level's trials that measured something (as the gate
@@ -33,12 +33,9 @@ use crate::record::{LevelResult, RunResult, TrialMetric, TrialResult};
 use crate::report::numbers::{level_interval, LevelInterval};
 
 pub mod bmf;
-mod command_line;
 pub mod csv;
 pub mod github_benchmark;
 pub mod junit;
-
-pub use command_line::ExportArgs;
 
 /// One export format: a file another tool reads, made from a run (and, from `gate`, its
 /// verdict).

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use super::{write_exports, Exporter, EXPORTERS};
+use crate::report::export::{write_exports, Exporter, EXPORTERS};
 
 /// Exports for dashboards and CI, each written atomically: one `--<flag> FILE` per format in
 /// report/export's registry, with its help, generated from it (a new format needs no line

@@ -2,6 +2,8 @@
 //! into the typed setup the library takes (`to_environment`, `to_setup`, `apply`), so that
 //! no command calls another, and nothing below commands/ sees a clap struct.
 
+mod export;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,6 +15,8 @@ use crate::load::BenchSetup;
 use crate::profile::{GateSettings, Profile};
 use crate::record::Environment;
 use crate::runner::{BlocksSetup, RunSetup};
+
+pub use export::ExportArgs;
 
 /// What every measuring command (`bench`, `ci`) takes: where the files go, the fingerprint,
 /// the servers throughline starts, and the progress bar; made once into the runner's
