@@ -173,7 +173,7 @@ fn saved_profile_text(profile: &Profile, path: &Path) -> Result<String> {
     Ok(format!(
         "# A throughline benchmark profile: {} with the command line's flags applied.\n\
          # Run it with: throughline bench --profile THIS_FILE\n\
-         # Every key is described in the README (\"The profile\").\n\n{body}",
+         # Every key is described in docs/profile.md.\n\n{body}",
         path.display()
     ))
 }
