@@ -57,22 +57,25 @@ pub struct Sized {
 impl Sized {
     /// Wall time to the first look.
     pub fn first_look(&self) -> Duration {
-        self.block * self.rounds_first
+        self.block.saturating_mul(self.rounds_first)
     }
 
     /// Wall time of the whole plan (every look).
     pub fn whole(&self) -> Duration {
-        self.block * self.rounds_max
+        self.block.saturating_mul(self.rounds_max)
     }
 }
 
 /// How long one block of timed trials takes: both servers' starts, then each arm's trials,
 /// each its warmup, window and tail.
 pub fn block_time(ask: &BudgetAsk, window: Duration, warmup: Duration) -> Duration {
-    let trials: Duration = (ask.tails.iter())
-        .map(|tail| (warmup + window + *tail) * ask.trials)
-        .sum();
-    ask.server_start * 2 + trials * 2
+    // Saturating: a start or a tail given as years must not overflow (it then fits nothing).
+    let trials = (ask.tails.iter())
+        .map(|tail| {
+            (warmup.saturating_add(window).saturating_add(*tail)).saturating_mul(ask.trials)
+        })
+        .fold(Duration::ZERO, Duration::saturating_add);
+    (ask.server_start.saturating_mul(2)).saturating_add(trials.saturating_mul(2))
 }
 
 /// The plan with the most looks whose trials still get [`SHORTEST_WINDOW`], its windows as
