@@ -88,7 +88,9 @@ pub struct CiArgs {
     /// job summary, the PR comment and `verdict=regression` say so, with `accepted=true`)
     /// but does not fail the check (exit 0). Refusals (exit 2, 3) stay. Bless the target
     /// branch's baseline after merging (docs/github-actions.md, "An intended slowdown").
-    #[arg(long, env = "THROUGHLINE_ALLOW_REGRESSION")]
+    /// The variable takes true/false (yes/no, on/off, 1/0; empty is false); anything else is
+    /// an error, never a yes (a typo must not let a slowdown through).
+    #[arg(long, env = "THROUGHLINE_ALLOW_REGRESSION", value_parser = yes_or_no)]
     pub allow_regression: bool,
     /// Prefix for the chart links in the job summary, e.g. where your workflow publishes
     /// the PNGs (default: the file names, as they sit in the artifacts folder).
@@ -114,6 +116,19 @@ pub async fn run(args: CiArgs) -> Result<Exit> {
             }
             Err(error)
         }
+    }
+}
+
+/// THROUGHLINE_ALLOW_REGRESSION's value: a yes or a no, or an error naming what it got
+/// (clap's default reads every value but a few as a yes).
+fn yes_or_no(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" | "y" | "t" => Ok(true),
+        "" | "false" | "no" | "off" | "0" | "n" | "f" => Ok(false),
+        _ => Err(format!(
+            "expected true or false (yes/no, on/off, 1/0), got {:?}",
+            crate::untrusted::for_terminal(value)
+        )),
     }
 }
 

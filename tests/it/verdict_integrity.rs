@@ -303,3 +303,51 @@ fn an_output_folder_gets_no_lock_file() {
     assert!(dir.path().join("results.json").is_file());
     assert!(!dir.path().join(".throughline.lock").exists());
 }
+
+/// THROUGHLINE_ALLOW_REGRESSION (the action's allow-slowdown) is a yes or a no: a typo is an
+/// error before anything runs, never read as a yes that lets a slowdown through (clap's
+/// default took every value but a few falsey ones as true).
+#[test]
+fn an_allow_regression_variable_that_is_not_a_yes_or_no_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |value: &str| {
+        command()
+            .args([
+                "ci",
+                "-b",
+                "missing.toml",
+                "--baseline-ref",
+                "main",
+                "-o",
+                "out",
+            ])
+            .env("THROUGHLINE_ALLOW_REGRESSION", value)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    for typo in ["maybe", "ture", "accepted"] {
+        let o = run(typo);
+        assert_eq!(code(&o), 2, "{typo}: {}", text(&o));
+        assert!(
+            text(&o).contains("expected true or false"),
+            "{typo}: {}",
+            text(&o)
+        );
+        assert!(!dir.path().join("out").exists(), "{typo}: the check began");
+    }
+    // A yes, a no and an empty value are read, and the check goes on (to its own error here).
+    for fine in ["true", "false", "", "1", "no", "YES"] {
+        let o = run(fine);
+        assert!(
+            !text(&o).contains("expected true or false"),
+            "{fine:?}: {}",
+            text(&o)
+        );
+        assert!(
+            text(&o).contains("cannot read the baseline"),
+            "{fine:?}: {}",
+            text(&o)
+        );
+    }
+}
