@@ -176,40 +176,39 @@ async fn sized_to(budget: Duration, args: &InitArgs, quick: &mut QuickStart) -> 
         budget,
         pairs: args.pairs,
         server_start,
-        tails: tails.clone(),
+        tails,
         trials: quick.trials,
     };
     let sized = crate::runner::budget::size(&ask)?;
     quick.trial_window = Some((sized.window, sized.warmup));
-    quick
-        .notes
-        .extend(budget_lines(&ask, &sized, &tails, &source));
-    for line in budget_lines(&ask, &sized, &tails, &source) {
+    let said = budget_lines(&ask, &sized, &source)?;
+    for line in &said {
         println!("{line}");
     }
+    quick.notes.extend(said);
     Ok(())
 }
 
-/// The stream speed a request's time is guessed at without a pilot (the slower of the
-/// console estimate's two).
-const GUESSED_TOK_S: f64 = 50.0;
+/// The stream speed a request's time is guessed at without a pilot: the slower of the
+/// console estimate's two.
+const GUESSED_TOK_S: f64 = crate::report::console::ASSUMED_STREAM_TOK_PER_S[0];
 
 /// The sized plan in words: trials, blocks, rounds, time, the flags for `ci`, and the
 /// smallest drop it catches at two start spreads.
-fn budget_lines(ask: &BudgetAsk, s: &Sized, tails: &[Duration], source: &str) -> Vec<String> {
+fn budget_lines(ask: &BudgetAsk, s: &Sized, source: &str) -> Result<Vec<String>> {
     let rough = |d: Duration| crate::report::console::rough(d);
-    let tails: Vec<String> = tails
-        .iter()
+    let tails: Vec<String> = (ask.tails.iter())
         .map(|t| format!("{:.0}s", t.as_secs_f64()))
         .collect();
     let settings = crate::profile::GateSettings::default();
     let levels = tails.len() as u32;
-    let looks = 1 + (s.max - s.first) / 2;
+    // The looks the gate splits its alpha over, as the run will plan them.
+    let looks = crate::gate::BlockPlan::new(Some(s.first), Some(s.max), true)?.looks();
     let drop = |blocks: u32, looks: u32, spread: f64| {
         crate::runner::budget::smallest_drop(&settings, blocks, looks, levels, spread)
             .map_or("no figure".into(), |d| format!("{:.1}%", d * 100.0))
     };
-    vec![
+    Ok(vec![
         format!(
             "Sized by `throughline init --budget {}` for {} pair(s), servers starting in {}:",
             humantime::format_duration(ask.budget),
@@ -248,7 +247,7 @@ fn budget_lines(ask: &BudgetAsk, s: &Sized, tails: &[Duration], source: &str) ->
             drop(s.first, looks, 0.01),
             drop(s.first, looks, 0.03)
         ),
-    ]
+    ])
 }
 
 /// What was found, one line each, for the console and the file's comments.

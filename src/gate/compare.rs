@@ -183,7 +183,9 @@ fn relative(
         ));
     }
     if let Some(stopped) = candidate.servers.as_ref().and_then(|s| s.stopped.as_ref()) {
-        verdict.notes.push(format!("blocks: {stopped}"));
+        verdict
+            .notes
+            .push(format!("{}{stopped}", super::verdict::RUN_COST_NOTE));
         verdict.notes.extend(super::stopped_early::note(&verdict));
     }
     if let Some(servers) = &candidate.servers {
@@ -237,7 +239,7 @@ fn gated_throughput(verdict: &Verdict) -> Vec<&LevelVerdict> {
 }
 
 /// The decision settings of the throughput family, as `gate` splits alpha over the metrics.
-fn throughput_decision(settings: &GateSettings) -> DecisionSettings {
+pub fn throughput_decision(settings: &GateSettings) -> DecisionSettings {
     decision_settings(settings, settings.min_effect, settings.tolerance)
 }
 

@@ -30,7 +30,7 @@ pub mod trend;
 pub mod verdict;
 
 pub use check::{Against, Check};
-pub use compare::{evaluate, evaluate_relative};
+pub use compare::{evaluate, evaluate_relative, throughput_decision};
 pub use history_need::HistoryNeed;
 pub use sequential::{undecided_levels, BlockPlan};
 pub use verdict::{

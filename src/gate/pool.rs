@@ -193,7 +193,6 @@ fn pooled_check(group: &[Leg], waves: u32) -> Result<Check> {
     verdict.baseline_ref = first_verdict.baseline_ref.clone();
     verdict.settings_from = first_verdict.settings_from.clone();
     verdict.overridden = first_verdict.overridden.clone();
-    verdict.run_id = Some(crate::record::run_id::run_id().to_string());
     let names: Vec<String> = group.iter().map(|l| l.check.file.clone()).collect();
     verdict.notes.insert(0, blocks_line(group));
     for (i, leg) in group.iter().enumerate() {
@@ -236,7 +235,8 @@ fn blocks_line(group: &[Leg]) -> String {
         })
         .collect();
     format!(
-        "blocks per runner and pair: {total} in all over {} runners; {}",
+        "{}{total} in all over {} runners; {}",
+        super::verdict::POOL_COST_NOTE,
         group.len(),
         per_runner.join("; ")
     )

@@ -139,7 +139,19 @@ impl SettingOverride {
     }
 }
 
+/// How the notes that say what a verdict cost begin: a run in blocks (`compare`), and legs
+/// pooled by `merge` (`pool`). The PR comment shows these notes; the rest stay in verdict.md.
+pub const RUN_COST_NOTE: &str = "blocks: ";
+pub const POOL_COST_NOTE: &str = "blocks per runner and pair: ";
+
 impl Verdict {
+    /// The notes that say what the verdict cost: blocks per pair (or per runner and pair),
+    /// wall time, GPU-hours.
+    pub fn cost_notes(&self) -> impl Iterator<Item = &String> {
+        (self.notes.iter())
+            .filter(|n| n.starts_with(RUN_COST_NOTE) || n.starts_with(POOL_COST_NOTE))
+    }
+
     /// A verdict that gated no level: not comparable, `why` its one warning, nothing else
     /// said (no design, drift, changes or notices; `refusal` stays for a verdict refused
     /// after measuring). `ci` writes one for a check refused before it measured, so that

@@ -229,10 +229,8 @@ pub fn pool(legs: &[&RunResult]) -> Option<RunResult> {
         offset = offset.saturating_add(servers.blocks.iter().map(|b| b.number).max().unwrap_or(0));
     }
     out.servers = Some(setup);
-    out.analyse();
-    // Each leg's own trend was said in its own verdict; the pool's trials are not one
-    // sequence in time.
-    out.drift = None;
+    // No analysis and no drift: the pool is only judged (each leg's own trend was said in
+    // its own verdict; the pool's trials are not one sequence in time).
     Some(out)
 }
 

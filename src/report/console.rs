@@ -167,7 +167,7 @@ pub fn paint(word: &str, tone: Tone, color: bool) -> String {
 
 /// The per-stream decode speeds the up-front estimate is given at: a large model on one
 /// GPU, and a small one (or a fast engine). Not measurements: the line says so.
-const ASSUMED_STREAM_TOK_PER_S: [f64; 2] = [50.0, 300.0];
+pub const ASSUMED_STREAM_TOK_PER_S: [f64; 2] = [50.0, 300.0];
 
 /// The line printed before a run starts: its size (levels x trials x requests) and a rough
 /// estimate of its duration, stated as an estimate. Duration trials are timed by the

@@ -12,6 +12,7 @@ pub use super::plan_files::{
     write_plan_files,
 };
 
+/// Seconds as "2 s" or "50 ms".
 fn seconds(t: f64) -> String {
     if t < 1.0 {
         format!("{:.0} ms", t * 1e3)

@@ -32,7 +32,6 @@ pub fn thousands(x: f64) -> String {
     }
 }
 
-/// Seconds as "2 s" or "50 ms".
 /// Whose prices: the built-in catalog's are illustrative; a catalog of one's own is not.
 pub(super) fn prices_said(plan: &Plan) -> &'static str {
     match plan.catalog == crate::plan::catalog::BUILTIN_NAME {
@@ -129,7 +128,7 @@ pub fn capacity_series(plan: &Plan) -> Vec<CapacitySeries> {
         .collect()
 }
 
-/// A count in words a reader takes in at once: "1.64 billion", "902 thousand", "512".
+/// A count in words a reader takes in at once: "1.64 billion", "902,087", "512".
 pub fn plain_count(x: f64) -> String {
     if !x.is_finite() {
         return "-".to_string();

@@ -44,7 +44,7 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
         let _ = writeln!(out, "{line}\n");
     }
     // What the verdict cost: blocks per pair and runner, wall time and GPU-hours.
-    for note in verdict.notes.iter().filter(|n| is_cost_note(n)) {
+    for note in verdict.cost_notes() {
         let _ = writeln!(out, "{}\n", crate::untrusted::inline_text(note));
     }
     out.push_str(&super::explain::markdown(verdict));
@@ -70,12 +70,6 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
     // GitHub refuses a comment over 65,536 characters: a verdict of many levels is cut,
     // saying so (src/untrusted.rs).
     crate::untrusted::bound_summary(&out, COMMENT_LIMIT, "in verdict.md in the artifact")
-}
-
-/// The verdict's notes that say what the run cost (a run in blocks, `gate::compare`; legs
-/// pooled by `merge`, `gate::pool`).
-fn is_cost_note(note: &str) -> bool {
-    note.starts_with("blocks: ") || note.starts_with("blocks per runner and pair: ")
 }
 
 /// What a regression's comment says to the author of an intended slowdown.

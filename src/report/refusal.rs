@@ -75,8 +75,8 @@ impl RefusedCheck<'_> {
 
     /// A verdict with no level gated, for `throughline merge` to count a refused check.
     fn verdict(&self, message: &str) -> Verdict {
-        let reference = (self.baseline_ref.map(str::to_string))
-            .or_else(|| resolve_ref(None, std::env::var("GITHUB_BASE_REF").ok().as_deref()).ok());
+        let github_base = std::env::var("GITHUB_BASE_REF").ok();
+        let reference = resolve_ref(self.baseline_ref, github_base.as_deref()).ok();
         let baseline = reference
             .as_deref()
             .and_then(|r| Baseline::load_at_ref(self.baseline, r).ok());

@@ -114,7 +114,7 @@ pub fn size(ask: &BudgetAsk) -> Result<Sized> {
         ask.pairs,
         SHORTEST_WINDOW.as_secs(),
         humantime::format_duration(Duration::from_secs(
-            (shortest * rounds(FIRST_BLOCKS)).as_secs()
+            shortest.saturating_mul(rounds(FIRST_BLOCKS)).as_secs()
         ))
     )
 }
@@ -136,13 +136,14 @@ fn longest_window(ask: &BudgetAsk, per_block: Duration) -> Option<Duration> {
     (lo..=hi).rev().find(|s| fits(*s)).map(Duration::from_secs)
 }
 
-/// The smallest drop a throughput level's test catches with the gate's power (4 in 5) at
-/// `blocks` blocks, when each server's start moves its throughput by `start_spread` (sd, as
-/// a fraction) from block to block: the gate's minimum detectable drop,
-/// `1 - exp(-(t_{1-a,df} + t_{power,df}) se)`, with se = sqrt(2) x spread / sqrt(blocks) (a block's ratio carries
-/// two starts), df = blocks - 2, and a the main test's alpha split over `looks` and `levels`
-/// (Holm's smallest). Never below `min_effect` (a smaller drop never fails). None below 3
-/// blocks (no degree of freedom left).
+/// The smallest drop a throughput level's test catches with the gate's power at `blocks`
+/// blocks, when each server's start moves its throughput by `start_spread` (sd, as a
+/// fraction) from block to block: the gate's minimum detectable drop,
+/// `1 - exp(-(t_{1-a,df} + t_{power,df}) se)`, with se = sqrt(2) x spread / sqrt(blocks) (a
+/// block's ratio carries two starts), df = blocks - 2, and a the throughput test's alpha
+/// (`gate::throughput_decision`) split over `looks` and `levels` (Holm's smallest). Never
+/// below `min_effect` (a smaller drop never fails). None below 3 blocks (no degree of
+/// freedom left).
 pub fn smallest_drop(
     settings: &GateSettings,
     blocks: u32,
@@ -153,12 +154,13 @@ pub fn smallest_drop(
     if blocks < 3 || looks == 0 || levels == 0 {
         return None;
     }
+    let decision = crate::gate::throughput_decision(settings);
     let df = f64::from(blocks - 2);
     let t = StudentsT::new(0.0, 1.0, df).ok()?;
-    let a = settings.alpha * 0.8 / f64::from(looks) / f64::from(levels);
+    let a = decision.main_alpha() / f64::from(looks) / f64::from(levels);
     let se = std::f64::consts::SQRT_2 * start_spread / f64::from(blocks).sqrt();
-    let mdd = 1.0 - (-(t.inverse_cdf(1.0 - a) + t.inverse_cdf(POWER)) * se).exp();
-    Some(mdd.max(settings.min_effect))
+    let mdd = 1.0 - (-(t.inverse_cdf(1.0 - a) + t.inverse_cdf(decision.power)) * se).exp();
+    Some(mdd.max(decision.min_effect))
 }
 
 /// Measures each level's tail on a server that is up: one wave of `C` requests at level
@@ -195,9 +197,6 @@ pub async fn pilot_tails(
     Ok(tails)
 }
 
-/// The power the smallest drop is stated at (the gate's, `DecisionSettings::power`).
-const POWER: f64 = 0.8;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,7 +229,7 @@ mod tests {
         assert_eq!((s.first, s.rounds_first), (4, 1));
         assert_eq!(s.rounds_max, 1 + (s.max - 4) / 2);
         // More pairs, same budget: at least as many blocks.
-        assert!(size(&ask(30, 4)).unwrap().max >= size(&ask(30, 1)).unwrap_or(s.clone()).max);
+        assert!(size(&ask(90, 4)).unwrap().max >= size(&ask(90, 1)).unwrap().max);
     }
 
     #[test]
@@ -240,6 +239,14 @@ mod tests {
             err.contains("too short") && err.contains("--pairs"),
             "{err}"
         );
+        // Absurd figures refuse, never overflow (one pair: the message multiplies rounds).
+        let huge = BudgetAsk {
+            server_start: Duration::MAX,
+            tails: vec![Duration::MAX; 3],
+            ..ask(30, 1)
+        };
+        let err = size(&huge).unwrap_err().to_string();
+        assert!(err.contains("too short"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 mod block;
 pub mod budget;
 mod cost;
-pub mod earlier;
+mod earlier;
 mod fit;
 mod in_blocks;
 mod looks;

@@ -296,6 +296,14 @@ pub fn git(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "git {args:?}: {}", text(&out));
 }
 
+/// Commits everything in `dir` and makes it `origin/main`: where `ci --baseline-ref
+/// origin/main` reads the profile and baseline a test just blessed.
+pub fn commit_as_origin_main(dir: &Path, message: &str) {
+    git(dir, &["add", "."]);
+    git(dir, &["commit", "-qm", message]);
+    git(dir, &["update-ref", "refs/remotes/origin/main", "HEAD"]);
+}
+
 /// `throughline baseline bless --results RESULTS --baseline BASELINE [extra...]`.
 pub fn bless(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
     with_results_and_baseline(&["baseline", "bless"], results, baseline, extra)

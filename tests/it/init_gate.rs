@@ -102,7 +102,7 @@ fn init_sizes_a_gate_profile_to_a_budget_with_a_pilot() {
     let window = profile.sweep.duration.expect("timed trials");
     assert!(window.as_secs() >= 20, "{window:?}");
     assert_eq!(profile.sweep.concurrency, vec![1, 4]);
-    // The plan's own arithmetic, from the lines it printed: rounds x block <= budget.
+    // 12 minutes on 4 pairs: the first look's 4 blocks in one round.
     let plan = said.lines().find(|l| l.contains("at most")).unwrap();
     assert!(plan.contains("first look 4 blocks in 1 round(s)"), "{plan}");
     // The written profile carries the same words, as comments.

@@ -32,9 +32,7 @@ impl Repo {
             &["--profile", "gate.profile.toml"],
         );
         assert_eq!(code(&o), 0, "{}", text(&o));
-        git(&root, &["add", "."]);
-        git(&root, &["commit", "-qm", "profile and baseline"]);
-        git(&root, &["update-ref", "refs/remotes/origin/main", "HEAD"]);
+        commit_as_origin_main(&root, "profile and baseline");
         Repo { _dir: dir, root }
     }
 

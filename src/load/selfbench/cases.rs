@@ -2,8 +2,6 @@
 //! chosen size, pinned where asked), which measures its chunks, CPU time and peak memory
 //! against the simulator and prints its figures as one JSON line.
 
-use std::time::Instant;
-
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
@@ -115,10 +113,8 @@ async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Re
 
     let rss = PeakRss::start();
     let cpu0 = process_cpu();
-    let wall0 = Instant::now();
     let outcome = run_bench(setup, |_, _| {}).await;
     let cpu_s = process_cpu().saturating_sub(cpu0).as_secs_f64();
-    let _wall = wall0.elapsed();
     let (idle, rss_peak) = rss.finish();
     let outcome = outcome?;
 
@@ -185,11 +181,5 @@ async fn measure_case(url: &str, streams: u32, tokens: u32, requests: u64) -> Re
 /// A run of the client under measurement: no progress output, default fingerprint, one arm,
 /// results into `out` (a temporary folder).
 pub fn quiet_setup(profile: crate::profile::Profile, out: &std::path::Path) -> BenchSetup {
-    BenchSetup {
-        profile,
-        environment: Environment::default(),
-        out_dir: out.to_path_buf(),
-        show_progress: false,
-        base_endpoints: Vec::new(),
-    }
+    BenchSetup::new(profile, Environment::default(), out.to_path_buf())
 }

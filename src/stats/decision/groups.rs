@@ -134,6 +134,12 @@ pub fn grouped_level(
     calibration: Option<&SlotCalibration>,
     guard: f64,
 ) -> LevelTest {
+    // One (runner, pair) forms one group at most: the plain reading, its blocks trimmed once.
+    let place = |g: &GroupedBlock| (g.runner, g.pair);
+    if blocks.windows(2).all(|w| place(&w[0]) == place(&w[1])) {
+        let plain: Vec<Block> = blocks.iter().map(|g| g.block.clone()).collect();
+        return crossover_level(&plain, calibration, guard);
+    }
     let (kept, ignored, dropped) = keep(blocks);
     let (groups, shared, set_aside) = form_groups(&kept);
     if groups.len() < 2 {

@@ -100,9 +100,7 @@ fn repository(dir: &Path, base: &Sim) -> PathBuf {
     let o = bless(&results, &baseline, &["--profile", "quick.profile.toml"]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     git(&repo, &["init", "-q"]);
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-qm", "profile and baseline"]);
-    git(&repo, &["update-ref", "refs/remotes/origin/main", "HEAD"]);
+    commit_as_origin_main(&repo, "profile and baseline");
     repo
 }
 

@@ -131,9 +131,7 @@ fn ci_passes_fails_and_refuses_with_the_right_exit_codes_and_reports() {
         None,
     );
     assert_eq!(code(&out), 0, "{}", text(&out));
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-qm", "profile and baseline"]);
-    git(&repo, &["update-ref", "refs/remotes/origin/main", "HEAD"]);
+    commit_as_origin_main(&repo, "profile and baseline");
 
     // 1. Same speed, relative mode (a second server plays the target branch's): pass. The
     // baseline ref comes from GITHUB_BASE_REF; the pull request's own edit of the profile is
