@@ -280,7 +280,7 @@ pub fn rough(d: Duration) -> String {
     let rounded = match s {
         0..120 => s.max(1),
         120..7200 => s.div_ceil(60) * 60,
-        _ => s.div_ceil(900) * 900,
+        _ => s.div_ceil(900).saturating_mul(900),
     };
     humantime::format_duration(Duration::from_secs(rounded)).to_string()
 }
@@ -388,6 +388,16 @@ pub fn short_warning(warning: &str, whole_in: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rough_duration_of_any_size_is_said_not_overflowed() {
+        assert_eq!(rough(Duration::from_secs(61)), "1m 1s");
+        assert_eq!(rough(Duration::from_secs(125)), "3m");
+        // An estimate from a hand-edited record can be absurd: said, never a panic.
+        assert!(!rough(Duration::MAX).is_empty());
+    }
+
     #[test]
     fn a_long_warning_is_cut_and_says_where_the_rest_is() {
         let long = format!(

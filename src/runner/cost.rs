@@ -32,7 +32,11 @@ pub fn plan_lines(template: &BenchSetup, setup: &BlocksSetup) -> Vec<String> {
         .map(|p| setup.gpus_in(p))
         .sum::<usize>() as f64
         / f64::from(pairs.max(1));
-    let wall = |blocks: u32| Duration::from_secs_f64(f64::from(rounds(blocks)) * time.seconds);
+    // An earlier results.json is a file: a block "seconds" of 1e300 must not panic here.
+    let wall = |blocks: u32| {
+        Duration::try_from_secs_f64(f64::from(rounds(blocks)) * time.seconds)
+            .unwrap_or(Duration::MAX)
+    };
     let gpu_hours = |blocks: u32| f64::from(blocks) * time.seconds * gpus_per_block / 3600.0;
     let mut lines = vec![format!(
         "cost: {} block(s) to the first look in {} round(s) on {pairs} pair(s) ({} server \
