@@ -388,10 +388,9 @@ pub fn short_warning(warning: &str, whole_in: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn a_rough_duration_of_any_size_is_said_not_overflowed() {
+        use super::{rough, Duration};
         assert_eq!(rough(Duration::from_secs(61)), "1m 1s");
         assert_eq!(rough(Duration::from_secs(125)), "3m");
         // An estimate from a hand-edited record can be absurd: said, never a panic.
