@@ -33,13 +33,13 @@ $BIN bench -p baselines/w.profile.toml -o "$W/bless" --no-progress --no-plots \
   --server-command "$(sim 1.0)" --slots "40" >/dev/null
 $BIN baseline bless --results "$W/bless/results.json" --baseline baselines/w.toml --profile w.profile.toml >/dev/null
 git init -q && git add . && git -c user.email=a@b -c user.name=w commit -qm base && git update-ref refs/remotes/origin/main HEAD
-leg() { # wave leg slots
+leg() { # wave leg slots [extra args]
   local out="$W/$1/$2"; mkdir -p "$W/$1"
   local t0=$SECONDS code=0
   GITHUB_OUTPUT="$W/$1-$2.out" THROUGHLINE_BIN=$BIN INPUT_BINARY=$BIN \
   INPUT_BASELINE=baselines/w.toml INPUT_BASELINE_REF=origin/main \
   INPUT_SERVER_COMMAND="$(sim $SLOW)" INPUT_BASE_SERVER_COMMAND="$(sim 1.0)" \
-  INPUT_SLOTS="$3" INPUT_OUT="$out" INPUT_ARGS="--blocks ${BLOCKS:-4} --max-blocks ${BLOCKS:-4} --allow-client-bound" \
+  INPUT_SLOTS="$3" INPUT_OUT="$out" INPUT_ARGS="--blocks ${BLOCKS:-4} --max-blocks ${BLOCKS:-4} --allow-client-bound ${4:-}" \
     bash $REPO_ROOT/scripts/action.sh run > "$W/$1-$2.log" 2>&1 || code=$?
   echo "$1 leg $2 (slots $3): exit $code, $((SECONDS - t0)) s, $(grep '^verdict=' "$W/$1-$2.out")"
 }
@@ -50,6 +50,8 @@ merge() { # name expect from...
   GITHUB_OUTPUT="$W/$name.out" $BIN merge "${args[@]}" --expect "$expect" --waves 2 -o "$W/$name" > "$W/$name.log" 2>&1 || code=$?
   echo "$name: exit $code, $((SECONDS - t0)) s, $(tr '\n' ' ' < "$W/$name.out")"
   grep -E "check:|combined verdict|undecided|judged" "$W/$name.log" | sed 's/^/  /'
+  [ -f "$W/$name/pr-comment.md" ] && echo "  pr-comment.md: $(sed -n 3p "$W/$name/pr-comment.md")"
+  return 0
 }
 T0=$SECONDS
 leg wave1 a "40;41" & leg wave1 b "43;42" & wait
@@ -57,7 +59,7 @@ merge merged1 2 wave1
 UNDECIDED=$(grep '^undecided=' "$W/merged1.out" | cut -d= -f2)
 if [ -n "$UNDECIDED" ]; then
   echo "second wave for C=$UNDECIDED"
-  leg wave2 c "44;45" & leg wave2 d "47;46" & wait
+  leg wave2 c "44;45" "--levels $UNDECIDED" & leg wave2 d "47;46" "--levels $UNDECIDED" & wait
   merge merged 4 wave1 wave2
 else
   echo "no second wave"

@@ -18,7 +18,9 @@ use clap::Args;
 use super::flags::{GateOverrides, RunFlags};
 use crate::exit::Exit;
 use crate::gate::baseline::{fingerprint_line, refuse_another_environment, resolve_ref, AtRef};
+use crate::gate::gitref::{commit_at, head_commit};
 use crate::gate::{Against, Check, SettingOverride};
+use crate::record::blocks::Commits;
 use crate::record::files::{JUNIT_XML, RESULTS_FILE, VERDICT_JSON, VERDICT_MD};
 use crate::report::publish::Publish;
 use crate::report::refusal::RefusedCheck;
@@ -165,7 +167,14 @@ async fn check(args: &CiArgs) -> Result<Exit> {
     let base_endpoints = given(&args.base_endpoints);
     crate::runner::check_base_endpoints(&at.profile, &base_endpoints)?;
     let relative = !base_endpoints.is_empty();
-    let setup = args.run.to_run(at.profile, base_endpoints)?;
+    let commits = Commits {
+        head: head_commit(&args.baseline),
+        base: commit_at(&args.baseline, &reference),
+    };
+    let setup = args
+        .run
+        .to_run(at.profile, base_endpoints)?
+        .comparing(commits);
     // Servers that are up are checked now; those throughline starts, after measuring.
     if !setup.starts_servers() {
         let env = &setup.bench.environment;

@@ -10,9 +10,12 @@ use crate::exit::Exit;
 use crate::fsutil::write_atomic;
 use crate::gate::legs::{self, Inputs, Legs};
 use crate::gate::merge::combine;
-use crate::record::files::{REPORT_MD, RESULTS_FILE, VERDICT_FILE_BYTES, VERDICT_JSON, VERDICT_MD};
+use crate::record::files::{
+    PR_COMMENT_MD, REPORT_MD, RESULTS_FILE, VERDICT_FILE_BYTES, VERDICT_JSON, VERDICT_MD,
+};
 use crate::report::combined::{markdown, run_label};
 use crate::report::github;
+use crate::report::merged_comment::merged_comment;
 use crate::report::verdict::shown_ratio;
 
 /// The examples `merge --help` ends with (tests/it/help_examples.rs runs each).
@@ -74,19 +77,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     }
     let merged = combine(pooled.checks);
 
-    let mut text = markdown(&runs, merged.as_ref());
-    if !pooled.said.is_empty() {
-        text.push_str("\n## Legs judged on their own\n\n");
-        for line in &pooled.said {
-            text.push_str(&format!("- {}\n", crate::untrusted::inline_text(line)));
-        }
-    }
-    if !failed_legs.is_empty() {
-        text.push_str("\n## ❌ Legs that did not measure\n\n");
-        for leg in &failed_legs {
-            text.push_str(&format!("- {}\n", crate::untrusted::inline_text(leg)));
-        }
-    }
+    let text = report_text(&runs, merged.as_ref(), &pooled.said, &failed_legs);
     crate::fsutil::ensure_output_dir(&args.out)?;
     write_atomic(&args.out.join(REPORT_MD), text.as_bytes())?;
     for (file, run) in &runs {
@@ -94,12 +85,17 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         println!("{}", crate::untrusted::for_terminal(&said));
     }
     github::append_step_summary(&text)?;
+    // The merge's own id: its comment names it, and the comment step posts only a body
+    // whose id is the merge step's `run_id` output.
+    let run_id = crate::record::run_id::run_id();
     let exit = match &merged {
         Some(m) => {
             write_atomic(
                 &args.out.join(VERDICT_JSON),
                 serde_json::to_string_pretty(m)?.as_bytes(),
             )?;
+            let comment = merged_comment(m, run_id, &github::RunContext::from_env());
+            write_atomic(&args.out.join(PR_COMMENT_MD), comment.as_bytes())?;
             for c in &m.checks {
                 let worst = match c.verdict.worst_ratio.map(shown_ratio) {
                     None => String::new(),
@@ -139,21 +135,10 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
             word,
             merged.as_ref().and_then(|m| m.worst_ratio),
             accepted,
-            None,
+            merged.as_ref().map(|_| run_id),
         )?;
     }
-    // The levels a further wave would measure: none once a leg failed or a level regressed.
-    let undecided = match (&merged, failed_legs.is_empty()) {
-        (Some(m), true) if m.outcome != crate::gate::Outcome::Regression => {
-            let mut levels: Vec<u32> = (m.checks.iter())
-                .flat_map(|c| crate::gate::undecided_levels(&c.verdict))
-                .collect();
-            levels.sort_unstable();
-            levels.dedup();
-            levels
-        }
-        _ => Vec::new(),
-    };
+    let undecided = undecided(merged.as_ref(), failed_legs.is_empty());
     if !undecided.is_empty() {
         let list: Vec<String> = undecided.iter().map(u32::to_string).collect();
         println!(
@@ -171,6 +156,45 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         return Ok(Exit::Failure);
     }
     Ok(exit)
+}
+
+/// report.md: the runs and the verdicts, the legs judged on their own and those that did
+/// not measure.
+fn report_text(
+    runs: &[(String, crate::record::RunResult)],
+    merged: Option<&crate::gate::merge::MergedVerdict>,
+    alone: &[String],
+    failed_legs: &[String],
+) -> String {
+    let mut text = markdown(runs, merged);
+    if !alone.is_empty() {
+        text.push_str("\n## Legs judged on their own\n\n");
+        for line in alone {
+            text.push_str(&format!("- {}\n", crate::untrusted::inline_text(line)));
+        }
+    }
+    if !failed_legs.is_empty() {
+        text.push_str("\n## ❌ Legs that did not measure\n\n");
+        for leg in failed_legs {
+            text.push_str(&format!("- {}\n", crate::untrusted::inline_text(leg)));
+        }
+    }
+    text
+}
+
+/// The levels a further wave would measure: none once a leg failed or a level regressed.
+fn undecided(merged: Option<&crate::gate::merge::MergedVerdict>, legs_measured: bool) -> Vec<u32> {
+    match merged {
+        Some(m) if legs_measured && m.outcome != crate::gate::Outcome::Regression => {
+            let mut levels: Vec<u32> = (m.checks.iter())
+                .flat_map(|c| crate::gate::undecided_levels(&c.verdict))
+                .collect();
+            levels.sort_unstable();
+            levels.dedup();
+            levels
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// The output folder must not be where an input lives: its files would be taken for an

@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use super::baseline::Baseline;
-use super::{SettingOverride, Verdict};
+use super::{Outcome, SettingOverride, Verdict};
 use crate::profile::GateSettings;
 use crate::record::RunResult;
 
@@ -85,6 +85,13 @@ impl Check {
         verdict.overridden = self.overridden.clone();
         verdict.settings_from = self.settings_from.clone();
         verdict.baseline_ref = self.baseline_ref.clone();
+        if let Some(line) = partial(run) {
+            // A pass of some levels is not a pass of the pull request.
+            if verdict.outcome == Outcome::Pass {
+                verdict.outcome = Outcome::Inconclusive;
+            }
+            verdict.warnings.insert(0, line);
+        }
         if !self.said_first.is_empty() {
             let mut warnings = self.said_first.clone();
             warnings.append(&mut verdict.warnings);
@@ -92,4 +99,27 @@ impl Check {
         }
         Ok(verdict)
     }
+}
+
+/// What a run that measured only some of its profile's levels (`--levels`: a later wave's
+/// leg) must say: its verdict is not the pull request's, the merge's is.
+fn partial(run: &RunResult) -> Option<String> {
+    let only = &run.servers.as_ref()?.only_levels;
+    let all = &run.profile.sweep.concurrency;
+    if only.is_empty() || all.iter().all(|c| only.contains(c)) {
+        return None;
+    }
+    let list = |l: &[u32]| {
+        l.iter()
+            .map(|c| format!("C={c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "measured only {} of the profile's {} (--levels): one leg of a later wave, at best \
+         inconclusive on its own; `merge` pools it with the legs that measured every level, \
+         and the merge's verdict is the pull request's",
+        list(only),
+        list(all)
+    ))
 }

@@ -39,6 +39,18 @@ pub fn head_commit(path: &Path) -> Option<String> {
     Some(head.id().to_string())
 }
 
+/// The commit `reference` names in the repository that holds `path` (e.g. what
+/// `origin/main` pointed at when a check read its baseline), if it names one.
+pub fn commit_at(path: &Path, reference: &str) -> Option<String> {
+    let (repo, _) = open_repo_for(path).ok()?;
+    let commit = repo
+        .revparse_single(reference)
+        .ok()?
+        .peel_to_commit()
+        .ok()?;
+    Some(commit.id().to_string())
+}
+
 /// One committed version of a file.
 pub struct FileVersion {
     pub commit: String,

@@ -173,6 +173,8 @@ mod tests {
             looks: 1,
             stopped: None,
             dropped: Vec::new(),
+            commits: None,
+            only_levels: Vec::new(),
         });
         head
     }

@@ -4,9 +4,10 @@
 //! pair, the runners' gaps pooled only where they agree, else judged on their spread).
 //!
 //! Legs pool when they are one comparison: the same profile (hash), the same baseline and
-//! ref, the same gate settings, the same server commands for head and base (the builds under
-//! test), and their environment fingerprints agree on GPU model, driver and engine version
-//! (each arm's). A leg that differs is named and keeps its own verdict. Each leg's own
+//! ref, the same gate settings, the same server commands for head and base, the same head
+//! and base commits (`ci` records them; a leg that says none pools only with such legs),
+//! and their environment fingerprints agree on GPU model, driver and engine version (each
+//! arm's). A leg that differs is named and keeps its own verdict. Each leg's own
 //! verdict was decided with its own plan's looks; the pool is one look of the waves the
 //! workflow allows (`merge --waves`), both sides' errors split over every look as
 //! `compare::per_look` splits them.
@@ -16,6 +17,7 @@ use anyhow::Result;
 use super::merge::Check;
 use super::{evaluate_relative, Verdict};
 use crate::profile::GateSettings;
+use crate::record::blocks::Commits;
 use crate::record::RunResult;
 use crate::stats::decision::Design;
 
@@ -80,7 +82,9 @@ pub fn pool(checks: Vec<Check>, runs: &[(String, RunResult)], waves: u32) -> Res
     let largest = groups.iter().map(Vec::len).max().unwrap_or(0);
     let main = groups.iter().position(|g| g.len() == largest);
     for (i, group) in groups.iter().enumerate() {
-        if let Some(m) = main.filter(|&m| m != i && groups[m].len() >= 2) {
+        // Said also where no group pooled (two legs of different commits): the reader
+        // expected one verdict and sees why there are two.
+        if let Some(m) = main.filter(|&m| m != i) {
             for leg in group {
                 said.push(format!(
                     "{}: judged on its own, not pooled with the other legs: {}",
@@ -138,6 +142,25 @@ fn differences(a: &Leg, b: &Leg) -> Vec<String> {
         "server commands",
         commands(ra).unwrap_or_default(),
         commands(rb).unwrap_or_default(),
+    );
+    // The builds compared: a leg of an earlier push (or against an earlier target branch)
+    // measured other servers, however alike its commands read.
+    let commit = |r: &RunResult, pick: fn(&Commits) -> Option<String>| {
+        said(
+            &(r.servers.as_ref())
+                .and_then(|s| s.commits.as_ref())
+                .and_then(pick),
+        )
+    };
+    differ(
+        "head commit",
+        commit(ra, |c| c.head.clone()),
+        commit(rb, |c| c.head.clone()),
+    );
+    differ(
+        "base commit",
+        commit(ra, |c| c.base.clone()),
+        commit(rb, |c| c.base.clone()),
     );
     let (ea, eb) = (&ra.environment, &rb.environment);
     differ("GPU model", said(&ea.gpu_model), said(&eb.gpu_model));

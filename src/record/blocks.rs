@@ -31,6 +31,24 @@ pub struct ServerSetup {
     /// of the other orientation dropped with it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<String>,
+    /// The commits compared, where known: legs of one comparison pool only when they agree
+    /// (gate/pool.rs), so a leg of an earlier push is never counted into a later one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commits: Option<Commits>,
+    /// The levels the run was asked to measure (`--levels`: a later wave's leg measures only
+    /// what an earlier merge left undecided); empty: every level of the profile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only_levels: Vec<u32>,
+}
+
+/// The commits a relative run compared: the head's (the work tree's HEAD where the run
+/// started) and the base's (the commit the baseline's ref named), each where known.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Commits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 fn one() -> u32 {
@@ -200,10 +218,13 @@ pub fn pool(legs: &[&RunResult]) -> Option<RunResult> {
     if let Some(b) = out.base.as_mut() {
         b.levels.clear();
     }
+    // The legs agree on their commits (gate/pool.rs pools only those); the pool measured
+    // the union of their levels.
     let mut setup = ServerSetup {
         blocks: Vec::new(),
         dropped: Vec::new(),
         stopped: None,
+        only_levels: Vec::new(),
         ..first.servers.clone()?
     };
     let mut offset = 0;
@@ -303,6 +324,8 @@ mod tests {
         let setup = ServerSetup {
             pairs: Vec::new(),
             dropped: Vec::new(),
+            commits: None,
+            only_levels: Vec::new(),
             head_command: "s".into(),
             base_command: None,
             slots: vec!["0".into()],
@@ -328,6 +351,8 @@ mod tests {
         let setup = ServerSetup {
             pairs: Vec::new(),
             dropped: Vec::new(),
+            commits: None,
+            only_levels: Vec::new(),
             head_command: "serve {port}".into(),
             base_command: Some("serve {port}".into()),
             slots: vec!["0".into(), "1".into()],
@@ -371,6 +396,8 @@ mod tests {
             ServerSetup {
                 pairs: Vec::new(),
                 dropped: Vec::new(),
+                commits: None,
+                only_levels: Vec::new(),
                 head_command: String::new(),
                 base_command: None,
                 slots: Vec::new(),

@@ -9,6 +9,7 @@ pub mod export;
 pub mod github;
 pub mod links;
 pub mod markdown;
+pub mod merged_comment;
 pub mod mermaid;
 pub mod numbers;
 pub mod plan;

@@ -16,6 +16,17 @@ use super::{mermaid, tables};
 /// it), the verdict, a compact table, the charts, and where the rest is. `pngs` are the chart
 /// file names in the artifact.
 pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> String {
+    comment_naming(verdict, pngs, context, VERDICT_MD)
+}
+
+/// [`pr_comment`], its last line naming `full` as the artifact's file with the whole verdict
+/// (`merge` writes report.md, not verdict.md).
+pub(super) fn comment_naming(
+    verdict: &Verdict,
+    pngs: &[String],
+    context: &RunContext,
+    full: &str,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{PR_COMMENT_MARKER}");
     // The run's id on the second line: the comment step posts a body only when its id is
@@ -52,7 +63,7 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
     if !verdict.warnings.is_empty() {
         let _ = writeln!(
             out,
-            "{} warning(s): see `{VERDICT_MD}` in the artifact.\n",
+            "{} warning(s): see `{full}` in the artifact.\n",
             verdict.warnings.len()
         );
     }
@@ -63,7 +74,7 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
     } else if verdict.outcome == crate::gate::Outcome::Regression {
         let _ = writeln!(out, "{INTENDED}\n");
     }
-    out.push_str(&artifact_line(pngs));
+    out.push_str(&artifact_line_naming(pngs, full));
     if let Some(line) = context_line(context) {
         let _ = writeln!(out, "{line}");
     }
@@ -100,7 +111,7 @@ pub fn charts(verdict: &Verdict) -> String {
 }
 
 /// "<sub>[The run](URL) · head `abc1234567` · base `def4567890`</sub>", where known.
-fn context_line(c: &RunContext) -> Option<String> {
+pub(super) fn context_line(c: &RunContext) -> Option<String> {
     let short = |s: &str| s.chars().take(10).collect::<String>();
     let parts: Vec<String> = [
         c.run_url
@@ -117,6 +128,10 @@ fn context_line(c: &RunContext) -> Option<String> {
 
 /// Where the full report and the PNGs are.
 pub fn artifact_line(pngs: &[String]) -> String {
+    artifact_line_naming(pngs, VERDICT_MD)
+}
+
+fn artifact_line_naming(pngs: &[String], full: &str) -> String {
     let charts = if pngs.is_empty() {
         String::new()
     } else {
@@ -124,7 +139,7 @@ pub fn artifact_line(pngs: &[String]) -> String {
         format!(", the charts as PNG ({})", names.join(", "))
     };
     format!(
-        "<sub>The full verdict (`{VERDICT_MD}`, with the method){charts} and the raw results \
+        "<sub>The full verdict (`{full}`, with the method){charts} and the raw results \
          are in the job's artifact.</sub>\n"
     )
 }

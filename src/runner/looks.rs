@@ -81,7 +81,7 @@ pub(super) async fn run_looks(
     started: Instant,
 ) -> Result<Looked> {
     let plan = setup.plan;
-    let mut levels: Vec<u32> = template.profile.sweep.concurrency.clone();
+    let mut levels: Vec<u32> = setup.first_levels(&template.profile.sweep.concurrency)?;
     let deadline = setup.max_duration.map(|budget| (started + budget, budget));
     let mut state = Rounds {
         runs: Vec::new(),
@@ -137,7 +137,11 @@ pub(super) async fn run_looks(
         if state.runs.is_empty() {
             continue;
         }
-        let open = crate::gate::undecided_levels(&decide(&combined(&state.runs, setup)?)?);
+        let open = crate::gate::undecided_levels(&decide(&combined(
+            &state.runs,
+            setup,
+            &template.profile,
+        )?)?);
         if open.is_empty() {
             break format!("decided after {} block(s)", state.runs.len());
         }

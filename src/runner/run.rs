@@ -9,6 +9,7 @@ use anyhow::Result;
 
 use super::setup::{BlocksSetup, Decide};
 use crate::load::{BenchOutcome, BenchSetup};
+use crate::record::blocks::Commits;
 
 /// What a command asks the runner to measure.
 pub struct RunSetup {
@@ -27,6 +28,15 @@ impl RunSetup {
             bench,
             blocks,
             server_notes: true,
+        }
+    }
+
+    /// The same run recording the commits it compares, where it runs in blocks (the
+    /// results carry them; `merge` pools only legs that agree).
+    pub fn comparing(self, commits: Commits) -> RunSetup {
+        RunSetup {
+            blocks: self.blocks.map(|b| b.comparing(commits)),
+            ..self
         }
     }
 

@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::gate::{BlockPlan, Verdict};
 use crate::load::servers::{parse_slots, render, Slot};
-use crate::record::blocks::{combine, BlockRun, ServerSetup};
+use crate::profile::Profile;
+use crate::record::blocks::{combine, BlockRun, Commits, ServerSetup};
 use crate::record::RunResult;
 
 /// A run in blocks, typed and checked once from the flags (`commands::flags::ServerArgs`,
@@ -36,6 +37,10 @@ pub struct BlocksSetup {
     /// Take the machine-wide locks of the slots' GPUs (commands/flags.rs decides: not when
     /// no GPU was named, neither by --slots nor through {gpus}).
     pub(super) lock_gpus: bool,
+    /// The commits compared, recorded in the results (legs pool only when they agree).
+    pub(super) commits: Option<Commits>,
+    /// Measure only these levels of the profile (`--levels`); empty: all of them.
+    pub(super) only_levels: Vec<u32>,
 }
 
 impl BlocksSetup {
@@ -69,6 +74,8 @@ impl BlocksSetup {
             max_duration: None,
             print_table: true,
             lock_gpus: true,
+            commits: None,
+            only_levels: Vec::new(),
         })
     }
 
@@ -102,6 +109,45 @@ impl BlocksSetup {
             print_table,
             ..self
         }
+    }
+
+    /// The same run recording the commits it compares (the results carry them, and `merge`
+    /// pools only legs that agree).
+    pub fn comparing(self, commits: Commits) -> BlocksSetup {
+        BlocksSetup {
+            commits: Some(commits),
+            ..self
+        }
+    }
+
+    /// The same run measuring only `levels` of the profile (a later wave's leg: the levels an
+    /// earlier merge left undecided); empty: every level. Each must be one of the profile's
+    /// (the runner checks before anything starts).
+    pub fn measuring_only(self, mut levels: Vec<u32>) -> BlocksSetup {
+        levels.sort_unstable();
+        levels.dedup();
+        BlocksSetup {
+            only_levels: levels,
+            ..self
+        }
+    }
+
+    /// The levels of `profile` this run measures at its first look: `--levels` where given
+    /// (each checked to be one of the profile's), else all of them, in the profile's order.
+    pub fn first_levels(&self, profile: &[u32]) -> Result<Vec<u32>> {
+        if self.only_levels.is_empty() {
+            return Ok(profile.to_vec());
+        }
+        if let Some(odd) = self.only_levels.iter().find(|c| !profile.contains(c)) {
+            let known: Vec<String> = profile.iter().map(u32::to_string).collect();
+            bail!(
+                "--levels: C={odd} is not a level of the profile (its levels: {})",
+                known.join(", ")
+            );
+        }
+        Ok((profile.iter().copied())
+            .filter(|c| self.only_levels.contains(c))
+            .collect())
     }
 
     /// Blocks before the first look, and at most.
@@ -184,8 +230,10 @@ fn parse_pairs(slots: &[String]) -> Result<Vec<Vec<Slot>>> {
 /// looks to split alpha over.
 pub type Decide<'a> = dyn Fn(&RunResult) -> Result<Verdict> + 'a;
 
-/// The blocks so far as one run.
-pub fn combined(runs: &[BlockRun], setup: &BlocksSetup) -> Result<RunResult> {
+/// The blocks so far as one run, of `whole` (the profile as asked: a run measuring fewer of
+/// its levels, `--levels`, is still of that profile and its hash; `servers.only_levels` says
+/// which it measured).
+pub fn combined(runs: &[BlockRun], setup: &BlocksSetup, whole: &Profile) -> Result<RunResult> {
     let redact = |c: &str| crate::record::redact::redact(c).into_owned();
     let gpus = |pair: &Vec<Slot>| pair.iter().map(|s| s.gpus.clone()).collect::<Vec<_>>();
     let servers = ServerSetup {
@@ -200,6 +248,8 @@ pub fn combined(runs: &[BlockRun], setup: &BlocksSetup) -> Result<RunResult> {
         looks: setup.plan.looks(),
         stopped: None,
         dropped: Vec::new(),
+        commits: setup.commits.clone(),
+        only_levels: setup.only_levels.clone(),
     };
     let copies = runs
         .iter()
@@ -208,7 +258,12 @@ pub fn combined(runs: &[BlockRun], setup: &BlocksSetup) -> Result<RunResult> {
             result: r.result.clone(),
         })
         .collect();
-    combine(copies, servers).context("no block ran")
+    let mut run = combine(copies, servers).context("no block ran")?;
+    if !setup.only_levels.is_empty() {
+        run.profile.sweep.concurrency = whole.sweep.concurrency.clone();
+        run.profile_hash = run.profile.canonical_hash()?;
+    }
+    Ok(run)
 }
 
 #[cfg(test)]

@@ -67,4 +67,5 @@ mod trend_cli;
 mod untrusted_files;
 mod untrusted_text;
 mod verdict_integrity;
+mod wave_legs;
 mod workflow_docs;

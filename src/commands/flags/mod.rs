@@ -128,6 +128,16 @@ pub struct ServerArgs {
     /// from the blocks it finished.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub max_duration: Option<Duration>,
+    /// Measure only these levels of the profile, e.g. "1,8": a later wave's leg measures the
+    /// levels an earlier `merge` left undecided (its `undecided` output), and `merge` pools
+    /// them with the legs that measured every level. Each must be one of the profile's.
+    #[arg(
+        long,
+        value_name = "C,C",
+        value_delimiter = ',',
+        requires = "base_server_command"
+    )]
+    pub levels: Vec<u32>,
 }
 
 /// Where the servers run and how many blocks a run takes: the flags `bench`, `ci` and
@@ -174,6 +184,7 @@ impl ServerArgs {
             .blocks
             .to_setup(head, self.base_server_command.as_deref())?;
         BlockArgs::say_gpu_locks(&setup);
+        let setup = setup.measuring_only(self.levels.clone());
         Ok(Some(setup.with_deadline(self.max_duration)))
     }
 }
