@@ -9,7 +9,7 @@ use throughline::exit::{exit_for, Exit};
 fn main() {
     let cli = Cli::parse();
     // Before anything prints: a reader that leaves early must not cost the run.
-    let relay = stdout_relay::install();
+    let relays = stdout_relay::install();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -60,20 +60,20 @@ fn main() {
             exit_for(&error)
         }
     };
-    if let Some(relay) = relay {
-        relay.finish();
-    }
+    stdout_relay::finish(relays);
     std::process::exit(exit.code());
 }
 
-/// Standard output into a pipe whose reader may leave early (`throughline bench ... | head`).
-/// Rust's print macros panic when a write fails, and a write to a pipe nobody reads fails
-/// (EPIPE): the run ended there, exit 101 with a backtrace, before its results were written.
-/// So where standard output is a pipe or a socket (never a terminal or a file), descriptor 1
-/// becomes a pipe of this process's own, which a thread copies to the real standard output;
-/// once the reader has gone, the thread reads on and drops the rest. Every print succeeds, the
-/// run ends as it would have (its files written, its exit code its own), and what the reader
-/// read came in order and whole.
+/// Standard output and standard error into a pipe whose reader may leave early
+/// (`throughline bench ... | head`, `throughline ci ... 2>&1 | head -1`). Rust's print macros
+/// panic when a write fails, and a write to a pipe nobody reads fails (EPIPE): the run ended
+/// there, exit 101 with a backtrace, before its results were written. So where a stream is a
+/// pipe or a socket (never a terminal or a file), its descriptor becomes a pipe of this
+/// process's own, which a thread copies to the real one; once the reader has gone, the thread
+/// reads on and drops the rest. Where standard error is the same pipe as standard output
+/// (`2>&1`), it joins standard output's relay, so the two keep their order. Every print
+/// succeeds, the run ends as it would have (its files written, its exit code its own), and
+/// what the reader read came in order and whole.
 mod stdout_relay {
     use std::fs::File;
     use std::io::{Read, Write};
@@ -81,26 +81,57 @@ mod stdout_relay {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    /// The relay's thread, which says when it has copied everything.
+    /// A relay's thread, which says when it has copied everything, and the descriptors that
+    /// write into its pipe.
     pub struct Relay {
         done: mpsc::Receiver<()>,
+        fds: Vec<i32>,
     }
 
-    /// Puts the relay in place where standard output is a pipe or a socket; None elsewhere
-    /// (or when a descriptor or the thread cannot be had: printing then goes on as before).
-    pub fn install() -> Option<Relay> {
-        // SAFETY: fstat, fcntl, pipe2, dup2 and close on descriptors this function owns or on
-        // descriptor 1, before any other thread of this process prints.
+    /// The relays put in place: standard output's where it is a pipe or a socket (standard
+    /// error joining it where it is the same pipe), standard error's own where it is another.
+    /// Empty elsewhere, or when a descriptor or a thread cannot be had: printing then goes on
+    /// as before.
+    pub fn install() -> Vec<Relay> {
+        let (out, err) = (piped(1), piped(2));
+        let same = matches!((out, err), (Some(o), Some(e)) if o == e);
+        let mut relays = Vec::new();
+        if out.is_some() {
+            if let Some(mut relay) = relay(1) {
+                // SAFETY: dup2 of descriptor 1 (now the relay's pipe) onto 2, before any other
+                // thread of this process prints.
+                if same && unsafe { libc::dup2(1, 2) } >= 0 {
+                    relay.fds.push(2);
+                }
+                relays.push(relay);
+            }
+        }
+        if err.is_some() && !same {
+            relays.extend(relay(2));
+        }
+        relays
+    }
+
+    /// The pipe or socket behind `fd` (device and inode), None for anything else.
+    fn piped(fd: i32) -> Option<(u64, u64)> {
+        // SAFETY: fstat of a descriptor into a zeroed struct this function owns.
         unsafe {
             let mut st: libc::stat = std::mem::zeroed();
-            if libc::fstat(1, &mut st) != 0 {
+            if libc::fstat(fd, &mut st) != 0 {
                 return None;
             }
             let kind = st.st_mode & libc::S_IFMT;
-            if kind != libc::S_IFIFO && kind != libc::S_IFSOCK {
-                return None;
-            }
-            let real = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
+            (kind == libc::S_IFIFO || kind == libc::S_IFSOCK)
+                .then_some((st.st_dev as u64, st.st_ino as u64))
+        }
+    }
+
+    /// Points `fd` at a pipe of this process's own, copied to what `fd` was by a thread.
+    fn relay(fd: i32) -> Option<Relay> {
+        // SAFETY: fcntl, pipe2, dup2 and close on descriptors this function owns or on `fd`,
+        // before any other thread of this process prints.
+        unsafe {
+            let real = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
             if real < 0 {
                 return None;
             }
@@ -114,7 +145,7 @@ mod stdout_relay {
             let to = File::from_raw_fd(real);
             let (tell, done) = mpsc::channel();
             let thread = std::thread::Builder::new()
-                .name("stdout relay".into())
+                .name(format!("relay of fd {fd}"))
                 .spawn(move || {
                     copy(from, to);
                     let _ = tell.send(());
@@ -123,14 +154,17 @@ mod stdout_relay {
                 libc::close(write_end);
                 return None;
             }
-            // Descriptor 1 is now the pipe (inherited by children as stdout was: dup2 leaves
-            // it without close-on-exec).
-            if libc::dup2(write_end, 1) < 0 {
+            // `fd` is now the pipe (inherited by children as it was: dup2 leaves it without
+            // close-on-exec).
+            if libc::dup2(write_end, fd) < 0 {
                 libc::close(write_end);
                 return None;
             }
             libc::close(write_end);
-            Some(Relay { done })
+            Some(Relay {
+                done,
+                fds: vec![fd],
+            })
         }
     }
 
@@ -153,23 +187,28 @@ mod stdout_relay {
         }
     }
 
-    impl Relay {
-        /// Before the process exits: what it printed is flushed into the pipe, descriptor 1
-        /// pointed at /dev/null (closing this process's end), and the thread given up to two
-        /// seconds to copy the rest (a child that kept the descriptor would hold it open).
-        pub fn finish(self) {
-            let _ = std::io::stdout().flush();
-            // SAFETY: open, dup2 and close of descriptors this function owns and of 1.
-            unsafe {
-                let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if null >= 0 {
-                    libc::dup2(null, 1);
-                    libc::close(null);
-                } else {
-                    libc::close(1);
+    /// Before the process exits: what it printed is flushed into the pipes, their descriptors
+    /// pointed at /dev/null (closing this process's ends), and each thread given up to two
+    /// seconds to copy the rest (a child that kept a descriptor would hold it open).
+    pub fn finish(relays: Vec<Relay>) {
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        for relay in &relays {
+            for &fd in &relay.fds {
+                // SAFETY: open, dup2 and close of descriptors this function owns and of `fd`.
+                unsafe {
+                    let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if null >= 0 {
+                        libc::dup2(null, fd);
+                        libc::close(null);
+                    } else {
+                        libc::close(fd);
+                    }
                 }
             }
-            let _ = self.done.recv_timeout(Duration::from_secs(2));
+        }
+        for relay in relays {
+            let _ = relay.done.recv_timeout(Duration::from_secs(2));
         }
     }
 }

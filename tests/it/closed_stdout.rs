@@ -39,3 +39,31 @@ fn bench_into_a_reader_that_closes_early_keeps_the_run() {
         "the run was lost: {stderr}"
     );
 }
+
+/// `bench ... 2>&1 | head -1`: standard error into the same pipe, its reader gone before the
+/// error is printed. The error's `eprintln!` panicked (exit 101, "failed printing to
+/// stderr"); now standard error joins standard output's relay and the run exits with its own
+/// code (2: nothing listens at the endpoint).
+#[test]
+fn an_error_into_a_reader_that_closed_early_keeps_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens on port 1 of 127.0.0.1: the run cannot measure.
+    let profile = write_profile(
+        dir.path(),
+        "p",
+        &["http://127.0.0.1:1".to_string()],
+        QUICK_BODY,
+    );
+    let out = dir.path().join("out");
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(r#""$0" bench -p "$1" -o "$2" --no-progress 2>&1 | head -1; echo "exit=${PIPESTATUS[0]}""#)
+        .arg(bin())
+        .arg(&profile)
+        .arg(&out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.starts_with("throughline bench"), "{said}");
+    assert!(said.contains("exit=2"), "{said}");
+}
