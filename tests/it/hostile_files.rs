@@ -768,3 +768,51 @@ fn every_commands_output_folder_that_is_a_link_is_refused() {
         );
     }
 }
+
+/// In a shared temporary folder another user can plant `throughline-locks-<uid>` before this
+/// user's first bless: a link to a folder they chose, where the bless then made its lock
+/// file. Now a link there is refused (exit 2, naming it) and nothing is made where it points;
+/// a folder of the user's own made under a loose umask is closed to others (0700).
+#[test]
+fn a_bless_lock_folder_planted_as_a_link_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, clean) = quick_results(tmp.path());
+    let shared = tmp.path().join("shared-tmp");
+    let chosen = tmp.path().join("chosen-by-another");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&chosen).unwrap();
+    let uid = unsafe { libc::getuid() };
+    let folder = shared.join(format!("throughline-locks-{uid}"));
+    std::os::unix::fs::symlink(&chosen, &folder).unwrap();
+    let baseline = tmp.path().join("baselines/base.toml");
+    let bless_with_tmp = || {
+        crate::common::command()
+            .env("TMPDIR", &shared)
+            .args(["baseline", "bless", "--commit", "abc"])
+            .args(["--results", clean.to_str().unwrap()])
+            .args(["--baseline", baseline.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let o = bless_with_tmp();
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("is a symbolic link: refused"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_dir(&chosen).unwrap().count(),
+        0,
+        "a file was made there"
+    );
+    assert!(!baseline.exists());
+
+    // The user's own folder, group-writable: used, and closed to others.
+    std::fs::remove_file(&folder).unwrap();
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let o = bless_with_tmp();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(mode(&folder), 0o700);
+}

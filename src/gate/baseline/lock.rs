@@ -36,15 +36,16 @@ impl BaselineLock {
         }
         let path = lock_path(baseline)?;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create folder {}", dir.display()))?;
+            own_folder(dir)?;
         }
+        // Not through a link planted where the lock file goes.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o644)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
             .with_context(|| format!("cannot open lock {}", path.display()))?;
         let started = std::time::Instant::now();
@@ -71,6 +72,54 @@ impl BaselineLock {
             }
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
+    }
+}
+
+/// Makes (mode 0700) or checks the user's lock folder: in a shared $TMPDIR another user can
+/// plant `throughline-locks-<uid>` before this user's first bless, as a link to a folder they
+/// chose or as a folder of theirs, and hold or replace the locks in it. Only a real folder
+/// of this user's own is used, closed to others (mode 0700).
+fn own_folder(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create folder {}", parent.display()))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot create folder {}", dir.display())),
+    }
+    let meta = std::fs::symlink_metadata(dir)
+        .with_context(|| format!("cannot read the lock folder {}", dir.display()))?;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let why = match () {
+        _ if meta.file_type().is_symlink() => Some("a symbolic link"),
+        _ if !meta.is_dir() => Some("not a folder"),
+        _ if meta.uid() != uid => Some("another user's"),
+        _ => None,
+    };
+    // This user's own, made by an earlier build under a loose umask: closed to others now.
+    if why.is_none() && meta.mode() & 0o077 != 0 {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        // Through a handle opened without following a link: the folder checked is the one
+        // changed.
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(dir)
+            .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o700)))
+            .with_context(|| format!("cannot close the lock folder {} to others", dir.display()))?;
+    }
+    match why {
+        Some(why) => bail!(
+            "the bless lock folder {} is {why}: refused, not used (in a shared temporary \
+             folder another user may have made it). Remove it, or set TMPDIR to a folder of \
+             your own",
+            dir.display()
+        ),
+        None => Ok(()),
     }
 }
 
