@@ -57,28 +57,39 @@ fn level_row(level: &LevelResult) -> String {
     )
 }
 
+/// "REGRESSION (the worst of 2 check(s); worst ratio 0.912 (-8.8%))", with the acceptance
+/// where every regressed check let it through: the combined verdict's headline (report.md,
+/// the merge's comment).
+pub fn merged_headline(m: &MergedVerdict) -> String {
+    let accepted = match m.regression_accepted() {
+        true => format!("; {}", super::verdict::ACCEPTED),
+        false => String::new(),
+    };
+    format!(
+        "{} (the worst of {} check(s){}){accepted}",
+        m.outcome.word().replace('_', " ").to_uppercase(),
+        m.checks.len(),
+        super::verdict::worst_ratio_said(m.worst_ratio),
+    )
+}
+
+/// The combined verdict's icon, as a single verdict's (an accepted regression orange).
+pub fn merged_icon(m: &MergedVerdict) -> &'static str {
+    match m.outcome {
+        Outcome::Pass => "✅",
+        Outcome::Inconclusive => "🟡",
+        Outcome::Regression if m.regression_accepted() => "🟠",
+        Outcome::Regression => "❌",
+        Outcome::NotComparable => "⚠️",
+    }
+}
+
 /// The combined Markdown report. `runs` are (file, result) pairs.
 pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# throughline: {} run(s) combined\n", runs.len());
     if let Some(m) = merged {
-        let icon = match m.outcome {
-            Outcome::Pass => "✅",
-            Outcome::Inconclusive => "❔",
-            Outcome::Regression => "❌",
-            Outcome::NotComparable => "⚠️",
-        };
-        let worst = super::verdict::worst_ratio_said(m.worst_ratio);
-        let accepted = match m.regression_accepted() {
-            true => format!("; {}", super::verdict::ACCEPTED),
-            false => String::new(),
-        };
-        let _ = writeln!(
-            out,
-            "## {icon} {} (the worst of {} check(s){worst}){accepted}\n",
-            m.outcome.word().replace('_', " ").to_uppercase(),
-            m.checks.len()
-        );
+        let _ = writeln!(out, "## {} {}\n", merged_icon(m), merged_headline(m));
         let _ = writeln!(
             out,
             "| check | profile | baseline | verdict | worst ratio |"

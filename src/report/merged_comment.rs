@@ -7,9 +7,9 @@
 use std::fmt::Write;
 
 use crate::gate::merge::MergedVerdict;
-use crate::gate::Outcome;
 use crate::record::files::{PR_COMMENT_MARKER, REPORT_MD};
 
+use super::combined::{merged_headline, merged_icon};
 use super::github::RunContext;
 use super::pr_comment::{comment_naming, COMMENT_LIMIT};
 
@@ -23,17 +23,11 @@ pub fn merged_comment(merged: &MergedVerdict, run_id: &str, context: &RunContext
     let mut out = String::new();
     let _ = writeln!(out, "{PR_COMMENT_MARKER}");
     let _ = writeln!(out, "{}", crate::record::run_id::marker_line(run_id));
-    let accepted = match merged.regression_accepted() {
-        true => format!("; {}", super::verdict::ACCEPTED),
-        false => String::new(),
-    };
     let _ = writeln!(
         out,
-        "### {} throughline: {} (the worst of {} checks{}){accepted}\n",
-        icon(merged),
-        merged.outcome.word().replace('_', " ").to_uppercase(),
-        merged.checks.len(),
-        super::verdict::worst_ratio_said(merged.worst_ratio),
+        "### {} throughline: {}\n",
+        merged_icon(merged),
+        merged_headline(merged)
     );
     for check in &merged.checks {
         let _ = writeln!(
@@ -66,21 +60,11 @@ pub fn merged_comment(merged: &MergedVerdict, run_id: &str, context: &RunContext
     crate::untrusted::bound_summary(&out, COMMENT_LIMIT, "in report.md in the artifact")
 }
 
-fn icon(merged: &MergedVerdict) -> &'static str {
-    match merged.outcome {
-        Outcome::Pass => "✅",
-        Outcome::Inconclusive => "🟡",
-        Outcome::Regression if merged.regression_accepted() => "🟠",
-        Outcome::Regression => "❌",
-        Outcome::NotComparable => "⚠️",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gate::merge::{combine, Check};
-    use crate::gate::Verdict;
+    use crate::gate::{Outcome, Verdict};
 
     fn check(file: &str, outcome: Outcome) -> Check {
         let mut verdict = Verdict::refused("b", "p", None, Default::default(), "why");
@@ -121,7 +105,7 @@ mod tests {
         assert!(body.starts_with(PR_COMMENT_MARKER), "{body}");
         assert_eq!(body.matches(PR_COMMENT_MARKER).count(), 1, "{body}");
         assert_eq!(crate::record::run_id::from_markdown(&body), Some(MERGE_ID));
-        assert!(body.contains("❌ throughline: REGRESSION (the worst of 2 checks"));
+        assert!(body.contains("❌ throughline: REGRESSION (the worst of 2 check(s)"));
         // A file name is data: no line of the body starts a runner command.
         assert!(!body.lines().any(|l| l.starts_with("::")), "{body}");
     }
