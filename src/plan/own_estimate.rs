@@ -26,7 +26,7 @@ fn row_for<'n>(req: &PlanRequest, nodes: &'n [NodePlan]) -> Result<&'n NodePlan>
             .find(|n| n.node == *name || normalize(&n.node) == normalize(name))
             .ok_or_else(|| {
                 Field::CompareNode.error(format!(
-                    "your estimate's node: no row {name:?} in this plan; rows: {}",
+                    "no row {name:?} in this plan for your estimate; rows: {}",
                     names()
                 ))
             });

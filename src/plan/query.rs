@@ -214,7 +214,7 @@ fn apply_formats(q: &PlanQuery, run: Option<&RunResult>, m: &mut ModelFacts) -> 
         .or(recorded.filter(|p| weight_bytes_for(p).is_some()));
     if let Some(q) = format {
         let bytes = weight_bytes_for(&q).ok_or_else(|| {
-            Field::Quantization.error(format!("the weight format: unknown format {q:?}; known: bf16, fp16, fp8, int8, int4 (awq, gptq), nvfp4, mxfp4"))
+            Field::Quantization.error(format!("unknown weight format {q:?}; known: bf16, fp16, fp8, int8, int4 (awq, gptq), nvfp4, mxfp4"))
         })?;
         // The KV cache keeps its dtype whatever the weights become.
         m.kv_bytes = Some(m.kv_bytes.unwrap_or(m.bytes_per_param));
@@ -225,7 +225,9 @@ fn apply_formats(q: &PlanQuery, run: Option<&RunResult>, m: &mut ModelFacts) -> 
     }
     if let Some(d) = &q.kv_cache_dtype {
         let bytes = kv_bytes_for(d).ok_or_else(|| {
-            Field::KvCacheDtype.error(format!("the KV-cache dtype: unknown dtype {d:?}; known: auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2"))
+            Field::KvCacheDtype.error(format!(
+                "unknown KV-cache dtype {d:?}; known: auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2"
+            ))
         })?;
         m.kv_bytes = Some(bytes);
         m.source = format!("{}; KV cache as {d}", m.source);
@@ -274,7 +276,7 @@ fn same_gpu(a: &str, b: &str, facts: &Facts) -> bool {
 fn check_gpu(q: &PlanQuery, facts: &Facts) -> Result<()> {
     match &q.gpu {
         Some(g) if facts.gpu(g).is_none() => Err(Field::Gpu.error(format!(
-            "the run's GPU: unknown GPU {g:?}; known: {}",
+            "unknown GPU {g:?} for the run's node; known: {}",
             facts.gpu_names().join(", ")
         ))),
         _ => Ok(()),
