@@ -6,6 +6,7 @@
 //! measured in blocks: throughline starts both servers itself, swaps their slots, and passes.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -151,8 +152,8 @@ async fn run_against(head: &[String], base: &[String], out: &Path, verbose: bool
         results: Some(out.join(crate::record::files::RESULTS_FILE)),
         deadline: Some(Duration::from_secs(2 * 86_400)),
         // The simulated node: two replicas, counted as one "GPU" each.
-        replicas_per_node: Some(2),
-        gpus_per_node: Some(2),
+        replicas_per_node: NonZeroU32::new(2),
+        gpus_per_node: NonZeroU32::new(2),
         ..PlanQuery::new(TokenBudget::PerCompletion {
             completions: 902_087.0,
             avg_output_tokens: Some(1818.0),

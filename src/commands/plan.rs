@@ -1,5 +1,6 @@
 //! `throughline plan`: how many days, how many nodes, what cost, for a token budget.
 
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -112,16 +113,16 @@ pub struct PlanArgs {
     pub gpu: Option<String>,
     /// GPUs in the node the run measured.
     #[arg(long, requires = "results", value_parser = values::parse_per_node)]
-    pub gpus_per_node: Option<u32>,
+    pub gpus_per_node: Option<NonZeroU32>,
     /// Replicas (servers) like the one measured per node [default: 1, or the node's].
     #[arg(long, value_parser = values::parse_per_node)]
-    pub replicas_per_node: Option<u32>,
+    pub replicas_per_node: Option<NonZeroU32>,
     /// Price of the run's node per hour, dollars (when not from --node).
     #[arg(long, allow_hyphen_values = true, value_parser = values::parse_price)]
     pub usd_per_node_hour: Option<f64>,
     /// Highest concurrency per replica to plan with.
     #[arg(long, value_parser = values::parse_concurrency)]
-    pub max_concurrency: Option<u32>,
+    pub max_concurrency: Option<NonZeroU32>,
     /// Longest acceptable time per request, e.g. 60s (Little's law).
     #[arg(long, allow_hyphen_values = true, value_parser = values::parse_duration)]
     pub max_latency: Option<Duration>,
@@ -178,7 +179,7 @@ pub struct PlanArgs {
     pub out: Option<PathBuf>,
     /// Bootstrap resamples for P10/P90.
     #[arg(long, default_value_t = DEFAULT_RESAMPLES, value_parser = values::parse_resamples)]
-    pub resamples: usize,
+    pub resamples: NonZeroUsize,
     /// Bootstrap seed (the same seed gives the same plan).
     #[arg(long, default_value_t = DEFAULT_SEED)]
     pub seed: u64,

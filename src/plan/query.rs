@@ -2,6 +2,7 @@
 //! (`commands/plan.rs`), or the demo's question; checked against the facts and the catalog,
 //! its run read, the node that run measured and the model's facts found, and answered.
 
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use crate::profile::LengthDist;
 use crate::record::RunResult;
 
 /// Bootstrap resamples for P10/P90 unless the question says otherwise.
-pub const DEFAULT_RESAMPLES: usize = 1000;
+pub const DEFAULT_RESAMPLES: NonZeroUsize = NonZeroUsize::new(1000).unwrap();
 /// Bootstrap seed unless the question says otherwise.
 pub const DEFAULT_SEED: u64 = 20261129;
 
@@ -60,14 +61,14 @@ pub struct PlanQuery {
     pub node: Option<String>,
     /// GPU of the node the run measured (instead of a node type).
     pub gpu: Option<String>,
-    /// GPUs in the node the run measured (1 to a node's most).
-    pub gpus_per_node: Option<u32>,
-    /// Replicas like the one measured per node (1 to a node's most).
-    pub replicas_per_node: Option<u32>,
+    /// GPUs in the node the run measured (at most a node's most).
+    pub gpus_per_node: Option<NonZeroU32>,
+    /// Replicas like the one measured per node (at most a node's most).
+    pub replicas_per_node: Option<NonZeroU32>,
     /// Price of the run's node per hour, dollars (zero or more).
     pub usd_per_node_hour: Option<f64>,
-    /// Highest concurrency per replica to plan with (at least 1).
-    pub max_concurrency: Option<u32>,
+    /// Highest concurrency per replica to plan with.
+    pub max_concurrency: Option<NonZeroU32>,
     /// Longest acceptable time per request (Little's law).
     pub max_latency: Option<Duration>,
     /// SLO: time to first token at p99 (with a run only).
@@ -93,8 +94,8 @@ pub struct PlanQuery {
     pub compare_days: Option<f64>,
     /// The node that estimate is for.
     pub compare_node: Option<String>,
-    /// Bootstrap resamples for P10/P90 (at least 1).
-    pub resamples: usize,
+    /// Bootstrap resamples for P10/P90.
+    pub resamples: NonZeroUsize,
     /// Bootstrap seed (the same seed gives the same plan).
     pub seed: u64,
 }
@@ -180,7 +181,7 @@ pub fn answer(q: &PlanQuery) -> Result<Plan> {
         limits: Limits {
             deadline_s: q.deadline.map(|d| d.as_secs_f64()),
             budget_usd: q.budget.map(|b| b.0),
-            max_concurrency: q.max_concurrency,
+            max_concurrency: q.max_concurrency.map(NonZeroU32::get),
             max_latency_s: q.max_latency.map(|d| d.as_secs_f64()),
             sustained_fraction: q.sustained,
             slo: Slo {
@@ -196,7 +197,7 @@ pub fn answer(q: &PlanQuery) -> Result<Plan> {
         model_name,
         run: run_entry,
         only_node,
-        resamples: q.resamples,
+        resamples: q.resamples.get(),
         seed: q.seed,
         compare_days: q.compare_days,
         compare_node: q.compare_node.clone(),
@@ -332,6 +333,7 @@ fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) ->
             let gpu = q.gpu.clone().or_else(|| recorded_gpu.clone());
             let gpus = q
                 .gpus_per_node
+                .map(NonZeroU32::get)
                 .or(run.environment.gpu_count)
                 .unwrap_or(endpoints)
                 .max(1);
@@ -366,10 +368,10 @@ fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) ->
         node.gpu = Some(g.clone());
     }
     if let Some(n) = q.gpus_per_node {
-        node.gpus_per_node = n;
+        node.gpus_per_node = n.get();
     }
     if let Some(r) = q.replicas_per_node {
-        node.replicas_per_node = r;
+        node.replicas_per_node = r.get();
     }
     if node.replicas_per_node != endpoints && q.replicas_per_node.is_none() {
         warnings.push(format!(

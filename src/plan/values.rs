@@ -4,6 +4,7 @@
 //! `commands/plan.rs` hands them to clap, which puts the flag's name in front of a refusal,
 //! so a bad value stops before the planner runs and the planner takes typed values only.
 
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
@@ -166,37 +167,35 @@ pub fn parse_share(text: &str) -> Result<f64> {
 }
 
 /// GPUs or replicas in one node: 1 to [`MAX_GPUS_PER_NODE`].
-pub fn parse_per_node(text: &str) -> Result<u32> {
-    match at_least_one(text)? {
-        n if u64::from(MAX_GPUS_PER_NODE) < n => bail!(
+pub fn parse_per_node(text: &str) -> Result<NonZeroU32> {
+    let n = at_least_one(text)?;
+    if u64::from(MAX_GPUS_PER_NODE) < n.get() {
+        bail!(
             "{n} is more than a node holds (at most {MAX_GPUS_PER_NODE}); a plan's node is one \
              machine, the plan gives how many of them"
-        ),
-        n => Ok(n as u32),
+        );
     }
+    Ok(NonZeroU32::try_from(n)?)
 }
 
 /// A concurrency: a whole number of at least one.
-pub fn parse_concurrency(text: &str) -> Result<u32> {
+pub fn parse_concurrency(text: &str) -> Result<NonZeroU32> {
     let n = at_least_one(text)?;
-    u32::try_from(n).map_err(|_| anyhow!("{n} is past {}", u32::MAX))
+    NonZeroU32::try_from(n).map_err(|_| anyhow!("{n} is past {}", u32::MAX))
 }
 
 /// Bootstrap resamples: a whole number of at least one.
-pub fn parse_resamples(text: &str) -> Result<usize> {
+pub fn parse_resamples(text: &str) -> Result<NonZeroUsize> {
     let n = at_least_one(text)?;
-    usize::try_from(n).map_err(|_| anyhow!("{n} is past {}", usize::MAX))
+    NonZeroUsize::try_from(n).map_err(|_| anyhow!("{n} is past {}", usize::MAX))
 }
 
-fn at_least_one(text: &str) -> Result<u64> {
+fn at_least_one(text: &str) -> Result<NonZeroU64> {
     let n: u64 = text
         .trim()
         .parse()
         .map_err(|_| anyhow!("{text:?} is not a whole number"))?;
-    if n == 0 {
-        bail!("must be at least 1");
-    }
-    Ok(n)
+    NonZeroU64::new(n).ok_or_else(|| anyhow!("must be at least 1"))
 }
 
 /// A decimal number as Rust reads it (`0.75`, `1e3`, `-2`), finite or not: the callers
@@ -264,11 +263,11 @@ mod tests {
         assert_eq!(parse_price("0").unwrap(), 0.0);
         assert!(parse_price("-1").is_err() && parse_price("inf").is_err());
         assert!(parse_positive("0").is_err() && parse_positive("NaN").is_err());
-        assert_eq!(parse_per_node("8").unwrap(), 8);
+        assert_eq!(parse_per_node("8").unwrap().get(), 8);
         let err = format!("{:#}", parse_per_node("2000").unwrap_err());
         assert!(err.contains("more than a node holds"), "{err}");
         assert!(format!("{:#}", parse_concurrency("0").unwrap_err()).contains("at least 1"));
-        assert_eq!(parse_resamples("200").unwrap(), 200);
+        assert_eq!(parse_resamples("200").unwrap().get(), 200);
     }
 }
 
