@@ -333,4 +333,46 @@ mod tests {
         });
         assert_eq!(want, parsed.query().unwrap());
     }
+
+    /// Which flags give the job's size is the command line's rule, said in its flags.
+    #[test]
+    fn a_job_without_its_size_names_the_flags_to_give() {
+        for (args, said) in [
+            (&["plan"][..], "no workload: give --output-tokens"),
+            (
+                &["plan", "--completions", "10"],
+                "--completions needs --avg-output-tokens",
+            ),
+            (
+                &["plan", "--avg-output-tokens", "10"],
+                "--avg-output-tokens needs --completions",
+            ),
+        ] {
+            let err = Flags::try_parse_from(args)
+                .unwrap()
+                .args
+                .query()
+                .unwrap_err();
+            assert!(err.to_string().contains(said), "{args:?}: {err}");
+        }
+        let lengths = [
+            "plan",
+            "--completions",
+            "10",
+            "--output-length",
+            "fixed:value=5",
+        ];
+        let q = Flags::try_parse_from(lengths)
+            .unwrap()
+            .args
+            .query()
+            .unwrap();
+        assert_eq!(
+            q.tokens,
+            TokenBudget::PerCompletion {
+                completions: 10.0,
+                avg_output_tokens: None
+            }
+        );
+    }
 }
