@@ -6,7 +6,9 @@
 //! measured in blocks: throughline starts both servers itself, swaps their slots, and passes.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -17,6 +19,7 @@ use crate::gate::baseline::Baseline;
 use crate::gate::evaluate;
 use crate::load::BenchSetup;
 use crate::plan::query::{answer, PlanQuery};
+use crate::plan::TokenBudget;
 use crate::profile::Profile;
 use crate::record::files::{LATENCY_PNG, PER_REQUEST_PNG, THROUGHPUT_PNG, VERDICT_MD};
 use crate::report::plan::{render_brief, render_json, render_table, write_plan_files};
@@ -147,13 +150,14 @@ async fn run_against(head: &[String], base: &[String], out: &Path, verbose: bool
     println!("\ndemo: how many days for the seeds' job (902,087 completions x 1,818 tokens) at this node's measured curve?");
     let question = PlanQuery {
         results: Some(out.join(crate::record::files::RESULTS_FILE)),
-        completions: Some("902087".to_string()),
-        avg_output_tokens: Some("1818".to_string()),
-        deadline: Some("2d".to_string()),
+        deadline: Some(Duration::from_secs(2 * 86_400)),
         // The simulated node: two replicas, counted as one "GPU" each.
-        replicas_per_node: Some(2),
-        gpus_per_node: Some(2),
-        ..Default::default()
+        replicas_per_node: NonZeroU32::new(2),
+        gpus_per_node: NonZeroU32::new(2),
+        ..PlanQuery::new(TokenBudget::PerCompletion {
+            completions: 902_087.0,
+            avg_output_tokens: Some(1818.0),
+        })
     };
     // plan.json and capacity.png beside the run's files: the demo is a full set.
     let planned = answer(&question).and_then(|plan| {

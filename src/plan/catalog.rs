@@ -6,10 +6,11 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 use super::facts::Facts;
+use super::field::Field;
 use super::toml_error::toml_error;
 
 /// The built-in catalog's text.
@@ -182,7 +183,7 @@ impl Catalog {
             None => Catalog::builtin(facts),
             Some(p) => {
                 let text = crate::fsutil::read_bounded(p, CATALOG_FILE_BYTES)
-                    .with_context(|| format!("--catalog: cannot read {}", p.display()))?;
+                    .map_err(|e| Field::Catalog.wrap(format!("cannot read {}", p.display()), e))?;
                 Catalog::parse(&text, &p.display().to_string(), facts)
             }
         }
@@ -229,15 +230,15 @@ impl Catalog {
             })
             .or_else(|| self.nodes.iter().find(|x| Some(x.name.as_str()) == renamed))
             .ok_or_else(|| {
-                anyhow!(
-                    "--node: unknown node type {name:?} in {}; known: {}",
+                Field::Node.error(format!(
+                    "unknown node type {name:?} in {}; known: {}",
                     self.origin,
                     self.nodes
                         .iter()
                         .map(|x| x.name.as_str())
                         .collect::<Vec<_>>()
                         .join(", ")
-                )
+                ))
             })
     }
 }
@@ -378,8 +379,10 @@ mod tests {
             .unwrap()
             .contains("RTX 6000 Ada"));
         assert_eq!(renamed_note("rtxpro6000-4x-tp4"), None);
-        let err = format!("{:#}", c.node("tpu-v9").unwrap_err());
-        assert!(err.contains("--node") && err.contains("tpu-v9"), "{err}");
+        let err = c.node("tpu-v9").unwrap_err();
+        let field = crate::plan::field::field_of(&err);
+        assert_eq!(field, Some(crate::plan::field::Field::Node), "{err:#}");
+        assert!(format!("{err:#}").contains("tpu-v9"), "{err:#}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::field::Field;
 use super::toml_error::toml_error;
 
 const GPUS_TOML: &str = include_str!("../../fixtures/gpus.toml");
@@ -242,7 +243,7 @@ pub fn model_from_hf_config(
     active_params_b: Option<f64>,
 ) -> Result<ModelFacts> {
     let text = crate::fsutil::read_bounded(path, MODEL_CONFIG_FILE_BYTES)
-        .with_context(|| format!("--model-config: cannot read {}", path.display()))?;
+        .map_err(|e| Field::ModelConfig.wrap(format!("cannot read {}", path.display()), e))?;
     model_from_hf_config_text(
         &text,
         &path.display().to_string(),
@@ -298,41 +299,49 @@ fn quantized_bytes(q: &serde_json::Value) -> Option<f64> {
     }
 }
 
+/// The facts of `text`, a config.json read from `origin`; a refusal is about the model's
+/// config (tagged so, for the command line to name its flag).
 pub fn model_from_hf_config_text(
     text: &str,
     origin: &str,
     params_b: Option<f64>,
     active_params_b: Option<f64>,
 ) -> Result<ModelFacts> {
-    let root: serde_json::Value = serde_json::from_str(text)
-        .with_context(|| format!("--model-config {origin}: not valid JSON"))?;
+    hf_config_facts(text, origin, params_b, active_params_b)
+        .map_err(|e| Field::ModelConfig.wrap(format!("the model's config {origin}"), e))
+}
+
+fn hf_config_facts(
+    text: &str,
+    origin: &str,
+    params_b: Option<f64>,
+    active_params_b: Option<f64>,
+) -> Result<ModelFacts> {
+    let root: serde_json::Value = serde_json::from_str(text).context("not valid JSON")?;
     let cfg = match root.get("num_hidden_layers") {
         Some(_) => &root,
         None => root.get("text_config").unwrap_or(&root),
     };
     let int = |key: &str| cfg.get(key).and_then(|v| v.as_u64());
     let need = |key: &str| -> Result<u64> {
-        int(key).with_context(|| {
-            format!("--model-config {origin}: field `{key}` is missing or not a whole number")
-        })
+        int(key).with_context(|| format!("field `{key}` is missing or not a whole number"))
     };
     let layers = need("num_hidden_layers")? as u32;
     let heads = int("num_attention_heads");
     let kv_heads = int("num_key_value_heads")
         .or(heads)
-        .with_context(|| {
-            format!("--model-config {origin}: field `num_key_value_heads` (or `num_attention_heads`) is missing")
-        })? as u32;
+        .context("field `num_key_value_heads` (or `num_attention_heads`) is missing")?
+        as u32;
     let hidden = int("hidden_size");
     let head_dim = match (int("head_dim"), hidden, heads) {
         (Some(d), _, _) => d as u32,
         (None, Some(h), Some(a)) if a > 0 => (h / a) as u32,
         _ => bail!(
-            "--model-config {origin}: field `head_dim` is missing and cannot be derived from \
+            "field `head_dim` is missing and cannot be derived from \
              `hidden_size` / `num_attention_heads`"
         ),
     };
-    let bytes_per_param = bytes_per_param(&root, cfg, origin)?;
+    let bytes_per_param = bytes_per_param(&root, cfg)?;
     let kv_layers = if let Some(types) = cfg.get("layer_types").and_then(|v| v.as_array()) {
         Some(
             types
@@ -352,14 +361,14 @@ pub fn model_from_hf_config_text(
     let params_b = match params_b {
         Some(p) => p,
         None if moe || hybrid => bail!(
-            "--model-config {origin}: a {} model; its parameter count cannot be derived from \
+            "a {} model; its parameter count cannot be derived from \
              config.json alone: pass --params (billions) and --active-params",
             if moe { "mixture-of-experts" } else { "hybrid" }
         ),
-        None => dense_params_b(&root, cfg, origin, layers, head_dim, kv_heads)?,
+        None => dense_params_b(&root, cfg, layers, head_dim, kv_heads)?,
     };
     if moe && active_params_b.is_none() {
-        bail!("--model-config {origin}: a mixture-of-experts model: pass --active-params (billions read per token)");
+        bail!("a mixture-of-experts model: pass --active-params (billions read per token)");
     }
     let name = model_name(&root, origin);
     Ok(ModelFacts {
@@ -382,7 +391,7 @@ pub fn model_from_hf_config_text(
 
 /// Bytes per weight: the quantization's, else the activations' dtype (16 bits unless
 /// config.json says otherwise).
-fn bytes_per_param(root: &serde_json::Value, cfg: &serde_json::Value, origin: &str) -> Result<f64> {
+fn bytes_per_param(root: &serde_json::Value, cfg: &serde_json::Value) -> Result<f64> {
     let dtype = cfg
         .get("torch_dtype")
         .or_else(|| cfg.get("dtype"))
@@ -394,7 +403,7 @@ fn bytes_per_param(root: &serde_json::Value, cfg: &serde_json::Value, origin: &s
         "bfloat16" | "float16" => 2.0,
         d if d.contains("float8") => 1.0,
         other => bail!(
-            "--model-config {origin}: field `torch_dtype` is {other:?}; expected bfloat16, \
+            "field `torch_dtype` is {other:?}; expected bfloat16, \
              float16, float32 or a float8 type"
         ),
     };
@@ -405,7 +414,7 @@ fn bytes_per_param(root: &serde_json::Value, cfg: &serde_json::Value, origin: &s
         None => activation_bytes,
         Some(q) => quantized_bytes(q).with_context(|| {
             format!(
-                "--model-config {origin}: field `quantization_config`: {}; pass \
+                "field `quantization_config`: {}; pass \
                  --quantization (bf16, fp8, int8, int4, nvfp4, mxfp4) to say it",
                 q
             )
@@ -419,7 +428,6 @@ fn bytes_per_param(root: &serde_json::Value, cfg: &serde_json::Value, origin: &s
 fn dense_params_b(
     root: &serde_json::Value,
     cfg: &serde_json::Value,
-    origin: &str,
     layers: u32,
     head_dim: u32,
     kv_heads: u32,
@@ -431,7 +439,7 @@ fn dense_params_b(
     let vocab = int("vocab_size").unwrap_or(0) as f64;
     if h == 0.0 || inter == 0.0 || vocab == 0.0 {
         bail!(
-            "--model-config {origin}: cannot derive the parameter count (needs \
+            "cannot derive the parameter count (needs \
              hidden_size, intermediate_size and vocab_size): pass --params (billions)"
         );
     }

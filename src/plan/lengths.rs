@@ -12,18 +12,19 @@
 //! lengths all equal to L that is L (n/(n+1) - 1/2) (a conservative bound: equal requests
 //! started together finish together); with one slot it is zero.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use statrs::distribution::{ContinuousCDF, LogNormal, Normal};
 
+use super::field::Field;
 use crate::profile::{LengthDist, Profile};
 
-/// The syntax `--output-length` and `--input-length` read, for messages and help.
+/// The syntax a length distribution is written in, for messages and help.
 pub const SYNTAX: &str = "fixed:value=N, uniform:mean=M,range_ratio=R, normal:mean=M,sd=S or \
                           lognormal:mean=M,sd=S";
 
 /// Parses `lognormal:mean=1818,sd=1200` (see [`SYNTAX`]) into a distribution.
-pub fn parse_length(flag: &str, text: &str) -> Result<LengthDist> {
-    let help = || anyhow!("{flag}: cannot read {text:?}; write one of {SYNTAX}");
+pub fn parse_length(text: &str) -> Result<LengthDist> {
+    let help = || anyhow!("cannot read {text:?}; write one of {SYNTAX}");
     let (kind, params) = text.trim().split_once(':').ok_or_else(help)?;
     let mut table = toml::Table::new();
     table.insert(
@@ -35,7 +36,7 @@ pub fn parse_length(flag: &str, text: &str) -> Result<LengthDist> {
         let v: f64 = v
             .trim()
             .parse()
-            .map_err(|_| anyhow!("{flag}: {:?} is not a number in {text:?}", v.trim()))?;
+            .map_err(|_| anyhow!("{:?} is not a number in {text:?}", v.trim()))?;
         let k = k.trim().to_string();
         let value = if k == "value" && v.fract() == 0.0 && v >= 0.0 && v <= f64::from(u32::MAX) {
             toml::Value::Integer(v as i64)
@@ -46,13 +47,13 @@ pub fn parse_length(flag: &str, text: &str) -> Result<LengthDist> {
     }
     let dist: LengthDist = toml::Value::Table(table)
         .try_into()
-        .map_err(|e| anyhow!("{flag}: {text:?}: {e}; write one of {SYNTAX}"))?;
-    check(flag, &dist)?;
+        .map_err(|e| anyhow!("{text:?}: {e}; write one of {SYNTAX}"))?;
+    check(&dist)?;
     Ok(dist)
 }
 
 /// Refuses parameters no length distribution has.
-fn check(flag: &str, d: &LengthDist) -> Result<()> {
+fn check(d: &LengthDist) -> Result<()> {
     let ok = match d {
         LengthDist::Fixed { value } => *value >= 1,
         LengthDist::Uniform { mean, range_ratio } => {
@@ -71,7 +72,7 @@ fn check(flag: &str, d: &LengthDist) -> Result<()> {
     };
     if !ok {
         bail!(
-            "{flag}: {d:?} is not a length distribution: the mean (or value) must be at least 1, \
+            "{d:?} is not a length distribution: the mean (or value) must be at least 1, \
              sd at least 0, range_ratio in [0, 1)"
         );
     }
@@ -81,15 +82,16 @@ fn check(flag: &str, d: &LengthDist) -> Result<()> {
 /// The output and input length distributions of a benchmark profile
 /// (`workload.output_length`, `workload.input_length`).
 pub fn from_profile(path: &std::path::Path) -> Result<(LengthDist, Option<LengthDist>)> {
-    let profile = Profile::load(path).with_context(|| "--lengths-from".to_string())?;
+    let profile = Profile::load(path)
+        .map_err(|e| Field::LengthsFrom.wrap("the profile the lengths are read from", e))?;
     let output = profile.workload.output_length.clone().ok_or_else(|| {
-        anyhow!(
-            "--lengths-from {}: the profile has no workload.output_length (a distribution of \
-             output lengths); give --output-length instead",
+        Field::LengthsFrom.error(format!(
+            "{}: the profile has no workload.output_length (a distribution of output lengths); \
+             give --output-length instead",
             path.display()
-        )
+        ))
     })?;
-    check("--lengths-from", &output)?;
+    check(&output).map_err(|e| Field::LengthsFrom.wrap(path.display(), e))?;
     Ok((output, profile.workload.input_length.clone()))
 }
 
@@ -208,18 +210,18 @@ mod tests {
     #[test]
     fn the_syntax_reads_each_distribution_and_refuses_the_rest() {
         assert_eq!(
-            parse_length("--output-length", "lognormal:mean=1818,sd=1200").unwrap(),
+            parse_length("lognormal:mean=1818,sd=1200").unwrap(),
             LengthDist::Lognormal {
                 mean: 1818.0,
                 sd: 1200.0
             }
         );
         assert_eq!(
-            parse_length("--output-length", "fixed:value=64").unwrap(),
+            parse_length("fixed:value=64").unwrap(),
             LengthDist::Fixed { value: 64 }
         );
         assert_eq!(
-            parse_length("--output-length", "Uniform: mean=100, range_ratio=0.5").unwrap(),
+            parse_length("Uniform: mean=100, range_ratio=0.5").unwrap(),
             LengthDist::Uniform {
                 mean: 100.0,
                 range_ratio: 0.5
@@ -237,8 +239,11 @@ mod tests {
             "uniform:mean=10,range_ratio=1",
             "normal:mean=10,sd=1,extra=2",
         ] {
-            let err = format!("{:#}", parse_length("--output-length", bad).unwrap_err());
-            assert!(err.contains("--output-length"), "{bad}: {err}");
+            let err = format!("{:#}", parse_length(bad).unwrap_err());
+            assert!(
+                err.contains("length distribution") || err.contains(bad),
+                "{bad}: {err}"
+            );
         }
     }
 

@@ -1,10 +1,11 @@
 //! The user's own estimate (`--compare-days`) against the plan: the throughput it implies,
 //! and what the plan can see of the difference.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::Result;
 
 use super::answer::{Comparison, NodePlan};
 use super::facts::normalize;
+use super::field::Field;
 use super::figures::{tok_s_for, Basis, SECONDS_PER_DAY};
 use super::request::PlanRequest;
 use super::workload::human_duration;
@@ -24,20 +25,20 @@ fn row_for<'n>(req: &PlanRequest, nodes: &'n [NodePlan]) -> Result<&'n NodePlan>
             .iter()
             .find(|n| n.node == *name || normalize(&n.node) == normalize(name))
             .ok_or_else(|| {
-                anyhow!(
-                    "--compare-node: no row {name:?} in this plan; rows: {}",
+                Field::CompareNode.error(format!(
+                    "no row {name:?} in this plan for your estimate; rows: {}",
                     names()
-                )
+                ))
             });
     }
     if req.run.is_some() || req.only_node.is_some() || nodes.len() == 1 {
         return Ok(&nodes[0]);
     }
-    bail!(
-        "--compare-days: which node is your estimate for? Name it with --compare-node (rows: \
+    Err(Field::CompareDays.error(format!(
+        "which node is your estimate in days for? Name it with --compare-node (rows: \
          {}), or plan one node with --node",
         names()
-    )
+    )))
 }
 
 /// Explains the difference between the user's estimate and the plan, for the row it names.

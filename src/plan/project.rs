@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 use super::answer::{ModelSummary, NodePlan, Plan};
 use super::catalog::Node;
 use super::curve::FitReport;
+use super::field::Field;
 use super::figures::SECONDS_PER_DAY;
 use super::finish::finish;
 use super::in_words::summarize;
@@ -172,11 +173,11 @@ fn refuse_a_missed_deadline(req: &PlanRequest, nodes: &[NodePlan]) -> Result<()>
                         .cloned()
                 })
                 .collect();
-            bail!(
-                "--deadline {}: cannot be met: {}",
+            return Err(Field::Deadline.error(format!(
+                "the deadline {}: cannot be met: {}",
                 super::workload::human_duration(d),
                 why.join("; ")
-            );
+            )));
         }
     }
     Ok(())
@@ -188,7 +189,7 @@ fn refuse_a_missed_deadline(req: &PlanRequest, nodes: &[NodePlan]) -> Result<()>
 /// row takes its catalog node's count when it is one. Exit 2 (an error) when no mix meets it.
 fn cheapest(req: &PlanRequest, nodes: &[NodePlan]) -> Result<MixReport> {
     let Some(deadline_s) = req.limits.deadline_s else {
-        bail!("--cheapest-mix needs --deadline: the mix is the cheapest that meets it");
+        bail!("the cheapest mix needs a deadline: the mix is the cheapest that meets it");
     };
     let mut options = Vec::new();
     let mut left_out = Vec::new();
@@ -223,10 +224,10 @@ fn cheapest(req: &PlanRequest, nodes: &[NodePlan]) -> Result<MixReport> {
         ));
     }
     if options.is_empty() {
-        bail!(
-            "--cheapest-mix: no row can promise the deadline at P90: {}",
+        return Err(Field::CheapestMix.error(format!(
+            "no row can promise the deadline at P90: {}",
             left_out.join("; ")
-        );
+        )));
     }
     let tokens = req.workload.output_tokens;
     match cheapest_mix(&options, tokens, deadline_s / 3600.0)? {
@@ -249,8 +250,8 @@ fn cheapest(req: &PlanRequest, nodes: &[NodePlan]) -> Result<MixReport> {
                     None => format!("{} (unlimited)", o.name),
                 })
                 .collect();
-            bail!(
-                "--cheapest-mix: no mix of the available nodes meets the deadline {} at P90; \
+            Err(Field::CheapestMix.error(format!(
+                "no mix of the available nodes meets the deadline {} at P90; \
                  available: {}{}",
                 human_duration(deadline_s),
                 most.join(", "),
@@ -259,7 +260,7 @@ fn cheapest(req: &PlanRequest, nodes: &[NodePlan]) -> Result<MixReport> {
                 } else {
                     format!("; left out: {}", left_out.join("; "))
                 }
-            )
+            )))
         }
     }
 }

@@ -1,117 +1,115 @@
-//! The planner's question as given (`plan`'s flags, or the demo's): checked, its run read,
-//! the node that run measured and the model's facts found, and answered.
+//! The planner's question, typed: `plan`'s flags after clap has read each value
+//! (`commands/plan.rs`), or the demo's question; checked against the facts and the catalog,
+//! its run read, the node that run measured and the model's facts found, and answered.
 
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
+use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::Result;
 
-use super::catalog::MAX_GPUS_PER_NODE;
 use super::facts::{kv_bytes_for, model_from_hf_config, weight_bytes_for, ModelFacts};
+use super::field::Field;
 use super::lengths;
 use super::request::{Limits, RunNode};
 use super::slo::Slo;
-use super::workload::{parse_count, parse_duration, Given};
+use super::values::Usd;
+use super::workload::TokenBudget;
 use super::{plan, Catalog, Facts, Plan, PlanRequest, Workload};
+use crate::profile::LengthDist;
 use crate::record::RunResult;
 
-/// Bootstrap resamples for P10/P90 unless `--resamples` says otherwise.
-pub const DEFAULT_RESAMPLES: usize = 1000;
-/// Bootstrap seed unless `--seed` says otherwise.
+/// Bootstrap resamples for P10/P90 unless the question says otherwise.
+pub const DEFAULT_RESAMPLES: NonZeroUsize = NonZeroUsize::new(1000).unwrap();
+/// Bootstrap seed unless the question says otherwise.
 pub const DEFAULT_SEED: u64 = 20261129;
 
-/// What a user asks the planner, as given on the command line (text where the flags take
-/// text, so that each error names its flag): `plan`'s flags, or the demo's question.
-#[derive(Debug, Clone)]
+/// Where the job's length distributions come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lengths {
+    /// Given as distributions (either may be absent).
+    Given {
+        output: Option<LengthDist>,
+        input: Option<LengthDist>,
+    },
+    /// A benchmark profile's `workload.output_length` (and `workload.input_length`).
+    FromProfile(PathBuf),
+}
+
+/// What a user asks the planner, each value already read and checked on its own (counts
+/// positive, durations longer than zero, shares in (0, 1], per-node counts within a node):
+/// what is left to check needs the facts, the catalog, the run or several values together.
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlanQuery {
-    /// Completions (requests) in the job, e.g. 902087 (with --avg-output-tokens).
-    pub completions: Option<String>,
-    /// Average output tokens per completion, e.g. 1818.
-    pub avg_output_tokens: Option<String>,
-    /// Output tokens in all, e.g. 1.64e9 (instead of, or with, --completions).
-    pub output_tokens: Option<String>,
-    /// Average input (prompt) tokens per completion: counted in the KV cache.
-    pub avg_input_tokens: Option<String>,
-    /// The job's output lengths as a distribution: fixed:value=N, uniform:mean=M,range_ratio=R,
-    /// normal:mean=M,sd=S or lognormal:mean=M,sd=S (e.g. lognormal:mean=1818,sd=1200). Its
-    /// mean is the average output tokens; its spread sets the time-weighted context and the
-    /// end-of-job tail.
-    pub output_length: Option<String>,
-    /// The prompts' lengths as a distribution, as --output-length (its mean is the average
-    /// input tokens).
-    pub input_length: Option<String>,
-    /// Read the output (and input) length distributions from a benchmark profile's
-    /// workload.output_length (and workload.input_length).
-    pub lengths_from: Option<PathBuf>,
-    /// Finish within this time: 2d, 36h, 90m, 1d12h. Gives the nodes needed.
-    pub deadline: Option<String>,
-    /// With --deadline: the cheapest mix of node types (catalog prices and `available`
-    /// counts) that meets the deadline at P90, and the runner-up. Rows whose P90 is unknown
-    /// are left out.
+    /// The job's size: the output tokens in all, or completions times tokens per completion.
+    pub tokens: TokenBudget,
+    /// Average input (prompt) tokens per completion (zero or more): counted in the KV cache.
+    pub avg_input_tokens: Option<f64>,
+    /// The output and prompt lengths as distributions, given or read from a profile.
+    pub lengths: Lengths,
+    /// Finish within this time: gives the nodes needed.
+    pub deadline: Option<Duration>,
+    /// With a deadline: the cheapest mix of node types that meets it at P90.
     pub cheapest_mix: bool,
-    /// The job on exactly N nodes of each type: time (P10-P90, end-of-job tail included) and
-    /// cost. plan.json tabulates 1 to 128 nodes for every row either way.
+    /// The job on exactly N nodes of each type.
     pub nodes: Option<u32>,
-    /// Budget in dollars: each node type's cost is checked against it.
-    pub budget: Option<String>,
-    /// A throughline results file: fit the USL to its concurrency sweep.
+    /// Each node type's cost is checked against it.
+    pub budget: Option<Usd>,
+    /// A throughline results file (or `seed:NAME`): fit the USL to its concurrency sweep.
     pub results: Option<PathBuf>,
-    /// The catalog node type the run measured (with --results), or the only node to plan.
+    /// The catalog node type the run measured (with a run), or the only node to plan.
     pub node: Option<String>,
-    /// GPU of the node the run measured (instead of --node).
+    /// GPU of the node the run measured (instead of a node type).
     pub gpu: Option<String>,
-    /// GPUs in the node the run measured.
-    pub gpus_per_node: Option<u32>,
-    /// Replicas (servers) like the one measured per node [default: 1, or the node's].
-    pub replicas_per_node: Option<u32>,
-    /// Price of the run's node per hour, dollars (when not from --node).
+    /// GPUs in the node the run measured (at most a node's most).
+    pub gpus_per_node: Option<NonZeroU32>,
+    /// Replicas like the one measured per node (at most a node's most).
+    pub replicas_per_node: Option<NonZeroU32>,
+    /// Price of the run's node per hour, dollars (zero or more).
     pub usd_per_node_hour: Option<f64>,
     /// Highest concurrency per replica to plan with.
-    pub max_concurrency: Option<u32>,
-    /// Longest acceptable time per request, e.g. 60s (Little's law).
-    pub max_latency: Option<String>,
-    /// SLO: time to first token at p99, e.g. 2s (with --results: plan at the highest load
-    /// whose measured p99 meets it, interpolated between levels).
-    pub max_ttft_p99: Option<String>,
-    /// SLO: inter-token latency at p99, e.g. 50ms (with --results, as --max-ttft-p99).
-    pub max_itl_p99: Option<String>,
-    /// Node catalog (TOML) [default: fixtures/catalog.toml, built in].
+    pub max_concurrency: Option<NonZeroU32>,
+    /// Longest acceptable time per request (Little's law).
+    pub max_latency: Option<Duration>,
+    /// SLO: time to first token at p99 (with a run only).
+    pub max_ttft_p99: Option<Duration>,
+    /// SLO: inter-token latency at p99 (with a run only).
+    pub max_itl_p99: Option<Duration>,
+    /// Node catalog (TOML) [default: the built-in one].
     pub catalog: Option<PathBuf>,
-    /// Model name from the built-in facts (Qwen3.6-27B, Qwen3.5-122B-A10B, Llama-3.1-8B, ...).
+    /// Model name from the built-in facts (or the name for a config.json's facts).
     pub model: Option<String>,
     /// A Hugging Face config.json to read the model's facts from.
     pub model_config: Option<PathBuf>,
-    /// Parameters in billions (with --model-config, when not derivable).
+    /// Parameters and active parameters per token, in billions (positive; with a config.json).
     pub params: Option<f64>,
-    /// Active parameters per token in billions (MoE, with --model-config).
     pub active_params: Option<f64>,
-    /// Weight format of the model served: bf16, fp8, int8, int4 (AWQ/GPTQ), nvfp4, mxfp4
-    /// [default: the facts', config.json's, or the run's recorded precision].
+    /// Weight format of the model served [default: the facts', config.json's, or the run's].
     pub quantization: Option<String>,
-    /// KV-cache dtype as the server runs it: auto (16-bit), fp8, fp8_e4m3, fp8_e5m2.
+    /// KV-cache dtype as the server runs it.
     pub kv_cache_dtype: Option<String>,
-    /// Share of the throughput a long run sustains, e.g. 0.75.
+    /// Share of the throughput a long run sustains, in (0, 1].
     pub sustained: f64,
-    /// Your own estimate in days: the plan explains the difference.
+    /// Your own estimate in days (positive): the plan explains the difference.
     pub compare_days: Option<f64>,
-    /// The node your --compare-days estimate is for [default: the run's, or --node's].
+    /// The node that estimate is for.
     pub compare_node: Option<String>,
     /// Bootstrap resamples for P10/P90.
-    pub resamples: usize,
+    pub resamples: NonZeroUsize,
     /// Bootstrap seed (the same seed gives the same plan).
     pub seed: u64,
 }
 
-/// `plan` with no flags (a test keeps it equal to the flags' defaults).
-impl Default for PlanQuery {
-    fn default() -> Self {
+impl PlanQuery {
+    /// The question about `tokens` with nothing else said: the defaults `plan` has.
+    pub fn new(tokens: TokenBudget) -> PlanQuery {
         PlanQuery {
-            completions: None,
-            avg_output_tokens: None,
-            output_tokens: None,
+            tokens,
             avg_input_tokens: None,
-            output_length: None,
-            input_length: None,
-            lengths_from: None,
+            lengths: Lengths::Given {
+                output: None,
+                input: None,
+            },
             deadline: None,
             cheapest_mix: false,
             nodes: None,
@@ -142,67 +140,17 @@ impl Default for PlanQuery {
     }
 }
 
-/// The plan that answers `q`: its figures checked, the run (if any) read, the node it
-/// measured and the model's facts found.
+/// The plan that answers `q`: the run (if any) read, the node it measured and the model's
+/// facts found.
 pub fn answer(q: &PlanQuery) -> Result<Plan> {
     let workload = workload(q)?;
-    let deadline_s = q
-        .deadline
-        .as_deref()
-        .map(|d| parse_duration("--deadline", d))
-        .transpose()?;
-    let max_latency_s = q
-        .max_latency
-        .as_deref()
-        .map(|d| parse_duration("--max-latency", d))
-        .transpose()?;
-    let slo = Slo {
-        max_ttft_p99_s: q
-            .max_ttft_p99
-            .as_deref()
-            .map(|d| parse_duration("--max-ttft-p99", d))
-            .transpose()?,
-        max_itl_p99_s: q
-            .max_itl_p99
-            .as_deref()
-            .map(|d| parse_duration("--max-itl-p99", d))
-            .transpose()?,
-    };
-    if slo.any() && q.results.is_none() {
-        bail!(
-            "--max-ttft-p99 and --max-itl-p99 need a measured curve (--results RUN.json): \
-             catalog figures carry no latency percentiles"
-        );
-    }
-    let budget_usd = q
-        .budget
-        .as_deref()
-        .map(|b| parse_count("--budget", b.trim_start_matches('$')))
-        .transpose()?;
-    if q.max_concurrency == Some(0) {
-        bail!("--max-concurrency: must be at least 1");
-    }
-    if !(q.sustained > 0.0 && q.sustained <= 1.0) {
-        bail!("--sustained: must be in (0, 1], got {}", q.sustained);
-    }
-    positive("--compare-days", q.compare_days)?;
-    if q.compare_node.is_some() && q.compare_days.is_none() {
-        bail!(
-            "--compare-node names the node of a --compare-days estimate: give --compare-days too"
-        );
-    }
-    if q.resamples == 0 {
-        bail!("--resamples: must be at least 1");
-    }
-    if q.results.is_none() && (q.gpu.is_some() || q.gpus_per_node.is_some()) {
-        bail!("--gpu and --gpus-per-node describe the node a run measured: they need --results");
-    }
-
     let facts = Facts::builtin();
     let catalog = Catalog::load(q.catalog.as_deref(), &facts)?;
     let mut model = model_facts(q, &facts)?;
     let run = match &q.results {
-        Some(path) => Some(super::seed_runs::load(path).with_context(|| "--results".to_string())?),
+        Some(path) => {
+            Some(super::seed_runs::load(path).map_err(|e| Field::Results.wrap("the run", e))?)
+        }
         None => None,
     };
     let mut model_name = q.model.clone();
@@ -231,12 +179,15 @@ pub fn answer(q: &PlanQuery) -> Result<Plan> {
     let req = PlanRequest {
         workload,
         limits: Limits {
-            deadline_s,
-            budget_usd,
-            max_concurrency: q.max_concurrency,
-            max_latency_s,
+            deadline_s: q.deadline.map(|d| d.as_secs_f64()),
+            budget_usd: q.budget.map(|b| b.0),
+            max_concurrency: q.max_concurrency.map(NonZeroU32::get),
+            max_latency_s: q.max_latency.map(|d| d.as_secs_f64()),
             sustained_fraction: q.sustained,
-            slo,
+            slo: Slo {
+                max_ttft_p99_s: q.max_ttft_p99.map(|d| d.as_secs_f64()),
+                max_itl_p99_s: q.max_itl_p99.map(|d| d.as_secs_f64()),
+            },
             cheapest_mix: q.cheapest_mix,
             nodes: q.nodes,
         },
@@ -246,7 +197,7 @@ pub fn answer(q: &PlanQuery) -> Result<Plan> {
         model_name,
         run: run_entry,
         only_node,
-        resamples: q.resamples,
+        resamples: q.resamples.get(),
         seed: q.seed,
         compare_days: q.compare_days,
         compare_node: q.compare_node.clone(),
@@ -254,16 +205,7 @@ pub fn answer(q: &PlanQuery) -> Result<Plan> {
     plan(&req)
 }
 
-fn positive(flag: &str, v: Option<f64>) -> Result<Option<f64>> {
-    match v {
-        Some(x) if !crate::stats::is_positive(x) => {
-            bail!("{flag}: must be a positive number, got {x}")
-        }
-        other => Ok(other),
-    }
-}
-
-/// The served weight format and KV dtype: `--quantization` and `--kv-cache-dtype`, else the
+/// The served weight format and KV dtype: as the question says, else the
 /// run's recorded precision (when it names a known format), else the facts as they are.
 fn apply_formats(q: &PlanQuery, run: Option<&RunResult>, m: &mut ModelFacts) -> Result<()> {
     let recorded = run.and_then(|r| r.environment.precision.clone());
@@ -273,7 +215,7 @@ fn apply_formats(q: &PlanQuery, run: Option<&RunResult>, m: &mut ModelFacts) -> 
         .or(recorded.filter(|p| weight_bytes_for(p).is_some()));
     if let Some(q) = format {
         let bytes = weight_bytes_for(&q).ok_or_else(|| {
-            anyhow!("--quantization: unknown format {q:?}; known: bf16, fp16, fp8, int8, int4 (awq, gptq), nvfp4, mxfp4")
+            Field::Quantization.error(format!("unknown weight format {q:?}; known: bf16, fp16, fp8, int8, int4 (awq, gptq), nvfp4, mxfp4"))
         })?;
         // The KV cache keeps its dtype whatever the weights become.
         m.kv_bytes = Some(m.kv_bytes.unwrap_or(m.bytes_per_param));
@@ -284,7 +226,9 @@ fn apply_formats(q: &PlanQuery, run: Option<&RunResult>, m: &mut ModelFacts) -> 
     }
     if let Some(d) = &q.kv_cache_dtype {
         let bytes = kv_bytes_for(d).ok_or_else(|| {
-            anyhow!("--kv-cache-dtype: unknown dtype {d:?}; known: auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2")
+            Field::KvCacheDtype.error(format!(
+                "unknown KV-cache dtype {d:?}; known: auto, bf16, fp16, fp8, fp8_e4m3, fp8_e5m2"
+            ))
         })?;
         m.kv_bytes = Some(bytes);
         m.source = format!("{}; KV cache as {d}", m.source);
@@ -293,11 +237,6 @@ fn apply_formats(q: &PlanQuery, run: Option<&RunResult>, m: &mut ModelFacts) -> 
 }
 
 fn model_facts(q: &PlanQuery, facts: &Facts) -> Result<Option<ModelFacts>> {
-    if q.model_config.is_none() && (q.params.is_some() || q.active_params.is_some()) {
-        bail!("--params and --active-params go with --model-config");
-    }
-    positive("--params", q.params)?;
-    positive("--active-params", q.active_params)?;
     if let Some(path) = &q.model_config {
         let mut m = model_from_hf_config(path, q.params, q.active_params)?;
         if let Some(name) = &q.model {
@@ -308,10 +247,10 @@ fn model_facts(q: &PlanQuery, facts: &Facts) -> Result<Option<ModelFacts>> {
     match &q.model {
         None => Ok(None),
         Some(name) => facts.model(name).cloned().map(Some).ok_or_else(|| {
-            anyhow!(
-                "--model: no facts for {name:?}; known: {} (or pass --model-config config.json)",
+            Field::Model.error(format!(
+                "no facts for the model {name:?}; known: {} (or pass --model-config config.json)",
                 facts.model_names().join(", ")
-            )
+            ))
         }),
     }
 }
@@ -334,37 +273,22 @@ fn same_gpu(a: &str, b: &str, facts: &Facts) -> bool {
     }
 }
 
-/// `--gpus-per-node`, `--replicas-per-node` and `--gpu` checked on their own.
-fn check_node_flags(q: &PlanQuery, facts: &Facts) -> Result<()> {
-    for (flag, v) in [
-        ("--gpus-per-node", q.gpus_per_node),
-        ("--replicas-per-node", q.replicas_per_node),
-    ] {
-        match v {
-            Some(0) => bail!("{flag}: must be at least 1"),
-            Some(n) if n > MAX_GPUS_PER_NODE => bail!(
-                "{flag}: {n} is more than a node holds (at most {MAX_GPUS_PER_NODE}); a plan's \
-                 node is one machine, the plan gives how many of them"
-            ),
-            _ => {}
-        }
+/// The run's GPU as the question names it, checked against the facts.
+fn check_gpu(q: &PlanQuery, facts: &Facts) -> Result<()> {
+    match &q.gpu {
+        Some(g) if facts.gpu(g).is_none() => Err(Field::Gpu.error(format!(
+            "unknown GPU {g:?} for the run's node; known: {}",
+            facts.gpu_names().join(", ")
+        ))),
+        _ => Ok(()),
     }
-    if let Some(g) = &q.gpu {
-        if facts.gpu(g).is_none() {
-            bail!(
-                "--gpu: unknown GPU {g:?}; known: {}",
-                facts.gpu_names().join(", ")
-            );
-        }
-    }
-    Ok(())
 }
 
-/// The node the run measured: `--node` (which must be the run's hardware), else the run's
-/// environment and the flags. Replicas default to the run's endpoints: a run spread over
+/// The node the run measured: the node type asked (which must be the run's hardware), else
+/// the run's environment and the question's GPU and layout. Replicas default to the run's endpoints: a run spread over
 /// several servers measured that many replicas together.
 fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) -> Result<RunNode> {
-    check_node_flags(q, facts)?;
+    check_gpu(q, facts)?;
     let endpoints = u32::try_from(run.environment.endpoints.max(1)).unwrap_or(u32::MAX);
     let recorded_gpu = run_gpu(run, facts);
     let mut warnings = Vec::new();
@@ -373,8 +297,8 @@ fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) ->
             let n = catalog.node(name)?;
             if let Some(rg) = &recorded_gpu {
                 if !same_gpu(rg, &n.gpu, facts) {
-                    bail!(
-                        "--node {}: its GPU is {} but the run measured {}: a run's throughput \
+                    return Err(Field::Node.error(format!(
+                        "the node type {}: its GPU is {} but the run measured {}: a run's throughput \
                          belongs to the hardware it ran on. Leave out --node (the run's node is \
                          described by its environment, --gpus-per-node, --replicas-per-node), \
                          or plan {} without --results (scaled or catalog figures)",
@@ -382,18 +306,17 @@ fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) ->
                         n.gpu,
                         rg,
                         n.name
-                    );
+                    )));
                 }
             }
             if let Some(c) = run.environment.gpu_count {
                 if c != n.gpus_per_node && q.gpus_per_node.is_none() {
-                    bail!(
-                        "--node {}: it has {} GPUs but the run measured {c}: a run's throughput \
-                         belongs to the hardware it ran on; leave out --node, or say the \
-                         node's layout with --gpus-per-node and --replicas-per-node",
-                        n.name,
-                        n.gpus_per_node
-                    );
+                    return Err(Field::Node.error(format!(
+                        "the node type {}: it has {} GPUs but the run measured {c}: a run's \
+                         throughput belongs to the hardware it ran on; leave out --node, or say \
+                         the node's layout with --gpus-per-node and --replicas-per-node",
+                        n.name, n.gpus_per_node
+                    )));
                 }
             }
             RunNode {
@@ -410,6 +333,7 @@ fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) ->
             let gpu = q.gpu.clone().or_else(|| recorded_gpu.clone());
             let gpus = q
                 .gpus_per_node
+                .map(NonZeroU32::get)
                 .or(run.environment.gpu_count)
                 .unwrap_or(endpoints)
                 .max(1);
@@ -444,10 +368,10 @@ fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) ->
         node.gpu = Some(g.clone());
     }
     if let Some(n) = q.gpus_per_node {
-        node.gpus_per_node = n;
+        node.gpus_per_node = n.get();
     }
     if let Some(r) = q.replicas_per_node {
-        node.replicas_per_node = r;
+        node.replicas_per_node = r.get();
     }
     if node.replicas_per_node != endpoints && q.replicas_per_node.is_none() {
         warnings.push(format!(
@@ -458,62 +382,29 @@ fn run_node(q: &PlanQuery, run: &RunResult, catalog: &Catalog, facts: &Facts) ->
         ));
     }
     if let Some(p) = q.usd_per_node_hour {
-        if !(p.is_finite() && p >= 0.0) {
-            bail!("--usd-per-node-hour: must be zero or more, got {p}");
-        }
         node.usd_per_node_hour = Some(p);
         node.price_note = Some("given with --usd-per-node-hour".to_string());
     }
     if node.gpus_per_node % node.replicas_per_node != 0 {
-        bail!(
-            "{} replicas per node (--replicas-per-node, or the run's {endpoints} endpoints) do \
+        return Err(Field::ReplicasPerNode.error(format!(
+            "{} replicas per node (as asked, or the run's {endpoints} endpoints) do \
              not divide the node's {} GPUs into whole GPUs per replica; say the layout with \
              --gpus-per-node and --replicas-per-node",
-            node.replicas_per_node,
-            node.gpus_per_node
-        );
+            node.replicas_per_node, node.gpus_per_node
+        )));
     }
     node.warnings = warnings;
     Ok(node)
 }
 
-/// The job from the flags: the token budget, and the length distributions when given.
+/// The job: its token budget, and the length distributions when given or read.
 fn workload(q: &PlanQuery) -> Result<Workload> {
-    let (output, input) = match &q.lengths_from {
-        Some(path) => {
+    let (output, input) = match &q.lengths {
+        Lengths::FromProfile(path) => {
             let (o, i) = lengths::from_profile(path)?;
             (Some(o), i)
         }
-        None => (
-            q.output_length
-                .as_deref()
-                .map(|t| lengths::parse_length("--output-length", t))
-                .transpose()?,
-            q.input_length
-                .as_deref()
-                .map(|t| lengths::parse_length("--input-length", t))
-                .transpose()?,
-        ),
+        Lengths::Given { output, input } => (output.clone(), input.clone()),
     };
-    // --completions with a distribution: its mean is the average output tokens.
-    let mean = output.as_ref().map(|d| format!("{}", d.moments().0));
-    let avg_out = match (&q.avg_output_tokens, &q.output_tokens, &q.completions) {
-        (None, None, Some(_)) => mean.as_deref(),
-        _ => q.avg_output_tokens.as_deref(),
-    };
-    Workload::from_flags(
-        q.completions.as_deref(),
-        avg_out,
-        q.output_tokens.as_deref(),
-        q.avg_input_tokens.as_deref(),
-    )?
-    .with_lengths(
-        output,
-        input,
-        Given {
-            avg_output: q.avg_output_tokens.is_some(),
-            avg_input: q.avg_input_tokens.is_some(),
-            total: q.output_tokens.is_some(),
-        },
-    )
+    Workload::new(&q.tokens, q.avg_input_tokens, output, input)
 }

@@ -9,6 +9,7 @@ use anyhow::{bail, Result};
 use super::catalog::{FigureBasis, Node};
 use super::curve::{self, ConcurrencyLimits, CurveEstimate, FitReport};
 use super::facts::GpuFacts;
+use super::field::Field;
 use super::figures::{Basis, Interval, Quantiles};
 use super::prefill;
 use super::request::{PlanRequest, RunNode};
@@ -65,11 +66,11 @@ pub(super) fn from_run(
     let run_model = run.environment.model.clone();
     if let (Some(pm), Some(rm)) = (&plan_model, &run_model) {
         if !req.same_model(pm, rm) {
-            bail!(
-                "--results {origin} measured {rm} but the plan is for {pm}: one model's \
+            return Err(Field::Results.error(format!(
+                "the run {origin} measured {rm} but the plan is for {pm}: one model's \
                  throughput says nothing exact about another's; plan {pm} from its own run, or \
                  without --results (catalog figures for {pm}, or scaled ones)"
-            );
+            )));
         }
     }
     let memory = memory_limit(req, node, gpu, full_context)?;

@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
+use super::field::Field;
 use crate::record::files::REQUESTS_FILE;
 use crate::record::{Arm, RequestRecord, RunResult, Window};
 
@@ -70,7 +71,7 @@ fn level_p99s(run: &RunResult, origin: &str) -> Result<Vec<LevelP99>> {
     }
     out.sort_by(|a, b| a.concurrency.total_cmp(&b.concurrency));
     if out.is_empty() {
-        bail!("--results {origin}: no levels");
+        return Err(Field::Results.error(format!("the run {origin}: no levels")));
     }
     Ok(out)
 }
@@ -79,59 +80,65 @@ fn level_p99s(run: &RunResult, origin: &str) -> Result<Vec<LevelP99>> {
 pub fn cap(run: &RunResult, origin: &str, slo: &Slo) -> Result<SloCap> {
     let levels = level_p99s(run, origin)?;
     let mut best: Option<(f64, Option<String>, String)> = None;
-    let pickers: [(&str, Option<f64>, Pick); 2] = [
-        ("TTFT p99", slo.max_ttft_p99_s, |l| l.ttft),
-        ("ITL p99", slo.max_itl_p99_s, |l| l.itl),
+    let pickers: [(&str, Option<f64>, Pick, Field); 2] = [
+        (
+            "TTFT p99",
+            slo.max_ttft_p99_s,
+            |l| l.ttft,
+            Field::MaxTtftP99,
+        ),
+        ("ITL p99", slo.max_itl_p99_s, |l| l.itl, Field::MaxItlP99),
     ];
-    for (name, limit, pick) in pickers {
+    for (name, limit, pick, field) in pickers {
         let Some(limit) = limit else { continue };
         let mut values = Vec::new();
         for l in &levels {
             match pick(l) {
                 Some(v) => values.push((l.concurrency, v)),
-                None => bail!(
-                    "--results {origin}: level {} has no {name} (a transcribed run or one \
+                None => {
+                    return Err(Field::Results.error(format!(
+                        "the run {origin}: level {} has no {name} (a transcribed run or one \
                      without per-request timing): the SLO cannot be checked",
-                    l.concurrency
-                ),
+                        l.concurrency
+                    )))
+                }
             }
         }
         let first_over = values.iter().position(|(_, v)| *v > limit);
-        let (c, binding, how) =
-            match first_over {
-                Some(0) => bail!(
-                "--max-{}: even the lowest level measured ({} per replica) has {name} {:.3} s, \
-                 over the {limit} s limit: no load in the measured curve meets it",
-                if name.starts_with("TTFT") { "ttft-p99" } else { "itl-p99" },
-                values[0].0,
-                values[0].1
-            ),
-                None => {
-                    let last = values[values.len() - 1];
-                    (
-                        last.0,
-                        None,
-                        format!(
+        let (c, binding, how) = match first_over {
+            Some(0) => {
+                return Err(field.error(format!(
+                    "the {name} limit: even the lowest level measured ({} per replica) has {name} \
+                 {:.3} s, over the {limit} s limit: no load in the measured curve meets it",
+                    values[0].0, values[0].1
+                )))
+            }
+            None => {
+                let last = values[values.len() - 1];
+                (
+                    last.0,
+                    None,
+                    format!(
                         "{name} {:.3} s at the largest level measured ({}) meets {limit} s; not \
                          extrapolated beyond it",
                         last.1, last.0
                     ),
-                    )
-                }
-                Some(i) => {
-                    let (c0, v0) = values[i - 1];
-                    let (c1, v1) = values[i];
-                    let c = c0 + (limit - v0) / (v1 - v0) * (c1 - c0);
-                    (
-                        c,
-                        Some(name.to_string()),
-                        format!(
-                            "{name} <= {limit} s: {v0:.3} s at {c0} and {v1:.3} s at {c1} per \
+                )
+            }
+            Some(i) => {
+                let (c0, v0) = values[i - 1];
+                let (c1, v1) = values[i];
+                let c = c0 + (limit - v0) / (v1 - v0) * (c1 - c0);
+                (
+                    c,
+                    Some(name.to_string()),
+                    format!(
+                        "{name} <= {limit} s: {v0:.3} s at {c0} and {v1:.3} s at {c1} per \
                          replica, so at most {c:.1} (linear between the two levels)"
-                        ),
-                    )
-                }
-            };
+                    ),
+                )
+            }
+        };
         if best.as_ref().is_none_or(|b| c < b.0) {
             best = Some((c, binding, how));
         }

@@ -931,3 +931,174 @@ fn files_import_from_defining_files_not_from_their_folder() {
         wrong.into_iter().collect::<Vec<_>>().join("\n")
     );
 }
+
+/// Where plan/ may still spell a flag of throughline's own command line, by file, each with
+/// its reason. Everything else in plan/ names the part of the question in words and tags a
+/// refusal with a `plan::field::Field`, which commands/plan.rs turns into the flag. Three
+/// kinds are kept: (engine) a served engine's flags that plan/fit.rs reads from a server
+/// command line and that happen to share a name with one of ours; (answer) the plan's printed
+/// and plan.json text, which says which flag set a limit or what to pass to change it (kept
+/// word for word: the answer is unchanged); (next) a refusal's advice of what to type next.
+const PLAN_FLAGS_ALLOWED: &[(&str, &[&str])] = &[
+    // (engine) `--model`, `--quantization` of vLLM/SGLang; (next) throughline's `--slots`.
+    ("plan/fit.rs", &["--model", "--quantization", "--slots"]),
+    // (answer) "planned at the lowest level" and the row's `limited_by`.
+    ("plan/curve/choose.rs", &["--max-latency"]),
+    // (answer) a note, and the row's `how` ("--max-concurrency 32", tests/it/plan_cli.rs).
+    (
+        "plan/curve/mod.rs",
+        &[
+            "--max-latency",
+            "--avg-output-tokens",
+            "--completions",
+            "--max-concurrency",
+        ],
+    ),
+    // (next) a config.json that cannot say its parameters or its format.
+    (
+        "plan/facts.rs",
+        &["--params", "--active-params", "--quantization"],
+    ),
+    // (answer) a row's warning and infeasible reason.
+    ("plan/finish.rs", &["--max-latency", "--max-concurrency"]),
+    // (next) the estimate's node; (answer) the comparison's advice.
+    (
+        "plan/own_estimate.rs",
+        &["--compare-node", "--node", "--sustained"],
+    ),
+    // (answer) notes; (next) nothing to plan from.
+    (
+        "plan/project.rs",
+        &[
+            "--avg-input-tokens",
+            "--input-length",
+            "--lengths-from",
+            "--completions",
+            "--avg-output-tokens",
+            "--sustained",
+            "--results",
+            "--model",
+        ],
+    ),
+    // (next) the run's node; (answer) the override warning and the price's note.
+    (
+        "plan/query.rs",
+        &[
+            "--model-config",
+            "--node",
+            "--gpus-per-node",
+            "--replicas-per-node",
+            "--results",
+            "--gpu",
+            "--usd-per-node-hour",
+        ],
+    ),
+    // (next) a run of another model, a replica too small, the model to plan for.
+    (
+        "plan/rows.rs",
+        &[
+            "--results",
+            "--gpus-per-node",
+            "--replicas-per-node",
+            "--quantization",
+            "--model",
+        ],
+    ),
+    // (next) a profile without output lengths.
+    ("plan/lengths.rs", &["--output-length"]),
+];
+
+/// Every long flag of throughline's command line, all subcommands.
+fn our_flags() -> BTreeSet<String> {
+    fn walk(c: &clap::Command, out: &mut BTreeSet<String>) {
+        for a in c.get_arguments() {
+            if let Some(long) = a.get_long() {
+                out.insert(format!("--{long}"));
+            }
+        }
+        for s in c.get_subcommands() {
+            walk(s, out);
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(
+        &<throughline::cli::Cli as clap::CommandFactory>::command(),
+        &mut out,
+    );
+    out
+}
+
+/// Each `--word` in `text` that is one of `flags`, with its count.
+fn flags_in(text: &str, flags: &BTreeSet<String>) -> BTreeMap<String, usize> {
+    let mut found = BTreeMap::new();
+    for (i, _) in text.match_indices("--") {
+        let boundary = i == 0 || !text[..i].ends_with(|c: char| c.is_alphanumeric() || c == '-');
+        let word: String = text[i + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+            .collect();
+        let flag = format!("--{}", word.trim_end_matches('-'));
+        if boundary && flags.contains(&flag) {
+            *found.entry(flag).or_default() += 1;
+        }
+    }
+    found
+}
+
+/// The planner takes a typed question (plan::query::PlanQuery, built once in
+/// commands/plan.rs, each value read by clap), so plan/ spells no flag of ours but those in
+/// [`PLAN_FLAGS_ALLOWED`]; and no entry there is stale (each is still used).
+#[test]
+fn the_planner_spells_no_flag_of_ours_but_the_allowed() {
+    let flags = our_flags();
+    assert!(
+        flags.contains("--deadline") && flags.contains("--endpoint"),
+        "{flags:?}"
+    );
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (mut wrong, mut used) = (Vec::new(), BTreeSet::new());
+    for (module, path) in sources() {
+        if module.first().map(String::as_str) != Some("plan") || is_test_file(&module) {
+            continue;
+        }
+        let file = path.strip_prefix(&src).unwrap().display().to_string();
+        let allowed = PLAN_FLAGS_ALLOWED
+            .iter()
+            .find(|(f, _)| *f == file)
+            .map_or(&[][..], |(_, a)| a);
+        for (flag, n) in flags_in(&code(&path), &flags) {
+            match allowed.contains(&flag.as_str()) {
+                true => drop(used.insert((file.clone(), flag))),
+                false => wrong.push(format!("{file}: {flag} ({n}x)")),
+            }
+        }
+    }
+    let stale: Vec<String> = PLAN_FLAGS_ALLOWED
+        .iter()
+        .flat_map(|(f, a)| a.iter().map(move |x| (f.to_string(), x.to_string())))
+        .filter(|p| !used.contains(p))
+        .map(|(f, x)| format!("{f}: {x}"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "plan/ names flags of ours (say the field in words; tag a refusal with \
+         plan::field::Field):\n{}",
+        wrong.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "allowed but unused:\n{}",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn the_flag_rule_sees_flags_in_text_and_not_inside_words() {
+    let flags: BTreeSet<String> = ["--deadline", "--model"].map(String::from).into();
+    let found = flags_in(
+        "\"--deadline 2d\", \"--model-path x\", \"a--model\", \"(--model NAME)\", \"--max-{}\"",
+        &flags,
+    );
+    assert_eq!(found.get("--deadline"), Some(&1));
+    assert_eq!(found.get("--model"), Some(&1), "{found:?}");
+}

@@ -49,6 +49,7 @@ mod layout;
 mod llama_cpp;
 mod managed_servers;
 mod pairs_failure;
+mod plan_boundary;
 mod plan_cli;
 mod plan_lengths_mix;
 mod plan_own_hardware;

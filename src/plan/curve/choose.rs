@@ -5,6 +5,7 @@ use anyhow::Result;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::types::{little_latency_s, ConcurrencyLimits, CurveEstimate, FitReport};
+use crate::plan::field::Field;
 use crate::plan::figures::{Basis, Interval, Quantiles};
 use crate::stats::{bootstrap_throughput_at, mean, percentile, variance, UslFit};
 
@@ -268,7 +269,7 @@ fn fitted_at(
 ) -> Result<CurveEstimate> {
     let x = fit.throughput(n as f64);
     let boot = bootstrap_throughput_at(points, n as f64, resamples.max(1), seed)
-        .map_err(|e| anyhow::anyhow!("--results {origin}: bootstrap failed: {e}"))?;
+        .map_err(|e| Field::Results.error(format!("the run {origin}: bootstrap failed: {e}")))?;
     let b = spread_of(boot, x);
     let scatter = Z90 * fit.rmse_rel * x;
     let (tok_s, interval) = if points.len() <= 3 {

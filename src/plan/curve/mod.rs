@@ -2,8 +2,9 @@
 //! that maximizes throughput within the limits (memory, `--max-concurrency`, latency by
 //! Little's law), and carry the trial-to-trial and fit uncertainty into a seeded bootstrap.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
+use crate::plan::field::Field;
 use crate::record::analysis::{
     failed_levels, fit_points, scaling_of, wave_factor, Scaling, MIN_R_SQUARED,
 };
@@ -21,29 +22,26 @@ pub use types::{little_latency_s, ConcurrencyLimits, CurveEstimate, FitReport};
 /// one, or one with a trial whose throughput is negative or not a number.
 fn refuse_bad_run(run: &RunResult, origin: &str) -> Result<()> {
     if run.levels.iter().any(|l| l.rate.is_some()) {
-        bail!(
-            "--results {origin} is an open-loop run (levels are request rates): a plan needs \
+        return Err(Field::Results.error(format!(
+            "the run {origin} is an open-loop run (levels are request rates): a plan needs \
              throughput against concurrency; measure a closed-loop sweep (`concurrency = [...]`)"
-        );
+        )));
     }
     if !run.complete {
-        bail!(
-            "--results {origin} is not complete (`complete: false`: the run was stopped before \
+        return Err(Field::Results.error(format!(
+            "the run {origin} is not complete (`complete: false`: the run was stopped before \
              every level ran): plan from a finished run"
-        );
+        )));
     }
     for l in &run.levels {
         for t in &l.trials {
             if t.measured() && !is_positive(t.output_tok_per_s) {
-                bail!(
-                    "--results {origin}: level {} trial {}: output_tok_per_s is {} with {} \
+                return Err(Field::Results.error(format!(
+                    "the run {origin}: level {} trial {}: output_tok_per_s is {} with {} \
                      successful request(s); a throughput must be a positive number (the file \
                      is damaged or hand-edited)",
-                    l.concurrency,
-                    t.trial,
-                    t.output_tok_per_s,
-                    t.succeeded
-                );
+                    l.concurrency, t.trial, t.output_tok_per_s, t.succeeded
+                )));
             }
         }
     }
@@ -79,10 +77,10 @@ pub fn estimate(
     // throughput chart draws: one fit for both.
     let points = fit_points(run);
     if points.is_empty() {
-        bail!(
-            "--results {origin}: no level has a successful trial within the profile's error \
+        return Err(Field::Results.error(format!(
+            "the run {origin}: no level has a successful trial within the profile's error \
              limit; nothing to plan from"
-        );
+        )));
     }
     let mut levels: Vec<f64> = points.iter().map(|p| p.0).collect();
     levels.sort_by(f64::total_cmp);
