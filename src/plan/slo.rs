@@ -157,11 +157,16 @@ pub fn cap(run: &RunResult, origin: &str, slo: &Slo) -> Result<SloCap> {
 /// `requests.jsonl` beside the results file; None when there is no such file or no request.
 pub fn goodput(results: &Path, level: u32, slo: &Slo) -> Option<Goodput> {
     let path = results.parent()?.join(REQUESTS_FILE);
-    let file = std::fs::File::open(path).ok()?;
+    // A regular file only (a FIFO or a device would be read forever), one line at a time.
+    let (file, _) = crate::fsutil::open_regular(&path).ok()?;
+    let mut reader = std::io::BufReader::new(file);
     let (mut requests, mut met) = (0usize, 0usize);
-    for line in std::io::BufReader::new(file).lines() {
-        let Ok(line) = line else { break };
-        let Ok(r) = serde_json::from_str::<RequestRecord>(&line) else {
+    let mut line = Vec::new();
+    while let Some(whole) = next_line(&mut reader, &mut line) {
+        let Some(r) = whole
+            .then(|| serde_json::from_slice::<RequestRecord>(&line).ok())
+            .flatten()
+        else {
             continue;
         };
         // The measured requests of this level on the run's own server: not warm-up, not a
@@ -192,6 +197,44 @@ pub fn goodput(results: &Path, level: u32, slo: &Slo) -> Option<Goodput> {
         met,
         share: met as f64 / requests as f64,
     })
+}
+
+/// The longest line of requests.jsonl read: a request's record is a few hundred bytes; a
+/// longer line (a hand-edited or hostile file) is skipped, never held.
+const MAX_LINE_BYTES: u64 = 1 << 20;
+
+/// Reads the next line into `line`: Some(true) for a line of at most [`MAX_LINE_BYTES`],
+/// Some(false) for a longer one (read past, not kept), None at the end or on a read error.
+fn next_line(reader: &mut impl std::io::BufRead, line: &mut Vec<u8>) -> Option<bool> {
+    use std::io::Read;
+    line.clear();
+    let n = reader
+        .take(MAX_LINE_BYTES + 1)
+        .read_until(b'\n', line)
+        .ok()?;
+    if n == 0 {
+        return None;
+    }
+    if line.last() == Some(&b'\n') || (line.len() as u64) <= MAX_LINE_BYTES {
+        return Some(true);
+    }
+    // Past the limit: the rest of the line is skipped in buffer-sized steps.
+    loop {
+        let buf = reader.fill_buf().ok()?;
+        if buf.is_empty() {
+            return Some(false);
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Some(false);
+            }
+            None => {
+                let all = buf.len();
+                reader.consume(all);
+            }
+        }
+    }
 }
 
 /// What the plan says about the SLOs.
@@ -243,5 +286,36 @@ mod tests {
         assert_eq!((g.requests, g.met), (3, 1), "{g:?}");
         assert!((g.share - 1.0 / 3.0).abs() < 1e-12);
         assert!(goodput(&results, 64, &slo).is_none());
+    }
+
+    /// A line past the limit is read past, not held, and the lines after it still count;
+    /// a FIFO in the file's place is not read at all (it would never end).
+    #[test]
+    fn an_endless_line_is_skipped_and_a_fifo_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results.json");
+        let long = "x".repeat(MAX_LINE_BYTES as usize * 3);
+        let text = [long.clone(), line(8, 100.0, 10.0, ""), long].join("\n");
+        std::fs::write(dir.path().join(REQUESTS_FILE), text).unwrap();
+        let slo = Slo {
+            max_ttft_p99_s: Some(2.0),
+            max_itl_p99_s: None,
+        };
+        let g = goodput(&results, 8, &slo).unwrap();
+        assert_eq!((g.requests, g.met), (1, 1), "{g:?}");
+
+        let mut reader = std::io::Cursor::new(format!("{}\nab\n", "y".repeat(3 << 20)));
+        let mut held = Vec::new();
+        assert_eq!(next_line(&mut reader, &mut held), Some(false));
+        assert!(held.len() as u64 <= MAX_LINE_BYTES + 1);
+        assert_eq!(next_line(&mut reader, &mut held), Some(true));
+        assert_eq!(held, b"ab\n");
+        assert_eq!(next_line(&mut reader, &mut held), None);
+
+        let fifo = dir.path().join("fifo");
+        std::fs::create_dir(&fifo).unwrap();
+        let c = std::ffi::CString::new(fifo.join(REQUESTS_FILE).to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(goodput(&fifo.join("results.json"), 8, &slo).is_none());
     }
 }
