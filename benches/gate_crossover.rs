@@ -49,8 +49,8 @@ use rand_chacha::ChaCha8Rng;
 use statrs::distribution::Normal;
 
 use throughline::stats::decision::{
-    crossover_level, decide, outlier_mask_relative, Block, DecisionSettings, LevelOutcome,
-    LevelTest, SlotCalibration, OUTLIER_Z,
+    calibration_evidence, crossover_level_with, decide, outlier_mask_relative, pooled_evidence,
+    Block, DecisionSettings, LevelOutcome, LevelTest, SlotCalibration, OUTLIER_Z,
 };
 
 const L: usize = 5;
@@ -385,12 +385,16 @@ fn job(sim: &mut Sim, cell: &Cell, change: &Change) -> (LevelOutcome, usize, Opt
         let mut failed = false;
         let mut reported = None;
         for (metric, levels) in data.iter().enumerate() {
-            let mut tests: Vec<LevelTest> = levels
-                .iter()
-                .enumerate()
+            // As the gate does (gate::compare): the levels' checks of their calibrations
+            // pooled over the metric's levels.
+            let cal_of = |l: usize| if metric == 0 { cal[l].as_ref() } else { None };
+            let evidence: Vec<_> = (levels.iter().enumerate())
+                .filter_map(|(l, blocks)| calibration_evidence(blocks, cal_of(l)))
+                .collect();
+            let pooled = pooled_evidence(&evidence);
+            let mut tests: Vec<LevelTest> = (levels.iter().enumerate())
                 .map(|(l, blocks)| {
-                    let c = if metric == 0 { cal[l].as_ref() } else { None };
-                    crossover_level(blocks, c, settings.guard)
+                    crossover_level_with(blocks, cal_of(l), pooled.as_ref(), settings.guard)
                 })
                 .collect();
             decide(&mut tests, &settings);
