@@ -408,4 +408,93 @@ mod tests {
             moved.p < CALIBRATION_AGREEMENT_P && close(moved.slot_contrast.unwrap(), -0.04, 1e-3)
         );
     }
+    fn evidence(scaled_ss: f64, df: f64) -> LevelEvidence {
+        LevelEvidence {
+            scaled_ss,
+            df,
+            df_cal: 19.0,
+            weight: df - 1.0,
+        }
+    }
+
+    #[test]
+    fn the_levels_checks_pool_into_one_f_test() {
+        assert!(pooled_evidence(&[]).is_none());
+        // Five levels of 4 blocks, each as its calibration predicts: 15 df, p about 0.5.
+        let agree = pooled_evidence(&[evidence(3.0, 3.0); 5]).unwrap();
+        assert_eq!((agree.df, agree.levels, agree.weight), (15.0, 5, 10.0));
+        assert!(agree.p > 0.3 && agree.p < 0.7, "{agree:?}");
+        // Each level 3 times noisier than predicted: alone F(3, 19) = 3 gives p about 0.06,
+        // together F(15, 95) = 3 far below the ramp's floor.
+        let alone = agreement_p(3.0, 1.0, 3.0, 19.0);
+        let noisy = pooled_evidence(&[evidence(9.0, 3.0); 5]).unwrap();
+        assert!(alone > 0.03 && noisy.p < POOLED_P_NONE, "{alone} {noisy:?}");
+        // A hostile figure is left out, not pooled.
+        let odd = pooled_evidence(&[evidence(f64::NAN, 3.0), evidence(3.0, 3.0)]).unwrap();
+        assert_eq!(odd.levels, 1);
+    }
+
+    fn checked(p: f64, df_own: f64) -> Checked {
+        Checked {
+            ss: 0.0,
+            df: df_own + 1.0,
+            slot_contrast: Some(0.0),
+            p,
+            evidence: LevelEvidence {
+                scaled_ss: 0.0,
+                df: df_own + 1.0,
+                df_cal: 19.0,
+                weight: df_own,
+            },
+        }
+    }
+
+    fn run_check(p: f64, df: f64, levels: usize, weight: f64) -> RunEvidence {
+        RunEvidence {
+            p,
+            df,
+            levels,
+            weight,
+        }
+    }
+
+    #[test]
+    fn the_weight_ramps_with_the_runs_evidence() {
+        let c = SlotCalibration {
+            blocks: 20,
+            bias: 0.04,
+            variance: 2e-4,
+            within_variance: 1e-4,
+            jobs: 1,
+            slot_spread: None,
+        };
+        // Alone (no pooled check, or too few df in it): the old rule, p >= 0.25 and no more
+        // weight than the level's own df.
+        assert_eq!(pooling_weight(&c, &checked(0.3, 2.0), None), Some(2.0));
+        assert_eq!(pooling_weight(&c, &checked(0.2, 2.0), None), None);
+        let thin = run_check(0.9, 6.0, 2, 4.0);
+        assert_eq!(pooling_weight(&c, &checked(0.2, 2.0), Some(&thin)), None);
+        // Pooled over 5 levels at 15 df and p >= POOLED_P_FULL: the levels' own df together
+        // (10), below the calibration's 19; a level p of 0.2 no longer sets it aside.
+        let agree = run_check(0.4, 15.0, 5, 10.0);
+        assert_eq!(
+            pooling_weight(&c, &checked(0.2, 2.0), Some(&agree)),
+            Some(10.0)
+        );
+        // ... but a level whose own test says it differs keeps its own spread.
+        let lone = checked(LEVEL_DISAGREEMENT_P / 2.0, 2.0);
+        assert_eq!(pooling_weight(&c, &lone, Some(&agree)), None);
+        // Capped by the calibration's df; half way up the ramp, half the weight.
+        let many = run_check(0.4, 40.0, 5, 30.0);
+        assert_eq!(
+            pooling_weight(&c, &checked(0.5, 6.0), Some(&many)),
+            Some(19.0)
+        );
+        let mid = run_check(0.5 * (POOLED_P_NONE + POOLED_P_FULL), 15.0, 5, 10.0);
+        let w = pooling_weight(&c, &checked(0.5, 2.0), Some(&mid)).unwrap();
+        assert!(close(w, 5.0, 1e-9), "{w}");
+        // Below the ramp's floor: set aside at every level.
+        let noisy = run_check(POOLED_P_NONE / 2.0, 15.0, 5, 10.0);
+        assert_eq!(pooling_weight(&c, &checked(0.9, 2.0), Some(&noisy)), None);
+    }
 }

@@ -726,6 +726,35 @@ mod tests {
     }
 
     #[test]
+    fn the_run_s_levels_together_vouch_for_a_calibration_one_level_doubts() {
+        // Five levels of a night as the calibration's; C=1's 4 blocks spread more by chance.
+        let levels: Vec<Vec<Block>> = [0.018, 0.006, 0.006, 0.006, 0.006]
+            .iter()
+            .map(|&u| alternating(0.0, 0.04, &[u, -u, -u, u], 4))
+            .collect();
+        let cal = calibrated_4pct();
+        let alone = crossover_level(&levels[0], Some(&cal), 0.25);
+        assert!(alone.crossover.as_ref().unwrap().calibration_disagreed);
+        let evidence: Vec<LevelEvidence> = (levels.iter())
+            .filter_map(|b| calibration_evidence(b, Some(&cal)))
+            .collect();
+        let run = super::super::pooled_evidence(&evidence).unwrap();
+        assert_eq!((run.levels, run.df), (5, 15.0));
+        let pooled = crossover_level_with(&levels[0], Some(&cal), Some(&run), 0.25);
+        let info = pooled.crossover.as_ref().unwrap();
+        assert!(
+            info.calibrated && info.calibration_run_check == Some(run),
+            "{info:?}"
+        );
+        // Own 2 df and the slot contrast's 1, and of the calibration's 19 the five levels' own
+        // 10 together (C=1's own 2 alone would vouch for 2).
+        assert_eq!(
+            (info.calibration_weight, pooled.df, alone.df),
+            (Some(10.0), 13.0, 2.0)
+        );
+    }
+
+    #[test]
     fn a_real_drop_fails_through_the_blocks() {
         let blocks = alternating(-0.10, 0.04, &[0.002, -0.002, 0.001, -0.001, 0.0, 0.0], 4);
         let mut levels = [crossover_level(&blocks, None, 0.25)];
