@@ -3,7 +3,7 @@
 //! how often does it catch a 3%, 5% or 10% drop, and how many blocks does a job take?
 //!
 //! Seeded simulation, not a timed test; it calls the functions the gate calls
-//! (`crossover_level`, `decide`, `SlotCalibration::from_blocks`) and repeats the sequential
+//! (`crossover_level_with`, `decide`, `SlotCalibration::from_blocks`) and repeats the sequential
 //! plan of `src/gate/sequential.rs`: `first` blocks before the first look; while a level is
 //! undecided (inconclusive in a gated metric) and no level failed, two more blocks (one per
 //! orientation) measure only the undecided levels, up to `max` blocks; the fail side's alpha
@@ -26,7 +26,10 @@
 //! - Calibration on: per job, 20 A/A blocks (the base server in both slots, orientation
 //!   alternating, same model) give per level x = mean ln(slot 1) - mean ln(slot 0) and its
 //!   within variance after the gate's outlier rule, as `baseline calibrate` records them;
-//!   `SlotCalibration::from_blocks` turns them into the calibration the gate reads.
+//!   `SlotCalibration::from_blocks` turns them into the calibration the gate reads; each look
+//!   pools the levels' checks of their calibrations (`calibration_evidence`,
+//!   `pooled_evidence`) and reads each level with them (`crossover_level_with`), as
+//!   `gate::compare` does (issue 48 item 4).
 //!
 //! Run (the dev profile optimises dependencies; `cargo bench` would build them all again):
 //!
