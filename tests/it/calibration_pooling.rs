@@ -112,7 +112,7 @@ fn a_same_night_calibration_is_pooled_by_the_levels_evidence() {
     assert!(said.contains("PASS: no regression"), "{said}");
     assert!(!said.contains("the run's own spread used"), "{said}");
     assert!(
-        said.contains("pooled at 3.0 df (the run's 4 levels checked together: p 0.0"),
+        said.contains("pooled at 2.0 df (the run's 4 levels checked together: p 0.0"),
         "{said}"
     );
 

@@ -168,8 +168,8 @@ pub struct LevelEvidence {
 
 /// The run's levels' checks pooled (issue 48 item 4): one night is noisier or quieter than
 /// its calibration at every level at once, so the levels' scaled sums of squares add (an F
-/// test with the levels' df together, against the calibrations' df together), and the weight
-/// a calibration may take is what the pooled evidence vouches for. A run of 4 blocks and 5
+/// test with the levels' df together, against the calibrations' df together), and a level
+/// takes its calibration where the pooled evidence agrees. A run of 4 blocks and 5
 /// levels checks its calibrations with 15 degrees of freedom where each level has 3.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RunEvidence {
@@ -178,9 +178,6 @@ pub struct RunEvidence {
     /// Its degrees of freedom (the levels' checks together) and the levels pooled.
     pub df: f64,
     pub levels: usize,
-    /// The most weight (df) a calibration may take at one level: the levels' own weights
-    /// together.
-    pub weight: f64,
 }
 
 /// Pools the levels' checks; None where no level checked a calibration.
@@ -197,7 +194,6 @@ pub fn pooled_evidence(levels: &[LevelEvidence]) -> Option<RunEvidence> {
         p: agreement_p(ss / df, 1.0, df, df_cal),
         df,
         levels: ok.len(),
-        weight: sum(|e| e.weight),
     })
 }
 
@@ -262,8 +258,10 @@ pub(super) fn check(c: &SlotCalibration, run: &RunBlocks) -> Result<Checked, Cal
 /// pooled unless the level's own F test says it differs (p below [`LEVEL_DISAGREEMENT_P`]),
 /// at a weight that ramps with the pooled test's p from nothing at [`POOLED_P_NONE`] to all
 /// of it at [`POOLED_P_FULL`], all of it being the calibration's df but no more than the
-/// levels' own blocks' df together. Else the level alone decides, as before issue 48 item 4:
-/// p at least [`CALIBRATION_AGREEMENT_P`], weight no more than its own df.
+/// level's own blocks' df (the levels' df together bought more power, 60.7% of 5% drops
+/// caught at a same-night 3% spread, but failed 1.5-2.9% of unchanged jobs where one level's
+/// calibration alone was from a quieter night). Else the level alone decides, as before
+/// issue 48 item 4: p at least [`CALIBRATION_AGREEMENT_P`], weight no more than its own df.
 pub(super) fn pooling_weight(
     c: &SlotCalibration,
     ch: &Checked,
@@ -274,7 +272,7 @@ pub(super) fn pooling_weight(
     match run.filter(|r| pooled_decides(r)) {
         Some(r) => {
             let share = ((r.p - POOLED_P_NONE) / (POOLED_P_FULL - POOLED_P_NONE)).clamp(0.0, 1.0);
-            let weight = share * df_cal.min(own_weight.max(r.weight));
+            let weight = share * df_cal.min(own_weight);
             (ch.p >= LEVEL_DISAGREEMENT_P && share > 0.0).then_some(weight)
         }
         None => (ch.p >= CALIBRATION_AGREEMENT_P).then_some(df_cal.min(own_weight)),
@@ -300,8 +298,9 @@ pub const POOLED_P_NONE: f64 = 0.001;
 pub const POOLED_P_FULL: f64 = 0.05;
 
 /// Where the run's levels together agree with their calibrations, a level still sets its
-/// own aside when its own F test says it differs at this p (a night noisy at one level only).
-pub const LEVEL_DISAGREEMENT_P: f64 = 0.01;
+/// own aside when its own F test says it differs at this p (a night noisy at one level only:
+/// at 0.01 such a level failed 0.45-0.95% of unchanged jobs, at 0.05 0.35-0.65%).
+pub const LEVEL_DISAGREEMENT_P: f64 = 0.05;
 
 /// The calibration's share of the block variance at `weight` df: its start spread with this
 /// run's within noise, times the weight.
@@ -422,7 +421,7 @@ mod tests {
         assert!(pooled_evidence(&[]).is_none());
         // Five levels of 4 blocks, each as its calibration predicts: 15 df, p about 0.5.
         let agree = pooled_evidence(&[evidence(3.0, 3.0); 5]).unwrap();
-        assert_eq!((agree.df, agree.levels, agree.weight), (15.0, 5, 10.0));
+        assert_eq!((agree.df, agree.levels), (15.0, 5));
         assert!(agree.p > 0.3 && agree.p < 0.7, "{agree:?}");
         // Each level 3 times noisier than predicted: alone F(3, 19) = 3 gives p about 0.06,
         // together F(15, 95) = 3 far below the ramp's floor.
@@ -449,13 +448,8 @@ mod tests {
         }
     }
 
-    fn run_check(p: f64, df: f64, levels: usize, weight: f64) -> RunEvidence {
-        RunEvidence {
-            p,
-            df,
-            levels,
-            weight,
-        }
+    fn run_check(p: f64, df: f64, levels: usize) -> RunEvidence {
+        RunEvidence { p, df, levels }
     }
 
     #[test]
@@ -472,29 +466,28 @@ mod tests {
         // weight than the level's own df.
         assert_eq!(pooling_weight(&c, &checked(0.3, 2.0), None), Some(2.0));
         assert_eq!(pooling_weight(&c, &checked(0.2, 2.0), None), None);
-        let thin = run_check(0.9, 6.0, 2, 4.0);
+        let thin = run_check(0.9, 6.0, 2);
         assert_eq!(pooling_weight(&c, &checked(0.2, 2.0), Some(&thin)), None);
-        // Pooled over 5 levels at 15 df and p >= POOLED_P_FULL: the levels' own df together
-        // (10), below the calibration's 19; a level p of 0.2 no longer sets it aside.
-        let agree = run_check(0.4, 15.0, 5, 10.0);
+        // Pooled over 5 levels at 15 df and p >= POOLED_P_FULL: a level p of 0.2 no longer
+        // sets it aside; the weight is still no more than the level's own df.
+        let agree = run_check(0.4, 15.0, 5);
         assert_eq!(
             pooling_weight(&c, &checked(0.2, 2.0), Some(&agree)),
-            Some(10.0)
+            Some(2.0)
         );
         // ... but a level whose own test says it differs keeps its own spread.
         let lone = checked(LEVEL_DISAGREEMENT_P / 2.0, 2.0);
         assert_eq!(pooling_weight(&c, &lone, Some(&agree)), None);
         // Capped by the calibration's df; half way up the ramp, half the weight.
-        let many = run_check(0.4, 40.0, 5, 30.0);
         assert_eq!(
-            pooling_weight(&c, &checked(0.5, 6.0), Some(&many)),
+            pooling_weight(&c, &checked(0.5, 30.0), Some(&agree)),
             Some(19.0)
         );
-        let mid = run_check(0.5 * (POOLED_P_NONE + POOLED_P_FULL), 15.0, 5, 10.0);
-        let w = pooling_weight(&c, &checked(0.5, 2.0), Some(&mid)).unwrap();
-        assert!(close(w, 5.0, 1e-9), "{w}");
+        let mid = run_check(0.5 * (POOLED_P_NONE + POOLED_P_FULL), 15.0, 5);
+        let w = pooling_weight(&c, &checked(0.5, 6.0), Some(&mid)).unwrap();
+        assert!(close(w, 3.0, 1e-9), "{w}");
         // Below the ramp's floor: set aside at every level.
-        let noisy = run_check(POOLED_P_NONE / 2.0, 15.0, 5, 10.0);
+        let noisy = run_check(POOLED_P_NONE / 2.0, 15.0, 5);
         assert_eq!(pooling_weight(&c, &checked(0.9, 2.0), Some(&noisy)), None);
     }
 }

@@ -726,9 +726,9 @@ mod tests {
     }
 
     #[test]
-    fn the_run_s_levels_together_vouch_for_a_calibration_one_level_doubts() {
+    fn the_run_s_levels_together_vouch_for_a_calibration_one_level_doubted() {
         // Five levels of a night as the calibration's; C=1's 4 blocks spread more by chance.
-        let levels: Vec<Vec<Block>> = [0.018, 0.006, 0.006, 0.006, 0.006]
+        let levels: Vec<Vec<Block>> = [0.012, 0.006, 0.006, 0.006, 0.006]
             .iter()
             .map(|&u| alternating(0.0, 0.04, &[u, -u, -u, u], 4))
             .collect();
@@ -746,11 +746,10 @@ mod tests {
             info.calibrated && info.calibration_run_check == Some(run),
             "{info:?}"
         );
-        // Own 2 df and the slot contrast's 1, and of the calibration's 19 the five levels' own
-        // 10 together (C=1's own 2 alone would vouch for 2).
+        // Own 2 df and the slot contrast's 1, and the calibration's at the level's own 2.
         assert_eq!(
             (info.calibration_weight, pooled.df, alone.df),
-            (Some(10.0), 13.0, 2.0)
+            (Some(2.0), 5.0, 2.0)
         );
     }
 
