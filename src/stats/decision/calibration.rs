@@ -15,6 +15,11 @@
 //! With one orientation the calibration's slot effect is subtracted unchecked, so its
 //! job-to-job spread (measured where the rows come from several `baseline calibrate` jobs)
 //! widens the test; where that spread was never measured the calibration is not used there.
+//!
+//! A night noisier than its calibration is noisier at every level at once, so the run's
+//! levels' checks are also pooled into one F test ([`pooled_evidence`], issue 48 item 4):
+//! where it has the degrees of freedom, it decides whether a level may pool its calibration,
+//! and the level's own test only vetoes it at a stricter p; see [`pooling_weight`].
 
 use serde::{Deserialize, Serialize};
 
