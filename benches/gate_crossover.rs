@@ -3,7 +3,7 @@
 //! how often does it catch a 3%, 5% or 10% drop, and how many blocks does a job take?
 //!
 //! Seeded simulation, not a timed test; it calls the functions the gate calls
-//! (`crossover_level`, `decide`, `SlotCalibration::from_blocks`) and repeats the sequential
+//! (`crossover_level_with`, `decide`, `SlotCalibration::from_blocks`) and repeats the sequential
 //! plan of `src/gate/sequential.rs`: `first` blocks before the first look; while a level is
 //! undecided (inconclusive in a gated metric) and no level failed, two more blocks (one per
 //! orientation) measure only the undecided levels, up to `max` blocks; the fail side's alpha
@@ -26,7 +26,10 @@
 //! - Calibration on: per job, 20 A/A blocks (the base server in both slots, orientation
 //!   alternating, same model) give per level x = mean ln(slot 1) - mean ln(slot 0) and its
 //!   within variance after the gate's outlier rule, as `baseline calibrate` records them;
-//!   `SlotCalibration::from_blocks` turns them into the calibration the gate reads.
+//!   `SlotCalibration::from_blocks` turns them into the calibration the gate reads; each look
+//!   pools the levels' checks of their calibrations (`calibration_evidence`,
+//!   `pooled_evidence`) and reads each level with them (`crossover_level_with`), as
+//!   `gate::compare` does (issue 48 item 4).
 //!
 //! Run (the dev profile optimises dependencies; `cargo bench` would build them all again):
 //!
@@ -49,8 +52,8 @@ use rand_chacha::ChaCha8Rng;
 use statrs::distribution::Normal;
 
 use throughline::stats::decision::{
-    crossover_level, decide, outlier_mask_relative, Block, DecisionSettings, LevelOutcome,
-    LevelTest, SlotCalibration, OUTLIER_Z,
+    calibration_evidence, crossover_level_with, decide, outlier_mask_relative, pooled_evidence,
+    Block, DecisionSettings, LevelOutcome, LevelTest, SlotCalibration, OUTLIER_Z,
 };
 
 const L: usize = 5;
@@ -85,6 +88,9 @@ struct Cell {
     /// The calibration's slot effect where it differs from the run's (a slot effect that
     /// moved between the calibrating job and this one); None: the run's own.
     cal_slot: Option<f64>,
+    /// The calibration's own start spread (`cal_start`) at level 1 only; the other levels'
+    /// calibrations of the run's night (one level quieter than the run).
+    cal_one_level: bool,
     first: usize,
     max: usize,
     /// Several pairs of slots at once (`--slots` once per pair), each with its own slot
@@ -130,7 +136,7 @@ impl Cell {
             // Only where set, so the seeds of the tables before issue 48 stay as they were.
             self.cal_slot
                 .map_or(String::new(), |c| format!("|cal slot {c}"))
-        );
+        ) + if self.cal_one_level { "|one level" } else { "" };
         // FNV-1a.
         text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -286,8 +292,16 @@ impl Sim {
         };
         let mut x = vec![Vec::new(); L];
         let mut w = vec![Vec::new(); L];
+        let night = Cell {
+            latency: false,
+            ..*cell
+        };
         for b in 1..=CAL_BLOCKS {
-            let blocks = self.block(&one, b, &levels, &[0.0; L]);
+            let mut blocks = self.block(&one, b, &levels, &[0.0; L]);
+            if cell.cal_one_level {
+                let others = self.block(&night, b, &levels, &[0.0; L]);
+                blocks[0].splice(1.., others[0][1..].iter().cloned());
+            }
             for (l, blk) in blocks[0].iter().enumerate() {
                 let (mb, mh) = outlier_mask_relative(&blk.base, &blk.head, OUTLIER_Z);
                 let keep = |v: &[f64], m: &[bool]| -> Vec<f64> {
@@ -385,12 +399,16 @@ fn job(sim: &mut Sim, cell: &Cell, change: &Change) -> (LevelOutcome, usize, Opt
         let mut failed = false;
         let mut reported = None;
         for (metric, levels) in data.iter().enumerate() {
-            let mut tests: Vec<LevelTest> = levels
-                .iter()
-                .enumerate()
+            // As the gate does (gate::compare): the levels' checks of their calibrations
+            // pooled over the metric's levels.
+            let cal_of = |l: usize| if metric == 0 { cal[l].as_ref() } else { None };
+            let evidence: Vec<_> = (levels.iter().enumerate())
+                .filter_map(|(l, blocks)| calibration_evidence(blocks, cal_of(l)))
+                .collect();
+            let pooled = pooled_evidence(&evidence);
+            let mut tests: Vec<LevelTest> = (levels.iter().enumerate())
                 .map(|(l, blocks)| {
-                    let c = if metric == 0 { cal[l].as_ref() } else { None };
-                    crossover_level(blocks, c, settings.guard)
+                    crossover_level_with(blocks, cal_of(l), pooled.as_ref(), settings.guard)
                 })
                 .collect();
             decide(&mut tests, &settings);
@@ -585,6 +603,7 @@ fn main() {
         calibrated: false,
         cal_start: None,
         cal_slot: None,
+        cal_one_level: false,
         first: 4,
         max: 8,
         pair_slots: &[],
@@ -1003,8 +1022,15 @@ fn short_runs_and_moved_slots(report: &mut Report, base: &Cell) {
     for cal in [None, Some(0.01), Some(0.04)] {
         cells.push((4, 12, cal, 0.04, 0.0));
     }
-    for (first, max, cal, run_start, off) in cells {
+    // Level 1's calibration alone from a quieter night (issue 48 item 4: the levels' pooled
+    // check cannot see one level; its own check must).
+    let one_level = cells.len();
+    for (cal, run_start) in [(0.0, 0.03), (0.01, 0.03), (0.0, 0.04), (0.01, 0.04)] {
+        cells.push((4, 12, Some(cal), run_start, 0.0));
+    }
+    for (i, (first, max, cal, run_start, off)) in cells.into_iter().enumerate() {
         let cell = Cell {
+            cal_one_level: i >= one_level,
             sigma_start: run_start,
             calibrated: cal.is_some(),
             cal_start: cal,
@@ -1015,8 +1041,13 @@ fn short_runs_and_moved_slots(report: &mut Report, base: &Cell) {
         };
         let t = report.cell(&cell, &[0, 2]);
         out.line(&format!(
-            "| {first} / {max} | {} | {} | {} | {} | {} | {} | {:.2} / {} |",
+            "| {first} / {max} | {}{} | {} | {} | {} | {} | {} | {:.2} / {} |",
             cal.map_or("none".to_string(), pct),
+            if cell.cal_one_level {
+                " at level 1 only"
+            } else {
+                ""
+            },
             pct(run_start),
             if cal.is_some() { pct(off) } else { "-".into() },
             pc(t[0].fail()),

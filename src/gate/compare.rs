@@ -18,8 +18,8 @@ use crate::record::fingerprint::FingerprintField;
 use crate::record::trial_flags::FlagKind;
 use crate::record::{drift_warning, LevelResult, RunResult, TrialMetric, TrialResult};
 use crate::stats::decision::{
-    decide, grouped_level, history_level, relative_level, DecisionSettings, Design, GroupedBlock,
-    LevelOutcome, LevelTest, SlotCalibration,
+    decide, grouped_evidence, grouped_level_with, history_level, pooled_evidence, relative_level,
+    DecisionSettings, Design, GroupedBlock, LevelOutcome, LevelTest, RunEvidence, SlotCalibration,
 };
 use crate::stats::Spread;
 
@@ -516,9 +516,19 @@ impl Gated<'_> {
     ) -> Vec<LevelVerdict> {
         let mut verdicts = Vec::new();
         let mut tests = Vec::new();
-        for &c in concurrencies {
-            let sides = sources(self.metric, c);
-            let (v, test) = level(c, self.metric, &sides, self.design, self.settings);
+        let all: Vec<(u32, Sides)> = (concurrencies.iter())
+            .map(|&c| (c, sources(self.metric, c)))
+            .collect();
+        // One night is noisier or quieter than its calibrations at every level at once: the
+        // levels' checks are pooled before any level decides whether to use its own
+        // (stats::decision::pooled_evidence, issue 48 item 4).
+        let evidence: Vec<_> = (all.iter())
+            .filter(|_| self.design == Design::Relative)
+            .filter_map(|(_, s)| grouped_evidence(&s.blocks, s.calibration.as_ref()))
+            .collect();
+        let run = pooled_evidence(&evidence);
+        for (c, sides) in &all {
+            let (v, test) = level(*c, self.metric, sides, self.design, self.settings, run);
             if let Some(t) = test {
                 tests.push((verdicts.len(), t));
             }
@@ -591,6 +601,7 @@ fn level(
     sides: &Sides,
     design: Design,
     settings: &GateSettings,
+    run: Option<RunEvidence>,
 ) -> (LevelVerdict, Option<LevelTest>) {
     let base: Vec<f64> = sides.base.concat();
     let head = &sides.head;
@@ -637,7 +648,8 @@ fn level(
     let head_ln: Vec<f64> = head.iter().map(scale).collect();
     let test = match design {
         Design::Relative if !sides.blocks.is_empty() => {
-            grouped_level(&sides.blocks, sides.calibration.as_ref(), settings.guard)
+            let cal = sides.calibration.as_ref();
+            grouped_level_with(&sides.blocks, cal, run.as_ref(), settings.guard)
         }
         Design::Relative => {
             let base_ln: Vec<f64> = base.iter().map(scale).collect();

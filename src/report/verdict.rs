@@ -298,12 +298,18 @@ fn calibration_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
                     r * 100.0
                 )
             });
-            let used = if x.calibration_disagreed {
-                "the run's own spread used"
-            } else {
-                "pooled"
+            let used = match (x.calibration_disagreed, x.calibration_weight) {
+                (true, _) => "the run's own spread used".to_string(),
+                (false, Some(w)) => format!("pooled at {w:.1} df"),
+                (false, None) => "pooled".to_string(),
             };
-            Some(format!("{head} vs this run {own}{slot}: {used}"))
+            let run = x.calibration_run_check.map_or(String::new(), |r| {
+                format!(
+                    " (the run's {} levels checked together: p {:.3})",
+                    r.levels, r.p
+                )
+            });
+            Some(format!("{head} vs this run {own}{slot}: {used}{run}"))
         })
         .collect();
     (!calibrations.is_empty()).then(|| format!("calibration: {}", calibrations.join(", ")))

@@ -30,6 +30,7 @@ mod common;
 mod alone;
 mod bench_tables;
 mod bisect_folder;
+mod calibration_pooling;
 mod closed_stdout;
 mod crossover_cli;
 mod demo_cli;

@@ -24,7 +24,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::calibration::{
-    calibration_share, check, subtracted_bias, CalibrationUnused, RunBlocks, SlotCalibration,
+    calibration_share, check, pooled_decides, pooling_weight, subtracted_bias, CalibrationUnused,
+    LevelEvidence, RunBlocks, RunEvidence, SlotCalibration,
 };
 use super::level::{Design, LevelTest};
 use super::outliers::{outlier_mask_relative, OUTLIER_Z};
@@ -80,6 +81,13 @@ pub struct CrossoverInfo {
     /// This run's slot effect minus the calibration's (ln), where both orientations ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration_slot_contrast: Option<f64>,
+    /// The weight (df) the calibration was pooled with, where it was (issue 48 item 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration_weight: Option<f64>,
+    /// The run's levels' checks of their calibrations pooled, where that decided
+    /// (`super::pooled_evidence`): its p and the levels in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration_run_check: Option<RunEvidence>,
     /// Blocks over several pairs or runners read with a slot effect per group
     /// (`groups.rs`, issue 46); absent where one slot effect served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,38 +126,96 @@ pub fn trimmed_block(base: &[f64], head: &[f64]) -> TrimmedBlock {
 }
 
 /// One level of a relative run in blocks; see the module doc. `guard` as in
-/// [`super::relative_level`]. A block with an empty arm is left out.
+/// [`super::relative_level`]. A block with an empty arm is left out. The calibration is
+/// checked by this level's blocks alone; [`crossover_level_with`] pools the run's levels.
 pub fn crossover_level(
     blocks: &[Block],
     calibration: Option<&SlotCalibration>,
     guard: f64,
 ) -> LevelTest {
+    crossover_level_with(blocks, calibration, None, guard)
+}
+
+/// What one level's blocks say about its calibration, for [`super::pooled_evidence`]; None
+/// where there is no usable calibration or nothing to check it with.
+pub fn calibration_evidence(
+    blocks: &[Block],
+    calibration: Option<&SlotCalibration>,
+) -> Option<LevelEvidence> {
+    let c = calibration.filter(|c| c.usable())?;
+    check(c, &Reading::of(blocks).run)
+        .ok()
+        .map(|ch| ch.evidence)
+}
+
+/// The blocks read before any calibration: kept, by orientation, the trials' pooled noise,
+/// and what the run's own blocks check a calibration with.
+struct Reading {
+    kept: Kept,
+    o: Orientations,
+    s2w: f64,
+    dfw: usize,
+    run: RunBlocks,
+}
+
+impl Reading {
+    fn of(blocks: &[Block]) -> Reading {
+        let kept = Kept::of(blocks);
+        let o = Orientations::of(&kept.blocks);
+        let cells: Vec<&Vec<f64>> = kept.blocks.iter().flat_map(|k| [&k.0, &k.1]).collect();
+        let (s2w, dfw) = pooled_within(&cells);
+        // The within-noise variance of one block's difference, on average over the blocks.
+        let inv_n = |k: &KeptBlock| 1.0 / k.0.len() as f64 + 1.0 / k.1.len() as f64;
+        let mean_inv_n = kept.blocks.iter().map(inv_n).sum::<f64>() / o.blocks() as f64;
+        let within = if dfw > 0 { s2w * mean_inv_n } else { f64::NAN };
+        let (ss, df_own) = o.own_sum_of_squares();
+        let run = RunBlocks {
+            ss,
+            df_own,
+            slot: o.both.then_some(0.5 * (o.m_plus - o.m_minus)),
+            factor: o.factor(),
+            within,
+        };
+        Reading {
+            kept,
+            o,
+            s2w,
+            dfw,
+            run,
+        }
+    }
+}
+
+/// [`crossover_level`] with the run's levels' checks of their calibrations pooled (`run`,
+/// from [`super::pooled_evidence`]): the calibration is pooled where both this level's check
+/// and the run's agree, weighted by what the run's evidence vouches for.
+pub fn crossover_level_with(
+    blocks: &[Block],
+    calibration: Option<&SlotCalibration>,
+    run: Option<&RunEvidence>,
+    guard: f64,
+) -> LevelTest {
     let held = calibration.filter(|c| c.usable());
-    let kept = Kept::of(blocks);
-    let o = Orientations::of(&kept.blocks);
-    let cells: Vec<&Vec<f64>> = kept.blocks.iter().flat_map(|k| [&k.0, &k.1]).collect();
-    let (s2w, dfw) = pooled_within(&cells);
-    // The within-noise variance of one block's difference, on average over the blocks.
-    let inv_n = |k: &KeptBlock| 1.0 / k.0.len() as f64 + 1.0 / k.1.len() as f64;
-    let mean_inv_n = kept.blocks.iter().map(inv_n).sum::<f64>() / o.blocks() as f64;
-    let within = if dfw > 0 { s2w * mean_inv_n } else { f64::NAN };
-    let (ss, df_own) = o.own_sum_of_squares();
+    let Reading {
+        kept,
+        o,
+        s2w,
+        dfw,
+        run: own,
+    } = Reading::of(blocks);
+    let (ss, df_own, within) = (own.ss, own.df_own, own.within);
     let mut info = o.info(held);
     // The calibration is used only where this run's blocks checked it and agree (see
     // super::calibration): its start spread, with this run's within noise added, is what it
     // predicts for this run's block variance.
-    let run = RunBlocks {
-        ss,
-        df_own,
-        slot: o.both.then_some(0.5 * (o.m_plus - o.m_minus)),
-        factor: o.factor(),
-        within,
-    };
-    let used = held.and_then(|c| match check(c, &run) {
+    let used = held.and_then(|c| match check(c, &own) {
         Ok(ch) => {
-            info.calibration_disagreed = !ch.agrees;
+            let weight = pooling_weight(c, &ch, run);
+            info.calibration_disagreed = weight.is_none();
+            info.calibration_weight = weight;
+            info.calibration_run_check = run.filter(|r| pooled_decides(r)).copied();
             info.calibration_slot_contrast = ch.slot_contrast.and_then(finite);
-            ch.agrees.then_some((c, ch))
+            weight.map(|w| (c, ch, w))
         }
         Err(why) => {
             info.calibration_unused = Some(why);
@@ -173,15 +239,12 @@ pub fn crossover_level(
         info.own_spread = finite((ss / df_own - within).max(0.0).sqrt());
     }
     let spread = match &used {
-        Some((c, ch)) => {
-            let (cal_ss, weight) = calibration_share(c, within, df_own);
-            BlockSpread {
-                ss: ch.ss,
-                cal_ss,
-                df_block: ch.df + weight,
-                within,
-            }
-        }
+        Some((c, ch, weight)) => BlockSpread {
+            ss: ch.ss,
+            cal_ss: calibration_share(c, within, *weight),
+            df_block: ch.df + weight,
+            within,
+        },
         None => BlockSpread {
             ss,
             cal_ss: 0.0,
@@ -363,6 +426,8 @@ impl Orientations {
             calibration_disagreed: false,
             calibration_unused: None,
             calibration_slot_contrast: None,
+            calibration_weight: None,
+            calibration_run_check: None,
             groups: None,
         };
         if self.both {
@@ -658,6 +723,34 @@ mod tests {
         // Its own 4 df and the slot contrast's 1, and the calibration weighted by no more df
         // than the run's own blocks' spread has (6 - 2), not the 39 it holds.
         assert_eq!(lv.df, 9.0);
+    }
+
+    #[test]
+    fn the_run_s_levels_together_vouch_for_a_calibration_one_level_doubted() {
+        // Five levels of a night as the calibration's; C=1's 4 blocks spread more by chance.
+        let levels: Vec<Vec<Block>> = [0.012, 0.006, 0.006, 0.006, 0.006]
+            .iter()
+            .map(|&u| alternating(0.0, 0.04, &[u, -u, -u, u], 4))
+            .collect();
+        let cal = calibrated_4pct();
+        let alone = crossover_level(&levels[0], Some(&cal), 0.25);
+        assert!(alone.crossover.as_ref().unwrap().calibration_disagreed);
+        let evidence: Vec<LevelEvidence> = (levels.iter())
+            .filter_map(|b| calibration_evidence(b, Some(&cal)))
+            .collect();
+        let run = super::super::pooled_evidence(&evidence).unwrap();
+        assert_eq!((run.levels, run.df), (5, 15.0));
+        let pooled = crossover_level_with(&levels[0], Some(&cal), Some(&run), 0.25);
+        let info = pooled.crossover.as_ref().unwrap();
+        assert!(
+            info.calibrated && info.calibration_run_check == Some(run),
+            "{info:?}"
+        );
+        // Own 2 df and the slot contrast's 1, and the calibration's at the level's own 2.
+        assert_eq!(
+            (info.calibration_weight, pooled.df, alone.df),
+            (Some(2.0), 5.0, 2.0)
+        );
     }
 
     #[test]

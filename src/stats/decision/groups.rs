@@ -28,8 +28,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::calibration::SlotCalibration;
-use super::crossover::{crossover_level, trimmed_block, Block};
+use super::calibration::{LevelEvidence, RunEvidence, SlotCalibration};
+use super::crossover::{calibration_evidence, crossover_level_with, trimmed_block, Block};
 use super::level::{Design, LevelTest};
 use super::{finite, mean, pooled_within};
 
@@ -134,17 +134,50 @@ pub fn grouped_level(
     calibration: Option<&SlotCalibration>,
     guard: f64,
 ) -> LevelTest {
-    // One (runner, pair) forms one group at most: the plain reading, its blocks trimmed once.
+    grouped_level_with(blocks, calibration, None, guard)
+}
+
+/// The blocks as one plain crossover, where they are read so: one (runner, pair), or fewer
+/// than two groups that ran both ways round. Only that reading uses a calibration.
+fn plain(blocks: &[GroupedBlock]) -> Option<Vec<Block>> {
+    (one_place(blocks) || form_groups(&keep(blocks).0).0.len() < 2).then(|| as_plain(blocks))
+}
+
+fn one_place(blocks: &[GroupedBlock]) -> bool {
     let place = |g: &GroupedBlock| (g.runner, g.pair);
-    if blocks.windows(2).all(|w| place(&w[0]) == place(&w[1])) {
-        let plain: Vec<Block> = blocks.iter().map(|g| g.block.clone()).collect();
-        return crossover_level(&plain, calibration, guard);
+    blocks.windows(2).all(|w| place(&w[0]) == place(&w[1]))
+}
+
+fn as_plain(blocks: &[GroupedBlock]) -> Vec<Block> {
+    blocks.iter().map(|g| g.block.clone()).collect()
+}
+
+/// What a level's blocks say about its calibration, as [`grouped_level_with`] reads them
+/// (for [`super::pooled_evidence`]).
+pub fn grouped_evidence(
+    blocks: &[GroupedBlock],
+    calibration: Option<&SlotCalibration>,
+) -> Option<LevelEvidence> {
+    calibration?;
+    calibration_evidence(&plain(blocks)?, calibration)
+}
+
+/// [`grouped_level`] with the run's levels' checks of their calibrations pooled (`run`; see
+/// [`super::crossover_level_with`]).
+pub fn grouped_level_with(
+    blocks: &[GroupedBlock],
+    calibration: Option<&SlotCalibration>,
+    run: Option<&RunEvidence>,
+    guard: f64,
+) -> LevelTest {
+    // One (runner, pair) forms one group at most: the plain reading, its blocks trimmed once.
+    if one_place(blocks) {
+        return crossover_level_with(&as_plain(blocks), calibration, run, guard);
     }
     let (kept, ignored, dropped) = keep(blocks);
     let (groups, shared, set_aside) = form_groups(&kept);
     if groups.len() < 2 {
-        let plain: Vec<Block> = blocks.iter().map(|g| g.block.clone()).collect();
-        return crossover_level(&plain, calibration, guard);
+        return crossover_level_with(&as_plain(blocks), calibration, run, guard);
     }
     let used: Vec<&Kept> = kept
         .iter()
@@ -241,6 +274,8 @@ pub fn grouped_level(
         calibration_disagreed: false,
         calibration_unused: None,
         calibration_slot_contrast: None,
+        calibration_weight: None,
+        calibration_run_check: None,
         groups: Some(info),
     });
     lv.finish(guard)

@@ -1,4 +1,4 @@
-use super::super::{decide, DecisionSettings, LevelOutcome};
+use super::super::{crossover_level, decide, DecisionSettings, LevelOutcome};
 use super::*;
 
 /// n trials around `centre` (ln), a fixed spread pattern (sd about 0.5%).

@@ -39,11 +39,20 @@ mod outliers;
 #[cfg(test)]
 mod vectors;
 
-pub use calibration::{CalibrationUnused, SlotCalibration, CALIBRATION_AGREEMENT_P};
-pub use crossover::{crossover_level, trimmed_block, Block, CrossoverInfo, TrimmedBlock};
+pub use calibration::{
+    pooled_evidence, CalibrationUnused, LevelEvidence, RunEvidence, SlotCalibration,
+    CALIBRATION_AGREEMENT_P,
+};
+pub use crossover::{
+    calibration_evidence, crossover_level, crossover_level_with, trimmed_block, Block,
+    CrossoverInfo, TrimmedBlock,
+};
 pub use decide::{decide, DecisionSettings};
 pub use drift::{drift_check, drift_check_at, Drift, DRIFT_ALPHA, DRIFT_MIN_SIZE};
-pub use groups::{grouped_level, GroupSlot, GroupedBlock, GroupsInfo, GROUPS_AGREEMENT_P};
+pub use groups::{
+    grouped_evidence, grouped_level, grouped_level_with, GroupSlot, GroupedBlock, GroupsInfo,
+    GROUPS_AGREEMENT_P,
+};
 pub use level::{history_level, relative_level, Design, LevelOutcome, LevelTest};
 pub use outliers::{outlier_mask_relative, OUTLIER_Z};
 
