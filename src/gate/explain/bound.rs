@@ -82,7 +82,7 @@ pub(super) fn compare(
 /// change averaged over the levels where two or more could be bounded (None otherwise), and
 /// per level what the closed test at `alpha` (the figure's share of the family) came to, with
 /// the level's own bound at that share. A level without blocks (trials without a block
-/// number) is compared alone as [`compare`] does.
+/// number) is compared alone as [`compare`] does, at the share over the levels.
 pub(super) fn compare_in_blocks(
     f: Figure,
     pairs: &[(&[TrialResult], &[TrialResult])],
@@ -112,7 +112,8 @@ pub(super) fn compare_in_blocks(
                 return Compared::Absent;
             }
             if numbered_blocks_of(b, h, on_scale).is_empty() {
-                return compare(f, b, h, alpha);
+                // Outside the closed test: its own share of the figure's.
+                return compare(f, b, h, alpha / pairs.len() as f64);
             }
             match own {
                 Some(t) => {
