@@ -20,6 +20,7 @@ fn change(m: &Moved) -> String {
 /// verdicts written before it was counted say 0).
 fn heading(c: &Changes) -> String {
     let family = match (c.levels_together, c.figures_varied, c.comparisons) {
+        (true, 0, _) => String::new(),
         (true, 1, _) => " over the 1 figure that varied, its levels read together,".to_string(),
         (true, n, _) => {
             format!(" over the {n} figures that varied, each one's levels read together,")
