@@ -9,7 +9,8 @@
 //! start (sd sigma_start, drawn for both servers of every block: per level and figure, or one
 //! draw a server start shared by all its levels and figures) + within noise (CV 2%, AR(1)
 //! rho 0.5 over the block's trials in the order they ran: round r runs every level in a fresh
-//! random order, the arms' halves base-head when r is even and head-base when odd). 5 trials
+//! random order, the arms' halves base-head when r is even and head-base when odd), and in
+//! some rows heavy tails (5% of trials 30% slower, the same trials for every figure). 5 trials
 //! per arm and level in a block; 8 figures vary (a serve-sim run varies 7 at one level), each
 //! with its own noise. A figure is listed at a level when the test says it moved and it moved
 //! by at least its 5% floor, as `explain` lists it.
@@ -28,7 +29,7 @@ use std::time::Instant;
 
 use rand::distributions::Distribution;
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use statrs::distribution::Normal;
 
@@ -43,6 +44,9 @@ const FIGURES: usize = 8;
 const RHO: f64 = 0.5;
 const FAMILY: f64 = 0.05;
 const TABLE: u32 = 14;
+/// Heavy tails where on: this share of trials, this much longer (ln 1/0.7: 30% slower).
+const TAIL_SHARE: f64 = 0.05;
+const TAIL_SLOWER: f64 = 0.356_674_943_938_732_4;
 
 /// Within-block sd of ln for a CV of 2%.
 fn sw() -> f64 {
@@ -57,14 +61,19 @@ struct Cell {
     sigma_start: f64,
     /// One start offset a server start for all its levels and figures.
     shared: bool,
+    /// Heavy tails: 5% of trials 30% slower (their latencies 1/0.7 longer), the same trials
+    /// for every figure of a block.
+    tails: bool,
 }
 
 impl Cell {
     /// Seed key: every parameter but the slot effect (rows that differ in s alone share
     /// their random numbers), and the change.
     fn key(&self, change: f64) -> u64 {
+        // Tails only where on, so the seeds of the rows without them stay as they were.
+        let tails = if self.tails { "|tails" } else { "" };
         let text = format!(
-            "{}|{}|{}|{}|{change}",
+            "{}|{}|{}|{}|{change}{tails}",
             self.blocks, self.levels, self.sigma_start, self.shared
         );
         text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
@@ -110,6 +119,9 @@ impl Sim {
                 levels.shuffle(&mut self.rng);
                 order.push(levels);
             }
+            let slow: Vec<bool> = (0..N * 2 * m)
+                .map(|_| cell.tails && self.rng.gen::<f64>() < TAIL_SHARE)
+                .collect();
             for (fig, per_level) in out.iter_mut().enumerate() {
                 let e = self.ar1(N * 2 * m);
                 let mut y = [vec![vec![0.0; N]; m], vec![vec![0.0; N]; m]];
@@ -117,7 +129,8 @@ impl Sim {
                     for (arm, y_arm) in y.iter_mut().enumerate() {
                         let half = arm ^ (r % 2);
                         for (p, &i) in levels.iter().enumerate() {
-                            y_arm[i][r] = e[r * 2 * m + half * m + p];
+                            let at = r * 2 * m + half * m + p;
+                            y_arm[i][r] = e[at] + if slow[at] { TAIL_SLOWER } else { 0.0 };
                         }
                     }
                 }
@@ -226,7 +239,14 @@ fn main() {
         "|---|---|---|---|---|---|---|---|---|---|---|".to_string(),
     ];
     let mut cells = Vec::new();
-    for (sigma_start, shared) in [(0.005, false), (0.01, false), (0.01, true)] {
+    let settings = [
+        (0.005, false, false),
+        (0.01, false, false),
+        (0.01, true, false),
+        (0.02, false, false),
+        (0.005, false, true),
+    ];
+    for (sigma_start, shared, tails) in settings {
         for blocks in [4, 6] {
             for levels in [1, 3, 5] {
                 for slot in [0.0, 0.04] {
@@ -236,6 +256,7 @@ fn main() {
                         slot,
                         sigma_start,
                         shared,
+                        tails,
                     });
                 }
             }
@@ -252,10 +273,10 @@ fn main() {
             cell.blocks,
             cell.levels,
             cell.sigma_start * 100.0,
-            if cell.shared {
-                "shared by levels"
-            } else {
-                "per level"
+            match (cell.shared, cell.tails) {
+                (true, _) => "shared by levels",
+                (false, false) => "per level",
+                (false, true) => "per level, 5% of trials 30% slower",
             },
             cell.slot * 100.0,
             pc(changed.itl[1], reps),

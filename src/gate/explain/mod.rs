@@ -9,9 +9,9 @@
 //! than its floor. With one start per arm each comparison takes an equal share of the 5%
 //! (Bonferroni over every figure and level that varied, with Tarone's rule: a comparison
 //! that cannot list anything takes no share). In a run in blocks the share is per figure
-//! (over the figures that varied) and a figure's levels are read together by a closed test
-//! (`closed`), which lists a level only where every set of levels holding it moved: split
-//! over levels too, 4 blocks (2 df) listed nothing in a 5-level profile (issue 48). Then
+//! (over the figures that varied) and a figure's change averaged over its levels and each
+//! level's own are read together by one closed test (`closed`): split over levels too, 4
+//! blocks (2 df) listed nothing in a 5-level profile (issue 48). Then
 //! typed rules over the moved figures give ranked readings ("the KV cache fills sooner"),
 //! never a match on text.
 
