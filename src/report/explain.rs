@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::gate::explain::{Changes, Moved};
+use crate::gate::explain::{Changes, Moved, Reading};
 use crate::gate::Verdict;
 
 /// "0.69 [0.64, 0.75]" for a ratio, "+0.21 [+0.18, +0.24]" for a difference.
@@ -19,10 +19,15 @@ fn change(m: &Moved) -> String {
 /// The heading line, saying how the figures were tested (the family's size where known:
 /// verdicts written before it was counted say 0).
 fn heading(c: &Changes) -> String {
-    let family = match c.comparisons {
-        0 => String::new(),
-        1 => " over the 1 comparison that varied,".to_string(),
-        n => format!(" over the {n} comparisons that varied,"),
+    let family = match (c.levels_together, c.figures_varied, c.comparisons) {
+        (true, 0, _) => String::new(),
+        (true, 1, _) => " over the 1 figure that varied, its levels read together,".to_string(),
+        (true, n, _) => {
+            format!(" over the {n} figures that varied, each one's levels read together,")
+        }
+        (false, _, 0) => String::new(),
+        (false, _, 1) => " over the 1 comparison that varied,".to_string(),
+        (false, _, n) => format!(" over the {n} comparisons that varied,"),
     };
     format!(
         "what changed besides tok/s (head vs base; {} figures per level, listed only beyond \
@@ -67,30 +72,49 @@ pub fn console_lines(verdict: &Verdict) -> Vec<String> {
 }
 
 fn lines(c: &Changes) -> Vec<String> {
-    if c.levels.iter().all(|l| l.moved.is_empty()) {
+    let groups = groups(c);
+    if groups.is_empty() {
         return vec![format!("{}: nothing moved", heading(c))];
     }
     let mut out = vec![format!("{}:", heading(c))];
-    for level in c.levels.iter().filter(|l| !l.moved.is_empty()) {
-        for r in &level.readings {
-            out.push(format!("  C={}: {}", level.concurrency, r.said));
+    for (label, moved, readings) in groups {
+        for r in readings {
+            out.push(format!("  {label}: {}", r.said));
         }
-        let other: Vec<String> = (level.moved.iter())
-            .filter(|m| !level.readings.iter().any(|r| r.said.contains(&m.said())))
+        let other: Vec<String> = (moved.iter())
+            .filter(|m| !readings.iter().any(|r| r.said.contains(&m.said())))
             .map(|m| m.said())
             .collect();
         if !other.is_empty() {
-            let lead = if level.readings.is_empty() {
+            let lead = if readings.is_empty() {
                 "moved"
             } else {
                 "also moved"
             };
-            out.push(format!(
-                "  C={}: {lead}: {}",
-                level.concurrency,
-                other.join(", ")
-            ));
+            out.push(format!("  {label}: {lead}: {}", other.join(", ")));
         }
+    }
+    out
+}
+
+/// What moved, as (label, figures, readings): averaged over the levels first ("C=1, 4, 16
+/// averaged"), then each level ("C=4"); only those where something moved.
+fn groups(c: &Changes) -> Vec<(String, &[Moved], &[Reading])> {
+    let mut out = Vec::new();
+    if let Some(o) = c.over_levels.as_ref().filter(|o| !o.moved.is_empty()) {
+        let levels: Vec<String> = o.concurrency.iter().map(u32::to_string).collect();
+        out.push((
+            format!("C={} averaged", levels.join(", ")),
+            &o.moved[..],
+            &o.readings[..],
+        ));
+    }
+    for level in c.levels.iter().filter(|l| !l.moved.is_empty()) {
+        out.push((
+            format!("C={}", level.concurrency),
+            &level.moved[..],
+            &level.readings[..],
+        ));
     }
     out
 }
@@ -105,7 +129,8 @@ pub fn markdown(verdict: &Verdict) -> String {
         .iter()
         .map(|l| format!("_Note: {l}._\n\n"))
         .collect();
-    if c.levels.iter().all(|l| l.moved.is_empty()) {
+    let groups = groups(c);
+    if groups.is_empty() {
         let _ = writeln!(
             md,
             "Nothing moved beyond noise ({} figures per level: latencies, lengths, chunking, \
@@ -115,21 +140,21 @@ pub fn markdown(verdict: &Verdict) -> String {
         md.push_str(&notes);
         return md;
     }
-    for level in &c.levels {
-        for r in &level.readings {
-            let _ = writeln!(md, "- **C={}**: {}", level.concurrency, r.said);
+    for (label, _, readings) in &groups {
+        for r in *readings {
+            let _ = writeln!(md, "- **{label}**: {}", r.said);
         }
     }
     let _ = writeln!(
         md,
         "\n| C | figure | base | head | change [bounds] |\n|---:|---|---:|---:|---|"
     );
-    for level in &c.levels {
-        for m in &level.moved {
+    for (label, moved, _) in &groups {
+        let level = label.trim_start_matches("C=");
+        for m in *moved {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} |",
-                level.concurrency,
+                "| {level} | {} | {} | {} | {} |",
                 m.figure.name(),
                 m.figure.show(m.base),
                 m.figure.show(m.head),
@@ -137,11 +162,16 @@ pub fn markdown(verdict: &Verdict) -> String {
             );
         }
     }
+    let family = if c.levels_together {
+        "5% over the figures that varied; a level is listed where a closed test over the \
+         figure's levels finds it moved"
+    } else {
+        "5% over the figures and levels that varied"
+    };
     let _ = writeln!(
         md,
         "\nRatios for latencies, lengths and batch size, differences for rates and gauges; \
-         bounds at {:.4} each (5% over the figures and levels that varied), from the same \
-         trials as the verdict.\n",
+         bounds at {:.4} each ({family}), from the same trials as the verdict.\n",
         c.per_test_alpha
     );
     md.push_str(&notes);
@@ -159,6 +189,9 @@ mod tests {
             figures_compared: 14,
             comparisons: 28,
             per_test_alpha: 0.05 / 28.0,
+            levels_together: false,
+            figures_varied: 0,
+            over_levels: None,
             starts_covered: true,
             levels: vec![LevelChanges {
                 concurrency: 8,
@@ -227,5 +260,33 @@ mod tests {
         );
         let md = markdown(&v);
         assert!(md.contains("_Note: one server start per arm"), "{md}");
+    }
+
+    /// In blocks the family is the figures, each one's levels read together: the heading and
+    /// the table's note say so.
+    #[test]
+    fn levels_read_together_are_said() {
+        let mut v = verdict(Vec::new(), Vec::new());
+        let c = v.changes.as_mut().unwrap();
+        (c.levels_together, c.figures_varied, c.per_test_alpha) = (true, 7, 0.05 / 7.0);
+        let lines = console_lines(&v);
+        assert!(
+            lines[0].contains("over the 7 figures that varied, each one's levels read together"),
+            "{lines:?}"
+        );
+        let moved = Moved {
+            figure: Figure::ItlP50,
+            base: 10.0,
+            head: 11.0,
+            change: 1.1,
+            low: 1.05,
+            high: 1.15,
+            ratio_scale: true,
+        };
+        let mut v = verdict(vec![moved], Vec::new());
+        let c = v.changes.as_mut().unwrap();
+        (c.levels_together, c.figures_varied, c.per_test_alpha) = (true, 7, 0.05 / 7.0);
+        assert!(markdown(&v)
+            .contains("bounds at 0.0071 each (5% over the figures that varied; a level"));
     }
 }

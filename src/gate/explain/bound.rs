@@ -3,9 +3,12 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use super::closed::closed_levels;
 use super::figure::Figure;
 use super::figure::Scale;
 use super::moved::{Moved, EXPLAIN_ALPHA};
+use super::together::LevelBlocks;
+use crate::gate::block_groups::numbered_blocks_of;
 use crate::record::TrialResult;
 use crate::stats::basic::mean;
 use crate::stats::decision::{crossover_level, relative_level};
@@ -34,17 +37,11 @@ fn on_scale(f: Figure, t: &TrialResult) -> Option<f64> {
 /// and not one value in every trial of both (no errors at all, a fixed prompt length), which
 /// no bound can call a change. Only these share the family's 5%.
 pub(super) fn can_list(f: Figure, base: &[TrialResult], head: &[TrialResult]) -> bool {
-    let mut all = (base.iter().chain(head)).filter_map(|t| on_scale(f, t));
-    let Some(first) = all.next() else {
-        return false;
-    };
-    if all.all(|v| v == first) {
-        return false;
-    }
-    !matches!(
-        compare(f, base, head, EXPLAIN_ALPHA),
-        Compared::Absent | Compared::NotEstimable
-    )
+    can_vary(f, base, head)
+        && !matches!(
+            compare(f, base, head, EXPLAIN_ALPHA),
+            Compared::Absent | Compared::NotEstimable
+        )
 }
 
 /// One figure at one level. In a run in blocks, the blocks as the gate groups them
@@ -58,7 +55,6 @@ pub(super) fn compare(
     head: &[TrialResult],
     alpha: f64,
 ) -> Compared {
-    let ratio = f.scale() == Scale::Ratio;
     let on_scale = |t: &TrialResult| on_scale(f, t);
     let values =
         |trials: &[TrialResult]| -> Vec<f64> { trials.iter().filter_map(on_scale).collect() };
@@ -79,8 +75,92 @@ pub(super) fn compare(
     let (Some(d), Some(se)) = (test.d, test.se) else {
         return Compared::Absent;
     };
+    judged(f, (&bv, &hv), (d, se, test.df), alpha, None)
+}
+
+/// One figure at every level of a run in blocks, the levels read together (`closed`): the
+/// change averaged over the levels where two or more could be bounded (None otherwise), and
+/// per level what the closed test at `alpha` (the figure's share of the family) came to, with
+/// the level's own bound at that share. A level without blocks (trials without a block
+/// number) is compared alone as [`compare`] does, at the share over the levels.
+pub(super) fn compare_in_blocks(
+    f: Figure,
+    pairs: &[(&[TrialResult], &[TrialResult])],
+    alpha: f64,
+) -> (Option<Compared>, Vec<Compared>) {
+    let on_scale = |t: &TrialResult| on_scale(f, t);
+    let values =
+        |trials: &[TrialResult]| -> Vec<f64> { trials.iter().filter_map(on_scale).collect() };
+    let levels: Vec<LevelBlocks> = (pairs.iter())
+        .map(|(b, h)| {
+            // A level that cannot list the figure takes no part in the closed test.
+            let blocks = if can_list(f, b, h) {
+                numbered_blocks_of(b, h, on_scale)
+            } else {
+                Vec::new()
+            };
+            LevelBlocks::of(&blocks)
+        })
+        .collect();
+    let closed = closed_levels(&levels, alpha);
+    // The arms' values averaged over the levels in the average (the levels' own means).
+    let (mut base_means, mut head_means) = (Vec::new(), Vec::new());
+    let per_level = (pairs.iter().zip(closed.levels))
+        .map(|((b, h), (own, listed))| {
+            let (bv, hv) = (values(b), values(h));
+            if bv.len() < 3 || hv.len() < 3 {
+                return Compared::Absent;
+            }
+            if numbered_blocks_of(b, h, on_scale).is_empty() {
+                // Outside the closed test: its own share of the figure's.
+                return compare(f, b, h, alpha / pairs.len() as f64);
+            }
+            match own {
+                Some(t) => {
+                    base_means.push(mean(&bv));
+                    head_means.push(mean(&hv));
+                    judged(f, (&bv, &hv), (t.d, t.se, t.df), alpha, Some(listed))
+                }
+                None if can_vary(f, b, h) => Compared::NotEstimable,
+                None => Compared::Within,
+            }
+        })
+        .collect();
+    let average = (closed.average).filter(|_| base_means.len() >= 2).map(|t| {
+        let means = (&base_means[..], &head_means[..]);
+        judged(
+            f,
+            means,
+            (t.d, t.se, t.df),
+            alpha,
+            Some(closed.average_moved),
+        )
+    });
+    (average, per_level)
+}
+
+/// Whether `f` takes more than one value over both arms' trials.
+fn can_vary(f: Figure, base: &[TrialResult], head: &[TrialResult]) -> bool {
+    let mut all = (base.iter().chain(head)).filter_map(|t| on_scale(f, t));
+    let Some(first) = all.next() else {
+        return false;
+    };
+    !all.all(|v| v == first)
+}
+
+/// A comparison's estimate `d`, its se and df judged: its bound at `alpha`, beyond noise
+/// where the bound excludes "unchanged" (or, given, where the closed test over levels listed
+/// it: its own bound at the same level then excludes it too), and beyond the figure's floor.
+fn judged(
+    f: Figure,
+    (bv, hv): (&[f64], &[f64]),
+    (d, se, df): (f64, f64, f64),
+    alpha: f64,
+    listed: Option<bool>,
+) -> Compared {
+    let ratio = f.scale() == Scale::Ratio;
     let half = if se > 0.0 {
-        match StudentsT::new(0.0, 1.0, test.df.max(1.0)) {
+        match StudentsT::new(0.0, 1.0, df.max(1.0)) {
             Ok(t) => t.inverse_cdf(1.0 - alpha / 2.0) * se,
             Err(_) => return Compared::Absent,
         }
@@ -88,7 +168,7 @@ pub(super) fn compare(
         0.0
     };
     let (low, high) = (d - half, d + half);
-    let beyond_noise = low > 0.0 || high < 0.0;
+    let beyond_noise = listed.unwrap_or(low > 0.0 || high < 0.0);
     let beyond_floor = d.abs()
         >= if ratio {
             (1.0 + f.floor()).ln()
@@ -101,8 +181,8 @@ pub(super) fn compare(
     let back = |x: f64| if ratio { x.exp() } else { x };
     Compared::Moved(Moved {
         figure: f,
-        base: back(mean(&bv)),
-        head: back(mean(&hv)),
+        base: back(mean(bv)),
+        head: back(mean(hv)),
         change: back(d),
         low: back(low),
         high: back(high),

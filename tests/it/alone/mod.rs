@@ -12,6 +12,7 @@ mod bisect_cli;
 mod blocks_verdicts;
 mod ci_cli;
 mod example_profiles;
+mod explain_blocks;
 mod explain_cli;
 mod fingerprint_cli;
 mod gate_cli;
