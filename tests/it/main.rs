@@ -54,7 +54,6 @@ mod plan_boundary;
 mod plan_cli;
 mod plan_lengths_mix;
 mod plan_own_hardware;
-mod plan_vs_reality;
 mod plan_wrong_answers;
 mod plot_cli;
 mod pooled_legs;

@@ -293,7 +293,7 @@ mod tests {
     /// 24 equal-length requests at C = 16 run 2 waves for 1.5 waves' work: the steady rate is
     /// the window rate x 2 x 16 / 24 = 4/3; 64 requests (4 full waves) need no correction;
     /// neither do requests of unequal lengths (no ignore_eos) or trials that lost requests.
-    /// (Seen in tests/it/plan_vs_reality.rs: without it a 24-request sweep planned a 2,000-request
+    /// (Seen in tests/it/alone/plan_vs_reality.rs: without it a 24-request sweep planned a 2,000-request
     /// job 37% too slow.)
     #[test]
     fn part_empty_last_waves_are_not_the_steady_rate() {

@@ -21,6 +21,7 @@ mod lengths_cli;
 mod newcomer_cli;
 mod openloop_cli;
 pub(crate) mod pairs_cli;
+mod plan_vs_reality;
 mod prefix_cache_cli;
 mod progress_cli;
 mod promises;

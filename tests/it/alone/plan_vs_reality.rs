@@ -7,11 +7,12 @@
 //! request; the job draws its lengths (mean 48, sd 32, seeded) from the same profile the plan
 //! reads with `--lengths-from`, so what is planned is what is run. If this test fails, the
 //! planner is wrong (the rate, the token total or the end-of-job tail): fix the planner, do
-//! not widen the tolerance.
+//! not widen the tolerance. Timed (a sweep, then a job measured against it): it runs under
+//! `timing_lock`, with no other test's processes beside it (beside them it once read +6%).
 
 use std::path::Path;
 
-use crate::common::{code, run_bench_cli, text, Sim};
+use crate::common::{code, run_bench_cli, text, timing_lock, Sim};
 use serde_json::Value;
 
 const JOB_COMPLETIONS: u32 = 2000;
@@ -69,6 +70,7 @@ fn json(path: &Path) -> Value {
 
 #[test]
 fn a_planned_job_takes_the_time_the_plan_said() {
+    let _turn = timing_lock();
     let sim = Sim::start(1, &["--preset", "fixed", "--token-delay-ms", "5"]);
     let dir = tempfile::tempdir().unwrap();
     let url = &sim.urls[0];
