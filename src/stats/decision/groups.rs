@@ -237,13 +237,10 @@ pub fn grouped_level_with(
     }
     let agreement_p = (df_w > 0.0).then(|| f_sf(q / df_b / (ss_w / df_w).max(floor), df_b, df_w));
     let between_judged = agreement_p.is_some_and(|p| p < GROUPS_AGREEMENT_P);
-    // The fail side: these groups' own average gap, the gaps' spread pooled into the
-    // residual (a gap that differs can only widen it). Runners whose gaps differ do not make
-    // a failure false: the head is slower on this pool's average.
+    // Fail side: the pool's own average, the gaps' spread pooled (it can only widen it);
+    // pass side: where the gaps differ beyond chance, their spread with G - 1 df.
     let (block_var, df) = (((ss_w + q) / (df_w + df_b)).max(floor), df_w + df_b);
     lv.set_main((block_var / weight).sqrt(), df);
-    // The pass side: a pass rules out a drop for the pool's runners, so where their gaps
-    // differ beyond chance its bound is the groups' own spread with G - 1 df.
     if between_judged {
         lv.set_pass(((q / df_b).max(floor) / weight).sqrt(), df_b);
     }
