@@ -1,6 +1,6 @@
 //! Runners whose head/base gaps differ (issue 46 item 6): `merge` pools two legs whose heads
-//! are 9% and 5% slower. The fail test reads the pool's own average on the pooled spread, so
-//! the pool is a REGRESSION (before, the gaps' F test sent both sides to the runners' spread
+//! are 9% and 5% slower. The fail test reads the pool's own average on the blocks' spread
+//! within each runner, so the pool is a REGRESSION (before, the gaps' F test sent both sides to the runners' spread
 //! with 1 df and the pool was INCONCLUSIVE); the pass bound still reads that spread: legs
 //! whose gaps are +3% and -3% never PASS with a bound that rules out runner b's 3% drop.
 //! The trials' tok/s are written here (one real run in blocks per leg gives the records'
@@ -93,7 +93,7 @@ fn runners_whose_drops_differ_fail_on_their_average() {
     assert_eq!(check["pooled"].as_array().unwrap().len(), 2, "{v:#}");
     for l in check["verdict"]["levels"].as_array().unwrap() {
         let test = &l["test"];
-        // The fail test reads the pool's average on the pooled spread: 7% slower, failed ...
+        // The fail test reads the pool's average on the within-runner spread: 7% slower ...
         assert_eq!(test["outcome"], "regression", "{l:#}");
         // ... while the gaps differ beyond the blocks' spread: the pass side reads it, 1 df.
         assert_eq!(test["crossover"]["groups"]["between_judged"], true, "{l:#}");

@@ -79,13 +79,13 @@ fn runners_whose_gaps_differ_are_judged_on_their_spread() {
     assert!(groups.between_judged, "{groups:?}");
     assert!(groups.agreement_p.unwrap() < GROUPS_AGREEMENT_P);
     // The pass bound reads the between-runner spread with its own G - 1 df; the fail test
-    // the pool's average, the gaps' spread pooled into its residual (8 + 3 + 3 df).
+    // the pool's average on the within-group spread (4 x 2 within + 3 for the alike slots).
     assert_eq!(
         lv.pass_df,
         Some(3.0),
         "the between-runner spread's own G - 1 df"
     );
-    assert_eq!(lv.df, 14.0);
+    assert_eq!(lv.df, 11.0);
     assert!(lv.pass_se.unwrap() > lv.se.unwrap());
     assert!(close(lv.d.unwrap(), -0.015, 1e-9));
     assert!(groups.between_spread.unwrap() > 0.02);
@@ -127,7 +127,7 @@ fn gaps_that_differ_widen_the_pass_bound_not_the_fail_test() {
     let pooled_lower = (lv.d.unwrap() - super::super::t_ppf(0.95, df) * se).exp();
     assert!(pooled_lower > 0.97, "{pooled_lower}");
     // A 6% drop on both runners with the same +/-3% split is still caught: the fail test
-    // reads the pool's average on the pooled spread.
+    // reads the pool's average on the within-group spread.
     let mut levels = [grouped_level(
         &design(&slots, -0.06, &[0.03, -0.03]),
         None,
