@@ -122,7 +122,7 @@ fn gaps_that_differ_widen_the_pass_bound_not_the_fail_test() {
     );
     assert_eq!(outcome, LevelOutcome::Inconclusive);
     assert!(lv.pass_lower < 0.97, "{}", lv.pass_lower);
-    // Read with one se for both sides (the pooled one) it would have passed, ruling 3% out.
+    // Read with the fail test's se on both sides it would have passed, ruling 3% out.
     let (se, df) = (lv.se.unwrap(), lv.df);
     let pooled_lower = (lv.d.unwrap() - super::super::t_ppf(0.95, df) * se).exp();
     assert!(pooled_lower > 0.97, "{pooled_lower}");
