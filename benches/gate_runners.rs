@@ -23,10 +23,16 @@
 //! a slot effect per runner and pair, what `merge` and the gate use) and **one slot effect**
 //! (`crossover_level` over every block: the pool read as if it were one pair).
 //!
-//! `cargo test --bench gate_runners` (2,000 replications per cell, the table in
-//! docs/gate-calibration.md), `cargo test --bench gate_runners -- 500` for a quicker look.
-//! Exits 1 when a grouped A/A cell fails an unchanged server more than 1% of the time by more
-//! than 3 Monte Carlo standard errors.
+//! Table R1b: runners whose head/base gaps differ (a runner-by-change interaction: a build
+//! that suits one runner's GPUs, or one runner's build slower by chance): unchanged on
+//! average (+/-3% by runner) it must not fail, and a PASS must not rule out the drop one
+//! runner truly shows (counted); a drop on one runner only: what is caught.
+//!
+//! `cargo test --bench gate_runners` (2,000 replications per cell, the tables in
+//! docs/gate-calibration.md), `cargo test --bench gate_runners -- 500` for a quicker look
+//! (`r1` or `r1b`: that table alone; `grouped`: that reading alone). Exits 1 when a grouped
+//! A/A cell (R1b: unchanged on average) fails more than 1% of the time by more than 3 Monte
+//! Carlo standard errors.
 
 use rand::distributions::Distribution;
 use rand::SeedableRng;
@@ -61,6 +67,41 @@ struct Cell {
     pairs: usize,
     start: f64,
     slots: Slots,
+    gaps: Gaps,
+}
+
+/// A runner-by-change interaction: the head's gap differs by runner (a build that suits one
+/// GPU model, or one runner's build slower by chance), on top of the drop every runner sees.
+#[derive(Clone, Copy, PartialEq)]
+enum Gaps {
+    /// The same gap on every runner.
+    Same,
+    /// At every level, runner k's head `x` faster (k even) or slower (k odd); with an odd
+    /// number of runners the last one none: the runners' gaps average 1.0.
+    Spread(f64),
+    /// Runner 0's head `x` slower at level 1, the others unchanged.
+    OneRunner(f64),
+}
+
+impl Gaps {
+    /// Runner `runner` of `runners`: its own gap (ln) at level `l`.
+    fn of(self, runner: usize, runners: usize, l: usize) -> f64 {
+        match self {
+            Gaps::Same => 0.0,
+            Gaps::Spread(_) if runners % 2 == 1 && runner == runners - 1 => 0.0,
+            Gaps::Spread(x) => (1.0 + if runner % 2 == 0 { x } else { -x }).ln(),
+            Gaps::OneRunner(x) if runner == 0 && l == 0 => (1.0 - x).ln(),
+            Gaps::OneRunner(_) => 0.0,
+        }
+    }
+
+    fn said(self) -> String {
+        match self {
+            Gaps::Same => "none".into(),
+            Gaps::Spread(x) => format!("+/-{:.0}% by runner, all levels", 100.0 * x),
+            Gaps::OneRunner(x) => format!("runner 0 only, {:.0}% slower, level 1", 100.0 * x),
+        }
+    }
 }
 
 /// How the pairs' slot effects (slot 1 over slot 0) are drawn.
@@ -161,7 +202,12 @@ fn placement(pairs: usize, i: usize) -> (usize, u32) {
 }
 
 /// One job: the outcome and the blocks it ran.
-fn job(sim: &mut Sim, cell: &Cell, drop_one: f64, reading: Reading) -> (LevelOutcome, usize) {
+fn job(
+    sim: &mut Sim,
+    cell: &Cell,
+    drop_one: f64,
+    reading: Reading,
+) -> (LevelOutcome, usize, Vec<LevelTest>) {
     let drop: Vec<f64> = (0..L)
         .map(|l| if l == 0 { (1.0 - drop_one).ln() } else { 0.0 })
         .collect();
@@ -190,7 +236,9 @@ fn job(sim: &mut Sim, cell: &Cell, drop_one: f64, reading: Reading) -> (LevelOut
                         (p, hs, slot, LEVELS[runner % 4] + LEVELS[(p + 1) % 4])
                     }
                 };
-                let levels: Vec<f64> = open.iter().map(|&l| drop[l]).collect();
+                let levels: Vec<f64> = (open.iter())
+                    .map(|&l| drop[l] + cell.gaps.of(runner, cell.runners, l))
+                    .collect();
                 let blocks = sim.block(own, slot, head_slot, cell.start, &levels);
                 for (&l, block) in open.iter().zip(blocks) {
                     let runner = if reading == Reading::OneRunner {
@@ -219,16 +267,19 @@ fn job(sim: &mut Sim, cell: &Cell, drop_one: f64, reading: Reading) -> (LevelOut
             .collect();
         decide(&mut tests, &settings);
         if tests.iter().any(|t| t.outcome == LevelOutcome::Regression) {
-            return (LevelOutcome::Regression, ran);
+            return (LevelOutcome::Regression, ran, tests);
         }
         open = (0..L)
             .filter(|&l| tests[l].outcome == LevelOutcome::Inconclusive)
             .collect();
         if open.is_empty() {
-            return (LevelOutcome::NoRegression, ran);
+            return (LevelOutcome::NoRegression, ran, tests);
+        }
+        if wave + 1 == WAVES {
+            return (LevelOutcome::Inconclusive, ran, tests);
         }
     }
-    (LevelOutcome::Inconclusive, ran)
+    unreachable!("the last wave returns")
 }
 
 #[derive(Default)]
@@ -236,6 +287,8 @@ struct Tally {
     reps: usize,
     reg: usize,
     pass: usize,
+    /// PASSes whose bound rules out, at some level, the drop one runner truly shows there.
+    narrow: usize,
     blocks: usize,
 }
 
@@ -246,6 +299,9 @@ impl Tally {
     fn passed(&self) -> f64 {
         self.pass as f64 / self.reps as f64
     }
+    fn narrowed(&self) -> f64 {
+        self.narrow as f64 / self.reps as f64
+    }
     fn mean_blocks(&self) -> f64 {
         self.blocks as f64 / self.reps as f64
     }
@@ -254,7 +310,14 @@ impl Tally {
 /// `reps` jobs; cells that differ only in the reading share their random numbers.
 fn run(cell: &Cell, drop: f64, reading: Reading, reps: usize) -> Tally {
     // Without the slot effects: cells that differ only in them share their random numbers.
-    let key = format!("{}|{}|{}|{drop}", cell.runners, cell.pairs, cell.start);
+    let gaps = match cell.gaps {
+        Gaps::Same => String::new(),
+        g => format!("|{}", g.said()),
+    };
+    let key = format!(
+        "{}|{}|{}|{drop}{gaps}",
+        cell.runners, cell.pairs, cell.start
+    );
     let key = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
@@ -264,12 +327,22 @@ fn run(cell: &Cell, drop: f64, reading: Reading, reps: usize) -> Tally {
     };
     let mut t = Tally::default();
     for _ in 0..reps {
-        let (outcome, blocks) = job(&mut sim, cell, drop, reading);
+        let (outcome, blocks, tests) = job(&mut sim, cell, drop, reading);
         t.reps += 1;
         t.blocks += blocks;
         match outcome {
             LevelOutcome::Regression => t.reg += 1,
-            LevelOutcome::NoRegression => t.pass += 1,
+            LevelOutcome::NoRegression => {
+                t.pass += 1;
+                let worst = |l: usize| {
+                    (0..cell.runners)
+                        .map(|r| cell.gaps.of(r, cell.runners, l).exp())
+                        .fold(f64::INFINITY, f64::min)
+                };
+                let narrow = (tests.iter().enumerate())
+                    .any(|(l, t)| worst(l) < 1.0 && t.pass_lower > worst(l));
+                t.narrow += usize::from(narrow);
+            }
             LevelOutcome::Inconclusive => {}
         }
     }
@@ -280,16 +353,26 @@ fn pc(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
-fn main() {
-    let reps: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(2_000);
-    let t0 = std::time::Instant::now();
-    println!(
-        "{reps} replications per cell; 5 levels, 5 trials per arm and level in a block, \
-         within CV 2%; waves of {WAVE} blocks per leg, at most {WAVES}; 5% drop at level 1.\n"
-    );
+/// The readings a table shows (`grouped` on the command line: that one alone).
+fn readings(grouped_only: bool) -> Vec<Reading> {
+    if grouped_only {
+        vec![Reading::Grouped]
+    } else {
+        vec![Reading::OneRunner, Reading::Grouped, Reading::OneSlot]
+    }
+}
+
+fn reading_name(reading: Reading) -> &'static str {
+    match reading {
+        Reading::OneRunner => "one runner, one pair (reference)",
+        Reading::Grouped => "grouped (merge, gate)",
+        Reading::OneSlot => "one slot effect",
+    }
+}
+
+/// Table R1: pools whose runners see the same change. Returns the worst grouped A/A
+/// false-failure rate among the cells the workflow runs, and where.
+fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
     println!("| runners x pairs | slot effects | start spread | reading | A/A fail | A/A pass | 5% one caught | blocks A/A mean |");
     println!("|---|---|---|---|---|---|---|---|");
     let mut worst = (0.0, String::new());
@@ -312,63 +395,129 @@ fn main() {
     ];
     for start in [0.01, 0.02] {
         for &(runners, pairs, slots) in &cells {
-            {
-                let cell = Cell {
-                    runners,
-                    pairs,
-                    start,
-                    slots,
+            let cell = Cell {
+                runners,
+                pairs,
+                start,
+                slots,
+                gaps: Gaps::Same,
+            };
+            let mut caught = [f64::NAN; 3];
+            for reading in readings(grouped_only) {
+                let aa = run(&cell, 0.0, reading, reps);
+                let five = run(&cell, 0.05, reading, reps);
+                caught[reading as usize] = five.fail();
+                let said = match reading {
+                    Reading::OneRunner => "+4%",
+                    _ => slots.said(),
                 };
-                let mut caught = [0.0; 3];
-                for (i, reading) in [Reading::OneRunner, Reading::Grouped, Reading::OneSlot]
-                    .into_iter()
-                    .enumerate()
-                {
-                    let aa = run(&cell, 0.0, reading, reps);
-                    let five = run(&cell, 0.05, reading, reps);
-                    caught[i] = five.fail();
-                    let name = match reading {
-                        Reading::OneRunner => "one runner, one pair (reference)",
-                        Reading::Grouped => "grouped (merge, gate)",
-                        Reading::OneSlot => "one slot effect",
-                    };
-                    let said = match reading {
-                        Reading::OneRunner => "+4%",
-                        _ => slots.said(),
-                    };
-                    println!(
-                        "| {runners} x {pairs} | {said} | {:.0}% | {name} | {} | {} | {} | {:.1} |",
-                        100.0 * start,
-                        pc(aa.fail()),
-                        pc(aa.passed()),
-                        pc(five.fail()),
-                        aa.mean_blocks()
-                    );
-                    // Legs not alternated are the hazard the workflow avoids: shown, not
-                    // held to the bar.
-                    let held = slots != by_place(false);
-                    if reading == Reading::Grouped && held && aa.fail() > worst.0 {
-                        worst = (aa.fail(), format!("{runners} x {pairs}, start {start}"));
-                    }
+                println!(
+                    "| {runners} x {pairs} | {said} | {:.0}% | {} | {} | {} | {} | {:.1} |",
+                    100.0 * start,
+                    reading_name(reading),
+                    pc(aa.fail()),
+                    pc(aa.passed()),
+                    pc(five.fail()),
+                    aa.mean_blocks()
+                );
+                // Legs not alternated are the hazard the workflow avoids: shown, not
+                // held to the bar.
+                let held = slots != by_place(false);
+                if reading == Reading::Grouped && held && aa.fail() > worst.0 {
+                    worst = (aa.fail(), format!("{runners} x {pairs}, start {start}"));
                 }
-                gaps.push((
-                    format!(
-                        "{runners} x {pairs}, start {:.0}%, {}",
-                        100.0 * start,
-                        slots.said()
-                    ),
-                    caught[1] - caught[0],
-                ));
             }
+            let what = format!(
+                "{runners} x {pairs}, start {:.0}%, {}",
+                100.0 * start,
+                slots.said()
+            );
+            gaps.push((what, caught[1] - caught[0]));
         }
     }
     println!("\nGrouped minus one runner, 5% caught (points):");
     for (what, gap) in &gaps {
         println!("- {what}: {:+.1}", 100.0 * gap);
     }
+    worst
+}
+
+/// Table R1b: runners whose head/base gaps differ (a runner-by-change interaction), read
+/// grouped and with one slot effect; slot effects differ by runner and pair. Returns the
+/// worst grouped false-failure rate of its unchanged-on-average cells.
+fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
+    println!("| runners x pairs | the head's gap by runner | start spread | reading | REGRESSION | PASS | PASS ruling out a runner's own drop | blocks mean |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut worst = (0.0, String::new());
+    let cells = [
+        (2, 1, Gaps::Spread(0.03)),
+        (3, 1, Gaps::Spread(0.03)),
+        (4, 1, Gaps::Spread(0.03)),
+        (2, 2, Gaps::Spread(0.03)),
+        (2, 1, Gaps::OneRunner(0.05)),
+        (2, 1, Gaps::OneRunner(0.10)),
+        (4, 1, Gaps::OneRunner(0.10)),
+    ];
+    for start in [0.01, 0.02] {
+        for &(runners, pairs, gaps) in &cells {
+            let cell = Cell {
+                runners,
+                pairs,
+                start,
+                slots: Slots::Mixed,
+                gaps,
+            };
+            let readings = readings(grouped_only).into_iter();
+            for reading in readings.filter(|&r| r != Reading::OneRunner) {
+                let t = run(&cell, 0.0, reading, reps);
+                println!(
+                    "| {runners} x {pairs} | {} | {:.0}% | {} | {} | {} | {} | {:.1} |",
+                    gaps.said(),
+                    100.0 * start,
+                    reading_name(reading),
+                    pc(t.fail()),
+                    pc(t.passed()),
+                    pc(t.narrowed()),
+                    t.mean_blocks()
+                );
+                let unchanged = matches!(gaps, Gaps::Spread(_));
+                if reading == Reading::Grouped && unchanged && t.fail() > worst.0 {
+                    worst = (
+                        t.fail(),
+                        format!("{runners} x {pairs}, start {start}, {}", gaps.said()),
+                    );
+                }
+            }
+        }
+    }
+    worst
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let reps: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(2_000);
+    let grouped_only = args.iter().any(|a| a == "grouped");
+    let only = |t: &str| !args.iter().any(|a| a.starts_with("r1")) || args.iter().any(|a| a == t);
+    let t0 = std::time::Instant::now();
+    println!(
+        "{reps} replications per cell; 5 levels, 5 trials per arm and level in a block, \
+         within CV 2%; waves of {WAVE} blocks per leg, at most {WAVES}; 5% drop at level 1.\n"
+    );
+    let mut worst = (0.0, String::new());
+    if only("r1") {
+        worst = table_r1(reps, grouped_only);
+        println!();
+    }
+    if only("r1b") {
+        let w = table_r1b(reps, grouped_only);
+        println!();
+        if w.0 > worst.0 {
+            worst = w;
+        }
+    }
     let mc = (0.01 * 0.99 / reps as f64).sqrt();
     println!(
-        "\nMax grouped A/A false-failure rate: {} ({}); bar 1% + 3 s.e. = {}.",
+        "Max grouped A/A false-failure rate: {} ({}); bar 1% + 3 s.e. = {}.",
         pc(worst.0),
         worst.1,
         pc(0.01 + 3.0 * mc)

@@ -1,7 +1,8 @@
 //! Several runners, one verdict (issue 46): the legs of one comparison, each a run in blocks
 //! on a runner of one pool, pooled into one crossover verdict over all their blocks, the
 //! runner a factor of it (`stats::decision::grouped_level`: a slot effect per runner and
-//! pair, the runners' gaps pooled only where they agree, else judged on their spread).
+//! pair; the fail test on the pool's own average, the pass bound judged on the runners'
+//! spread where their gaps differ beyond chance).
 //!
 //! Legs pool when they are one comparison: the same profile (hash), the same baseline and
 //! ref, the same gate settings, the same server commands for head and base, the same head

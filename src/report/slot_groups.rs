@@ -1,6 +1,6 @@
 //! The line a verdict over several runners and pairs adds beside its slot effects: each
 //! (runner, pair)'s own slot effect, and whether the runners' gaps agreed and were pooled or
-//! the verdict was judged on their spread (stats::decision::groups).
+//! the pass bound was judged on their spread (stats::decision::groups).
 
 use crate::stats::decision::CrossoverInfo;
 
@@ -38,7 +38,7 @@ pub fn groups_line(blocks: &[(u32, &CrossoverInfo)]) -> Option<String> {
             }
             said.push_str(&match (g.between_judged, g.agreement_p) {
                 (true, Some(p)) => format!(
-                    "; the groups' gaps differ (p {p:.3}): judged on their spread{}",
+                    "; the groups' gaps differ (p {p:.3}): the pass bound judged on their spread{}",
                     g.between_spread
                         .map(|s| format!(" ({:.1}% beyond the blocks')", 100.0 * s))
                         .unwrap_or_default()

@@ -56,6 +56,7 @@ mod plan_lengths_mix;
 mod plan_own_hardware;
 mod plan_wrong_answers;
 mod plot_cli;
+mod pooled_gaps;
 mod pooled_legs;
 mod readme_plan;
 mod recipes_fit;

@@ -85,9 +85,10 @@ pub fn decide(levels: &mut [LevelTest], settings: &DecisionSettings) -> LevelOut
         (lv.lower, lv.upper, lv.mdd) = (0.0, None, None);
         (lv.pass_lower, lv.pass_upper) = (0.0, None);
         if let (Some(d), Some(se), true) = (lv.d, lv.se, lv.df > 0.0) {
-            let tp = t_ppf(settings.pass_confidence, lv.df);
-            lv.pass_lower = finite((d - tp * se).exp()).unwrap_or(0.0);
-            lv.pass_upper = finite((d + tp * se).exp());
+            let (pse, pdf) = lv.pass_se.zip(lv.pass_df).unwrap_or((se, lv.df));
+            let tp = t_ppf(settings.pass_confidence, pdf);
+            lv.pass_lower = finite((d - tp * pse).exp()).unwrap_or(0.0);
+            lv.pass_upper = finite((d + tp * pse).exp());
             let tq = t_ppf(q, lv.df);
             let lower = (d - tq * se).exp();
             if lower.is_finite() {

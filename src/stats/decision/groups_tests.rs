@@ -78,7 +78,15 @@ fn runners_whose_gaps_differ_are_judged_on_their_spread() {
     let groups = lv.crossover.as_ref().unwrap().groups.clone().unwrap();
     assert!(groups.between_judged, "{groups:?}");
     assert!(groups.agreement_p.unwrap() < GROUPS_AGREEMENT_P);
-    assert_eq!(lv.df, 3.0, "the between-runner spread's own G - 1 df");
+    // The pass bound reads the between-runner spread with its own G - 1 df; the fail test
+    // the pool's average on the within-group spread (4 x 2 within + 3 for the alike slots).
+    assert_eq!(
+        lv.pass_df,
+        Some(3.0),
+        "the between-runner spread's own G - 1 df"
+    );
+    assert_eq!(lv.df, 11.0);
+    assert!(lv.pass_se.unwrap() > lv.se.unwrap());
     assert!(close(lv.d.unwrap(), -0.015, 1e-9));
     assert!(groups.between_spread.unwrap() > 0.02);
     // Alike runners pool: their gaps, and their alike slot effects (4 x 2 within, 3 for the
@@ -87,6 +95,46 @@ fn runners_whose_gaps_differ_are_judged_on_their_spread() {
     let groups = alike.crossover.as_ref().unwrap().groups.clone().unwrap();
     assert!(!groups.between_judged && groups.slots_pooled, "{groups:?}");
     assert_eq!(alike.df, 14.0);
+    assert_eq!((alike.pass_se, alike.pass_df), (None, None));
+}
+
+#[test]
+fn gaps_that_differ_widen_the_pass_bound_not_the_fail_test() {
+    // Two runners, the head 3% faster on one and 3% slower on the other: on average
+    // unchanged. The pass bound must not rule out the 3% drop runner 1 shows.
+    let slots = [(0, 0, 0.02), (1, 0, -0.01)];
+    let mut levels = [grouped_level(
+        &design(&slots, 0.0, &[0.03, -0.03]),
+        None,
+        0.25,
+    )];
+    let settings = DecisionSettings::default();
+    let outcome = decide(&mut levels, &settings);
+    let lv = &levels[0];
+    assert!(
+        lv.crossover
+            .as_ref()
+            .unwrap()
+            .groups
+            .as_ref()
+            .unwrap()
+            .between_judged
+    );
+    assert_eq!(outcome, LevelOutcome::Inconclusive);
+    assert!(lv.pass_lower < 0.97, "{}", lv.pass_lower);
+    // Read with the fail test's se on both sides it would have passed, ruling 3% out.
+    let (se, df) = (lv.se.unwrap(), lv.df);
+    let pooled_lower = (lv.d.unwrap() - super::super::t_ppf(0.95, df) * se).exp();
+    assert!(pooled_lower > 0.97, "{pooled_lower}");
+    // A 6% drop on both runners with the same +/-3% split is still caught: the fail test
+    // reads the pool's average on the within-group spread.
+    let mut levels = [grouped_level(
+        &design(&slots, -0.06, &[0.03, -0.03]),
+        None,
+        0.25,
+    )];
+    assert_eq!(decide(&mut levels, &settings), LevelOutcome::Regression);
+    assert!(levels[0].pass_df == Some(1.0) && levels[0].df > 1.0);
 }
 
 #[test]

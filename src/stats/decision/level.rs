@@ -82,6 +82,12 @@ pub struct LevelTest {
     pub pass_lower: f64,
     #[serde(default)]
     pub pass_upper: Option<f64>,
+    /// The se and df the pass bounds read where they differ from the main test's: runners
+    /// whose head/base gaps differ beyond chance widen the pass side only (groups.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_se: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_df: Option<f64>,
     /// Smallest drop detected with the set power, sigma_b included; None = no drop can be
     /// detected (not estimable, e.g. history with one baseline session).
     pub mdd: Option<f64>,
@@ -124,6 +130,8 @@ impl LevelTest {
             upper: None,
             pass_lower: 0.0,
             pass_upper: None,
+            pass_se: None,
+            pass_df: None,
             mdd: None,
             outcome: LevelOutcome::Inconclusive,
             guard_tripped: false,
@@ -141,6 +149,13 @@ impl LevelTest {
         if se.is_finite() && se >= 0.0 && df.is_finite() && df > 0.0 {
             self.se = Some(se);
             self.df = df;
+        }
+    }
+
+    /// Sets the pass side's own (se, df) where both are usable (see `pass_se`).
+    pub(super) fn set_pass(&mut self, se: f64, df: f64) {
+        if se.is_finite() && se >= 0.0 && df.is_finite() && df > 0.0 {
+            (self.pass_se, self.pass_df) = (Some(se), Some(df));
         }
     }
 
