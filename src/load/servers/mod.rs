@@ -382,8 +382,14 @@ impl ManagedServer {
             return Ok(());
         }
         if let Some(status) = self.exited() {
+            // Whoever listens there now is no process of the server's (it has none left):
+            // named, as a start whose port was taken before its bind (its bind failed).
+            let holder = match listener::owned_by(self.port, &[]) {
+                Err(listener::NotOurs::Held(who)) => format!("; the port {who}"),
+                _ => String::new(),
+            };
             return Err(format!(
-                "is not the server's any more: the server exited ({status})"
+                "is not the server's any more: the server exited ({status}){holder}"
             ));
         }
         // The `sh` is not reaped (just seen running): its pid is still its own.
