@@ -34,10 +34,10 @@ pub async fn run_in_blocks(
     // The job's one clock: --max-duration counts from here, the GPUs' wait included.
     let started = Instant::now();
     // A level the profile does not have is refused before any GPU is waited for.
-    setup.first_levels(&template.profile.sweep.concurrency)?;
+    let measured = setup.measured(&template.profile)?;
     let interrupt = take_the_folder_and_slots(&out, setup).await?;
     print_plan(&template, setup);
-    let looked = run_looks(&template, setup, decide, &interrupt, started).await?;
+    let looked = run_looks(&template, setup, &measured, decide, &interrupt, started).await?;
     let Looked {
         runs,
         mut why_stopped,
@@ -66,7 +66,7 @@ pub async fn run_in_blocks(
         // Only the deadline ends a run before its first block without an error.
         bail!("{why_stopped}: no block finished, so nothing can be judged");
     }
-    let mut result = combined(&runs, setup, &template.profile)?;
+    let mut result = combined(&runs, setup, &measured)?;
     if let Some(servers) = result.servers.as_mut() {
         servers.dropped = dropped;
         servers.stopped = Some(format!(

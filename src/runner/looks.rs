@@ -16,7 +16,7 @@ use anyhow::{bail, Result};
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::block::{run_block, Placement};
-use super::setup::{combined, BlocksSetup, Decide};
+use super::setup::{combined, BlocksSetup, Decide, Measured};
 use crate::load::run::interrupt::Interrupt;
 use crate::load::BenchSetup;
 use crate::record::blocks::BlockRun;
@@ -76,12 +76,13 @@ impl Rounds {
 pub(super) async fn run_looks(
     template: &BenchSetup,
     setup: &BlocksSetup,
+    measured: &Measured,
     decide: Option<&Decide<'_>>,
     interrupt: &Interrupt,
     started: Instant,
 ) -> Result<Looked> {
     let plan = setup.plan;
-    let mut levels: Vec<u32> = setup.first_levels(&template.profile.sweep.concurrency)?;
+    let mut levels: Vec<u32> = measured.first.clone();
     let deadline = setup.max_duration.map(|budget| (started + budget, budget));
     let mut state = Rounds {
         runs: Vec::new(),
@@ -137,11 +138,8 @@ pub(super) async fn run_looks(
         if state.runs.is_empty() {
             continue;
         }
-        let open = crate::gate::undecided_levels(&decide(&combined(
-            &state.runs,
-            setup,
-            &template.profile,
-        )?)?);
+        let open =
+            crate::gate::undecided_levels(&decide(&combined(&state.runs, setup, measured)?)?);
         if open.is_empty() {
             break format!("decided after {} block(s)", state.runs.len());
         }

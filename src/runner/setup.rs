@@ -132,22 +132,31 @@ impl BlocksSetup {
         }
     }
 
-    /// The levels of `profile` this run measures at its first look: `--levels` where given
-    /// (each checked to be one of the profile's), else all of them, in the profile's order.
-    pub fn first_levels(&self, profile: &[u32]) -> Result<Vec<u32>> {
+    /// What this run measures of `profile`, worked out once before anything starts: the
+    /// first look's levels (`--levels` where given, each checked to be one of the
+    /// profile's, else all of them, in the profile's order), and where `--levels` asked for
+    /// fewer, the whole profile's levels and hash that every look's combined run keeps.
+    pub fn measured(&self, profile: &Profile) -> Result<Measured> {
+        let all = &profile.sweep.concurrency;
         if self.only_levels.is_empty() {
-            return Ok(profile.to_vec());
+            return Ok(Measured {
+                first: all.clone(),
+                whole: None,
+            });
         }
-        if let Some(odd) = self.only_levels.iter().find(|c| !profile.contains(c)) {
-            let known: Vec<String> = profile.iter().map(u32::to_string).collect();
+        if let Some(odd) = self.only_levels.iter().find(|c| !all.contains(c)) {
+            let known: Vec<String> = all.iter().map(u32::to_string).collect();
             bail!(
                 "--levels: C={odd} is not a level of the profile (its levels: {})",
                 known.join(", ")
             );
         }
-        Ok((profile.iter().copied())
-            .filter(|c| self.only_levels.contains(c))
-            .collect())
+        Ok(Measured {
+            first: (all.iter().copied())
+                .filter(|c| self.only_levels.contains(c))
+                .collect(),
+            whole: Some((all.clone(), profile.canonical_hash()?)),
+        })
     }
 
     /// Blocks before the first look, and at most.
@@ -230,10 +239,18 @@ fn parse_pairs(slots: &[String]) -> Result<Vec<Vec<Slot>>> {
 /// looks to split alpha over.
 pub type Decide<'a> = dyn Fn(&RunResult) -> Result<Verdict> + 'a;
 
-/// The blocks so far as one run, of `whole` (the profile as asked: a run measuring fewer of
-/// its levels, `--levels`, is still of that profile and its hash; `servers.only_levels` says
-/// which it measured).
-pub fn combined(runs: &[BlockRun], setup: &BlocksSetup, whole: &Profile) -> Result<RunResult> {
+/// What a run in blocks measures of its profile ([`BlocksSetup::measured`]).
+pub struct Measured {
+    /// The levels of the first look.
+    pub first: Vec<u32>,
+    /// The whole profile's levels and hash, where the run measures fewer (`--levels`).
+    whole: Option<(Vec<u32>, String)>,
+}
+
+/// The blocks so far as one run, of the profile as asked: a run measuring fewer of its
+/// levels (`--levels`) is still of that profile and its hash (`measured`);
+/// `servers.only_levels` says which it measured.
+pub fn combined(runs: &[BlockRun], setup: &BlocksSetup, measured: &Measured) -> Result<RunResult> {
     let redact = |c: &str| crate::record::redact::redact(c).into_owned();
     let gpus = |pair: &Vec<Slot>| pair.iter().map(|s| s.gpus.clone()).collect::<Vec<_>>();
     let servers = ServerSetup {
@@ -259,9 +276,9 @@ pub fn combined(runs: &[BlockRun], setup: &BlocksSetup, whole: &Profile) -> Resu
         })
         .collect();
     let mut run = combine(copies, servers).context("no block ran")?;
-    if !setup.only_levels.is_empty() {
-        run.profile.sweep.concurrency = whole.sweep.concurrency.clone();
-        run.profile_hash = run.profile.canonical_hash()?;
+    if let Some((levels, hash)) = &measured.whole {
+        run.profile.sweep.concurrency = levels.clone();
+        run.profile_hash = hash.clone();
     }
     Ok(run)
 }
