@@ -317,6 +317,72 @@ pub fn gate(results: &Path, baseline: &Path, extra: &[&str]) -> Output {
     with_results_and_baseline(&["gate", "--allow-client-bound"], results, baseline, extra)
 }
 
+/// `throughline gate --allow-client-bound --results RESULTS --json VERDICT`: a relative run
+/// judged on its own arms (no baseline), its verdict written to `verdict`.
+pub fn gate_own_arms(results: &Path, verdict: &Path) -> Output {
+    run(&[
+        "gate",
+        "--allow-client-bound",
+        "--results",
+        results.to_str().unwrap(),
+        "--json",
+        verdict.to_str().unwrap(),
+    ])
+}
+
+/// A baseline at `dir/b.toml` that vouches for profile `p`: blessed from a plain run of one
+/// simulator (`fast` preset) into `dir/plain`.
+pub fn baseline_from_a_plain_run(p: &Path, dir: &Path) -> PathBuf {
+    let sim = Sim::start(1, &["--preset", "fast"]);
+    let plain = dir.join("plain");
+    let o = run_bench_cli(
+        p,
+        &plain,
+        &["--no-progress", "--no-plots", "-e", &sim.urls[0]],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let baseline = dir.join("b.toml");
+    let o = bless(
+        &without_client_flags(&plain.join("results.json")),
+        &baseline,
+        &[],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    baseline
+}
+
+/// A run in blocks' trials rewritten so that what the gate sees is known (a real run gives
+/// the records' shape): ln tok/s = the slot effect (+2.5% on slot 1, -2.5% on slot 0) + for
+/// the head `head(level index, block)` + a fixed trial pattern (-0.5%, 0, +0.5%); tok/s is
+/// 1,000 times its exp. `src` and `dst` may be one file.
+pub fn rewrite_block_trials(src: &Path, dst: &Path, head: impl Fn(usize, usize) -> f64) {
+    let mut run = read_json(src);
+    let pattern = [-0.005, 0.0, 0.005];
+    for arm in ["head", "base"] {
+        let levels = match arm {
+            "head" => &mut run["levels"],
+            _ => &mut run["base"]["levels"],
+        };
+        for (li, level) in levels.as_array_mut().unwrap().iter_mut().enumerate() {
+            for t in level["trials"].as_array_mut().unwrap() {
+                let block = t["block"].as_u64().unwrap() as usize;
+                let slot = match t["slot"].as_u64().unwrap() {
+                    1 => 0.025,
+                    _ => -0.025,
+                };
+                let own = match arm {
+                    "head" => head(li, block),
+                    _ => 0.0,
+                };
+                let trial = t["trial"].as_u64().unwrap() as usize;
+                let ln = slot + own + pattern[(trial + 2) % 3];
+                t["output_tok_per_s"] = serde_json::json!(1000.0 * ln.exp());
+            }
+        }
+    }
+    std::fs::write(dst, serde_json::to_string(&run).unwrap()).unwrap();
+}
+
 fn with_results_and_baseline(
     command: &[&str],
     results: &Path,

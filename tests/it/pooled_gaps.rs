@@ -9,61 +9,19 @@
 use std::path::Path;
 
 use crate::common::*;
-use crate::crossover_cli::{bench_blocks, profile, server};
+use crate::crossover_cli::profile;
 
-/// `results.json`'s trials rewritten: ln tok/s = slot effect (+2.5% on slot 1, -2.5% on
-/// slot 0) + for the head its gap `gap` and a block wobble + a fixed trial pattern (+-0.5%).
+/// `results.json`'s trials rewritten ([`rewrite_block_trials`]): the head's gap `gap` and
+/// a block wobble.
 fn rewrite(results: &Path, gap: f64) {
-    let mut run = read_json(results);
-    let pattern = [-0.005, 0.0, 0.005];
     let wobble = [0.003, -0.002, -0.003, 0.002];
-    for arm in ["head", "base"] {
-        let levels = match arm {
-            "head" => &mut run["levels"],
-            _ => &mut run["base"]["levels"],
-        };
-        for level in levels.as_array_mut().unwrap() {
-            for t in level["trials"].as_array_mut().unwrap() {
-                let block = t["block"].as_u64().unwrap() as usize;
-                let slot = if t["slot"].as_u64().unwrap() == 1 {
-                    0.025
-                } else {
-                    -0.025
-                };
-                let own = if arm == "head" {
-                    gap + wobble[(block - 1) % 4]
-                } else {
-                    0.0
-                };
-                let trial = t["trial"].as_u64().unwrap() as usize;
-                let ln = slot + own + pattern[(trial + 2) % 3];
-                t["output_tok_per_s"] = serde_json::json!(1000.0 * ln.exp());
-            }
-        }
-    }
-    std::fs::write(results, serde_json::to_string(&run).unwrap()).unwrap();
+    rewrite_block_trials(results, results, |_, block| gap + wobble[(block - 1) % 4]);
 }
 
 /// One real leg of 4 blocks on one pair, its trials rewritten to the head's `gap`, gated on
 /// its own with `gate --json` (what the workflow's leg leaves).
 fn leg(p: &Path, legs: &Path, name: &str, gap: f64) {
-    let out = legs.join(name);
-    let sim = server(1.0);
-    let flags = ["--blocks", "4", "--max-blocks", "4"];
-    let o = bench_blocks(p, &out, &sim, &sim, &flags);
-    assert_eq!(code(&o), 0, "{name}: {}", text(&o));
-    let results = out.join("results.json");
-    rewrite(&results, gap);
-    let verdict = out.join("verdict.json");
-    let o = run(&[
-        "gate",
-        "--allow-client-bound",
-        "--results",
-        results.to_str().unwrap(),
-        "--json",
-        verdict.to_str().unwrap(),
-    ]);
-    assert!(verdict.is_file(), "{name}: {}", text(&o));
+    crate::pooled_legs::leg_rewritten(p, legs, name, 1.0, |results| rewrite(results, gap));
 }
 
 /// `merge --expect 2` of the two legs; its exit code and verdict.json.

@@ -11,6 +11,18 @@ use crate::crossover_cli::{bench_blocks, profile, server};
 
 /// One leg: 4 blocks on one pair (`--slots "0;1"`), gated on its own with `gate --json`.
 fn leg(p: &Path, legs: &Path, name: &str, head_slowdown: f64) {
+    leg_rewritten(p, legs, name, head_slowdown, |_| {});
+}
+
+/// [`leg`], its results.json given to `rewrite` before the gate reads it (tests that write
+/// the trials' values themselves).
+pub(crate) fn leg_rewritten(
+    p: &Path,
+    legs: &Path,
+    name: &str,
+    head_slowdown: f64,
+    rewrite: impl FnOnce(&Path),
+) {
     let out = legs.join(name);
     let (head, base) = (server(head_slowdown), server(1.0));
     let o = bench_blocks(
@@ -22,15 +34,9 @@ fn leg(p: &Path, legs: &Path, name: &str, head_slowdown: f64) {
     );
     assert_eq!(code(&o), 0, "{name}: {}", text(&o));
     let results = out.join("results.json");
+    rewrite(&results);
     let verdict = out.join("verdict.json");
-    let o = run(&[
-        "gate",
-        "--allow-client-bound",
-        "--results",
-        results.to_str().unwrap(),
-        "--json",
-        verdict.to_str().unwrap(),
-    ]);
+    let o = gate_own_arms(&results, &verdict);
     assert!(verdict.is_file(), "{name}: {}", text(&o));
 }
 

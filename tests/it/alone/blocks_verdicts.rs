@@ -15,14 +15,7 @@ fn blocks_ok(p: &Path, out: &Path, head: &str, base: &str, n: u32) {
 }
 
 fn verdict_json(out: &Path) -> serde_json::Value {
-    let o = run(&[
-        "gate",
-        "--allow-client-bound",
-        "--results",
-        out.join("results.json").to_str().unwrap(),
-        "--json",
-        out.join("verdict.json").to_str().unwrap(),
-    ]);
+    let o = gate_own_arms(&out.join("results.json"), &out.join("verdict.json"));
     assert!(
         [0, 1].contains(&code(&o)),
         "gate could not decide: {}",
@@ -164,21 +157,7 @@ fn an_aa_calibration_covers_a_one_block_run() {
     let d = dir.path();
     let p = profile(d);
     // The baseline vouches for the profile: a plain run of one simulator.
-    let sim = Sim::start(1, &["--preset", "fast"]);
-    let plain = d.join("plain");
-    let o = run_bench_cli(
-        &p,
-        &plain,
-        &["--no-progress", "--no-plots", "-e", &sim.urls[0]],
-    );
-    assert_eq!(code(&o), 0, "{}", text(&o));
-    let baseline = d.join("b.toml");
-    let o = bless(
-        &without_client_flags(&plain.join("results.json")),
-        &baseline,
-        &[],
-    );
-    assert_eq!(code(&o), 0, "{}", text(&o));
+    let baseline = baseline_from_a_plain_run(&p, d);
 
     let aa = d.join("aa");
     let same = server(1.0);

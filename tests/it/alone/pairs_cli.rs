@@ -51,14 +51,7 @@ pub(crate) fn bench_pairs(
 }
 
 pub(crate) fn gate_exit(out: &Path) -> (i32, serde_json::Value) {
-    let o = run(&[
-        "gate",
-        "--allow-client-bound",
-        "--results",
-        out.join("results.json").to_str().unwrap(),
-        "--json",
-        out.join("verdict.json").to_str().unwrap(),
-    ]);
+    let o = gate_own_arms(&out.join("results.json"), &out.join("verdict.json"));
     (code(&o), read_json(&out.join("verdict.json")))
 }
 
