@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use super::flags::{ExportArgs, GateOverrides};
@@ -119,7 +119,9 @@ pub async fn run(args: GateArgs) -> Result<Exit> {
             settings,
         )
     };
-    let verdict = check.judge(&candidate, &args.results.display().to_string())?;
+    let verdict = check
+        .judge(&candidate, &args.results.display().to_string())
+        .with_context(|| format!("cannot gate {}", args.results.display()))?;
     let publish = Publish {
         files: VerdictFiles {
             json: args.json.clone(),

@@ -343,6 +343,14 @@ fn check_candidate(candidate: &RunResult) -> Result<()> {
     if candidate.levels.iter().any(|l| l.rate.is_some()) {
         bail!("the run is open loop (levels keyed by request rate); the gate compares closed-loop concurrency levels only");
     }
+    let missing = crate::record::coverage::coverage_problems(candidate);
+    if !missing.is_empty() {
+        bail!(
+            "the run does not hold what its plan measured (cut by hand, or by a tool that \
+             lost part of it): {}; a gate that judged what is left could pass on what was kept",
+            missing.join("; ")
+        );
+    }
     Ok(())
 }
 

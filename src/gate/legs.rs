@@ -249,7 +249,8 @@ fn vouch(
     })
 }
 
-/// Why a leg's run cannot count: stopped, a level that did not measure, or nothing measured.
+/// Why a leg's run cannot count: stopped, a level that did not measure, nothing measured, or
+/// less in its file than its plan measured (a level or a block's trials cut).
 pub fn leg_failure(run: &RunResult) -> Option<String> {
     if !run.complete {
         return Some("is marked incomplete (it was stopped)".into());
@@ -260,6 +261,13 @@ pub fn leg_failure(run: &RunResult) -> Option<String> {
     }
     if run.levels.iter().all(|l| l.throughputs().is_empty()) {
         return Some("measured nothing".into());
+    }
+    let missing = crate::record::coverage::coverage_problems(run);
+    if !missing.is_empty() {
+        return Some(format!(
+            "does not hold what its plan measured: {}",
+            missing.join("; ")
+        ));
     }
     None
 }

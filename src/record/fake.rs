@@ -21,6 +21,11 @@ pub fn run(levels: &[(u32, &[f64])]) -> RunResult {
             "name = \"fake\"\n[target]\nendpoints = [\"http://127.0.0.1:1\"]\n[workload]\nmax_tokens = 64\n[sweep]\nconcurrency = [1]\n",
         )
         .unwrap();
+    // The plan the levels came from, as a run records it: their levels, their trials.
+    let mut profile = profile;
+    profile.sweep.concurrency = levels.iter().map(|(c, _)| *c).collect();
+    let most = levels.iter().map(|(_, tps)| tps.len()).max().unwrap_or(1);
+    profile.sweep.trials = u32::try_from(most.max(1)).unwrap_or(u32::MAX);
     let mut run = RunResult {
         schema_version: SCHEMA_VERSION,
         tool: "throughline test".into(),

@@ -15,6 +15,7 @@
 pub mod analysis;
 pub mod blocks;
 pub mod checks;
+pub mod coverage;
 pub mod files;
 pub mod fingerprint;
 mod model;

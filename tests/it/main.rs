@@ -33,6 +33,7 @@ mod bisect_folder;
 mod calibration_pooling;
 mod closed_stdout;
 mod crossover_cli;
+mod cut_results;
 mod demo_cli;
 mod dialects;
 mod docs_from_demo;

@@ -95,7 +95,7 @@ trials = 3
 }
 
 fn sweep(cs: &[u32], trials: u32) -> RunResult {
-    result(
+    let mut run = result(
         cs.iter()
             .map(|&c| LevelResult {
                 concurrency: c,
@@ -103,7 +103,12 @@ fn sweep(cs: &[u32], trials: u32) -> RunResult {
                 trials: (1..=trials).map(|n| trial(n, c, 16, 16)).collect(),
             })
             .collect(),
-    )
+    );
+    // The plan these levels came from, as a run records it (the gate checks the file
+    // holds what its plan measured).
+    run.profile.sweep.concurrency = cs.to_vec();
+    run.profile.sweep.trials = trials;
+    run
 }
 
 fn plot(dir: &Path, run: &RunResult, extra: &[&str]) -> (Output, PathBuf) {

@@ -58,6 +58,14 @@ fn refuse_what_did_not_measure(which: &str, run: &RunResult) -> Result<()> {
             problems.join("; ")
         );
     }
+    let missing = crate::record::coverage::coverage_problems(run);
+    if !missing.is_empty() {
+        bail!(
+            "{which} does not hold what its plan measured (cut by hand, or by a tool that \
+             lost part of it): {}",
+            missing.join("; ")
+        );
+    }
     let min_trials = run.profile.gate.min_trials as usize;
     for level in &run.levels {
         let n = level.throughputs().len();

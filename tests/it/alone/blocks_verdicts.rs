@@ -314,7 +314,8 @@ fn another_runners_rows_are_not_used(baseline: &Path, two: &Path) {
 }
 
 /// The run in `out` with each trial's tok/s mapped by `f(block, arm, tok/s)` (a NaN drops
-/// the trial), written beside it as `name`.
+/// the trial, and a block left with none is dropped from the record), written beside it as
+/// `name`.
 fn edited(out: &Path, name: &str, f: impl Fn(u64, &str, f64) -> f64) -> std::path::PathBuf {
     let mut run = read_json(&out.join("results.json"));
     for (arm, levels) in [("head", "levels"), ("base", "base")] {
@@ -332,6 +333,14 @@ fn edited(out: &Path, name: &str, f: impl Fn(u64, &str, f64) -> f64) -> std::pat
             trials.retain(|t| t["output_tok_per_s"].is_number());
         }
     }
+    // A block whose every trial was dropped is left out of the record too, as a run leaves
+    // out a block that failed: the file still holds what its plan measured.
+    let kept: Vec<u64> = (run["levels"].as_array().unwrap().iter())
+        .flat_map(|l| l["trials"].as_array().unwrap())
+        .filter_map(|t| t["block"].as_u64())
+        .collect();
+    (run["servers"]["blocks"].as_array_mut().unwrap())
+        .retain(|b| kept.contains(&b["number"].as_u64().unwrap()));
     let path = out.join(name);
     std::fs::write(&path, serde_json::to_string(&run).unwrap()).unwrap();
     path
