@@ -155,11 +155,25 @@ pub fn read(inputs: &Inputs) -> Result<Legs> {
         .filter(|f| f.contains(NO_FILES))
         .count();
     if let Some(want) = inputs.expect {
-        let have = legs.len() + empty_legs;
+        // One run downloaded into two folders is one leg: counted twice it would stand in
+        // for a leg that never uploaded.
+        let run_of = |leg: &Leg| {
+            let results = leg.results.as_ref()?.display().to_string();
+            let (_, run) = out_legs.runs.iter().find(|(p, _)| *p == results)?;
+            run.run_id.clone()
+        };
+        let distinct: std::collections::BTreeSet<String> = (legs.iter())
+            .map(|l| run_of(l).unwrap_or_else(|| format!("folder {}", l.name)))
+            .collect();
+        let have = distinct.len() + empty_legs;
         if have != want {
+            let twice = match distinct.len() < legs.len() {
+                true => "; folders holding the same run count once",
+                false => "",
+            };
             out_legs.failed.push(format!(
-                "--expect {want}: {have} leg(s) found ({}): a leg that is missing (its artifact \
-                 never uploaded) or extra cannot be told from a whole",
+                "--expect {want}: {have} leg(s) found ({}{twice}): a leg that is missing (its \
+                 artifact never uploaded) or extra cannot be told from a whole",
                 leg_names(&legs)
             ));
         }

@@ -83,13 +83,23 @@ fn three_legs_of_four_blocks_give_one_verdict_of_twelve() {
     );
     assert!(text(&o).contains("check: pooled:"), "{}", text(&o));
 
-    // One leg's artifact twice (its run id the same): its blocks pool once.
+    // One leg's artifact twice (its run id the same): one leg, its blocks pooled once; it
+    // cannot stand in for a fourth leg that never uploaded.
     let copy = dir.path().join("legs/e");
     std::fs::create_dir_all(&copy).unwrap();
     for f in ["results.json", "verdict.json"] {
         std::fs::copy(legs.join("a").join(f), copy.join(f)).unwrap();
     }
     let o = merge(&legs, &out, "4");
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("--expect 4: 3 leg(s) found")
+            && text(&o).contains("folders holding the same run count once"),
+        "{}",
+        text(&o)
+    );
+    let o = merge(&legs, &out, "3");
+    assert!([0, 1].contains(&code(&o)), "{}", text(&o));
     assert!(text(&o).contains("the same run as"), "{}", text(&o));
     let v = read_json(&out.join("verdict.json"));
     let pooled = &v["checks"][0];
