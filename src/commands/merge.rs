@@ -321,11 +321,19 @@ mod tests {
         let dir = dir.path();
         let run = || with_id(fake::run(&[(1, &[100.0, 101.0])]));
         leg(dir, "a", run(), Some(Some(ID)));
-        leg(dir, "b", run(), Some(Some(ID)));
+        const B: &str = "00112233445566bb";
+        let mut b = run();
+        b.run_id = Some(B.into());
+        leg(dir, "b", b, Some(Some(B)));
         assert_eq!(merge_from(dir, None), Exit::Pass);
         assert_eq!(merge_from(dir, Some(2)), Exit::Pass);
         // The workflow ran three legs: one is missing.
         assert_eq!(merge_from(dir, Some(3)), Exit::Failure);
+        // Leg a downloaded twice is one leg: it does not stand in for the missing third.
+        leg(dir, "a-again", run(), Some(Some(ID)));
+        assert_eq!(merge_from(dir, Some(3)), Exit::Failure);
+        assert_eq!(merge_from(dir, Some(2)), Exit::Pass);
+        std::fs::remove_dir_all(dir.join("a-again")).unwrap();
         // A leg whose artifact holds only logs.
         std::fs::create_dir_all(dir.join("c")).unwrap();
         std::fs::write(dir.join("c/server.log"), "loading").unwrap();

@@ -155,30 +155,43 @@ pub fn read(inputs: &Inputs) -> Result<Legs> {
         .filter(|f| f.contains(NO_FILES))
         .count();
     if let Some(want) = inputs.expect {
-        // One run downloaded into two folders is one leg: counted twice it would stand in
-        // for a leg that never uploaded.
-        let run_of = |leg: &Leg| {
-            let results = leg.results.as_ref()?.display().to_string();
-            let (_, run) = out_legs.runs.iter().find(|(p, _)| *p == results)?;
-            run.run_id.clone()
-        };
-        let distinct: std::collections::BTreeSet<String> = (legs.iter())
-            .map(|l| run_of(l).unwrap_or_else(|| format!("folder {}", l.name)))
-            .collect();
-        let have = distinct.len() + empty_legs;
-        if have != want {
-            let twice = match distinct.len() < legs.len() {
-                true => "; folders holding the same run count once",
-                false => "",
-            };
-            out_legs.failed.push(format!(
-                "--expect {want}: {have} leg(s) found ({}{twice}): a leg that is missing (its \
-                 artifact never uploaded) or extra cannot be told from a whole",
-                leg_names(&legs)
-            ));
+        if let Some(why) = expect_problem(want, &legs, &out_legs.runs, empty_legs) {
+            out_legs.failed.push(why);
         }
     }
     Ok(out_legs)
+}
+
+/// Whether the legs found are the `want` the workflow ran (`--expect`), counting the folders
+/// that left no check among them. One run downloaded into two folders is one leg: counted
+/// twice it would stand in for a leg that never uploaded.
+fn expect_problem(
+    want: usize,
+    legs: &[Leg],
+    runs: &[(String, RunResult)],
+    empty_legs: usize,
+) -> Option<String> {
+    let run_of = |leg: &Leg| {
+        let results = leg.results.as_ref()?.display().to_string();
+        let (_, run) = runs.iter().find(|(p, _)| *p == results)?;
+        run.run_id.clone()
+    };
+    let distinct: std::collections::BTreeSet<String> = (legs.iter())
+        .map(|l| run_of(l).unwrap_or_else(|| format!("folder {}", l.name)))
+        .collect();
+    let have = distinct.len() + empty_legs;
+    if have == want {
+        return None;
+    }
+    let twice = match distinct.len() < legs.len() {
+        true => "; folders holding the same run count once",
+        false => "",
+    };
+    Some(format!(
+        "--expect {want}: {have} leg(s) found ({}{twice}): a leg that is missing (its \
+         artifact never uploaded) or extra cannot be told from a whole",
+        leg_names(legs)
+    ))
 }
 
 /// Said of a leg folder that holds none of a check's files.
