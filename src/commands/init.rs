@@ -203,12 +203,13 @@ fn budget_lines(ask: &BudgetAsk, s: &Sized, source: &str) -> Result<Vec<String>>
     let settings = crate::profile::GateSettings::default();
     let levels = tails.len() as u32;
     // The looks the gate splits its alpha over, as the run will plan them.
-    let looks = crate::gate::BlockPlan::new(Some(s.first), Some(s.max), true)?.looks();
+    let looks =
+        crate::gate::BlockPlan::on_pairs(Some(s.first), Some(s.max), ask.pairs as usize)?.looks();
     let drop = |blocks: u32, looks: u32, spread: f64| {
         crate::runner::budget::smallest_drop(&settings, blocks, looks, levels, spread)
             .map_or("no figure".into(), |d| format!("{:.1}%", d * 100.0))
     };
-    Ok(vec![
+    let mut lines = vec![
         format!(
             "Sized by `throughline init --budget {}` for {} pair(s), servers starting in {}:",
             humantime::format_duration(ask.budget),
@@ -247,7 +248,16 @@ fn budget_lines(ask: &BudgetAsk, s: &Sized, source: &str) -> Result<Vec<String>>
             drop(s.first, looks, 0.01),
             drop(s.first, looks, 0.03)
         ),
-    ])
+    ];
+    if s.one_way_pairs {
+        lines.push(format!(
+            "  one round only: each pair runs one way round, so the drops above hold where the \
+             pairs' slot effects are alike (one GPU model, one driver); pairs that differ leave \
+             it \"cannot tell\". A budget for {} rounds runs every pair both ways round",
+            s.rounds_first * 2
+        ));
+    }
+    Ok(lines)
 }
 
 /// What was found, one line each, for the console and the file's comments.

@@ -2,7 +2,8 @@
 //! window, not a request count), so a job's length is known before it starts whatever the
 //! server's speed: each trial is its window plus the tail of the requests still in flight
 //! when the window closes (one request's time at that level, from a pilot or a guess). The
-//! plan keeps the default first look (4 blocks) and as many later looks as fit, windows no
+//! plan keeps the default first look (4 blocks; on several pairs every pair both ways round,
+//! `gate::BlockPlan::on_pairs`) and as many later looks as fit, windows no
 //! shorter than [`SHORTEST_WINDOW`]; the smallest drop the plan catches is stated by the
 //! gate's own minimum-detectable-drop formula (`stats::decision::decide`).
 
@@ -18,10 +19,6 @@ use crate::profile::GateSettings;
 pub const SHORTEST_WINDOW: Duration = Duration::from_secs(20);
 /// The longest: beyond it the budget's time goes to more looks, not longer trials.
 pub const LONGEST_WINDOW: Duration = Duration::from_secs(120);
-/// Blocks before the first look (the default plan's).
-const FIRST_BLOCKS: u32 = 4;
-/// Later looks at most (two blocks each): the default plan's 12 blocks.
-const MOST_LATER_LOOKS: u32 = 4;
 
 /// What the budget is for.
 #[derive(Debug, Clone)]
@@ -52,6 +49,9 @@ pub struct Sized {
     /// Rounds (a block on every pair at once) to the first look, and to the last.
     pub rounds_first: u32,
     pub rounds_max: u32,
+    /// The first look runs each pair one way round only (the budget holds no more than one
+    /// round): the pairs' slot effects must be alike for it to decide.
+    pub one_way_pairs: bool,
 }
 
 impl Sized {
@@ -79,44 +79,65 @@ pub fn block_time(ask: &BudgetAsk, window: Duration, warmup: Duration) -> Durati
 }
 
 /// The plan with the most looks whose trials still get [`SHORTEST_WINDOW`], its windows as
-/// long as the budget allows (at most [`LONGEST_WINDOW`]).
+/// long as the budget allows (at most [`LONGEST_WINDOW`]). On 4 or more pairs where not even
+/// the default first look (every pair both ways round, two rounds) fits, one round of 4
+/// blocks, said: its pairs' own slot effects cannot be taken out of their blocks.
 pub fn size(ask: &BudgetAsk) -> Result<Sized> {
     if ask.pairs == 0 || ask.tails.is_empty() || ask.trials == 0 {
         bail!("a budget needs at least one pair, one level and one trial");
     }
     let rounds = |blocks: u32| blocks.div_ceil(ask.pairs);
-    for later in (0..=MOST_LATER_LOOKS).rev() {
-        let max = FIRST_BLOCKS + 2 * later;
-        // Each later look runs its two blocks in its own round(s).
-        let rounds_max = rounds(FIRST_BLOCKS) + later * rounds(2);
-        let per_block = ask.budget / rounds_max;
-        let Some(window) = longest_window(ask, per_block) else {
-            continue;
-        };
-        let warmup = warmup_for(window);
-        return Ok(Sized {
-            window,
-            warmup,
-            first: FIRST_BLOCKS,
-            max,
-            block: block_time(ask, window, warmup),
-            rounds_first: rounds(FIRST_BLOCKS),
-            rounds_max,
-        });
+    // The default plan on these pairs: its first look, its most blocks, its step.
+    let plan = crate::gate::BlockPlan::on_pairs(None, None, ask.pairs as usize)?;
+    if let Some(sized) = fitting(ask, &plan) {
+        return Ok(sized);
     }
+    let one_round = crate::gate::BlockPlan::on_pairs(Some(4), Some(4), ask.pairs as usize)?;
+    if rounds(one_round.first) < rounds(plan.first) {
+        if let Some(sized) = fitting(ask, &one_round) {
+            return Ok(Sized {
+                one_way_pairs: true,
+                ..sized
+            });
+        }
+    }
+    let first = plan.first;
     let shortest = block_time(ask, SHORTEST_WINDOW, warmup_for(SHORTEST_WINDOW));
     bail!(
-        "{} is too short: the first look alone ({FIRST_BLOCKS} blocks in {} round(s) on {} \
+        "{} is too short: the first look alone ({first} blocks in {} round(s) on {} \
          pair(s), trials of {}s) needs about {}; give more time, more pairs (--pairs), fewer \
          levels (-c) or fewer output tokens (--max-tokens)",
         humantime::format_duration(ask.budget),
-        rounds(FIRST_BLOCKS),
+        rounds(first),
         ask.pairs,
         SHORTEST_WINDOW.as_secs(),
         humantime::format_duration(Duration::from_secs(
-            shortest.saturating_mul(rounds(FIRST_BLOCKS)).as_secs()
+            shortest.saturating_mul(rounds(first)).as_secs()
         ))
     )
+}
+
+/// `plan` with the most later looks that fit the budget, if any.
+fn fitting(ask: &BudgetAsk, plan: &crate::gate::BlockPlan) -> Option<Sized> {
+    let rounds = |blocks: u32| blocks.div_ceil(ask.pairs);
+    let first = plan.first;
+    (0..plan.looks()).rev().find_map(|later| {
+        let max = first + plan.step * later;
+        // Each later look runs its step in its own round(s).
+        let rounds_max = rounds(first) + later * rounds(plan.step);
+        let window = longest_window(ask, ask.budget / rounds_max)?;
+        let warmup = warmup_for(window);
+        Some(Sized {
+            window,
+            warmup,
+            first,
+            max,
+            block: block_time(ask, window, warmup),
+            rounds_first: rounds(first),
+            rounds_max,
+            one_way_pairs: false,
+        })
+    })
 }
 
 /// The warmup before a window: a fifth of it, whole seconds (the server reaches a steady
@@ -224,10 +245,17 @@ mod tests {
             let more = block_time(&a, w, warmup_for(w)) * s.rounds_max;
             assert!(s.window == LONGEST_WINDOW || more > a.budget, "{s:?}");
         }
-        // 30 minutes on 4 pairs: the first look is one round, each later look one more.
-        let s = size(&ask(30, 4)).unwrap();
-        assert_eq!((s.first, s.rounds_first), (4, 1));
-        assert_eq!(s.rounds_max, 1 + (s.max - 4) / 2);
+        // 60 minutes on 4 pairs: the first look is two rounds (every pair both ways round),
+        // each later look one more round of 4 blocks.
+        let s = size(&ask(60, 4)).unwrap();
+        assert_eq!((s.first, s.rounds_first, s.one_way_pairs), (8, 2, false));
+        assert_eq!(s.rounds_max, 2 + (s.max - 8) / 4);
+        // 20 minutes hold one round only: 4 blocks, one each pair, said.
+        let s = size(&ask(20, 4)).unwrap();
+        assert_eq!(
+            (s.first, s.max, s.rounds_max, s.one_way_pairs),
+            (4, 4, 1, true)
+        );
         // More pairs, same budget: at least as many blocks.
         assert!(size(&ask(90, 4)).unwrap().max >= size(&ask(90, 1)).unwrap().max);
     }

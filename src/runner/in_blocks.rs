@@ -6,8 +6,9 @@
 //! (`stats::decision::crossover_level`).
 //!
 //! Sequential: after the planned blocks the gate looks; while a level is undecided (and the
-//! block and time budgets allow) two more blocks, one per orientation, measure only the
-//! undecided levels (the plan and the rule are the gate's: `gate::sequential`).
+//! block and time budgets allow) two more blocks, one per orientation (on several pairs a
+//! round, one on each), measure only the undecided levels (the plan and the rule are the
+//! gate's: `gate::sequential`).
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -194,6 +195,22 @@ pub fn print_plan(template: &BenchSetup, setup: &BlocksSetup) {
         "{} (each block)",
         crate::report::console::planned(p, if relative { 2 } else { 1 })
     );
+    let pairs = setup.pairs.len() as u32;
+    if relative && pairs > 1 {
+        println!(
+            "{pairs} pairs: the first look waits for {} block(s), {} round(s){}; each later \
+             look adds a round of {} block(s)",
+            plan.first,
+            plan.first.div_ceil(pairs),
+            match plan.first >= 2 * pairs {
+                true => ", so that every pair has run both ways round",
+                false =>
+                    " (--max-blocks: some pairs will have run one way round only, \
+                           and their slot effects cannot be taken out of their blocks)",
+            },
+            plan.step
+        );
+    }
     for line in super::cost::plan_lines(template, setup) {
         println!("{}", crate::untrusted::for_terminal(&line));
     }

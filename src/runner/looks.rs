@@ -1,8 +1,9 @@
 //! The blocks of a run, look by look: the planned blocks, then while the gate leaves a level
 //! undecided (and the block and time budgets allow) two more for the undecided levels.
 //!
-//! Blocks run in rounds, one on each pair of slots at once (`--slots` once per pair): the
-//! first look's 4 blocks on 4 pairs are one round. A block's orientation alternates over
+//! Blocks run in rounds, one on each pair of slots at once (`--slots` once per pair): on 4
+//! pairs the first look's 8 blocks are two rounds (every pair both ways round) and each later
+//! look is one round (`gate::BlockPlan::on_pairs`). A block's orientation alternates over
 //! the pairs and from round to round (pair p in round r is flipped when p + r is odd), so
 //! the orientations stay balanced over a look and, round after round, within each pair:
 //! a pair's own slot effect falls on both arms of its blocks. A pair whose server does not
@@ -172,9 +173,14 @@ pub(super) async fn run_looks(
             }
         }
         println!(
-            "throughline: C={} undecided after {} block(s): two more blocks (one each way round) for {}",
+            "throughline: C={} undecided after {} block(s): {} more block(s) ({}) for {}",
             list(&open),
             state.runs.len(),
+            plan.step,
+            match setup.pairs.len() {
+                1 => "one each way round".to_string(),
+                n => format!("a round on the {n} pairs"),
+            },
             if open.len() == 1 { "it" } else { "them" }
         );
         levels = open;

@@ -96,15 +96,22 @@ fn init_sizes_a_gate_profile_to_a_budget_with_a_pilot() {
     let said = text(&o);
     assert_eq!(code(&o), 0, "{said}");
     assert!(said.contains("measured by a pilot on"), "{said}");
-    assert!(said.contains("ci flags: --blocks 4 --max-blocks"), "{said}");
+    assert!(
+        said.contains("ci flags: --blocks 4 --max-blocks 4"),
+        "{said}"
+    );
     assert!(said.contains("smallest drop at one level"), "{said}");
     let profile = Profile::load(&dir.path().join("gate.toml")).unwrap();
     let window = profile.sweep.duration.expect("timed trials");
     assert!(window.as_secs() >= 20, "{window:?}");
     assert_eq!(profile.sweep.concurrency, vec![1, 4]);
-    // 12 minutes on 4 pairs: the first look's 4 blocks in one round.
+    // 12 minutes on 4 pairs hold one round: the first look's 4 blocks, one a pair, said.
     let plan = said.lines().find(|l| l.contains("at most")).unwrap();
     assert!(plan.contains("first look 4 blocks in 1 round(s)"), "{plan}");
+    assert!(
+        said.contains("one round only: each pair runs one way round"),
+        "{said}"
+    );
     // The written profile carries the same words, as comments.
     let written = std::fs::read_to_string(dir.path().join("gate.toml")).unwrap();
     assert!(

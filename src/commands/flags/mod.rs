@@ -148,7 +148,8 @@ pub struct BlockArgs {
     /// "0,1;2,3" (tensor-parallel pairs). With one slot ("0") both servers share it and
     /// the swap is of which starts first. Repeat it for every pair of the node, e.g.
     /// --slots "0;1" --slots "2;3" --slots "4;5" --slots "6;7": a round runs one block on
-    /// each pair at once (the first look's 4 blocks in one round on 4 pairs). The GPUs
+    /// each pair at once; on several pairs the first look waits until every pair has run
+    /// both ways round (8 blocks in 2 rounds on 4 pairs) and each later look adds a round. The GPUs
     /// named are locked machine-wide for the run (a second run waits for them) [default:
     /// "0;1"; then the GPUs are locked only when a server command uses {gpus}: otherwise no
     /// GPU is named, and no GPU lock is taken].
@@ -158,7 +159,8 @@ pub struct BlockArgs {
     #[arg(long = "blocks", value_name = "N")]
     pub first: Option<u32>,
     /// The most blocks in all: while a level is undecided after a look, two more blocks run
-    /// for the undecided levels [default: --blocks + 8 in a relative run: with a start
+    /// for the undecided levels (on several pairs a round) [default: --blocks + 8 in a
+    /// relative run, at least the first look on several pairs: with a start
     /// spread near 3% (a real llama-server here) 8 blocks passed an unchanged server 64% of
     /// the time, 12 blocks 94% (benches/gate_crossover.rs)].
     #[arg(long = "max-blocks", value_name = "N")]
