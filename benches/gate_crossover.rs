@@ -611,6 +611,17 @@ fn main() {
     // GATE_CROSSOVER_TABLES=7 runs table 7 alone (the calibration and pass-side checks);
     // =8 table 8 alone (several pairs of slots at once).
     let only = std::env::var("GATE_CROSSOVER_TABLES").unwrap_or_default();
+    // Any other value would run every table (and write tables 7, 9 and 10 over the files
+    // the docs are checked against): refused.
+    if !["", "7", "8", "9", "10"].contains(&only.trim()) {
+        eprintln!(
+            "GATE_CROSSOVER_TABLES={}: this bench runs table 7, 8, 9 or 10 alone, or all of \
+             them when unset (table 14 is benches/explain_blocks.rs, R1 and R1b \
+             benches/gate_runners.rs)",
+            only.trim()
+        );
+        std::process::exit(2);
+    }
     if only.trim() == "7" {
         calibration_and_pass_side(&mut report, &base);
         eprintln!("total {:.0} s", t0.elapsed().as_secs_f64());

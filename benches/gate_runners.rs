@@ -3,13 +3,16 @@
 //! level, against one runner on one pair with the same number of blocks?
 //!
 //! Seeded simulation, not a timed test; it calls the functions the gate calls
-//! (`grouped_level`, `crossover_level`, `decide`). A job runs in waves, as the waves workflow
-//! (docs/workflows/throughput-waves.yml) runs legs: the first wave's legs run 4 blocks each,
-//! one runner a leg; while a level is undecided and none failed, a second wave of 4 blocks a
-//! leg measures the undecided levels only; the fail side's alpha is split over the 2 looks and
-//! the pass side's error divided by sqrt(2), as `gate/compare.rs` (`per_look`) does. A leg's
-//! blocks are placed on its pairs as runner/looks.rs places them (rounds of one block per
-//! pair, pair p of round r the other way round when p + r is odd).
+//! (`grouped_level`, `crossover_level`, `decide`). A pool of runners runs in waves, as the
+//! waves workflow (docs/workflows/throughput-waves.yml) runs legs: the first wave's legs run
+//! 4 blocks each, one runner a leg; while a level is undecided and none failed, a second wave
+//! of 4 blocks a leg measures the undecided levels only. One runner follows its own run's
+//! plan on its pairs (`gate::BlockPlan::on_pairs`, default flags: on 2 pairs 4 blocks then 2
+//! at a time to 12, on 4 pairs 8 then a round of 4 to 16). The fail side's alpha is split
+//! over the looks and the pass side's error divided by their square root, as
+//! `gate/compare.rs` (`per_look`) does. A leg's blocks are placed on its pairs as
+//! runner/looks.rs places them (rounds of one block per pair, pair p of round r the other way
+//! round when p + r is odd); the one-pair reference runs the same blocks at the same looks.
 //!
 //! Model of one trial's ln tok/s, 5 levels: a runner's own level and a pair's own level
 //! (0-5%, the same for both arms of a block) + the pair's slot effect (+s/2 on slot 1, -s/2 on
@@ -29,7 +32,9 @@
 //! runner truly shows (counted); a drop on one runner only: what is caught.
 //!
 //! `cargo test --bench gate_runners` (2,000 replications per cell, the tables in
-//! docs/gate-calibration.md), `cargo test --bench gate_runners -- 500` for a quicker look
+//! docs/gate-calibration.md; with `GATE_CROSSOVER_OUT=benches/tables/gate_crossover` also
+//! written there as `table-R1.md` and `table-R1b.md`, which tests/it/bench_tables.rs checks
+//! the docs against), `cargo test --bench gate_runners -- 500` for a quicker look
 //! (`r1` or `r1b`: that table alone; `grouped`: that reading alone). Exits 1 when a grouped
 //! A/A cell (R1b: unchanged on average) fails more than 1% of the time by more than 3 Monte
 //! Carlo standard errors.
@@ -39,6 +44,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use statrs::distribution::Normal;
 
+use throughline::gate::BlockPlan;
 use throughline::stats::decision::{
     crossover_level, decide, grouped_level, Block, DecisionSettings, GroupedBlock, LevelOutcome,
     LevelTest,
@@ -48,9 +54,27 @@ const L: usize = 5;
 const N: usize = 5;
 const SEED: u64 = 20261205;
 const ALPHA: f64 = 0.01;
-/// Blocks a leg runs in each wave; two waves.
+/// Blocks a leg runs in each wave; two waves (several runners).
 const WAVE: usize = 4;
 const WAVES: usize = 2;
+
+/// The blocks each look adds to a leg: waves of [`WAVE`] for a pool of runners (the waves
+/// workflow's legs), the run's own plan on its pairs for one runner (`BlockPlan::on_pairs`,
+/// default flags: 1 or 2 pairs 4 blocks then 2 at a time to 12, 4 pairs 8 then 4 to 16).
+fn chunks(runners: usize, pairs: usize) -> Vec<usize> {
+    if runners > 1 {
+        return vec![WAVE; WAVES];
+    }
+    let plan = BlockPlan::on_pairs(None, None, pairs).expect("the default plan");
+    let mut out = vec![plan.first as usize];
+    let mut done = plan.first;
+    while done < plan.max {
+        let next = plan.next_chunk(done);
+        out.push(next as usize);
+        done += next;
+    }
+    out
+}
 /// The pairs' slot effects, in turn (runner k's pair p takes entry (k * pairs + p) mod 4).
 const SLOTS: [f64; 4] = [-0.03, 0.05, 0.0, 0.02];
 /// Runners' and pairs' own levels (both arms), in turn.
@@ -211,7 +235,8 @@ fn job(
     let drop: Vec<f64> = (0..L)
         .map(|l| if l == 0 { (1.0 - drop_one).ln() } else { 0.0 })
         .collect();
-    let looks = WAVES as f64;
+    let chunks = chunks(cell.runners, cell.pairs);
+    let looks = chunks.len() as f64;
     let settings = DecisionSettings {
         alpha: ALPHA / looks,
         pass_confidence: 1.0 - (1.0 - DecisionSettings::default().pass_confidence) / looks.sqrt(),
@@ -220,14 +245,15 @@ fn job(
     let mut data: Vec<Vec<GroupedBlock>> = vec![Vec::new(); L];
     let mut open: Vec<usize> = (0..L).collect();
     let mut ran = 0;
-    for wave in 0..WAVES {
+    let mut done = 0;
+    for (look, &chunk) in chunks.iter().enumerate() {
         for runner in 0..cell.runners {
-            for i in 0..WAVE {
-                let at = wave * WAVE + i;
+            for i in 0..chunk {
+                let at = done + i;
                 let (pair, head_slot, slot, own) = match reading {
                     // All blocks on one runner's one pair, alternating.
                     Reading::OneRunner => {
-                        let n = runner * WAVE + i;
+                        let n = runner * chunk + at;
                         (0, if n % 2 == 0 { 1 } else { 0 }, 0.04, 0.0)
                     }
                     _ => {
@@ -255,6 +281,7 @@ fn job(
                 ran += 1;
             }
         }
+        done += chunk;
         let mut tests: Vec<LevelTest> = data
             .iter()
             .map(|blocks| match reading {
@@ -275,11 +302,40 @@ fn job(
         if open.is_empty() {
             return (LevelOutcome::NoRegression, ran, tests);
         }
-        if wave + 1 == WAVES {
+        if look + 1 == chunks.len() {
             return (LevelOutcome::Inconclusive, ran, tests);
         }
     }
     unreachable!("the last wave returns")
+}
+
+/// A table's Markdown rows, printed as they come and, where `GATE_CROSSOVER_OUT` names a
+/// folder, written there as `table-NAME.md` (tests/it/bench_tables.rs checks the docs' copy).
+struct Rows {
+    name: &'static str,
+    text: String,
+}
+
+impl Rows {
+    fn new(name: &'static str) -> Rows {
+        Rows {
+            name,
+            text: String::new(),
+        }
+    }
+
+    fn line(&mut self, line: String) {
+        println!("{line}");
+        self.text.push_str(&line);
+        self.text.push('\n');
+    }
+
+    fn write(self) {
+        if let Ok(dir) = std::env::var("GATE_CROSSOVER_OUT") {
+            let path = std::path::Path::new(&dir).join(format!("table-{}.md", self.name));
+            std::fs::write(&path, &self.text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
 }
 
 #[derive(Default)]
@@ -373,8 +429,9 @@ fn reading_name(reading: Reading) -> &'static str {
 /// Table R1: pools whose runners see the same change. Returns the worst grouped A/A
 /// false-failure rate among the cells the workflow runs, and where.
 fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
-    println!("| runners x pairs | slot effects | start spread | reading | A/A fail | A/A pass | 5% one caught | blocks A/A mean |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let mut rows = Rows::new("R1");
+    rows.line("| runners x pairs | slot effects | start spread | reading | A/A fail | A/A pass | 5% one caught | blocks A/A mean |".into());
+    rows.line("|---|---|---|---|---|---|---|---|".into());
     let mut worst = (0.0, String::new());
     let mut gaps = Vec::new();
     // (runners, pairs per runner, slot effects).
@@ -411,7 +468,7 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
                     Reading::OneRunner => "+4%",
                     _ => slots.said(),
                 };
-                println!(
+                rows.line(format!(
                     "| {runners} x {pairs} | {said} | {:.0}% | {} | {} | {} | {} | {:.1} |",
                     100.0 * start,
                     reading_name(reading),
@@ -419,7 +476,7 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
                     pc(aa.passed()),
                     pc(five.fail()),
                     aa.mean_blocks()
-                );
+                ));
                 // Legs not alternated are the hazard the workflow avoids: shown, not
                 // held to the bar.
                 let held = slots != by_place(false);
@@ -435,6 +492,7 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
             gaps.push((what, caught[1] - caught[0]));
         }
     }
+    rows.write();
     println!("\nGrouped minus one runner, 5% caught (points):");
     for (what, gap) in &gaps {
         println!("- {what}: {:+.1}", 100.0 * gap);
@@ -446,8 +504,9 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
 /// grouped and with one slot effect; slot effects differ by runner and pair. Returns the
 /// worst grouped false-failure rate of its unchanged-on-average cells.
 fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
-    println!("| runners x pairs | the head's gap by runner | start spread | reading | REGRESSION | PASS | PASS ruling out a runner's own drop | blocks mean |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let mut rows = Rows::new("R1b");
+    rows.line("| runners x pairs | the head's gap by runner | start spread | reading | REGRESSION | PASS | PASS ruling out a runner's own drop | blocks mean |".into());
+    rows.line("|---|---|---|---|---|---|---|---|".into());
     let mut worst = (0.0, String::new());
     let cells = [
         (2, 1, Gaps::Spread(0.03)),
@@ -470,7 +529,7 @@ fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
             let readings = readings(grouped_only).into_iter();
             for reading in readings.filter(|&r| r != Reading::OneRunner) {
                 let t = run(&cell, 0.0, reading, reps);
-                println!(
+                rows.line(format!(
                     "| {runners} x {pairs} | {} | {:.0}% | {} | {} | {} | {} | {:.1} |",
                     gaps.said(),
                     100.0 * start,
@@ -479,7 +538,7 @@ fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
                     pc(t.passed()),
                     pc(t.narrowed()),
                     t.mean_blocks()
-                );
+                ));
                 let unchanged = matches!(gaps, Gaps::Spread(_));
                 if reading == Reading::Grouped && unchanged && t.fail() > worst.0 {
                     worst = (
@@ -490,6 +549,7 @@ fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
             }
         }
     }
+    rows.write();
     worst
 }
 
@@ -501,7 +561,8 @@ fn main() {
     let t0 = std::time::Instant::now();
     println!(
         "{reps} replications per cell; 5 levels, 5 trials per arm and level in a block, \
-         within CV 2%; waves of {WAVE} blocks per leg, at most {WAVES}; 5% drop at level 1.\n"
+         within CV 2%; runners in waves of {WAVE} blocks per leg, at most {WAVES}; one \
+         runner by its plan on its pairs; 5% drop at level 1.\n"
     );
     let mut worst = (0.0, String::new());
     if only("r1") {

@@ -159,8 +159,8 @@ pub struct BlockArgs {
     #[arg(long = "blocks", value_name = "N")]
     pub first: Option<u32>,
     /// The most blocks in all: while a level is undecided after a look, two more blocks run
-    /// for the undecided levels (on several pairs a round) [default: --blocks + 8 in a
-    /// relative run, at least the first look on several pairs: with a start
+    /// for the undecided levels (on several pairs a round) [default: 8 more than the first
+    /// look's in a relative run (--blocks, on several pairs at least 2 a pair): with a start
     /// spread near 3% (a real llama-server here) 8 blocks passed an unchanged server 64% of
     /// the time, 12 blocks 94% (benches/gate_crossover.rs)].
     #[arg(long = "max-blocks", value_name = "N")]
