@@ -31,13 +31,17 @@
 //! average (+/-3% by runner) it must not fail, and a PASS must not rule out the drop one
 //! runner truly shows (counted); a drop on one runner only: what is caught.
 //!
+//! Table R1c: the levels' noise as real levels have it, correlated (a server start slow at
+//! every level: start offsets correlated 0.8 or 1.0 across levels) or differing by level
+//! (sds x0.5 to x4, all noise or the start's alone), read grouped.
+//!
 //! `cargo test --bench gate_runners` (2,000 replications per cell, the tables in
 //! docs/gate-calibration.md; with `GATE_CROSSOVER_OUT=benches/tables/gate_crossover` also
-//! written there as `table-R1.md` and `table-R1b.md`, which tests/it/bench_tables.rs checks
-//! the docs against), `cargo test --bench gate_runners -- 500` for a quicker look
-//! (`r1` or `r1b`: that table alone; `grouped`: that reading alone). Exits 1 when a grouped
-//! A/A cell (R1b: unchanged on average) fails more than 1% of the time by more than 3 Monte
-//! Carlo standard errors.
+//! written there as `table-R1.md`, `table-R1b.md` and `table-R1c.md`, which
+//! tests/it/bench_tables.rs checks the docs against), `cargo test --bench gate_runners -- 500`
+//! for a quicker look (`r1`, `r1b` or `r1c`: that table alone; `grouped`: that reading alone).
+//! Exits 1 when a grouped A/A cell (R1b: unchanged on average) fails more than 1% of the
+//! time by more than 3 Monte Carlo standard errors.
 
 use rand::distributions::Distribution;
 use rand::SeedableRng;
@@ -92,6 +96,58 @@ struct Cell {
     start: f64,
     slots: Slots,
     gaps: Gaps,
+    levels: Levels,
+}
+
+/// How the levels' noise relates (table R1c): real levels share a server's start (a slow
+/// start is slow at every level) and differ in their noise (C = 1 is not C = 64).
+#[derive(Clone, Copy, PartialEq)]
+enum Levels {
+    /// Start offsets independent across levels, every level's noise alike.
+    Alike,
+    /// A start's offset shared across its levels: correlation `c` between two levels'.
+    Shared(f64),
+    /// Level l's start and within sds times LEVEL_SCALES[l].
+    Scaled,
+    /// Level l's start sd alone times LEVEL_SCALES[l] (the trials' noise alike).
+    ScaledStart,
+}
+
+/// Table R1c's levels whose noise differs: sds x0.5, x1, x1, x2, x4.
+const LEVEL_SCALES: [f64; 5] = [0.5, 1.0, 1.0, 2.0, 4.0];
+
+impl Levels {
+    fn said(self) -> String {
+        match self {
+            Levels::Alike => "independent, alike".into(),
+            Levels::Shared(c) => format!("start offsets correlated {c:.1}"),
+            Levels::Scaled => "sds x0.5, x1, x1, x2, x4".into(),
+            Levels::ScaledStart => "start sds x0.5, x1, x1, x2, x4".into(),
+        }
+    }
+
+    /// Level l's start sd's factor.
+    fn scale(self, l: usize) -> f64 {
+        match self {
+            Levels::Scaled | Levels::ScaledStart => LEVEL_SCALES[l],
+            _ => 1.0,
+        }
+    }
+
+    /// Level l's within sd's factor.
+    fn within(self, l: usize) -> f64 {
+        match self {
+            Levels::Scaled => LEVEL_SCALES[l],
+            _ => 1.0,
+        }
+    }
+
+    fn shared(self) -> f64 {
+        match self {
+            Levels::Shared(c) => c,
+            _ => 0.0,
+        }
+    }
 }
 
 /// A runner-by-change interaction: the head's gap differs by runner (a build that suits one
@@ -189,25 +245,42 @@ impl Sim {
         self.z.sample(&mut self.rng)
     }
 
-    /// One block at `levels` of (runner, pair) with `slot`, head on `head_slot`.
+    /// One block at the `open` levels of (runner, pair) with `slot`, head on `head_slot`;
+    /// `drop[i]` the head's shift at `open[i]`.
+    #[allow(clippy::too_many_arguments)]
     fn block(
         &mut self,
         own: f64,
         slot: f64,
         head_slot: u32,
         start: f64,
+        levels: Levels,
+        open: &[usize],
         drop: &[f64],
     ) -> Vec<Block> {
         let o = if head_slot == 1 { 0.5 } else { -0.5 };
+        // The two starts' offsets shared by their levels (drawn only where they are: the
+        // tables before R1c keep their random numbers).
+        let c = levels.shared();
+        let (zb, zh) = if c > 0.0 {
+            (self.z(), self.z())
+        } else {
+            (0.0, 0.0)
+        };
         (0..drop.len())
-            .map(|l| {
-                let ub = start * self.z();
-                let uh = start * self.z();
+            .map(|i| {
+                let (k, kw) = (levels.scale(open[i]), levels.within(open[i]));
+                let mut offset = |shared: f64| {
+                    let alone = if c < 1.0 { self.z() } else { 0.0 };
+                    k * start * (c.sqrt() * shared + (1.0 - c).sqrt() * alone)
+                };
+                let ub = offset(zb);
+                let uh = offset(zh);
                 let base = (0..N)
-                    .map(|_| own - o * slot + ub + sw() * self.z())
+                    .map(|_| own - o * slot + ub + kw * sw() * self.z())
                     .collect();
                 let head = (0..N)
-                    .map(|_| own + o * slot + uh + drop[l] + sw() * self.z())
+                    .map(|_| own + o * slot + uh + drop[i] + kw * sw() * self.z())
                     .collect();
                 Block {
                     base,
@@ -265,7 +338,15 @@ fn job(
                 let levels: Vec<f64> = (open.iter())
                     .map(|&l| drop[l] + cell.gaps.of(runner, cell.runners, l))
                     .collect();
-                let blocks = sim.block(own, slot, head_slot, cell.start, &levels);
+                let blocks = sim.block(
+                    own,
+                    slot,
+                    head_slot,
+                    cell.start,
+                    cell.levels,
+                    &open,
+                    &levels,
+                );
                 for (&l, block) in open.iter().zip(blocks) {
                     let runner = if reading == Reading::OneRunner {
                         0
@@ -370,8 +451,13 @@ fn run(cell: &Cell, drop: f64, reading: Reading, reps: usize) -> Tally {
         Gaps::Same => String::new(),
         g => format!("|{}", g.said()),
     };
+    // Only where set, so the seeds of the tables before R1c stay as they were.
+    let levels = match cell.levels {
+        Levels::Alike => String::new(),
+        l => format!("|{}", l.said()),
+    };
     let key = format!(
-        "{}|{}|{}|{drop}{gaps}",
+        "{}|{}|{}|{drop}{gaps}{levels}",
         cell.runners, cell.pairs, cell.start
     );
     let key = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
@@ -458,6 +544,7 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
                 start,
                 slots,
                 gaps: Gaps::Same,
+                levels: Levels::Alike,
             };
             let mut caught = [f64::NAN; 3];
             for reading in readings(grouped_only) {
@@ -525,6 +612,7 @@ fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
                 start,
                 slots: Slots::Mixed,
                 gaps,
+                levels: Levels::Alike,
             };
             let readings = readings(grouped_only).into_iter();
             for reading in readings.filter(|&r| r != Reading::OneRunner) {
@@ -553,6 +641,56 @@ fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
     worst
 }
 
+/// Table R1c: the grouped reading where the levels' noise is correlated (a start slow at
+/// every level) or differs by level; unchanged and a 5% drop at level 1. Returns the worst
+/// A/A false-failure rate.
+fn table_r1c(reps: usize) -> (f64, String) {
+    let mut rows = Rows::new("R1c");
+    rows.line("| runners x pairs | levels | start spread | A/A fail | A/A pass | 5% one caught | blocks A/A mean |".into());
+    rows.line("|---|---|---|---|---|---|---|".into());
+    let mut worst = (0.0, String::new());
+    let shapes = [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2)];
+    let kinds = [
+        Levels::Shared(0.8),
+        Levels::Shared(1.0),
+        Levels::Scaled,
+        Levels::ScaledStart,
+    ];
+    for start in [0.02, 0.03] {
+        for &(runners, pairs) in &shapes {
+            for &levels in &kinds {
+                let cell = Cell {
+                    runners,
+                    pairs,
+                    start,
+                    slots: Slots::Mixed,
+                    gaps: Gaps::Same,
+                    levels,
+                };
+                let aa = run(&cell, 0.0, Reading::Grouped, reps);
+                let five = run(&cell, 0.05, Reading::Grouped, reps);
+                rows.line(format!(
+                    "| {runners} x {pairs} | {} | {:.0}% | {} | {} | {} | {:.1} |",
+                    levels.said(),
+                    100.0 * start,
+                    pc(aa.fail()),
+                    pc(aa.passed()),
+                    pc(five.fail()),
+                    aa.mean_blocks()
+                ));
+                if aa.fail() > worst.0 {
+                    worst = (
+                        aa.fail(),
+                        format!("{runners} x {pairs}, start {start}, {}", levels.said()),
+                    );
+                }
+            }
+        }
+    }
+    rows.write();
+    worst
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let reps: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(2_000);
@@ -571,6 +709,13 @@ fn main() {
     }
     if only("r1b") {
         let w = table_r1b(reps, grouped_only);
+        println!();
+        if w.0 > worst.0 {
+            worst = w;
+        }
+    }
+    if only("r1c") {
+        let w = table_r1c(reps);
         println!();
         if w.0 > worst.0 {
             worst = w;
