@@ -109,17 +109,11 @@ fn partial(run: &RunResult) -> Option<String> {
     if only.is_empty() || all.iter().all(|c| only.contains(c)) {
         return None;
     }
-    let list = |l: &[u32]| {
-        l.iter()
-            .map(|c| format!("C={c}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     Some(format!(
         "measured only {} of the profile's {} (--levels): one leg of a later wave, at best \
          inconclusive on its own; `merge` pools it with the legs that measured every level, \
          and the merge's verdict is the pull request's",
-        list(only),
-        list(all)
+        crate::record::levels_text(only),
+        crate::record::levels_text(all)
     ))
 }

@@ -76,6 +76,20 @@ impl BlockPlan {
         })
     }
 
+    /// The plan of a run in blocks from its flags: [`BlockPlan::on_pairs`] for a relative
+    /// run, [`BlockPlan::new`] for one server alone (which never adds blocks).
+    pub fn of_run(
+        first: Option<u32>,
+        max: Option<u32>,
+        relative: bool,
+        pairs: usize,
+    ) -> Result<BlockPlan> {
+        match relative {
+            true => BlockPlan::on_pairs(first, max, pairs),
+            false => BlockPlan::new(first, max, false),
+        }
+    }
+
     /// How many times the gate may look: after the first blocks, then after each step.
     pub fn looks(&self) -> u32 {
         1 + (self.max - self.first).div_ceil(self.step.max(1))

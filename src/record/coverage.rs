@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{LevelResult, RunResult};
+use super::{levels_text, LevelResult, RunResult};
 
 /// What the run's levels and trials lack or hold beyond its plan; empty when they match.
 /// Closed-loop runs only (an open-loop run is refused by the gate before this).
@@ -21,8 +21,8 @@ pub fn coverage_problems(run: &RunResult) -> Vec<String> {
     if !stray.is_empty() {
         problems.push(format!(
             "its --levels {} are not levels of its profile ({})",
-            list(&stray),
-            list(&sweep.concurrency)
+            levels_text(&stray),
+            levels_text(&sweep.concurrency)
         ));
     }
     let planned: &[u32] = if only.is_empty() {
@@ -62,8 +62,8 @@ fn arm_problems(
     if !missing.is_empty() {
         problems.push(format!(
             "the {arm} holds no {} of the {} it planned",
-            list(&missing),
-            list(planned)
+            levels_text(&missing),
+            levels_text(planned)
         ));
     }
     let twice: Vec<u32> = (seen.iter())
@@ -71,7 +71,10 @@ fn arm_problems(
         .map(|(c, _)| *c)
         .collect();
     if !twice.is_empty() {
-        problems.push(format!("the {arm} holds {} more than once", list(&twice)));
+        problems.push(format!(
+            "the {arm} holds {} more than once",
+            levels_text(&twice)
+        ));
     }
     let stray: Vec<u32> = (seen.keys().copied())
         .filter(|c| !profile.is_empty() && !profile.contains(c))
@@ -79,8 +82,8 @@ fn arm_problems(
     if !stray.is_empty() {
         problems.push(format!(
             "the {arm} holds {}, not a level of its profile ({})",
-            list(&stray),
-            list(profile)
+            levels_text(&stray),
+            levels_text(profile)
         ));
     }
     problems
@@ -126,14 +129,6 @@ fn trial_problems(
         problems.push(format!("the {arm}'s C={c} holds {n} trials of {from}"));
     }
     problems
-}
-
-/// "C=1, C=4".
-fn list(levels: &[u32]) -> String {
-    (levels.iter())
-        .map(|c| format!("C={c}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -35,7 +35,9 @@ pub use model::{
 };
 pub use request::{Arm, ErrorClass, RequestRecord, TokenSource, Window};
 pub use store::{OLDEST_SCHEMA_VERSION, RESULTS_FILE_BYTES, SCHEMA_VERSION};
-pub use text::{drift_warning, estimated_percentiles_note, figure_text, flag_lines, flag_summary};
+pub use text::{
+    drift_warning, estimated_percentiles_note, figure_text, flag_lines, flag_summary, levels_text,
+};
 
 #[cfg(test)]
 pub mod fake;

@@ -6,6 +6,14 @@ use super::{LevelResult, RunResult, TrialResult};
 use crate::stats::decision::Drift;
 use crate::stats::Percentiles;
 
+/// Concurrency levels for a message: `[1, 4]` as "C=1, C=4".
+pub fn levels_text(levels: &[u32]) -> String {
+    (levels.iter())
+        .map(|c| format!("C={c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A figure for a message: 1e308 as `1e308`, not 309 digits.
 pub fn figure_text(v: f64) -> String {
     if v.is_finite() && v.abs() >= 1e9 {

@@ -4,7 +4,6 @@
 use std::fmt::Write;
 
 use crate::gate::merge::MergedVerdict;
-use crate::gate::Outcome;
 use crate::record::{LevelResult, RunResult};
 use crate::report::markdown::mean_cell;
 use crate::report::verdict;
@@ -75,13 +74,7 @@ pub fn merged_headline(m: &MergedVerdict) -> String {
 
 /// The combined verdict's icon, as a single verdict's (an accepted regression orange).
 pub fn merged_icon(m: &MergedVerdict) -> &'static str {
-    match m.outcome {
-        Outcome::Pass => "✅",
-        Outcome::Inconclusive => "🟡",
-        Outcome::Regression if m.regression_accepted() => "🟠",
-        Outcome::Regression => "❌",
-        Outcome::NotComparable => "⚠️",
-    }
+    super::verdict::outcome_icon(m.outcome, m.regression_accepted())
 }
 
 /// The combined Markdown report. `runs` are (file, result) pairs.
@@ -145,7 +138,7 @@ pub fn markdown(runs: &[(String, RunResult)], merged: Option<&MergedVerdict>) ->
 mod tests {
     use super::*;
     use crate::gate::merge::{combine, Check};
-    use crate::gate::Verdict;
+    use crate::gate::{Outcome, Verdict};
     use crate::profile::GateSettings;
 
     fn v(outcome: Outcome, worst: Option<f64>) -> Check {

@@ -11,7 +11,7 @@ use crate::record::files::{PR_COMMENT_MARKER, REPORT_MD};
 
 use super::combined::{merged_headline, merged_icon};
 use super::github::RunContext;
-use super::pr_comment::{comment_naming, COMMENT_LIMIT};
+use super::pr_comment::{comment_head, comment_naming, COMMENT_LIMIT};
 
 /// The comment body for `merged`, naming `run_id` (the merge's) on its second line.
 pub fn merged_comment(merged: &MergedVerdict, run_id: &str, context: &RunContext) -> String {
@@ -20,15 +20,7 @@ pub fn merged_comment(merged: &MergedVerdict, run_id: &str, context: &RunContext
         verdict.run_id = Some(run_id.to_string());
         return comment_naming(&verdict, &[], context, REPORT_MD);
     }
-    let mut out = String::new();
-    let _ = writeln!(out, "{PR_COMMENT_MARKER}");
-    let _ = writeln!(out, "{}", crate::record::run_id::marker_line(run_id));
-    let _ = writeln!(
-        out,
-        "### {} throughline: {}\n",
-        merged_icon(merged),
-        merged_headline(merged)
-    );
+    let mut out = comment_head(Some(run_id), merged_icon(merged), &merged_headline(merged));
     for check in &merged.checks {
         let _ = writeln!(
             out,

@@ -19,6 +19,19 @@ pub fn pr_comment(verdict: &Verdict, pngs: &[String], context: &RunContext) -> S
     comment_naming(verdict, pngs, context, VERDICT_MD)
 }
 
+/// A comment's first lines: the marker (a workflow finds and updates its one comment by it),
+/// the run's id on the second line (the comment step posts a body only when its id is the
+/// one the gate job's run said: scripts/gate-server.sh comment), and the headline.
+pub(super) fn comment_head(run_id: Option<&str>, icon: &str, headline: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{PR_COMMENT_MARKER}");
+    if let Some(id) = run_id {
+        let _ = writeln!(out, "{}", crate::record::run_id::marker_line(id));
+    }
+    let _ = writeln!(out, "### {icon} throughline: {headline}\n");
+    out
+}
+
 /// [`pr_comment`], its last line naming `full` as the artifact's file with the whole verdict
 /// (`merge` writes report.md, not verdict.md).
 pub(super) fn comment_naming(
@@ -27,18 +40,10 @@ pub(super) fn comment_naming(
     context: &RunContext,
     full: &str,
 ) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{PR_COMMENT_MARKER}");
-    // The run's id on the second line: the comment step posts a body only when its id is
-    // the one the gate job's run said (scripts/gate-server.sh comment).
-    if let Some(id) = &verdict.run_id {
-        let _ = writeln!(out, "{}", crate::record::run_id::marker_line(id));
-    }
-    let _ = writeln!(
-        out,
-        "### {} throughline: {}\n",
+    let mut out = comment_head(
+        verdict.run_id.as_deref(),
         icon(verdict),
-        headline_md(verdict)
+        &headline_md(verdict),
     );
     let _ = writeln!(out, "{}\n", against_line(verdict));
     if let Some(line) = verdict.overrides_line() {

@@ -331,9 +331,9 @@ fn unused_reason(why: CalibrationUnused, blocks: usize) -> String {
 
 /// The levels whose start effects no degrees of freedom cover, and what would cover them.
 fn uncovered_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
-    let uncovered: Vec<String> = (blocks.iter())
+    let uncovered: Vec<u32> = (blocks.iter())
         .filter(|(_, x)| !x.starts_covered)
-        .map(|(c, _)| format!("C={c}"))
+        .map(|(c, _)| *c)
         .collect();
     if uncovered.is_empty() {
         return None;
@@ -343,7 +343,7 @@ fn uncovered_line(blocks: &[LevelBlocks<'_>]) -> Option<String> {
         "start effects not covered at {}: {n} block(s) and no calibration it could check leave no degrees of \
          freedom for the start spread, so only a drop beyond the guard can fail and nothing \
          can pass (4+ blocks, or 2+ with `baseline calibrate` on main, cover it)",
-        uncovered.join(", ")
+        crate::record::levels_text(&uncovered)
     ))
 }
 
@@ -529,10 +529,16 @@ pub fn console_brief(verdict: &Verdict) -> String {
 /// The outcome at a glance, for Markdown headings: green only for a pass, red only for a
 /// check that failed (a regression let through on purpose exits 0: orange).
 pub(super) fn icon(verdict: &Verdict) -> &'static str {
-    match verdict.outcome {
+    outcome_icon(verdict.outcome, verdict.regression_accepted())
+}
+
+/// The icon of an outcome (a regression let through by `allow_regression`: its own), for
+/// one verdict and for a merge's combined one alike.
+pub(super) fn outcome_icon(outcome: Outcome, regression_accepted: bool) -> &'static str {
+    match outcome {
         Outcome::Pass => "✅",
         Outcome::Inconclusive => "🟡",
-        Outcome::Regression if verdict.regression_accepted() => "🟠",
+        Outcome::Regression if regression_accepted => "🟠",
         Outcome::Regression => "❌",
         Outcome::NotComparable => "⚠️",
     }

@@ -86,7 +86,7 @@ pub fn size(ask: &BudgetAsk) -> Result<Sized> {
     if ask.pairs == 0 || ask.tails.is_empty() || ask.trials == 0 {
         bail!("a budget needs at least one pair, one level and one trial");
     }
-    let rounds = |blocks: u32| blocks.div_ceil(ask.pairs);
+    let rounds = |blocks: u32| rounds_for(ask, blocks);
     // The default plan on these pairs: its first look, its most blocks, its step.
     let plan = crate::gate::BlockPlan::on_pairs(None, None, ask.pairs as usize)?;
     if let Some(sized) = fitting(ask, &plan) {
@@ -117,9 +117,14 @@ pub fn size(ask: &BudgetAsk) -> Result<Sized> {
     )
 }
 
+/// Rounds `blocks` take on the ask's pairs (a block on every pair at once).
+fn rounds_for(ask: &BudgetAsk, blocks: u32) -> u32 {
+    blocks.div_ceil(ask.pairs)
+}
+
 /// `plan` with the most later looks that fit the budget, if any.
 fn fitting(ask: &BudgetAsk, plan: &crate::gate::BlockPlan) -> Option<Sized> {
-    let rounds = |blocks: u32| blocks.div_ceil(ask.pairs);
+    let rounds = |blocks: u32| rounds_for(ask, blocks);
     let first = plan.first;
     (0..plan.looks()).rev().find_map(|later| {
         let max = first + plan.step * later;

@@ -161,9 +161,9 @@ pub(super) async fn run_looks(
                 list(&open)
             );
         }
+        let next = plan.next_chunk(state.runs.len() as u32);
         if let (Some((_, budget)), Some(took)) = (deadline, last_round) {
-            let next = plan.next_chunk(state.runs.len() as u32) as usize;
-            let rounds = next.div_ceil(state.pairs().len().max(1)) as u32;
+            let rounds = next.div_ceil(state.pairs().len().max(1) as u32);
             if started.elapsed() + took * rounds > budget {
                 break format!(
                     "--max-duration {} would be passed by {next} more block(s) (C={} undecided)",
@@ -173,13 +173,13 @@ pub(super) async fn run_looks(
             }
         }
         println!(
-            "throughline: C={} undecided after {} block(s): {} more block(s) ({}) for {}",
+            "throughline: C={} undecided after {} block(s): {next} more block(s) ({}) for {}",
             list(&open),
             state.runs.len(),
-            plan.step,
-            match setup.pairs.len() {
-                1 => "one each way round".to_string(),
-                n => format!("a round on the {n} pairs"),
+            match state.pairs().len() {
+                1 => "on the one pair, each way round in turn".to_string(),
+                n if next as usize >= n => format!("a round on the {n} pairs in use"),
+                n => format!("on {next} of the {n} pairs in use"),
             },
             if open.len() == 1 { "it" } else { "them" }
         );

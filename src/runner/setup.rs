@@ -64,10 +64,7 @@ impl BlocksSetup {
             }
         }
         let quoted: Vec<String> = slots.iter().map(|s| format!("{s:?}")).collect();
-        let plan = match base {
-            Some(_) => BlockPlan::on_pairs(blocks.0, blocks.1, pairs.len())?,
-            None => BlockPlan::new(blocks.0, blocks.1, false)?,
-        };
+        let plan = BlockPlan::of_run(blocks.0, blocks.1, base.is_some(), pairs.len())?;
         Ok(BlocksSetup {
             head_command: head.to_string(),
             base_command: base.map(str::to_string),
@@ -94,10 +91,8 @@ impl BlocksSetup {
     /// The same run with up to `max` blocks in all (bisect measures a commit the gate could
     /// not tell again with more); the first look's blocks kept.
     pub fn with_max_blocks(self, max: u32) -> Result<BlocksSetup> {
-        let plan = match self.relative() {
-            true => BlockPlan::on_pairs(Some(self.plan.first), Some(max), self.pairs.len())?,
-            false => BlockPlan::new(Some(self.plan.first), Some(max), false)?,
-        };
+        let first = Some(self.plan.first);
+        let plan = BlockPlan::of_run(first, Some(max), self.relative(), self.pairs.len())?;
         Ok(BlocksSetup { plan, ..self })
     }
 

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::common::*;
 use crate::crossover_cli::{bench_blocks, profile, server};
+use crate::pooled_legs::merge;
 
 /// An edit of a results file's JSON.
 type Cut = fn(&mut Value);
@@ -91,16 +92,7 @@ fn a_results_file_cut_by_hand_is_refused_naming_what_it_lacks() {
     // the leg fails the merge, named.
     let cut_file = cut_copy(&results, dir.path(), "leg", without_c1);
     std::fs::copy(&cut_file, &results).unwrap();
-    let merged = dir.path().join("merged");
-    let o = run(&[
-        "merge",
-        "--from",
-        out.to_str().unwrap(),
-        "--expect",
-        "1",
-        "-o",
-        merged.to_str().unwrap(),
-    ]);
+    let o = merge(&out, &dir.path().join("merged"), "1");
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(
         text(&o).contains("does not hold what its plan measured: the head arm holds no C=1"),

@@ -40,7 +40,8 @@ pub(crate) fn leg_rewritten(
     assert!(verdict.is_file(), "{name}: {}", text(&o));
 }
 
-fn merge(legs: &Path, out: &Path, expect: &str) -> std::process::Output {
+/// `throughline merge --from LEGS --expect N -o OUT`.
+pub(crate) fn merge(legs: &Path, out: &Path, expect: &str) -> std::process::Output {
     run(&[
         "merge",
         "--from",

@@ -109,11 +109,10 @@ fn title(trend: &Trend) -> String {
     if slower.is_empty() {
         format!("Throughput trend: {}: no lasting slowdown", trend.name)
     } else {
-        let list: Vec<String> = slower.iter().map(|c| format!("C={c}")).collect();
         format!(
             "Throughput trend: {}: SLOWER at {}",
             trend.name,
-            list.join(", ")
+            crate::record::levels_text(&slower)
         )
     }
 }
