@@ -37,8 +37,9 @@
 //! `docs/gate-calibration.md`), `cargo test --bench gate_crossover -- 500` (or
 //! `GATE_CROSSOVER_REPS=500`) for a quicker look. `GATE_CROSSOVER_TABLES=N` runs table 7, 8, 9
 //! (a calibration checked before any use, issue 48) or 10 (the size a stopped job reports)
-//! alone; with `GATE_CROSSOVER_OUT=benches/tables/gate_crossover` tables 7, 9 and 10 are also
-//! written there as `table-N.md`, which tests/it/bench_tables.rs checks the docs against. Cells are seeded without the slot effect in
+//! alone; with `GATE_CROSSOVER_OUT=benches/tables/gate_crossover` every table it prints is
+//! also written there as `table-N.md` (tables 1-7 by the full run, 8, 9 and 10 alone), which
+//! tests/it/bench_tables.rs checks the docs against. Cells are seeded without the slot effect in
 //! the seed, so rows that differ only in s share their random numbers. Prints Markdown
 //! tables; exits 1 when an A/A cell fails an unchanged server more than 1% of the time by more
 //! than 3 Monte Carlo standard errors; every other bar is reported, not enforced.
@@ -611,8 +612,8 @@ fn main() {
     // GATE_CROSSOVER_TABLES=7 runs table 7 alone (the calibration and pass-side checks);
     // =8 table 8 alone (several pairs of slots at once).
     let only = std::env::var("GATE_CROSSOVER_TABLES").unwrap_or_default();
-    // Any other value would run every table (and write tables 7, 9 and 10 over the files
-    // the docs are checked against): refused.
+    // Any other value would run tables 1-7 (and write them over the files the docs are
+    // checked against): refused.
     if !["", "7", "8", "9", "10"].contains(&only.trim()) {
         eprintln!(
             "GATE_CROSSOVER_TABLES={}: this bench runs table 7, 8, 9 or 10 alone, or all of \
@@ -652,10 +653,11 @@ fn main() {
     println!(
         "### 1. Slot effect (A/A; sequential 4..8 blocks, AR 0.5, no tails, no latency gate)\n"
     );
-    println!(
-        "| slot effect s | start spread | calibration | A/A fail | A/A pass | blocks mean / p95 |"
+    let mut out = TableOut::new(1);
+    out.line(
+        "| slot effect s | start spread | calibration | A/A fail | A/A pass | blocks mean / p95 |",
     );
-    println!("|---|---|---|---|---|---|");
+    out.line("|---|---|---|---|---|---|");
     for sigma_start in [0.0, 0.01, 0.03] {
         for calibrated in [false, true] {
             for slot in [0.0, 0.04, -0.04] {
@@ -666,7 +668,7 @@ fn main() {
                     ..base
                 };
                 let t = report.cell(&cell, &[0]);
-                println!(
+                out.line(&format!(
                     "| {} | {} | {} | {} | {} | {:.2} / {} |",
                     pct(slot),
                     pct(sigma_start),
@@ -675,20 +677,21 @@ fn main() {
                     pc(t[0].passed()),
                     t[0].mean_blocks(),
                     t[0].p95_blocks()
-                );
+                ));
             }
         }
     }
+    out.write();
     eprintln!("table 1 done in {:.0} s", t0.elapsed().as_secs_f64());
 
     let header = "| design | start spread | AR | tails | latency | calibration | A/A fail | A/A pass | 3% one | 5% one | 10% one | 3% all | 5% all | 10% all | blocks A/A mean / p95 | blocks 5% one mean / p95 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
-    let row = |cell: &Cell, t: &[Tally]| {
+    let row = |cell: &Cell, t: &[Tally]| -> String {
         let design = if cell.max == cell.first {
             format!("fixed {}", cell.first)
         } else {
             format!("seq {}..{}", cell.first, cell.max)
         };
-        println!(
+        format!(
             "| {design} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} / {} | {:.2} / {} |",
             pct(cell.sigma_start),
             cell.rho,
@@ -707,12 +710,13 @@ fn main() {
             t[0].p95_blocks(),
             t[2].mean_blocks(),
             t[2].p95_blocks()
-        );
+        )
     };
 
     // Table 2: sequential vs fixed, start spread, AR, calibration.
     println!("\n### 2. Sequential (4..8 blocks) and fixed (4 blocks, one look) designs; s = +4%, no tails, no latency gate\n");
-    println!("{header}");
+    let mut out = TableOut::new(2);
+    out.line(header);
     for (first, max) in [(4, 8), (4, 4)] {
         for rho in [0.0, 0.5] {
             if max == 4 && rho == 0.0 {
@@ -729,16 +733,18 @@ fn main() {
                         ..base
                     };
                     let t = report.cell(&cell, &all);
-                    row(&cell, &t);
+                    out.line(&row(&cell, &t));
                 }
             }
         }
     }
+    out.write();
     eprintln!("table 2 done in {:.0} s", t0.elapsed().as_secs_f64());
 
     // Table 3: heavy tails and a latency gate.
     println!("\n### 3. Heavy tails (5% of trials 30% slower) and a latency gate; sequential 4..8, s = +4%, AR 0.5\n");
-    println!("{header}");
+    let mut out = TableOut::new(3);
+    out.line(header);
     for (tails, latency) in [(true, false), (false, true), (true, true)] {
         for calibrated in [false, true] {
             for sigma_start in [0.0, 0.01, 0.03] {
@@ -750,16 +756,18 @@ fn main() {
                     ..base
                 };
                 let t = report.cell(&cell, &all);
-                row(&cell, &t);
+                out.line(&row(&cell, &t));
             }
         }
     }
+    out.write();
     eprintln!("table 3 done in {:.0} s", t0.elapsed().as_secs_f64());
 
     // Table 4: more blocks for a large start spread.
     println!("\n### 4. The most blocks (first look after 4; the shipped default is 12); s = +4%, AR 0.5, no tails, no latency gate\n");
-    println!("| max blocks | looks | start spread | calibration | A/A fail | A/A pass | 5% one | 5% all | blocks A/A mean / p95 | blocks 5% one mean / p95 |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut out = TableOut::new(4);
+    out.line("| max blocks | looks | start spread | calibration | A/A fail | A/A pass | 5% one | 5% all | blocks A/A mean / p95 | blocks 5% one mean / p95 |");
+    out.line("|---|---|---|---|---|---|---|---|---|---|");
     for sigma_start in [0.0, 0.01, 0.02, 0.03] {
         for calibrated in [false, true] {
             for max in [8, 12, 16] {
@@ -770,7 +778,7 @@ fn main() {
                     ..base
                 };
                 let t = report.cell(&cell, &[0, 2, 5]);
-                println!(
+                out.line(&format!(
                     "| {max} | {} | {} | {} | {} | {} | {} | {} | {:.2} / {} | {:.2} / {} |",
                     cell.looks(),
                     pct(sigma_start),
@@ -783,18 +791,20 @@ fn main() {
                     t[0].p95_blocks(),
                     t[1].mean_blocks(),
                     t[1].p95_blocks()
-                );
+                ));
             }
         }
     }
+    out.write();
     eprintln!("table 4 done in {:.0} s", t0.elapsed().as_secs_f64());
 
     // Table 5: a first look before the blocks can estimate the start spread.
     let issue_cells = report.aa.len();
     println!("\n### 5. A first look after 1 or 2 blocks (`--blocks 1` / `--blocks 2`, at most 4 more); AR 0.5, no tails, no latency gate\n");
     println!("With one block the run has one orientation (the slot effect stays in unless a calibration takes it out); with two, both orientations but no degree of freedom for the start spread. Without a calibration the start spread is not covered (`starts_covered` false): the main test is not estimable, so only the 25% guard can fail a level and none can pass; it stays undecided and the plan adds blocks.\n");
-    println!("| first / max blocks | looks | slot effect s | start spread | calibration | A/A fail | A/A pass | 5% one | blocks A/A mean / p95 |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    let mut out = TableOut::new(5);
+    out.line("| first / max blocks | looks | slot effect s | start spread | calibration | A/A fail | A/A pass | 5% one | blocks A/A mean / p95 |");
+    out.line("|---|---|---|---|---|---|---|---|---|");
     for first in [1, 2] {
         for calibrated in [false, true] {
             for sigma_start in [0.0, 0.01, 0.02] {
@@ -808,7 +818,7 @@ fn main() {
                         ..base
                     };
                     let t = report.cell(&cell, &[0, 2]);
-                    println!(
+                    out.line(&format!(
                         "| {first} / {} | {} | {} | {} | {} | {} | {} | {} | {:.2} / {} |",
                         cell.max,
                         cell.looks(),
@@ -820,11 +830,12 @@ fn main() {
                         pc(t[1].fail()),
                         t[0].mean_blocks(),
                         t[0].p95_blocks()
-                    );
+                    ));
                 }
             }
         }
     }
+    out.write();
     eprintln!("table 5 done in {:.0} s", t0.elapsed().as_secs_f64());
 
     calibration_and_pass_side(&mut report, &base);
@@ -834,19 +845,23 @@ fn main() {
     let mut ranked: Vec<&(Cell, String, Tally)> = report.aa[..issue_cells].iter().collect();
     ranked.sort_by(|a, b| b.2.fail().total_cmp(&a.2.fail()));
     println!("\n### 6. The four highest A/A cells of tables 1-4 again, {recheck_reps} fresh replications each\n");
-    println!("| cell | A/A fail (tables) | A/A fail ({recheck_reps}) | Monte Carlo s.e. |");
-    println!("|---|---|---|---|");
+    let mut out = TableOut::new(6);
+    out.line(&format!(
+        "| cell | A/A fail (tables) | A/A fail ({recheck_reps}) | Monte Carlo s.e. |"
+    ));
+    out.line("|---|---|---|---|");
     let mut rechecked: Vec<(String, Tally)> = Vec::new();
     for (cell, label, t) in ranked.into_iter().take(4) {
         let again = run(cell, &CHANGES[0], recheck_reps, 0x5EED);
-        println!(
+        out.line(&format!(
             "| {label} | {} | {} | {:.2} points |",
             pc(t.fail()),
             pc(again.fail()),
             100.0 * mc(again.fail(), recheck_reps)
-        );
+        ));
         rechecked.push((label.clone(), again));
     }
+    out.write();
     eprintln!("table 6 done in {:.0} s", t0.elapsed().as_secs_f64());
 
     eprintln!("total {:.0} s", t0.elapsed().as_secs_f64());
@@ -913,8 +928,9 @@ fn pairs_of_slots(report: &mut Report, base: &Cell) {
         "\n### 8. Several pairs of slots at once (sequential 4..12 blocks, AR 0.5, uncalibrated)\n"
     );
     println!("Slot effects per pair (slot 1 over slot 0). The one-pair rows are the reference.\n");
-    println!("| pairs | slot effects | start spread | A/A fail | A/A pass | 5% one caught | 10% all caught | blocks A/A mean / p95 |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let mut out = TableOut::new(8);
+    out.line("| pairs | slot effects | start spread | A/A fail | A/A pass | 5% one caught | 10% all caught | blocks A/A mean / p95 |");
+    out.line("|---|---|---|---|---|---|---|---|");
     const ONE: &[f64] = &[];
     const TWO: &[f64] = &[0.02, 0.06];
     const FOUR: &[f64] = &[0.02, 0.04, 0.05, 0.06];
@@ -933,7 +949,7 @@ fn pairs_of_slots(report: &mut Report, base: &Cell) {
                 ..*base
             };
             let t = report.cell(&cell, &[0, 2, 6]);
-            println!(
+            out.line(&format!(
                 "| {} | {label} | {} | {} | {} | {} | {} | {:.2} / {} |",
                 pairs.len().max(1),
                 pct(start),
@@ -943,9 +959,10 @@ fn pairs_of_slots(report: &mut Report, base: &Cell) {
                 pc(t[2].fail()),
                 t[0].mean_blocks(),
                 t[0].p95_blocks()
-            );
+            ));
         }
     }
+    out.write();
 }
 
 /// The closing lines: the worst A/A cells and whether the acceptance bar was met (exit 1

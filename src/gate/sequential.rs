@@ -26,7 +26,7 @@ impl BlockPlan {
     /// The plan from `--blocks` and `--max-blocks` (None: the defaults), checked. A relative
     /// run looks after 4 blocks and may add 8 (two at a time) while a level is undecided:
     /// with a start spread near 3% (a real llama-server) 8 blocks passed an unchanged server
-    /// 64% of the time, 12 blocks 94% (benches/gate_crossover.rs). One server alone runs one
+    /// 43% of the time, 12 blocks 80% (benches/gate_crossover.rs, table 4). One server alone runs one
     /// block and never adds any.
     pub fn new(first: Option<u32>, max: Option<u32>, relative: bool) -> Result<BlockPlan> {
         let first = first.unwrap_or(if relative { 4 } else { 1 });

@@ -64,11 +64,23 @@ fn passages(text: &str) -> Vec<(String, String)> {
     out
 }
 
-/// The bold percentages of a passage: `**1.10%**`, and each figure of `**0.75-1.10%**`.
+/// The bold figures of a passage: percentages (`**1.10%**`, and each figure of
+/// `**0.75-1.10%**`) and blocks as the tables print them (`**9.96 / 12**`, mean / p95).
 fn bold_figures(passage: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (i, part) in passage.split("**").enumerate() {
-        if i % 2 == 0 || !part.ends_with('%') {
+        if i % 2 == 0 {
+            continue;
+        }
+        if part.contains(" / ")
+            && part
+                .chars()
+                .all(|c| c.is_ascii_digit() || " ./".contains(c))
+        {
+            out.push(part.to_string());
+            continue;
+        }
+        if !part.ends_with('%') {
             continue;
         }
         let body = part.trim_end_matches('%');
@@ -131,10 +143,13 @@ fn every_quoted_figure_is_in_its_table() {
 #[test]
 fn the_reader_finds_what_it_should() {
     let text = "a <!-- bench: gate_crossover table 9 --> **1.10%** and **0.75-1.05%**, \
-                 target 1% <!-- /bench --> **9.9%**";
+                 **9.96 / 12** blocks, **not a figure**, target 1% <!-- /bench --> **9.9%**";
     let p = passages(text);
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].0, "9");
-    assert_eq!(bold_figures(&p[0].1), ["1.10%", "0.75%", "1.05%"]);
+    assert_eq!(
+        bold_figures(&p[0].1),
+        ["1.10%", "0.75%", "1.05%", "9.96 / 12"]
+    );
     assert_eq!(cells("| 1 / 9 | 1.10% | x |"), ["1 / 9", "1.10%", "x"]);
 }
