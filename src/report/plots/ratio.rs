@@ -126,7 +126,7 @@ fn draw(root: &Root<'_>, verdict: &Verdict) -> Result<()> {
         6,
         RED.stroke_width(2),
     ))?;
-    draw_levels(&mut cc, &levels, (y_lo, y_hi))
+    draw_levels(&mut cc, &levels, (y_lo, y_hi), &[floor, 1.0])
 }
 
 /// What the chart cannot show, said under it: no level, levels without a ratio, latency gates.
@@ -223,11 +223,13 @@ fn footer(verdict: &Verdict) -> String {
 }
 
 /// Each level in its column: the bounds as a bar (an open bound runs to the edge of the
-/// chart), the ratio as a dot, and the verdict written above it in its colour.
+/// chart), the ratio as a dot, and the verdict written above it in its colour, clear of the
+/// reference `lines` (ratios, lowest first).
 fn draw_levels(
     cc: &mut ChartContext<'_, BitMapBackend<'_>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
     levels: &[&LevelVerdict],
     (y_lo, y_hi): (f64, f64),
+    lines: &[f64],
 ) -> Result<()> {
     let dense = levels.len() > 16;
     let (cap_w, dot_r) = if dense { (3, 4) } else { (10, 7) };
@@ -260,11 +262,17 @@ fn draw_levels(
         if !dense || l.status != LevelStatus::Pass {
             let text = format!("{} {}", level_word(l.status), percent_change(r));
             let top = high.max(r);
+            let line_rows: Vec<i32> = (lines.iter())
+                .filter(|v| (y_lo..=y_hi).contains(*v))
+                .map(|v| cc.backend_coord(&(x, *v)).1)
+                .collect();
+            let top_row = cc.backend_coord(&(x, top)).1;
+            let lift = label_lift(top_row, label_size as i32, &line_rows);
             cc.draw_series(std::iter::once(
                 EmptyElement::at((x, top))
                     + Text::new(
                         text,
-                        (0, -8),
+                        (0, -LABEL_GAP - lift),
                         style::text(label_size, &INK)
                             .color(&c)
                             .pos(Pos::new(HPos::Center, VPos::Bottom)),
@@ -273,6 +281,24 @@ fn draw_levels(
         }
     }
     Ok(())
+}
+
+/// Pixels between a bar's top and its label.
+const LABEL_GAP: i32 = 8;
+
+/// How many pixels higher than [`LABEL_GAP`] above `top_row` a label `height` pixels tall
+/// sits so that no reference line (pixel rows in `line_rows`, lowest ratio first, that is
+/// largest row first) runs through it: a "cannot tell" struck through by the 0.97 line
+/// reads as crossed out. The label moves just above each line it would cross.
+fn label_lift(top_row: i32, height: i32, line_rows: &[i32]) -> i32 {
+    let mut bottom = top_row - LABEL_GAP;
+    for &row in line_rows {
+        // Rows grow downwards: the label spans bottom - height ..= bottom.
+        if row >= bottom - height - 2 && row <= bottom + 2 {
+            bottom = row - 4;
+        }
+    }
+    top_row - LABEL_GAP - bottom
 }
 
 fn status_rank(s: LevelStatus) -> u8 {
@@ -431,6 +457,18 @@ pub(crate) mod tests {
         ratio_chart(&pass, &path).unwrap();
         let red_pass = count_color(&decode(&path), RED);
         assert!(red > red_pass + 1000, "pass {red_pass} vs fail {red}");
+    }
+
+    #[test]
+    fn a_label_clears_the_reference_lines() {
+        // A bar's top at row 300: its label, 16 rows tall, spans rows 276-292.
+        assert_eq!(label_lift(300, 16, &[200]), 0, "a line far above: no move");
+        assert_eq!(label_lift(300, 16, &[320]), 0, "a line below the bar's top");
+        // The 0.97 line through the label: it moves to just above it (bottom at row 286).
+        assert_eq!(label_lift(300, 16, &[290]), 6);
+        // And above the 1.0 line too when that one runs through it there.
+        assert_eq!(label_lift(300, 16, &[290, 280]), 16);
+        assert_eq!(label_lift(300, 16, &[290, 240]), 6);
     }
 
     #[test]
