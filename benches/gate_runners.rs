@@ -64,12 +64,13 @@ const WAVES: usize = 2;
 
 /// The blocks each look adds to a leg: waves of [`WAVE`] for a pool of runners (the waves
 /// workflow's legs), the run's own plan on its pairs for one runner (`BlockPlan::on_pairs`,
-/// default flags: 1 or 2 pairs 4 blocks then 2 at a time to 12, 4 pairs 8 then 4 to 16).
-fn chunks(runners: usize, pairs: usize) -> Vec<usize> {
+/// default flags: 1 or 2 pairs 4 blocks then 2 at a time to 12, 4 pairs 8 then 4 to 16;
+/// `first` as `--blocks` gives it).
+fn chunks(runners: usize, pairs: usize, first: Option<u32>) -> Vec<usize> {
     if runners > 1 {
         return vec![WAVE; WAVES];
     }
-    let plan = BlockPlan::on_pairs(None, None, pairs).expect("the default plan");
+    let plan = BlockPlan::on_pairs(first, None, pairs).expect("the plan");
     let mut out = vec![plan.first as usize];
     let mut done = plan.first;
     while done < plan.max {
@@ -93,6 +94,8 @@ fn sw() -> f64 {
 struct Cell {
     runners: usize,
     pairs: usize,
+    /// One runner's first look (`--blocks`); None: the default plan on its pairs.
+    first: Option<u32>,
     start: f64,
     slots: Slots,
     gaps: Gaps,
@@ -308,7 +311,7 @@ fn job(
     let drop: Vec<f64> = (0..L)
         .map(|l| if l == 0 { (1.0 - drop_one).ln() } else { 0.0 })
         .collect();
-    let chunks = chunks(cell.runners, cell.pairs);
+    let chunks = chunks(cell.runners, cell.pairs, cell.first);
     let looks = chunks.len() as f64;
     let settings = DecisionSettings {
         alpha: ALPHA / looks,
@@ -456,8 +459,10 @@ fn run(cell: &Cell, drop: f64, reading: Reading, reps: usize) -> Tally {
         Levels::Alike => String::new(),
         l => format!("|{}", l.said()),
     };
+    // Likewise the first look, only where given.
+    let first = cell.first.map_or(String::new(), |f| format!("|first {f}"));
     let key = format!(
-        "{}|{}|{}|{drop}{gaps}{levels}",
+        "{}|{}|{}|{drop}{gaps}{levels}{first}",
         cell.runners, cell.pairs, cell.start
     );
     let key = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
@@ -520,27 +525,31 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
     rows.line("|---|---|---|---|---|---|---|---|".into());
     let mut worst = (0.0, String::new());
     let mut gaps = Vec::new();
-    // (runners, pairs per runner, slot effects).
+    // (runners, pairs per runner, slot effects, one runner's first look).
     let by_place = |alternate| Slots::ByPlace { alternate };
     let cells = [
-        (2, 1, Slots::Mixed),
-        (3, 1, Slots::Mixed),
-        (4, 1, Slots::Mixed),
-        (4, 1, Slots::Alike),
-        (1, 2, Slots::Mixed),
-        (1, 4, Slots::Mixed),
-        (2, 2, Slots::Mixed),
-        (2, 2, Slots::Alike),
-        (4, 4, Slots::Mixed),
-        (2, 2, by_place(true)),
-        (4, 4, by_place(true)),
-        (4, 4, by_place(false)),
+        (2, 1, Slots::Mixed, None),
+        (3, 1, Slots::Mixed, None),
+        (4, 1, Slots::Mixed, None),
+        (4, 1, Slots::Alike, None),
+        (1, 2, Slots::Mixed, None),
+        (1, 4, Slots::Mixed, None),
+        (2, 2, Slots::Mixed, None),
+        (2, 2, Slots::Alike, None),
+        (4, 4, Slots::Mixed, None),
+        (2, 2, by_place(true), None),
+        (4, 4, by_place(true), None),
+        (4, 4, by_place(false), None),
+        // A first look of two blocks each way round on every pair, or three rounds on 4.
+        (1, 2, Slots::Mixed, Some(8)),
+        (1, 4, Slots::Mixed, Some(12)),
     ];
     for start in [0.01, 0.02] {
-        for &(runners, pairs, slots) in &cells {
+        for &(runners, pairs, slots, first) in &cells {
             let cell = Cell {
                 runners,
                 pairs,
+                first,
                 start,
                 slots,
                 gaps: Gaps::Same,
@@ -555,8 +564,9 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
                     Reading::OneRunner => "+4%",
                     _ => slots.said(),
                 };
+                let plan = first.map_or(String::new(), |f| format!(", `--blocks {f}`"));
                 rows.line(format!(
-                    "| {runners} x {pairs} | {said} | {:.0}% | {} | {} | {} | {} | {:.1} |",
+                    "| {runners} x {pairs}{plan} | {said} | {:.0}% | {} | {} | {} | {} | {:.1} |",
                     100.0 * start,
                     reading_name(reading),
                     pc(aa.fail()),
@@ -572,7 +582,8 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
                 }
             }
             let what = format!(
-                "{runners} x {pairs}, start {:.0}%, {}",
+                "{runners} x {pairs}{}, start {:.0}%, {}",
+                first.map_or(String::new(), |f| format!(" (--blocks {f})")),
                 100.0 * start,
                 slots.said()
             );
@@ -609,6 +620,7 @@ fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
             let cell = Cell {
                 runners,
                 pairs,
+                first: None,
                 start,
                 slots: Slots::Mixed,
                 gaps,
@@ -662,6 +674,7 @@ fn table_r1c(reps: usize) -> (f64, String) {
                 let cell = Cell {
                     runners,
                     pairs,
+                    first: None,
                     start,
                     slots: Slots::Mixed,
                     gaps: Gaps::Same,

@@ -65,14 +65,16 @@ fn passages(text: &str) -> Vec<(String, String)> {
 }
 
 /// The bold figures of a passage: percentages (`**1.10%**`, and each figure of
-/// `**0.75-1.10%**`) and blocks as the tables print them (`**9.96 / 12**`, mean / p95).
+/// `**0.75-1.10%**`) and blocks as the tables print them (`**9.96 / 12**`, mean / p95, or
+/// a mean alone, `**12.5**`).
 fn bold_figures(passage: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (i, part) in passage.split("**").enumerate() {
         if i % 2 == 0 {
             continue;
         }
-        if part.contains(" / ")
+        let blocks = part.contains(" / ") || part.parse::<f64>().is_ok();
+        if blocks
             && part
                 .chars()
                 .all(|c| c.is_ascii_digit() || " ./".contains(c))
@@ -143,13 +145,14 @@ fn every_quoted_figure_is_in_its_table() {
 #[test]
 fn the_reader_finds_what_it_should() {
     let text = "a <!-- bench: gate_crossover table 9 --> **1.10%** and **0.75-1.05%**, \
-                 **9.96 / 12** blocks, **not a figure**, target 1% <!-- /bench --> **9.9%**";
+                 **9.96 / 12** blocks, **12.5**, **not a figure**, target 1% <!-- /bench --> \
+                 **9.9%**";
     let p = passages(text);
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].0, "9");
     assert_eq!(
         bold_figures(&p[0].1),
-        ["1.10%", "0.75%", "1.05%", "9.96 / 12"]
+        ["1.10%", "0.75%", "1.05%", "9.96 / 12", "12.5"]
     );
     assert_eq!(cells("| 1 / 9 | 1.10% | x |"), ["1 / 9", "1.10%", "x"]);
 }
