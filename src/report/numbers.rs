@@ -1,25 +1,6 @@
-//! How every report writes a figure: a count with its thousands separated, a level's mean
-//! with its interval across trials, and a change in percent with its sign.
+//! The two ways every report writes a figure: a level's mean with its interval across
+//! trials, and a change in percent with its sign.
 
-/// `1234567.8` as `1,234,568` (a count, a rate, dollars); `-` where not finite.
-pub fn thousands(x: f64) -> String {
-    if !x.is_finite() {
-        return "-".to_string();
-    }
-    let s = format!("{:.0}", x.abs());
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if x < 0.0 {
-        format!("-{out}")
-    } else {
-        out
-    }
-}
 /// A level's figure across its trials, as every chart and export shows it: the mean, the
 /// two-sided 95% Student-t interval across trials (none for a single trial, or where it is
 /// not finite) and how many trials it is from. Trials are the replicates, never requests.

@@ -6,10 +6,9 @@ use crate::plan::figures::SECONDS_PER_DAY;
 use crate::plan::workload::human_duration;
 use std::fmt::Write;
 
-pub use super::numbers::thousands;
 use super::plan_files::prices_said;
 pub use super::plan_files::{
-    capacity_series, capacity_title, plain_count, render_json, write_capacity_chart,
+    capacity_series, capacity_title, plain_count, render_json, thousands, write_capacity_chart,
     write_plan_files,
 };
 

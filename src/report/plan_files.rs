@@ -10,8 +10,27 @@ use crate::plan::answer::Plan;
 use crate::plan::figures::SECONDS_PER_DAY;
 use crate::plan::workload::human_duration;
 
-use super::numbers::thousands;
 use super::plots::{capacity_chart, CapacityPoint, CapacitySeries};
+
+/// `1234567.8` as `1,234,568`.
+pub fn thousands(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".to_string();
+    }
+    let s = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if x < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
 
 /// Whose prices: the built-in catalog's are illustrative; a catalog of one's own is not.
 pub(super) fn prices_said(plan: &Plan) -> &'static str {
