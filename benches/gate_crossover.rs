@@ -764,7 +764,7 @@ fn main() {
     eprintln!("table 3 done in {:.0} s", t0.elapsed().as_secs_f64());
 
     // Table 4: more blocks for a large start spread.
-    println!("\n### 4. The most blocks (first look after 4; the shipped default is 12); s = +4%, AR 0.5, no tails, no latency gate\n");
+    println!("\n### 4. The most blocks (first look after 4; the shipped default is 16); s = +4%, AR 0.5, no tails, no latency gate\n");
     let mut out = TableOut::new(4);
     out.line("| max blocks | looks | start spread | calibration | A/A fail | A/A pass | 5% one | 5% all | blocks A/A mean / p95 | blocks 5% one mean / p95 |");
     out.line("|---|---|---|---|---|---|---|---|---|---|");
@@ -893,6 +893,13 @@ fn calibration_and_pass_side(report: &mut Report, base: &Cell) {
         (None, 0.03, 8),
         (None, 0.03, 16),
         (Some(0.01), 0.03, 16),
+        // Today's default plan of 16 (December 2026's fifth session).
+        (Some(0.03), 0.03, 16),
+        (Some(0.0), 0.02, 16),
+        (Some(0.0), 0.03, 16),
+        (Some(0.01), 0.02, 16),
+        (Some(0.0), 0.0, 16),
+        (Some(0.01), 0.01, 16),
     ] {
         let cell = Cell {
             sigma_start: run_start,
@@ -1047,14 +1054,20 @@ fn short_runs_and_moved_slots(report: &mut Report, base: &Cell) {
             cells.push((first, first + 8, Some(0.01), 0.01, off));
         }
     }
-    for cal in [None, Some(0.01), Some(0.04)] {
-        cells.push((4, 12, cal, 0.04, 0.0));
+    // The plan of at most 12 blocks (the default until December 2026's fifth session), then
+    // today's default of 16.
+    for max in [12, 16] {
+        for cal in [None, Some(0.01), Some(0.04)] {
+            cells.push((4, max, cal, 0.04, 0.0));
+        }
     }
     // Level 1's calibration alone from a quieter night (issue 48 item 4: the levels' pooled
     // check cannot see one level; its own check must).
     let one_level = cells.len();
-    for (cal, run_start) in [(0.0, 0.03), (0.01, 0.03), (0.0, 0.04), (0.01, 0.04)] {
-        cells.push((4, 12, Some(cal), run_start, 0.0));
+    for max in [12, 16] {
+        for (cal, run_start) in [(0.0, 0.03), (0.01, 0.03), (0.0, 0.04), (0.01, 0.04)] {
+            cells.push((4, max, Some(cal), run_start, 0.0));
+        }
     }
     for (i, (first, max, cal, run_start, off)) in cells.into_iter().enumerate() {
         let cell = Cell {

@@ -8,7 +8,7 @@
 //! 4 blocks each, one runner a leg; while a level is undecided and none failed, a second wave
 //! of 4 blocks a leg measures the undecided levels only. One runner follows its own run's
 //! plan on its pairs (`gate::BlockPlan::on_pairs`, default flags: on 2 pairs 4 blocks then 2
-//! at a time to 12, on 4 pairs 8 then a round of 4 to 16). The fail side's alpha is split
+//! at a time to 16, on 4 pairs 8 then a round of 4 to 16). The fail side's alpha is split
 //! over the looks and the pass side's error divided by their square root, as
 //! `gate/compare.rs` (`per_look`) does. A leg's blocks are placed on its pairs as
 //! runner/looks.rs places them (rounds of one block per pair, pair p of round r the other way
@@ -64,7 +64,7 @@ const WAVES: usize = 2;
 
 /// The blocks each look adds to a leg: waves of [`WAVE`] for a pool of runners (the waves
 /// workflow's legs), the run's own plan on its pairs for one runner (`BlockPlan::on_pairs`,
-/// default flags: 1 or 2 pairs 4 blocks then 2 at a time to 12, 4 pairs 8 then 4 to 16;
+/// default flags: 1 or 2 pairs 4 blocks then 2 at a time to 16, 4 pairs 8 then 4 to 16;
 /// `first` as `--blocks` gives it).
 fn chunks(runners: usize, pairs: usize, first: Option<u32>) -> Vec<usize> {
     if runners > 1 {

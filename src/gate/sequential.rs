@@ -10,6 +10,18 @@ use super::verdict::{LevelStatus, Verdict};
 /// The most blocks one run may take (each starts two servers).
 pub const MAX_BLOCKS: u32 = 64;
 
+/// The most blocks of a relative run without `--max-blocks`, or the first look's + 8 where
+/// that is more (`--blocks 12`, several pairs). With a start
+/// spread of 3% (a real llama-server here: 2.4-3.6%) 12 blocks passed an unchanged server
+/// 80.2% of the time once the pass side was split over the looks (issue 34), 16 blocks
+/// 95.8% (96.2% with a same-night calibration, which then catches 74.5% of 5% drops where 12
+/// caught 52.1%); at spreads up to 2% the two plans differ by under half a block on average
+/// (benches/gate_crossover.rs, tables 4 and 7).
+pub const DEFAULT_MOST_BLOCKS: u32 = 16;
+
+/// Blocks the looks after the first may add at least, without `--max-blocks`.
+const MORE_BLOCKS: u32 = 8;
+
 /// The block plan a run follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockPlan {
@@ -24,16 +36,21 @@ pub struct BlockPlan {
 
 impl BlockPlan {
     /// The plan from `--blocks` and `--max-blocks` (None: the defaults), checked. A relative
-    /// run looks after 4 blocks and may add 8 (two at a time) while a level is undecided:
-    /// with a start spread near 3% (a real llama-server) 8 blocks passed an unchanged server
-    /// 43% of the time, 12 blocks 80% (benches/gate_crossover.rs, table 4). One server alone runs one
-    /// block and never adds any.
+    /// run looks after 4 blocks and may add blocks two at a time while a level is undecided,
+    /// up to [`DEFAULT_MOST_BLOCKS`] (or `--blocks` + 8 where more): with a start spread
+    /// near 3% (a real llama-server) 8 blocks passed an unchanged server 43% of the time, 12
+    /// blocks 80%, 16 blocks 96% (benches/gate_crossover.rs, table 4). One server alone runs
+    /// one block and never adds any.
     pub fn new(first: Option<u32>, max: Option<u32>, relative: bool) -> Result<BlockPlan> {
         let first = first.unwrap_or(if relative { 4 } else { 1 });
         if first == 0 || first > MAX_BLOCKS {
             bail!("--blocks: {first} is outside 1..={MAX_BLOCKS}");
         }
-        let max = max.unwrap_or(if relative { first + 8 } else { first });
+        let max = max.unwrap_or(if relative {
+            (first + MORE_BLOCKS).clamp(DEFAULT_MOST_BLOCKS, MAX_BLOCKS)
+        } else {
+            first
+        });
         if max < first || max > MAX_BLOCKS {
             bail!("--max-blocks: {max} is outside {first}..={MAX_BLOCKS} (at least --blocks)");
         }
@@ -56,10 +73,10 @@ impl BlockPlan {
     /// 93.8% against 99.6% / 96.1% at 1% / 2% start spreads (docs/gate-calibration.md, table
     /// R1). Later looks add a round, so no pair sits idle and each pair's blocks keep
     /// alternating. `--max-blocks` given is kept (a first look of fewer blocks, said by the
-    /// run); by default the most is the first look's blocks + 8, as on one pair (on 4 pairs
-    /// 8, then 12 and 16: with 12 at most a 5% drop was caught 66.9% of the time at a 2%
-    /// start spread where one pair with the same blocks caught it 87.8%; the fourth round
-    /// gives every pair two blocks each way).
+    /// run); by default the most is [`DEFAULT_MOST_BLOCKS`] or the first look's blocks + 8
+    /// where that is more, as on one pair (on 4 pairs 8, then 12 and 16: with 12 at most a
+    /// 5% drop was caught 66.9% of the time at a 2% start spread where one pair with the same
+    /// blocks caught it 87.8%; the fourth round gives every pair two blocks each way).
     pub fn on_pairs(first: Option<u32>, max: Option<u32>, pairs: usize) -> Result<BlockPlan> {
         let one = BlockPlan::new(first, max, true)?;
         let pairs = u32::try_from(pairs).unwrap_or(u32::MAX);
@@ -68,7 +85,11 @@ impl BlockPlan {
         }
         let both_ways = pairs.saturating_mul(2).min(MAX_BLOCKS);
         let wanted = one.first.max(both_ways);
-        let max = max.unwrap_or(wanted.saturating_add(8).min(MAX_BLOCKS));
+        let max = max.unwrap_or(
+            wanted
+                .saturating_add(MORE_BLOCKS)
+                .clamp(DEFAULT_MOST_BLOCKS, MAX_BLOCKS),
+        );
         Ok(BlockPlan {
             first: wanted.min(max),
             max,
@@ -128,11 +149,19 @@ mod tests {
     #[test]
     fn the_plan_counts_its_looks_and_chunks() {
         let plan = BlockPlan::new(None, None, true).unwrap();
-        assert_eq!((plan.first, plan.max, plan.looks()), (4, 12, 5));
+        assert_eq!((plan.first, plan.max, plan.looks()), (4, 16, 7));
         assert_eq!(
-            (plan.next_chunk(0), plan.next_chunk(4), plan.next_chunk(11)),
+            (plan.next_chunk(0), plan.next_chunk(4), plan.next_chunk(15)),
             (4, 2, 1)
         );
+        // --blocks given: 16 at most, or 8 more where that is more.
+        let plan = BlockPlan::new(Some(2), None, true).unwrap();
+        assert_eq!((plan.first, plan.max), (2, 16));
+        let plan = BlockPlan::new(Some(12), None, true).unwrap();
+        assert_eq!((plan.first, plan.max), (12, 20));
+        // A first look near the most blocks one run may take: the default most stops there.
+        let plan = BlockPlan::new(Some(60), None, true).unwrap();
+        assert_eq!((plan.first, plan.max), (60, MAX_BLOCKS));
         assert_eq!(BlockPlan::new(None, None, false).unwrap().looks(), 1);
         let err = BlockPlan::new(None, Some(2), true).unwrap_err();
         assert!(err.to_string().contains("--max-blocks"), "{err}");
@@ -147,13 +176,13 @@ mod tests {
             let p = BlockPlan::on_pairs(first, max, pairs).unwrap();
             (p.first, p.max, p.step, p.looks())
         };
-        assert_eq!(plan(None, None, 1), (4, 12, 2, 5), "one pair: as before");
+        assert_eq!(plan(None, None, 1), (4, 16, 2, 7), "one pair: as before");
         assert_eq!(
             plan(None, None, 2),
-            (4, 12, 2, 5),
+            (4, 16, 2, 7),
             "2 pairs: 2 rounds already"
         );
-        assert_eq!(plan(None, None, 3), (6, 14, 3, 4));
+        assert_eq!(plan(None, None, 3), (6, 16, 3, 5));
         assert_eq!(plan(None, None, 4), (8, 16, 4, 3));
         assert_eq!(plan(None, None, 8), (16, 24, 8, 2));
         assert_eq!(

@@ -301,7 +301,7 @@ mod tests {
             timeout,
         );
         let ab = ab.unwrap();
-        assert_eq!((ab.plan.first, ab.plan.max, ab.pairs[0].len()), (4, 12, 2));
+        assert_eq!((ab.plan.first, ab.plan.max, ab.pairs[0].len()), (4, 16, 2));
         assert!(ab.relative());
         let one =
             BlocksSetup::new("s {port}", None, &slots(&["0"]), (None, None), timeout).unwrap();

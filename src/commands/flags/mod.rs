@@ -159,10 +159,11 @@ pub struct BlockArgs {
     #[arg(long = "blocks", value_name = "N")]
     pub first: Option<u32>,
     /// The most blocks in all: while a level is undecided after a look, two more blocks run
-    /// for the undecided levels (on several pairs a round) [default: 8 more than the first
-    /// look's in a relative run (--blocks, on several pairs at least 2 a pair): with a start
-    /// spread near 3% (a real llama-server here) 8 blocks passed an unchanged server 43% of
-    /// the time, 12 blocks 80%, 16 blocks 96% (benches/gate_crossover.rs, table 4)].
+    /// for the undecided levels (on several pairs a round) [default: 16 in a relative run, or
+    /// 8 more than the first look's where that is more (--blocks, on several pairs at least 2
+    /// a pair): with a start spread near 3% (a real llama-server here) 8 blocks passed an
+    /// unchanged server 43% of the time, 12 blocks 80%, 16 blocks 96% (benches/gate_crossover.rs,
+    /// table 4)].
     #[arg(long = "max-blocks", value_name = "N")]
     pub max: Option<u32>,
     /// How long a started server may take to answer (GET /health or /v1/models).
