@@ -1061,6 +1061,12 @@ fn short_runs_and_moved_slots(report: &mut Report, base: &Cell) {
             cells.push((4, max, cal, 0.04, 0.0));
         }
     }
+    // `--blocks 1` and `2` with a quieter calibration on today's default most blocks (16).
+    for first in [1, 2] {
+        for (cal, run_start) in [(Some(0.0), 0.03), (Some(0.01), 0.03), (Some(0.01), 0.02)] {
+            cells.push((first, 16, cal, run_start, 0.0));
+        }
+    }
     // Level 1's calibration alone from a quieter night (issue 48 item 4: the levels' pooled
     // check cannot see one level; its own check must).
     let one_level = cells.len();
