@@ -11,12 +11,12 @@ use super::verdict::{LevelStatus, Verdict};
 pub const MAX_BLOCKS: u32 = 64;
 
 /// The most blocks of a relative run without `--max-blocks`, or the first look's + 8 where
-/// that is more (`--blocks 12`, several pairs). With a start
-/// spread of 3% (a real llama-server here: 2.4-3.6%) 12 blocks passed an unchanged server
-/// 80.2% of the time once the pass side was split over the looks (issue 34), 16 blocks
-/// 95.8% (96.2% with a same-night calibration, which then catches 74.5% of 5% drops where 12
-/// caught 52.1%); at spreads up to 2% the two plans differ by under half a block on average
-/// (benches/gate_crossover.rs, tables 4 and 7).
+/// that is more (`--blocks 12`, several pairs). With a start spread of 3% (a real
+/// llama-server here: 2.4-3.6%) 12 blocks passed an unchanged server 80.2% of the time once
+/// the pass side was split over the looks (issue 34), 16 blocks 95.8% (96.2% with a
+/// same-night calibration, which then catches 74.5% of 5% drops where 12 caught 52.1%); at
+/// spreads up to 2% the two plans differ by under half a block on average
+/// (benches/gate_crossover.rs, table 4).
 pub const DEFAULT_MOST_BLOCKS: u32 = 16;
 
 /// Blocks the looks after the first may add at least, without `--max-blocks`.
