@@ -25,6 +25,9 @@
 //! `GATE_CROSSOVER_OUT=benches/tables/gate_crossover` the rows are also written there as
 //! `table-14.md`, which tests/it/bench_tables.rs checks docs/gate-calibration.md against.
 
+#[path = "common/table_file.rs"]
+mod table_file;
+
 use std::time::Instant;
 
 use rand::distributions::Distribution;
@@ -33,6 +36,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use statrs::distribution::Normal;
 
+use table_file::TableFile;
 use throughline::gate::explain::{closed_levels, LevelBlocks};
 use throughline::stats::decision::Block;
 
@@ -231,7 +235,7 @@ fn main() {
         .or_else(|| std::env::var("EXPLAIN_BLOCKS_REPS").ok()?.parse().ok())
         .unwrap_or(2_000);
     let t0 = Instant::now();
-    let mut rows = vec![
+    let header = [
         "| blocks | levels | start spread | starts | slot effect | +10% ITL listed (old split) | \
          +10% ITL listed | its levels listed | A/A listed anything (old split) | A/A listed \
          anything | A/A beyond noise, floor aside |"
@@ -263,6 +267,10 @@ fn main() {
         }
     }
     println!("\n### {TABLE}. What explain lists in short jobs in blocks, {reps} jobs a cell\n");
+    let mut rows = TableFile::new(TABLE);
+    for line in header {
+        rows.line(line);
+    }
     let mut worst_aa: f64 = 0.0;
     for cell in &cells {
         let changed = run(cell, 1.10f64.ln(), reps);
@@ -286,19 +294,10 @@ fn main() {
             pc(aa.any[0], reps),
             pc(aa.noise, reps),
         );
-        println!("{row}");
-        rows.push(row);
+        rows.line(row);
     }
     eprintln!("table {TABLE} done in {:.0} s", t0.elapsed().as_secs_f64());
-    if let Ok(dir) = std::env::var("GATE_CROSSOVER_OUT") {
-        let path = std::path::Path::new(&dir).join(format!("table-{TABLE}.md"));
-        let mut text = rows.join("\n");
-        text.push('\n');
-        if let Err(e) = std::fs::write(&path, text) {
-            eprintln!("{}: {e}", path.display());
-            std::process::exit(2);
-        }
-    }
+    rows.write();
     // The family's promise, enforced: an unchanged job is beyond noise in any figure in at
     // most 5%, its floor aside (3 Monte Carlo standard errors of slack).
     let se = (0.05 * 0.95 / reps as f64).sqrt();

@@ -18,9 +18,15 @@
 //!
 //! Run: `cargo bench --bench gate_calibration` (20,000 replications per cell, under a minute on
 //! one core; the table in `docs/gate-calibration.md`) or `cargo bench --bench gate_calibration
-//! -- 4000` (or `GATE_CALIBRATION_REPS=4000`) for a quicker look. Prints Markdown tables; exits 1 when an acceptance bar is
+//! -- 4000` (or `GATE_CALIBRATION_REPS=4000`) for a quicker look. With
+//! `GATE_CROSSOVER_OUT=benches/tables/gate_crossover` the two tables are also written there as
+//! `table-relative.md` and `table-history.md` (tests/it/bench_tables.rs checks the docs against
+//! them). Prints Markdown tables; exits 1 when an acceptance bar is
 //! missed beyond Monte Carlo error (A/A above 1% by more than 3 standard errors in any cell,
 //! or relative 6 v 6 with sigma_b 8% catching a 6% drop less than 85% of the time).
+
+#[path = "common/table_file.rs"]
+mod table_file;
 
 use std::time::Instant;
 
@@ -30,6 +36,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use statrs::distribution::{ContinuousCDF, Normal};
 
+use table_file::TableFile;
 use throughline::stats::decision::{
     decide, history_level, relative_level, DecisionSettings, LevelOutcome, LevelTest,
 };
@@ -232,8 +239,9 @@ fn main() {
     let w = sw();
 
     println!("## relative mode ({reps} replications per cell); A/A = false REGRESSION; power = REGRESSION rate; inc = INCONCLUSIVE\n");
-    println!("| design | sigma_b | AR | A/A fail | A/A no-reg / inc | 6%: power (oracle) | 6%: inc | 10%: power (oracle) | 10%: inc | median MDD |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut rows = TableFile::new("relative");
+    rows.line("| design | sigma_b | AR | A/A fail | A/A no-reg / inc | 6%: power (oracle) | 6%: inc | 10%: power (oracle) | 10%: inc | median MDD |");
+    rows.line("|---|---|---|---|---|---|---|---|---|---|");
     let designs: [(&str, Option<usize>); 4] = [
         ("no restart, 6v6", None),
         ("restart 3 blocks x 2", Some(3)),
@@ -269,7 +277,7 @@ fn main() {
                     ));
                 }
                 let mdd = t[0].median_mdd();
-                println!(
+                rows.line(format!(
                     "| {name} | {:.0}% | {rho:.1} | {} | {} / {} | {} ({}) | {} | {} ({}) | {} | {} |",
                     sb * 100.0,
                     pc(aa),
@@ -282,17 +290,19 @@ fn main() {
                     pc(oracle(0.10, se_o)),
                     pc(t[2].share(t[2].inc)),
                     pc(mdd),
-                );
+                ));
             }
         }
     }
+    rows.write();
     eprintln!("relative done in {:.0} s", t0.elapsed().as_secs_f64());
 
     println!(
         "\n## history mode (5 trials per level in every session; {reps} replications per cell)\n"
     );
-    println!("| k | sigma_b | AR | A/A fail | A/A no-reg / inc | 6%: power (oracle) | 6%: inc | 10%: power (oracle) | 10%: inc | median MDD | mean est. sigma_b^2 / true |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut rows = TableFile::new("history");
+    rows.line("| k | sigma_b | AR | A/A fail | A/A no-reg / inc | 6%: power (oracle) | 6%: inc | 10%: power (oracle) | 10%: inc | median MDD | mean est. sigma_b^2 / true |");
+    rows.line("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut max_hist = 0.0_f64;
     for k in [1usize, 2, 4, 10] {
         for sb in SIGMA_B {
@@ -319,7 +329,7 @@ fn main() {
                     "–".into()
                 };
                 let mdd = t[0].median_mdd();
-                println!(
+                rows.line(format!(
                     "| {k} | {:.0}% | {rho:.1} | {} | {} / {} | {} ({}) | {} | {} ({}) | {} | {} | {est} |",
                     sb * 100.0,
                     pc(aa),
@@ -332,10 +342,12 @@ fn main() {
                     pc(oracle(0.10, se_o)),
                     pc(t[2].share(t[2].inc)),
                     pc(mdd),
-                );
+                ));
             }
         }
     }
+
+    rows.write();
 
     println!(
         "\nMax A/A false-failure rate: relative {}, history {} (Monte Carlo s.e. at 1%: {:.2} points).",

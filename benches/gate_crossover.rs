@@ -44,6 +44,9 @@
 //! tables; exits 1 when an A/A cell fails an unchanged server more than 1% of the time by more
 //! than 3 Monte Carlo standard errors; every other bar is reported, not enforced.
 
+#[path = "common/table_file.rs"]
+mod table_file;
+
 use std::time::Instant;
 
 use rand::distributions::Distribution;
@@ -52,6 +55,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use statrs::distribution::Normal;
 
+use table_file::TableFile;
 use throughline::stats::decision::{
     calibration_evidence, crossover_level_with, decide, outlier_mask_relative, pooled_evidence,
     Block, DecisionSettings, LevelOutcome, LevelTest, SlotCalibration, OUTLIER_Z,
@@ -546,36 +550,6 @@ impl Report {
     }
 }
 
-/// A table's Markdown rows, printed as they come and, where `GATE_CROSSOVER_OUT` names a
-/// folder, written there as `table-N.md` at the end: the files `docs/gate-calibration.md`'s
-/// tables and quoted figures are checked against (tests/it/bench_tables.rs).
-struct TableOut {
-    number: u32,
-    text: String,
-}
-
-impl TableOut {
-    fn new(number: u32) -> TableOut {
-        TableOut {
-            number,
-            text: String::new(),
-        }
-    }
-
-    fn line(&mut self, line: &str) {
-        println!("{line}");
-        self.text.push_str(line);
-        self.text.push('\n');
-    }
-
-    fn write(self) {
-        if let Ok(dir) = std::env::var("GATE_CROSSOVER_OUT") {
-            let path = std::path::Path::new(&dir).join(format!("table-{}.md", self.number));
-            std::fs::write(&path, &self.text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        }
-    }
-}
-
 fn yes(b: bool) -> &'static str {
     if b {
         "yes"
@@ -653,7 +627,7 @@ fn main() {
     println!(
         "### 1. Slot effect (A/A; sequential 4..8 blocks, AR 0.5, no tails, no latency gate)\n"
     );
-    let mut out = TableOut::new(1);
+    let mut out = TableFile::new(1);
     out.line(
         "| slot effect s | start spread | calibration | A/A fail | A/A pass | blocks mean / p95 |",
     );
@@ -715,7 +689,7 @@ fn main() {
 
     // Table 2: sequential vs fixed, start spread, AR, calibration.
     println!("\n### 2. Sequential (4..8 blocks) and fixed (4 blocks, one look) designs; s = +4%, no tails, no latency gate\n");
-    let mut out = TableOut::new(2);
+    let mut out = TableFile::new(2);
     out.line(header);
     for (first, max) in [(4, 8), (4, 4)] {
         for rho in [0.0, 0.5] {
@@ -743,7 +717,7 @@ fn main() {
 
     // Table 3: heavy tails and a latency gate.
     println!("\n### 3. Heavy tails (5% of trials 30% slower) and a latency gate; sequential 4..8, s = +4%, AR 0.5\n");
-    let mut out = TableOut::new(3);
+    let mut out = TableFile::new(3);
     out.line(header);
     for (tails, latency) in [(true, false), (false, true), (true, true)] {
         for calibrated in [false, true] {
@@ -765,7 +739,7 @@ fn main() {
 
     // Table 4: more blocks for a large start spread.
     println!("\n### 4. The most blocks (first look after 4; the shipped default is 16); s = +4%, AR 0.5, no tails, no latency gate\n");
-    let mut out = TableOut::new(4);
+    let mut out = TableFile::new(4);
     out.line("| max blocks | looks | start spread | calibration | A/A fail | A/A pass | 5% one | 5% all | blocks A/A mean / p95 | blocks 5% one mean / p95 |");
     out.line("|---|---|---|---|---|---|---|---|---|---|");
     for sigma_start in [0.0, 0.01, 0.02, 0.03] {
@@ -802,7 +776,7 @@ fn main() {
     let issue_cells = report.aa.len();
     println!("\n### 5. A first look after 1 or 2 blocks (`--blocks 1` / `--blocks 2`, at most 4 more); AR 0.5, no tails, no latency gate\n");
     println!("With one block the run has one orientation (the slot effect stays in unless a calibration takes it out); with two, both orientations but no degree of freedom for the start spread. Without a calibration the start spread is not covered (`starts_covered` false): the main test is not estimable, so only the 25% guard can fail a level and none can pass; it stays undecided and the plan adds blocks.\n");
-    let mut out = TableOut::new(5);
+    let mut out = TableFile::new(5);
     out.line("| first / max blocks | looks | slot effect s | start spread | calibration | A/A fail | A/A pass | 5% one | blocks A/A mean / p95 |");
     out.line("|---|---|---|---|---|---|---|---|---|");
     for first in [1, 2] {
@@ -845,7 +819,7 @@ fn main() {
     let mut ranked: Vec<&(Cell, String, Tally)> = report.aa[..issue_cells].iter().collect();
     ranked.sort_by(|a, b| b.2.fail().total_cmp(&a.2.fail()));
     println!("\n### 6. The four highest A/A cells of tables 1-4 again, {recheck_reps} fresh replications each\n");
-    let mut out = TableOut::new(6);
+    let mut out = TableFile::new(6);
     out.line(&format!(
         "| cell | A/A fail (tables) | A/A fail ({recheck_reps}) | Monte Carlo s.e. |"
     ));
@@ -875,7 +849,7 @@ fn main() {
 fn calibration_and_pass_side(report: &mut Report, base: &Cell) {
     println!("\n### 7. A calibration from a quieter night, and the pass side over the whole plan (sequential from 4 blocks, s = +4%, AR 0.5)\n");
     println!("PASS at 5% one = a level really 5% slower (the tolerance) passed: the pass side's job-level error, to be at most 5%.\n");
-    let mut out = TableOut::new(7);
+    let mut out = TableFile::new(7);
     out.line("| calibration start spread | run start spread | max blocks | A/A fail | A/A pass | PASS at 5% one | 5% one caught | 10% all caught | blocks A/A mean / p95 |");
     out.line("|---|---|---|---|---|---|---|---|---|");
     for (cal, run_start, max) in [
@@ -935,7 +909,7 @@ fn pairs_of_slots(report: &mut Report, base: &Cell) {
         "\n### 8. Several pairs of slots at once (sequential 4..12 blocks, AR 0.5, uncalibrated)\n"
     );
     println!("Slot effects per pair (slot 1 over slot 0). The one-pair rows are the reference.\n");
-    let mut out = TableOut::new(8);
+    let mut out = TableFile::new(8);
     out.line("| pairs | slot effects | start spread | A/A fail | A/A pass | 5% one caught | 10% all caught | blocks A/A mean / p95 |");
     out.line("|---|---|---|---|---|---|---|---|");
     const ONE: &[f64] = &[];
@@ -1033,7 +1007,7 @@ fn finish(report: &Report, rechecked: &[(String, Tally)]) {
 /// `docs/gate-calibration.md`'s table is checked against, tests/it/bench_tables.rs).
 fn short_runs_and_moved_slots(report: &mut Report, base: &Cell) {
     println!("\n### 9. A calibration checked before any use (issue 48): 1-2 blocks, a slot effect that moved, 4% start spreads (s = +4%, AR 0.5)\n");
-    let mut out = TableOut::new(9);
+    let mut out = TableFile::new(9);
     out.line("| first / max blocks | calibration start spread | run start spread | calibration's slot effect off by | A/A fail | A/A pass | 5% one caught | blocks A/A mean / p95 |");
     out.line("|---|---|---|---|---|---|---|---|");
     let mut cells: Vec<(usize, usize, Option<f64>, f64, f64)> = Vec::new();
@@ -1114,7 +1088,7 @@ fn short_runs_and_moved_slots(report: &mut Report, base: &Cell) {
 /// that failed there.
 fn reported_sizes(report: &mut Report, base: &Cell) {
     println!("\n### 10. The drop a job that stopped on a failed level reports (issue 48 item 7; sequential 4..12 blocks, s = +4%, AR 0.5, uncalibrated, the drop at level 1)\n");
-    let mut out = TableOut::new(10);
+    let mut out = TableFile::new(10);
     out.line("| start spread | true drop | caught | reported drop, mean | reported drop, median | mean over true |");
     out.line("|---|---|---|---|---|---|");
     for start in [0.01, 0.02, 0.03] {

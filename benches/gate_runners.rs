@@ -43,11 +43,15 @@
 //! Exits 1 when a grouped A/A cell (R1b: unchanged on average) fails more than 1% of the
 //! time by more than 3 Monte Carlo standard errors.
 
+#[path = "common/table_file.rs"]
+mod table_file;
+
 use rand::distributions::Distribution;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use statrs::distribution::Normal;
 
+use table_file::TableFile;
 use throughline::gate::BlockPlan;
 use throughline::stats::decision::{
     crossover_level, decide, grouped_level, Block, DecisionSettings, GroupedBlock, LevelOutcome,
@@ -393,35 +397,6 @@ fn job(
     unreachable!("the last wave returns")
 }
 
-/// A table's Markdown rows, printed as they come and, where `GATE_CROSSOVER_OUT` names a
-/// folder, written there as `table-NAME.md` (tests/it/bench_tables.rs checks the docs' copy).
-struct Rows {
-    name: &'static str,
-    text: String,
-}
-
-impl Rows {
-    fn new(name: &'static str) -> Rows {
-        Rows {
-            name,
-            text: String::new(),
-        }
-    }
-
-    fn line(&mut self, line: String) {
-        println!("{line}");
-        self.text.push_str(&line);
-        self.text.push('\n');
-    }
-
-    fn write(self) {
-        if let Ok(dir) = std::env::var("GATE_CROSSOVER_OUT") {
-            let path = std::path::Path::new(&dir).join(format!("table-{}.md", self.name));
-            std::fs::write(&path, &self.text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        }
-    }
-}
-
 #[derive(Default)]
 struct Tally {
     reps: usize,
@@ -520,9 +495,9 @@ fn reading_name(reading: Reading) -> &'static str {
 /// Table R1: pools whose runners see the same change. Returns the worst grouped A/A
 /// false-failure rate among the cells the workflow runs, and where.
 fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
-    let mut rows = Rows::new("R1");
-    rows.line("| runners x pairs | slot effects | start spread | reading | A/A fail | A/A pass | 5% one caught | blocks A/A mean |".into());
-    rows.line("|---|---|---|---|---|---|---|---|".into());
+    let mut rows = TableFile::new("R1");
+    rows.line("| runners x pairs | slot effects | start spread | reading | A/A fail | A/A pass | 5% one caught | blocks A/A mean |");
+    rows.line("|---|---|---|---|---|---|---|---|");
     let mut worst = (0.0, String::new());
     let mut gaps = Vec::new();
     // (runners, pairs per runner, slot effects, one runner's first look).
@@ -602,9 +577,9 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
 /// grouped and with one slot effect; slot effects differ by runner and pair. Returns the
 /// worst grouped false-failure rate of its unchanged-on-average cells.
 fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
-    let mut rows = Rows::new("R1b");
-    rows.line("| runners x pairs | the head's gap by runner | start spread | reading | REGRESSION | PASS | PASS ruling out a runner's own drop | blocks mean |".into());
-    rows.line("|---|---|---|---|---|---|---|---|".into());
+    let mut rows = TableFile::new("R1b");
+    rows.line("| runners x pairs | the head's gap by runner | start spread | reading | REGRESSION | PASS | PASS ruling out a runner's own drop | blocks mean |");
+    rows.line("|---|---|---|---|---|---|---|---|");
     let mut worst = (0.0, String::new());
     let cells = [
         (2, 1, Gaps::Spread(0.03)),
@@ -657,9 +632,9 @@ fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
 /// every level) or differs by level; unchanged and a 5% drop at level 1. Returns the worst
 /// A/A false-failure rate.
 fn table_r1c(reps: usize) -> (f64, String) {
-    let mut rows = Rows::new("R1c");
-    rows.line("| runners x pairs | levels | start spread | A/A fail | A/A pass | 5% one caught | blocks A/A mean |".into());
-    rows.line("|---|---|---|---|---|---|---|".into());
+    let mut rows = TableFile::new("R1c");
+    rows.line("| runners x pairs | levels | start spread | A/A fail | A/A pass | 5% one caught | blocks A/A mean |");
+    rows.line("|---|---|---|---|---|---|---|");
     let mut worst = (0.0, String::new());
     let shapes = [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2)];
     let kinds = [
