@@ -642,7 +642,7 @@ fn main() {
                     ..base
                 };
                 let t = report.cell(&cell, &[0]);
-                out.line(&format!(
+                out.line(format!(
                     "| {} | {} | {} | {} | {} | {:.2} / {} |",
                     pct(slot),
                     pct(sigma_start),
@@ -707,7 +707,7 @@ fn main() {
                         ..base
                     };
                     let t = report.cell(&cell, &all);
-                    out.line(&row(&cell, &t));
+                    out.line(row(&cell, &t));
                 }
             }
         }
@@ -730,7 +730,7 @@ fn main() {
                     ..base
                 };
                 let t = report.cell(&cell, &all);
-                out.line(&row(&cell, &t));
+                out.line(row(&cell, &t));
             }
         }
     }
@@ -752,7 +752,7 @@ fn main() {
                     ..base
                 };
                 let t = report.cell(&cell, &[0, 2, 5]);
-                out.line(&format!(
+                out.line(format!(
                     "| {max} | {} | {} | {} | {} | {} | {} | {} | {:.2} / {} | {:.2} / {} |",
                     cell.looks(),
                     pct(sigma_start),
@@ -792,7 +792,7 @@ fn main() {
                         ..base
                     };
                     let t = report.cell(&cell, &[0, 2]);
-                    out.line(&format!(
+                    out.line(format!(
                         "| {first} / {} | {} | {} | {} | {} | {} | {} | {} | {:.2} / {} |",
                         cell.max,
                         cell.looks(),
@@ -820,14 +820,14 @@ fn main() {
     ranked.sort_by(|a, b| b.2.fail().total_cmp(&a.2.fail()));
     println!("\n### 6. The four highest A/A cells of tables 1-4 again, {recheck_reps} fresh replications each\n");
     let mut out = TableFile::new(6);
-    out.line(&format!(
+    out.line(format!(
         "| cell | A/A fail (tables) | A/A fail ({recheck_reps}) | Monte Carlo s.e. |"
     ));
     out.line("|---|---|---|---|");
     let mut rechecked: Vec<(String, Tally)> = Vec::new();
     for (cell, label, t) in ranked.into_iter().take(4) {
         let again = run(cell, &CHANGES[0], recheck_reps, 0x5EED);
-        out.line(&format!(
+        out.line(format!(
             "| {label} | {} | {} | {:.2} points |",
             pc(t.fail()),
             pc(again.fail()),
@@ -883,7 +883,7 @@ fn calibration_and_pass_side(report: &mut Report, base: &Cell) {
             ..*base
         };
         let t = report.cell(&cell, &[0, 2, 6]);
-        out.line(&format!(
+        out.line(format!(
             "| {} | {} | {max} | {} | {} | {} | {} | {} | {:.2} / {} |",
             cal.map_or("none".to_string(), pct),
             pct(run_start),
@@ -930,7 +930,7 @@ fn pairs_of_slots(report: &mut Report, base: &Cell) {
                 ..*base
             };
             let t = report.cell(&cell, &[0, 2, 6]);
-            out.line(&format!(
+            out.line(format!(
                 "| {} | {label} | {} | {} | {} | {} | {} | {:.2} / {} |",
                 pairs.len().max(1),
                 pct(start),
@@ -1061,7 +1061,7 @@ fn short_runs_and_moved_slots(report: &mut Report, base: &Cell) {
             ..*base
         };
         let t = report.cell(&cell, &[0, 2]);
-        out.line(&format!(
+        out.line(format!(
             "| {first} / {max} | {}{} | {} | {} | {} | {} | {} | {:.2} / {} |",
             cal.map_or("none".to_string(), pct),
             if cell.cal_one_level {
@@ -1106,7 +1106,7 @@ fn reported_sizes(report: &mut Report, base: &Cell) {
                 0 => (f64::NAN, f64::NAN),
                 n => (r.iter().sum::<f64>() / n as f64, r[n / 2]),
             };
-            out.line(&format!(
+            out.line(format!(
                 "| {} | {} | {} | {:.1}% | {:.1}% | {:.2} |",
                 pct(start),
                 pct(drop),
