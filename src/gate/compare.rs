@@ -219,9 +219,9 @@ fn relative(
 /// root of the looks: the looks see the same blocks plus a few, so they are strongly
 /// correlated and a full Bonferroni split is needlessly strict (it dropped the A/A pass rate
 /// at a 3% start spread from 93% to 57%); measured over whole plans (benches/gate_crossover.rs
-/// table 7, 2,000 jobs a cell), a level really `tolerance` slower then passes at most 7.0%
-/// of the time over plans of 8-16 blocks (5.1-6.3% at the default 12 with start spreads of
-/// 2-3%), which the verdict states.
+/// table 7, 2,000 jobs a cell), a level really `tolerance` slower then passes at most 6.6%
+/// of the time over plans of 8-16 blocks (4.2-6.6% at the default 16 with start spreads of
+/// 2-3%), which the verdict states as "at most about 7%".
 pub fn per_look(settings: &GateSettings, looks: u32) -> GateSettings {
     let looks = f64::from(looks.max(1));
     GateSettings {
