@@ -71,7 +71,7 @@ recipe() { # NAME SLOTS (the recipe's `slots:` input)
     INPUT_BASELINE=baselines/qwen27b.toml INPUT_BASELINE_REF=main \
     INPUT_SERVER_COMMAND="$sim_cmd --slowdown $SLOW --port {port}" \
     INPUT_BASE_SERVER_COMMAND="$sim_cmd --port {port}" \
-    INPUT_SLOTS="$2" INPUT_ARGS='--blocks 4 --max-blocks 12 --max-duration 150m --server-timeout 20m' \
+    INPUT_SLOTS="$2" INPUT_ARGS='--blocks 4 --max-blocks 16 --max-duration 150m --server-timeout 20m' \
     INPUT_OUT="$out/throughline-results" INPUT_ALLOW_SLOWDOWN=false \
         bash "$ROOT/scripts/action.sh" run > "$out/console.txt" 2>&1
     rc=$?
