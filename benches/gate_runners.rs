@@ -106,6 +106,22 @@ struct Cell {
     levels: Levels,
 }
 
+impl Cell {
+    /// `runners` x `pairs` at `start`: the default plan, slot effects of mixed sign, the
+    /// same gap everywhere, levels alike; the tables change what they study.
+    fn new(runners: usize, pairs: usize, start: f64) -> Cell {
+        Cell {
+            runners,
+            pairs,
+            first: None,
+            start,
+            slots: Slots::Mixed,
+            gaps: Gaps::Same,
+            levels: Levels::Alike,
+        }
+    }
+}
+
 /// How the levels' noise relates (table R1c): real levels share a server's start (a slow
 /// start is slow at every level) and differ in their noise (C = 1 is not C = 64).
 #[derive(Clone, Copy, PartialEq)]
@@ -522,13 +538,9 @@ fn table_r1(reps: usize, grouped_only: bool) -> (f64, String) {
     for start in [0.01, 0.02] {
         for &(runners, pairs, slots, first) in &cells {
             let cell = Cell {
-                runners,
-                pairs,
                 first,
-                start,
                 slots,
-                gaps: Gaps::Same,
-                levels: Levels::Alike,
+                ..Cell::new(runners, pairs, start)
             };
             let mut caught = [f64::NAN; 3];
             for reading in readings(grouped_only) {
@@ -593,13 +605,8 @@ fn table_r1b(reps: usize, grouped_only: bool) -> (f64, String) {
     for start in [0.01, 0.02] {
         for &(runners, pairs, gaps) in &cells {
             let cell = Cell {
-                runners,
-                pairs,
-                first: None,
-                start,
-                slots: Slots::Mixed,
                 gaps,
-                levels: Levels::Alike,
+                ..Cell::new(runners, pairs, start)
             };
             let readings = readings(grouped_only).into_iter();
             for reading in readings.filter(|&r| r != Reading::OneRunner) {
@@ -647,13 +654,8 @@ fn table_r1c(reps: usize) -> (f64, String) {
         for &(runners, pairs) in &shapes {
             for &levels in &kinds {
                 let cell = Cell {
-                    runners,
-                    pairs,
-                    first: None,
-                    start,
-                    slots: Slots::Mixed,
-                    gaps: Gaps::Same,
                     levels,
+                    ..Cell::new(runners, pairs, start)
                 };
                 let aa = run(&cell, 0.0, Reading::Grouped, reps);
                 let five = run(&cell, 0.05, Reading::Grouped, reps);
