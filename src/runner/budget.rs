@@ -127,7 +127,8 @@ fn fitting(ask: &BudgetAsk, plan: &crate::gate::BlockPlan) -> Option<Sized> {
     let rounds = |blocks: u32| rounds_for(ask, blocks);
     let first = plan.first;
     (0..plan.looks()).rev().find_map(|later| {
-        let max = first + plan.step * later;
+        // The last look may run less than a step: never past the plan's most blocks.
+        let max = (first + plan.step * later).min(plan.max);
         // Each later look runs its step in its own round(s).
         let rounds_max = rounds(first) + later * rounds(plan.step);
         let window = longest_window(ask, ask.budget / rounds_max)?;
@@ -261,6 +262,9 @@ mod tests {
             (s.first, s.max, s.rounds_max, s.one_way_pairs),
             (4, 4, 1, true)
         );
+        // 3 pairs: rounds of 3 from 6, the last look cut at the default plan's 16.
+        let s = size(&ask(600, 3)).unwrap();
+        assert_eq!((s.first, s.max, s.rounds_max), (6, 16, 6));
         // More pairs, same budget: at least as many blocks.
         assert!(size(&ask(90, 4)).unwrap().max >= size(&ask(90, 1)).unwrap().max);
     }
