@@ -1,6 +1,7 @@
 //! The line a verdict over several runners and pairs adds beside its slot effects: each
 //! (runner, pair)'s own slot effect, and whether the runners' gaps agreed and were pooled or
-//! the pass bound was judged on their spread (stats::decision::groups).
+//! the pass bound was judged on their spread, or (pairs of one node) the node's average
+//! judged both sides (stats::decision::groups).
 
 use crate::stats::decision::CrossoverInfo;
 
@@ -36,18 +37,76 @@ pub fn groups_line(blocks: &[(u32, &CrossoverInfo)]) -> Option<String> {
                     g.set_aside
                 ));
             }
-            said.push_str(&match (g.between_judged, g.agreement_p) {
-                (true, Some(p)) => format!(
-                    "; the groups' gaps differ (p {p:.3}): the pass bound judged on their spread{}",
-                    g.between_spread
-                        .map(|s| format!(" ({:.1}% beyond the blocks')", 100.0 * s))
-                        .unwrap_or_default()
+            let beyond = (g.between_spread)
+                .map(|s| format!(" ({:.1}% beyond the blocks')", 100.0 * s))
+                .unwrap_or_default();
+            said.push_str(&match (g.between_judged, g.node_average, g.agreement_p) {
+                (true, _, Some(p)) => format!(
+                    "; the groups' gaps differ (p {p:.3}): the pass bound judged on their \
+                     spread{beyond}"
                 ),
-                (false, Some(p)) => format!("; the groups' gaps agree (p {p:.2}): pooled"),
-                (_, None) => "; the groups' spread is the blocks' only measure".into(),
+                (false, true, Some(p)) => format!(
+                    "; the pairs' gaps differ (p {p:.3}){beyond}: pairs of one node, so both \
+                     sides judge the node's average on the spread within pairs"
+                ),
+                (false, false, Some(p)) => format!("; the groups' gaps agree (p {p:.2}): pooled"),
+                (_, _, None) => "; the groups' spread is the blocks' only measure".into(),
             });
             Some(said)
         })
         .collect();
     (!levels.is_empty()).then(|| format!("per runner and pair: {}", levels.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::decision::{grouped_level, Block, GroupedBlock};
+
+    /// Four blocks on each of two groups, two each way round, the head `gaps[g]` (ln) off the
+    /// base on group g; `pairs`: the groups are pairs of runner 0, else runners of one pair.
+    fn info(pairs: bool, gaps: [f64; 2]) -> CrossoverInfo {
+        let noise = [-0.006, 0.004, -0.002, 0.006];
+        let wobble = [0.003, -0.002, -0.003, 0.002];
+        let blocks: Vec<GroupedBlock> = (0..8)
+            .map(|i| {
+                let g = i / 4;
+                let head_slot = (i % 2) as u32;
+                let o = if head_slot == 1 { 0.5 } else { -0.5 };
+                let arm = |c: f64| noise.iter().map(|n| c + n).collect::<Vec<f64>>();
+                GroupedBlock {
+                    block: Block {
+                        base: arm(5.0 - o * 0.02),
+                        head: arm(5.0 + o * 0.02 + gaps[g] + wobble[i % 4]),
+                        head_slot,
+                    },
+                    runner: if pairs { 0 } else { g as u32 },
+                    pair: if pairs { g as u32 } else { 0 },
+                }
+            })
+            .collect();
+        grouped_level(&blocks, None, 0.25).crossover.unwrap()
+    }
+
+    #[test]
+    fn the_line_says_which_reading_judged_the_pass_bound() {
+        let apart = [0.03, -0.03];
+        let node = info(true, apart);
+        let said = groups_line(&[(1, &node)]).unwrap();
+        assert!(said.contains("runner 0 pair 1"), "{said}");
+        assert!(
+            said.contains("pairs of one node, so both sides judge the node's average"),
+            "{said}"
+        );
+        let runners = info(false, apart);
+        let said = groups_line(&[(1, &runners)]).unwrap();
+        assert!(said.contains("runner 1 pair 0"), "{said}");
+        assert!(
+            said.contains("the pass bound judged on their spread"),
+            "{said}"
+        );
+        let alike = info(true, [0.0, 0.0]);
+        let said = groups_line(&[(1, &alike)]).unwrap();
+        assert!(said.contains("gaps agree"), "{said}");
+    }
 }

@@ -138,6 +138,39 @@ fn gaps_that_differ_widen_the_pass_bound_not_the_fail_test() {
 }
 
 #[test]
+fn pairs_of_one_node_whose_gaps_differ_are_judged_on_the_nodes_average() {
+    // The previous test's blocks on two pairs of one runner: the head 3% faster on one pair
+    // and 3% slower on the other, the node's sum unchanged. The gaps test apart as before,
+    // but both sides judge the node's average on the spread within pairs: a pass.
+    let slots = [(0, 0, 0.02), (0, 1, -0.01)];
+    let settings = DecisionSettings::default();
+    let mut levels = [grouped_level(
+        &design(&slots, 0.0, &[0.03, -0.03]),
+        None,
+        0.25,
+    )];
+    let groups = (levels[0].crossover.as_ref().unwrap().groups.clone()).unwrap();
+    assert!(
+        groups.agreement_p.unwrap() < GROUPS_AGREEMENT_P,
+        "{groups:?}"
+    );
+    assert!(groups.node_average && !groups.between_judged, "{groups:?}");
+    assert_eq!((levels[0].pass_se, levels[0].pass_df), (None, None));
+    assert_eq!(decide(&mut levels, &settings), LevelOutcome::NoRegression);
+    // A 6% drop on both pairs with the same split is caught, on the same reading.
+    let mut levels = [grouped_level(
+        &design(&slots, -0.06, &[0.03, -0.03]),
+        None,
+        0.25,
+    )];
+    assert_eq!(decide(&mut levels, &settings), LevelOutcome::Regression);
+    // Where the pairs' gaps agree nothing changes: pooled as before.
+    let alike = grouped_level(&design(&slots, 0.0, &[]), None, 0.25);
+    let groups = alike.crossover.as_ref().unwrap().groups.clone().unwrap();
+    assert!(!groups.node_average && !groups.between_judged, "{groups:?}");
+}
+
+#[test]
 fn one_block_per_pair_is_read_with_one_slot_effect() {
     // A first look of one block per pair: no pair can tell its slot effect from the change,
     // so the blocks are read as one crossover, exactly as crossover_level reads them.
