@@ -262,16 +262,7 @@ pub fn grouped_level_with(
     }
     let within_var = (df_w > 0.0).then(|| (ss_w / df_w).max(floor));
     let info = GroupsInfo {
-        slots: (groups.iter())
-            .filter(|g| g.members.len() == 1)
-            .map(|g| GroupSlot {
-                runner: g.est.key.0,
-                pair: g.est.key.1,
-                blocks: g.est.blocks,
-                slot_effect: g.est.slot,
-                gap: g.est.gap,
-            })
-            .collect(),
+        slots: own_slots(&groups),
         shared_slot_blocks: shared,
         set_aside,
         slots_pooled,
@@ -387,6 +378,20 @@ fn form_groups(kept: &[Kept]) -> (Vec<Formed>, usize, usize) {
         None => members.len(),
     };
     (formed, shared, set_aside)
+}
+
+/// The slot effects of the groups that are one (runner, pair) each.
+fn own_slots(groups: &[Formed]) -> Vec<GroupSlot> {
+    (groups.iter())
+        .filter(|g| g.members.len() == 1)
+        .map(|g| GroupSlot {
+            runner: g.est.key.0,
+            pair: g.est.key.1,
+            blocks: g.est.blocks,
+            slot_effect: g.est.slot,
+            gap: g.est.gap,
+        })
+        .collect()
 }
 
 /// Whether every group's blocks ran on one runner (its pairs).
