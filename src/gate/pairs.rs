@@ -124,17 +124,24 @@ mod tests {
     /// A run of 8 blocks on 4 pairs, two each way round per pair, whose head/base gap is
     /// `gaps[pair]` (ln) with a small wobble by block, and a common slot effect of 4%.
     fn run(gaps: [f64; 4]) -> RunResult {
+        run_on(&gaps, 2)
+    }
+
+    /// As [`run`], on `gaps.len()` pairs with `rounds` blocks each (a round is one block on
+    /// every pair, each pair the other way round from the last).
+    fn run_on(gaps: &[f64], rounds: u32) -> RunResult {
         let mut head = fake::run(&[(1, &[])]);
         let mut base = fake::run(&[(1, &[])]);
         let mut blocks = Vec::new();
-        for n in 1..=8u32 {
-            let pair = (n - 1) % 4;
-            let head_slot = ((n - 1) / 4 + pair) % 2;
+        let pairs = gaps.len() as u32;
+        for n in 1..=pairs * rounds {
+            let pair = (n - 1) % pairs;
+            let head_slot = ((n - 1) / pairs + pair) % 2;
             let o = if head_slot == 1 { 1.0 } else { -1.0 };
             let wobble = [
                 0.002, -0.001, 0.0015, -0.002, 0.001, -0.0015, 0.0005, -0.0005,
             ];
-            let d = gaps[pair as usize] + o * 0.02 + wobble[n as usize - 1];
+            let d = gaps[pair as usize] + o * 0.02 + wobble[(n as usize - 1) % 8];
             let mut h = fake::trial(n, 1000.0 * d.exp());
             (h.block, h.slot) = (Some(n), Some(head_slot));
             head.levels[0].trials.push(h);
@@ -166,7 +173,7 @@ mod tests {
             head_command: String::new(),
             base_command: None,
             slots: vec!["0".into(), "1".into()],
-            pairs: (0..4)
+            pairs: (0..pairs)
                 .map(|p| vec![format!("{}", 2 * p), format!("{}", 2 * p + 1)])
                 .collect(),
             blocks,
@@ -189,5 +196,28 @@ mod tests {
         let mut one = run([-0.04, 0.0, 0.0, 0.0]);
         one.servers.as_mut().unwrap().pairs.truncate(1);
         assert!(disagreeing(&one).is_empty());
+    }
+
+    #[test]
+    fn a_nodes_pairs_pass_on_its_average_and_the_pair_that_differs_is_named() {
+        // Two pairs of one node, 4 blocks each: the head 3% faster on pair 0 and 3% slower on
+        // pair 1, the node unchanged on average. The gaps test apart; the gate judges the
+        // node's average (a pass), and the verdict still names pair 1's drop.
+        let node = run_on(&[0.03, -0.03], 4);
+        let settings = crate::profile::GateSettings::default();
+        let v = crate::gate::compare::evaluate_relative(&node, &settings).unwrap();
+        assert_eq!(v.outcome, crate::gate::verdict::Outcome::Pass, "{v:?}");
+        let groups = (v.levels[0].test.as_ref())
+            .and_then(|t| t.crossover.as_ref())
+            .and_then(|x| x.groups.as_ref())
+            .unwrap();
+        assert!(groups.node_average, "{groups:?}");
+        // With two pairs each differs from the other: both are named, pair 1 with its drop.
+        let said = disagreeing(&node);
+        assert!(
+            (said.iter())
+                .any(|l| l.starts_with("pairs: pair 1 (2;3): its blocks' head/base gap -3.1%")),
+            "{said:?}"
+        );
     }
 }
