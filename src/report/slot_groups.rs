@@ -3,7 +3,7 @@
 //! the pass bound was judged on their spread, or (pairs of one node) the node's average
 //! judged both sides (stats::decision::groups).
 
-use crate::stats::decision::CrossoverInfo;
+use crate::stats::decision::{CrossoverInfo, GroupSlot};
 
 /// "per runner and pair: C=1: runner 0 pair 0 +5.1%, runner 1 pair 0 -4.9%; gaps agree (p
 /// 0.62), pooled; ..." where a level was read by groups; None where none was.
@@ -47,7 +47,9 @@ pub fn groups_line(blocks: &[(u32, &CrossoverInfo)]) -> Option<String> {
                 ),
                 (false, true, Some(p)) => format!(
                     "; the pairs' gaps differ (p {p:.3}){beyond}: pairs of one node, so both \
-                     sides judge the node's average on the spread within pairs"
+                     sides judge the node's average on the spread within pairs (head/base by \
+                     pair: {}; a PASS speaks for the node's average, not for each pair)",
+                    pair_gaps(&g.slots)
                 ),
                 (false, false, Some(p)) => format!("; the groups' gaps agree (p {p:.2}): pooled"),
                 (_, _, None) => "; the groups' spread is the blocks' only measure".into(),
@@ -56,6 +58,14 @@ pub fn groups_line(blocks: &[(u32, &CrossoverInfo)]) -> Option<String> {
         })
         .collect();
     (!levels.is_empty()).then(|| format!("per runner and pair: {}", levels.join("; ")))
+}
+
+/// "pair 0 +3.2%, pair 1 -3.1%": each pair's own head/base gap, its slot effect taken out.
+fn pair_gaps(slots: &[GroupSlot]) -> String {
+    (slots.iter())
+        .map(|s| format!("pair {} {:+.1}%", s.pair, 100.0 * s.gap.exp_m1()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -96,6 +106,11 @@ mod tests {
         assert!(said.contains("runner 0 pair 1"), "{said}");
         assert!(
             said.contains("pairs of one node, so both sides judge the node's average"),
+            "{said}"
+        );
+        // Each pair's own gap is said: the pass does not hide the pair that is slower.
+        assert!(
+            said.contains("head/base by pair: pair 0 +3.0%, pair 1 -3.0%"),
             "{said}"
         );
         let runners = info(false, apart);

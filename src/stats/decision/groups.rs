@@ -244,7 +244,7 @@ pub fn grouped_level_with(
     }
     let agreement_p = (df_w > 0.0).then(|| f_sf(q / df_b / (ss_w / df_w).max(floor), df_b, df_w));
     let gaps_differ = agreement_p.is_some_and(|p| p < GROUPS_AGREEMENT_P);
-    let node_average = gaps_differ && one_runner(&groups);
+    let node_average = gaps_differ && one_runner(blocks);
     let between_judged = gaps_differ && !node_average;
     // Fail side: the pool's own average; gaps that differ are no noise of it (see the module
     // doc). Pass side: where the gaps differ beyond chance, their spread with G - 1 df, but
@@ -394,11 +394,11 @@ fn own_slots(groups: &[Formed]) -> Vec<GroupSlot> {
         .collect()
 }
 
-/// Whether every group's blocks ran on one runner (its pairs).
-fn one_runner(groups: &[Formed]) -> bool {
-    let mut runners = groups.iter().flat_map(|g| &g.members).map(|m| m.0);
-    let first = runners.next();
-    runners.all(|r| Some(r) == first)
+/// Whether every block of the level ran on one runner (its pairs): all of them, not only
+/// those the groups kept, so that a merge whose other runners' blocks were trimmed or set
+/// aside at a level is never read as one node.
+fn one_runner(blocks: &[GroupedBlock]) -> bool {
+    blocks.windows(2).all(|w| w[0].runner == w[1].runner)
 }
 
 /// The groups' weighted sum of squares of `of` about `mean` (weights 1 / factor).

@@ -171,6 +171,34 @@ fn pairs_of_one_node_whose_gaps_differ_are_judged_on_the_nodes_average() {
 }
 
 #[test]
+fn one_node_is_every_block_on_one_runner_not_only_the_groups_kept() {
+    let slots = [(0, 0, 0.02), (0, 1, -0.01)];
+    let apart = design(&slots, 0.0, &[0.03, -0.03]);
+    // Two more pairs of the same runner with one block each, read together with one slot
+    // effect (a group keyed (0, MAX)): still one node.
+    let mut shared = apart.clone();
+    shared.push(block(0, 2, 1, 0.01, 0.0, 0.002));
+    shared.push(block(0, 3, 0, 0.04, 0.0, -0.002));
+    let lv = grouped_level(&shared, None, 0.25);
+    let groups = lv.crossover.as_ref().unwrap().groups.clone().unwrap();
+    assert_eq!(groups.shared_slot_blocks, 2, "{groups:?}");
+    assert!(
+        groups.agreement_p.unwrap() < GROUPS_AGREEMENT_P,
+        "{groups:?}"
+    );
+    assert!(groups.node_average && !groups.between_judged, "{groups:?}");
+    // A merge whose second runner's one block is set aside at this level: the groups kept
+    // are runner 0's pairs, but the pool is two runners and keeps their rule.
+    let mut merged = apart;
+    merged.push(block(1, 0, 1, 0.01, 0.0, 0.0));
+    let lv = grouped_level(&merged, None, 0.25);
+    let groups = lv.crossover.as_ref().unwrap().groups.clone().unwrap();
+    assert_eq!(groups.set_aside, 1, "{groups:?}");
+    assert!(!groups.node_average && groups.between_judged, "{groups:?}");
+    assert_eq!(lv.pass_df, Some(1.0));
+}
+
+#[test]
 fn one_block_per_pair_is_read_with_one_slot_effect() {
     // A first look of one block per pair: no pair can tell its slot effect from the change,
     // so the blocks are read as one crossover, exactly as crossover_level reads them.
