@@ -1,6 +1,6 @@
 //! Verdicts of relative runs in blocks (issue 26; the starts, stops and signals of such runs
-//! are in tests/it/crossover_cli.rs): a slower head fails, and an A/A calibration lets one
-//! block decide.
+//! are in tests/it/crossover_cli.rs): a slower head fails, and an A/A calibration is used
+//! only where the run's own blocks can check it (two or more, one each way round; issue 48).
 
 use std::path::Path;
 
