@@ -1,9 +1,13 @@
 //! What changed besides tok/s in a short run in blocks (issue 48 item 5): 4 blocks of a
-//! 5-level profile, the head's every decode step 6% slower (beyond explain's 5% floor), slot
+//! 5-level profile, the head's every decode step 8% slower (beyond explain's 5% floor), slot
 //! 1 4% faster. Split over every figure and level (34 tests of 2 df each) explain listed
-//! nothing (5 of 5 runs of the old binary); averaged over the levels, paired by slot
-//! orientation, the slower decode is listed (TPOT mean +6% "averaged" over C=1-6), and the
-//! family is said to be the figures with each one's levels read together.
+//! nothing (5 of 5 runs of the old binary at 6%); averaged over the levels, paired by slot
+//! orientation, the slower decode is listed (TPOT mean up about as much, "averaged" over
+//! C=1-6), and the family is said to be the figures with each one's levels read together.
+//!
+//! 8%, and the machine to itself: at 6% beside another timed test it was listed in most runs
+//! but not all (CI once read trials' sd within 0.8-3.8% and nothing listed), a chance no test
+//! may rest on; table 14 (benches/explain_blocks.rs) gives the rates.
 
 use crate::common::*;
 use crate::crossover_cli::bench_blocks;
@@ -26,7 +30,7 @@ fn server(slowdown: f64) -> String {
 
 #[test]
 fn four_blocks_of_five_levels_list_a_slower_decode() {
-    let _alone = timing_lock();
+    let _alone = timing_lock_alone();
     let dir = tempfile::tempdir().unwrap();
     let p = write_profile(
         dir.path(),
@@ -38,7 +42,7 @@ fn four_blocks_of_five_levels_list_a_slower_decode() {
     let o = bench_blocks(
         &p,
         &out,
-        &server(1.06),
+        &server(1.08),
         &server(1.0),
         &["--blocks", "4", "--max-blocks", "4"],
     );
@@ -60,7 +64,7 @@ fn four_blocks_of_five_levels_list_a_slower_decode() {
         .collect();
     assert!(
         moved.iter().any(|f| ["itl_p50", "tpot_mean"].contains(f)),
-        "a 6% slower decode not listed: {moved:?}\n{console}"
+        "an 8% slower decode not listed: {moved:?}\n{console}"
     );
     assert!(console.contains("each decode step is slower"), "{console}");
     assert!(
