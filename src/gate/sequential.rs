@@ -22,6 +22,15 @@ pub const DEFAULT_MOST_BLOCKS: u32 = 16;
 /// Blocks the looks after the first may add at least, without `--max-blocks`.
 const MORE_BLOCKS: u32 = 8;
 
+/// The most blocks of a relative run whose first look is `first` blocks, without
+/// `--max-blocks`: [`DEFAULT_MOST_BLOCKS`], or `first` + [`MORE_BLOCKS`] where that is more,
+/// never past [`MAX_BLOCKS`].
+fn default_most(first: u32) -> u32 {
+    first
+        .saturating_add(MORE_BLOCKS)
+        .clamp(DEFAULT_MOST_BLOCKS, MAX_BLOCKS)
+}
+
 /// The block plan a run follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockPlan {
@@ -46,11 +55,7 @@ impl BlockPlan {
         if first == 0 || first > MAX_BLOCKS {
             bail!("--blocks: {first} is outside 1..={MAX_BLOCKS}");
         }
-        let max = max.unwrap_or(if relative {
-            (first + MORE_BLOCKS).clamp(DEFAULT_MOST_BLOCKS, MAX_BLOCKS)
-        } else {
-            first
-        });
+        let max = max.unwrap_or(if relative { default_most(first) } else { first });
         if max < first || max > MAX_BLOCKS {
             bail!("--max-blocks: {max} is outside {first}..={MAX_BLOCKS} (at least --blocks)");
         }
@@ -85,11 +90,7 @@ impl BlockPlan {
         }
         let both_ways = pairs.saturating_mul(2).min(MAX_BLOCKS);
         let wanted = one.first.max(both_ways);
-        let max = max.unwrap_or(
-            wanted
-                .saturating_add(MORE_BLOCKS)
-                .clamp(DEFAULT_MOST_BLOCKS, MAX_BLOCKS),
-        );
+        let max = max.unwrap_or(default_most(wanted));
         Ok(BlockPlan {
             first: wanted.min(max),
             max,

@@ -341,21 +341,14 @@ fn another_runners_rows_are_not_used(baseline: &Path, two: &Path) {
 /// `name`.
 fn edited(results: &Path, name: &str, f: impl Fn(u64, &str, f64) -> f64) -> std::path::PathBuf {
     let mut run = read_json(results);
-    for (arm, levels) in [("head", "levels"), ("base", "base")] {
-        let levels = match arm {
-            "head" => &mut run[levels],
-            _ => &mut run[levels]["levels"],
-        };
-        for level in levels.as_array_mut().unwrap() {
-            let trials = level["trials"].as_array_mut().unwrap();
-            for t in trials.iter_mut() {
-                let block = t["block"].as_u64().unwrap();
-                let tok = f(block, arm, t["output_tok_per_s"].as_f64().unwrap());
-                t["output_tok_per_s"] = serde_json::json!(tok);
-            }
-            trials.retain(|t| t["output_tok_per_s"].is_number());
+    for_each_levels_trials(&mut run, |arm, trials| {
+        for t in trials.iter_mut() {
+            let block = t["block"].as_u64().unwrap();
+            let tok = f(block, arm, t["output_tok_per_s"].as_f64().unwrap());
+            t["output_tok_per_s"] = serde_json::json!(tok);
         }
-    }
+        trials.retain(|t| t["output_tok_per_s"].is_number());
+    });
     // A block whose every trial was dropped is left out of the record too, as a run leaves
     // out a block that failed: the file still holds what its plan measured.
     let kept: Vec<u64> = (run["levels"].as_array().unwrap().iter())
@@ -369,36 +362,46 @@ fn edited(results: &Path, name: &str, f: impl Fn(u64, &str, f64) -> f64) -> std:
     path
 }
 
+/// `f(arm, trials)` for each level of each arm of `run` ("head": its levels, "base": its base
+/// arm's).
+fn for_each_levels_trials(
+    run: &mut serde_json::Value,
+    mut f: impl FnMut(&str, &mut Vec<serde_json::Value>),
+) {
+    for arm in ["head", "base"] {
+        let levels = match arm {
+            "head" => &mut run["levels"],
+            _ => &mut run["base"]["levels"],
+        };
+        for level in levels.as_array_mut().unwrap() {
+            f(arm, level["trials"].as_array_mut().unwrap());
+        }
+    }
+}
+
 /// The 4-block run `results` with blocks 3 and 4 measuring, trial by trial, what blocks 1
 /// and 2 did (same slots), written beside it as `twice.json`.
 fn with_blocks_repeated(results: &Path) -> std::path::PathBuf {
     let mut run = read_json(results);
-    for levels in ["levels", "base"] {
-        let levels = match levels {
-            "levels" => &mut run[levels],
-            _ => &mut run[levels]["levels"],
+    for_each_levels_trials(&mut run, |_, trials| {
+        let of_block = |b: u64| -> Vec<serde_json::Value> {
+            (trials.iter())
+                .filter(|t| t["block"].as_u64() == Some(b))
+                .map(|t| t["output_tok_per_s"].clone())
+                .collect()
         };
-        for level in levels.as_array_mut().unwrap() {
-            let trials = level["trials"].as_array_mut().unwrap();
-            let of_block = |b: u64| -> Vec<serde_json::Value> {
-                (trials.iter())
-                    .filter(|t| t["block"].as_u64() == Some(b))
-                    .map(|t| t["output_tok_per_s"].clone())
-                    .collect()
-            };
-            let earlier = [of_block(1), of_block(2)];
-            let mut seen = [0usize; 2];
-            for t in trials.iter_mut() {
-                let block = t["block"].as_u64().unwrap();
-                if block > 2 {
-                    let i = (block - 3) as usize;
-                    t["output_tok_per_s"] = earlier[i][seen[i]].clone();
-                    seen[i] += 1;
-                }
+        let earlier = [of_block(1), of_block(2)];
+        let mut seen = [0usize; 2];
+        for t in trials.iter_mut() {
+            let block = t["block"].as_u64().unwrap();
+            if block > 2 {
+                let i = (block - 3) as usize;
+                t["output_tok_per_s"] = earlier[i][seen[i]].clone();
+                seen[i] += 1;
             }
-            assert_eq!(seen.map(|n| n > 0), [true; 2], "blocks 3 and 4 ran");
         }
-    }
+        assert_eq!(seen.map(|n| n > 0), [true; 2], "blocks 3 and 4 ran");
+    });
     let path = results.with_file_name("twice.json");
     std::fs::write(&path, serde_json::to_string(&run).unwrap()).unwrap();
     path

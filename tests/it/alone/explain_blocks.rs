@@ -6,8 +6,9 @@
 //! C=1-6), and the family is said to be the figures with each one's levels read together.
 //!
 //! 8%, and the machine to itself: at 6% beside another timed test it was listed in most runs
-//! but not all (CI once read trials' sd within 0.8-3.8% and nothing listed), a chance no test
-//! may rest on; table 14 (benches/explain_blocks.rs) gives the rates.
+//! but not all (a clean-clone `.ci/run` here read trials' sd within 0.8-3.8% and listed
+//! nothing), a chance no test may rest on; table 14 (benches/explain_blocks.rs) gives the
+//! rates of its model.
 
 use crate::common::*;
 use crate::crossover_cli::bench_blocks;
