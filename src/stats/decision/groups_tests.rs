@@ -156,6 +156,9 @@ fn pairs_of_one_node_whose_gaps_differ_are_judged_on_the_nodes_average() {
     );
     assert!(groups.node_average && !groups.between_judged, "{groups:?}");
     assert_eq!((levels[0].pass_se, levels[0].pass_df), (None, None));
+    // The gaps' spread on their own scale: +3% and -3% have an sd of 4.2%.
+    let spread = groups.between_spread.unwrap();
+    assert!(close(spread, 0.0424, 0.003), "{spread}");
     assert_eq!(decide(&mut levels, &settings), LevelOutcome::NoRegression);
     // A 6% drop on both pairs with the same split is caught, on the same reading.
     let mut levels = [grouped_level(
